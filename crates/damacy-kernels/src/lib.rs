@@ -1,0 +1,1 @@
+//! damacy kernels (in progress).

@@ -1,0 +1,1 @@
+//! Per-rank sample plans (strided, contiguous, chunk-aware, resumable).
