@@ -1,0 +1,126 @@
+//! Options of the read path, validated once when a [`crate::Reader`] is built.
+
+use crate::dtype::OutputDtype;
+use crate::error::{Error, Result};
+
+/// What to do with a region that reaches outside its array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutOfBounds {
+    /// Fail with an error naming the array and the region (the default).
+    #[default]
+    Error,
+    /// Pad the part outside the array with the fill value.
+    Fill,
+}
+
+/// Options of the read path. Every field has a documented default; build with
+/// `ReadConfig::default().with_*(…)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadConfig {
+    /// Threads issuing storage reads. Default 8: reads wait on storage, not on the CPU.
+    pub n_io_threads: usize,
+    /// Threads decoding and assembling. Default: the number of CPUs.
+    pub n_compute_threads: usize,
+    /// Two byte ranges of one key merge into one read when the gap between them is at most
+    /// this many bytes. Default 64 KiB.
+    pub coalesce_max_gap: u64,
+    /// A merged read never grows beyond this many bytes. Default 16 MiB.
+    pub coalesce_max_size: u64,
+    /// Bytes of decoded shard indexes kept in the cache. Default 256 MiB. A batch always keeps
+    /// the indexes it needs while it is read, so a small cache costs refetches, never errors.
+    pub shard_index_cache_bytes: u64,
+    /// Arrays whose metadata is kept open. Default 1024.
+    pub metadata_cache_entries: u64,
+    /// Regions outside the array. Default [`OutOfBounds::Error`].
+    pub out_of_bounds: OutOfBounds,
+    /// Element type of batches. Default [`OutputDtype::Native`].
+    pub output_dtype: OutputDtype,
+    /// Allow casts that can lose integer values (e.g. `int32` to `float32`). Default false:
+    /// such a cast is an error when the array is first read.
+    pub allow_lossy_cast: bool,
+}
+
+impl Default for ReadConfig {
+    fn default() -> Self {
+        Self {
+            n_io_threads: 8,
+            n_compute_threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            coalesce_max_gap: 64 << 10,
+            coalesce_max_size: 16 << 20,
+            shard_index_cache_bytes: 256 << 20,
+            metadata_cache_entries: 1024,
+            out_of_bounds: OutOfBounds::Error,
+            output_dtype: OutputDtype::Native,
+            allow_lossy_cast: false,
+        }
+    }
+}
+
+impl ReadConfig {
+    /// Set the storage read threads.
+    #[must_use]
+    pub fn with_io_threads(mut self, n: usize) -> Self {
+        self.n_io_threads = n;
+        self
+    }
+
+    /// Set the decode threads.
+    #[must_use]
+    pub fn with_compute_threads(mut self, n: usize) -> Self {
+        self.n_compute_threads = n;
+        self
+    }
+
+    /// Set the coalescing caps: the largest gap merged and the largest merged read.
+    #[must_use]
+    pub fn with_coalescing(mut self, max_gap: u64, max_size: u64) -> Self {
+        self.coalesce_max_gap = max_gap;
+        self.coalesce_max_size = max_size;
+        self
+    }
+
+    /// Set the shard-index cache size in bytes.
+    #[must_use]
+    pub fn with_shard_index_cache_bytes(mut self, bytes: u64) -> Self {
+        self.shard_index_cache_bytes = bytes;
+        self
+    }
+
+    /// Set the out-of-bounds policy.
+    #[must_use]
+    pub fn with_out_of_bounds(mut self, policy: OutOfBounds) -> Self {
+        self.out_of_bounds = policy;
+        self
+    }
+
+    /// Set the output element type.
+    #[must_use]
+    pub fn with_output_dtype(mut self, dtype: OutputDtype) -> Self {
+        self.output_dtype = dtype;
+        self
+    }
+
+    /// Allow casts that can lose integer values.
+    #[must_use]
+    pub fn with_lossy_cast(mut self, allow: bool) -> Self {
+        self.allow_lossy_cast = allow;
+        self
+    }
+
+    /// Check every value; called once by [`crate::Reader::new`].
+    pub fn validate(&self) -> Result<()> {
+        if self.n_io_threads == 0 {
+            return Err(Error::invalid("n_io_threads is 0; use at least 1"));
+        }
+        if self.n_compute_threads == 0 {
+            return Err(Error::invalid("n_compute_threads is 0; use at least 1"));
+        }
+        if self.coalesce_max_size == 0 {
+            return Err(Error::invalid("coalesce_max_size is 0; use at least 1 byte (no merging beyond one range)"));
+        }
+        if self.metadata_cache_entries == 0 {
+            return Err(Error::invalid("metadata_cache_entries is 0; use at least 1"));
+        }
+        Ok(())
+    }
+}

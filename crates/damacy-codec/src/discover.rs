@@ -1,0 +1,66 @@
+//! Finding the arrays in a store, and their stored sizes.
+
+use zarrs_storage::{StoreKey, StorePrefix};
+
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// The paths (`/a/b`) of every zarr array (v2 or v3) in the store, sorted.
+pub fn list_arrays(store: &Store) -> Result<Vec<String>> {
+    let keys = store.storage().list().map_err(|e| {
+        Error::invalid(format!("cannot list store {}: {e}; name the array to inspect instead", store.url()))
+    })?;
+    let mut arrays = Vec::new();
+    for key in keys {
+        let k = key.as_str();
+        let (parent, is_v3) = if let Some(p) = k.strip_suffix("zarr.json") {
+            (p, true)
+        } else if let Some(p) = k.strip_suffix(".zarray") {
+            (p, false)
+        } else {
+            continue;
+        };
+        if !(parent.is_empty() || parent.ends_with('/')) {
+            continue;
+        }
+        if is_v3 && !is_v3_array(store, &key)? {
+            continue;
+        }
+        arrays.push(format!("/{}", parent.trim_end_matches('/')));
+    }
+    arrays.sort();
+    arrays.dedup();
+    Ok(arrays)
+}
+
+fn is_v3_array(store: &Store, key: &StoreKey) -> Result<bool> {
+    let Some(bytes) = store.storage().get(key).map_err(|e| Error::invalid(format!("cannot read {key}: {e}")))? else {
+        return Ok(false);
+    };
+    let json: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::Metadata { path: key.to_string(), message: format!("not JSON: {e}") })?;
+    Ok(json.get("node_type").and_then(|v| v.as_str()) == Some("array"))
+}
+
+/// Bytes stored under an array's prefix, metadata excluded; `None` when the store cannot
+/// list.
+#[must_use]
+pub fn stored_bytes(store: &Store, array_path: &str) -> Option<u64> {
+    let trimmed = array_path.trim_matches('/');
+    let prefix = if trimmed.is_empty() { StorePrefix::root() } else { StorePrefix::new(format!("{trimmed}/")).ok()? };
+    let keys = store.storage().list_prefix(&prefix).ok()?;
+    let mut total = 0;
+    for key in keys {
+        let name = key.as_str().rsplit('/').next().unwrap_or("");
+        if matches!(name, "zarr.json" | ".zarray" | ".zattrs" | ".zgroup") {
+            continue;
+        }
+        // Nested arrays are not part of this array's chunks.
+        let rest = &key.as_str()[prefix.as_str().len()..];
+        if rest.contains("zarr.json") {
+            continue;
+        }
+        total += store.storage().size_key(&key).ok().flatten()?;
+    }
+    Some(total)
+}

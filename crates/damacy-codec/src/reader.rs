@@ -1,0 +1,325 @@
+//! The read path from a batch of regions to a batch buffer: plan, fetch, decode, assemble.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use zarrs_storage::Bytes;
+
+use crate::array::ArrayInfo;
+use crate::assemble::{Converter, Placed, assemble_region};
+use crate::config::{OutOfBounds, ReadConfig};
+use crate::cpu::{EncodedUnit, decode_units};
+use crate::dtype::Dtype;
+use crate::error::{Error, Location, Result};
+use crate::io::{ReadRequest, fetch_all};
+use crate::region::{Region, for_each_cell};
+use crate::shard_index::{ShardIndex, ShardIndexCache};
+use crate::stats::{Stats, StatsSnapshot};
+use crate::store::Store;
+
+/// A batch of equally shaped regions of one array, decoded on the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    /// Element bytes, native byte order (little-endian on every supported host), C order.
+    pub data: Vec<u8>,
+    /// `[regions, region shape...]`.
+    pub shape: Vec<u64>,
+    /// The element type.
+    pub dtype: Dtype,
+}
+
+/// Reads regions of zarr arrays: owns the caches, the thread pools and the counters.
+///
+/// ```
+/// use damacy_codec::{ReadConfig, Reader, Region, Store, StoreOptions};
+/// # fn main() -> damacy_codec::Result<()> {
+/// # let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures");
+/// let store = Store::open(root, &StoreOptions::default())?;
+/// let reader = Reader::new(ReadConfig::default())?;
+/// let array = reader.open_array(&store, "v3/sharded_zstd_index_end")?;
+/// let crops = [Region::new(vec![0, 0, 0], vec![8, 8, 8]), Region::new(vec![9, 30, 4], vec![8, 8, 8])];
+/// let batch = reader.read_batch(&store, &array, &crops)?;
+/// assert_eq!(batch.shape, vec![2, 8, 8, 8]);
+/// assert_eq!(batch.data.len(), 2 * 8 * 8 * 8 * 2);
+/// # Ok(()) }
+/// ```
+pub struct Reader {
+    config: ReadConfig,
+    stats: Arc<Stats>,
+    index_cache: ShardIndexCache,
+    arrays: moka::sync::Cache<(u64, String), Arc<ArrayInfo>>,
+    io_pool: rayon::ThreadPool,
+    compute_pool: rayon::ThreadPool,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// Where one decode unit's bytes come from.
+enum Source {
+    Read(ReadRequest),
+    Fill,
+}
+
+impl Reader {
+    /// A reader with validated options.
+    pub fn new(config: ReadConfig) -> Result<Self> {
+        config.validate()?;
+        let stats = Arc::new(Stats::default());
+        let pool = |n: usize, name: &'static str| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(move |i| format!("damacy-{name}-{i}"))
+                .build()
+                .map_err(|e| Error::invalid(format!("cannot start {n} {name} threads: {e}")))
+        };
+        Ok(Self {
+            index_cache: ShardIndexCache::new(config.shard_index_cache_bytes, stats.clone()),
+            arrays: moka::sync::Cache::new(config.metadata_cache_entries),
+            io_pool: pool(config.n_io_threads, "io")?,
+            compute_pool: pool(config.n_compute_threads, "compute")?,
+            stats,
+            config,
+        })
+    }
+
+    /// The options the reader was built with.
+    #[must_use]
+    pub fn config(&self) -> &ReadConfig {
+        &self.config
+    }
+
+    /// The counters so far.
+    #[must_use]
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The shard-index cache.
+    #[must_use]
+    pub fn shard_index_cache(&self) -> &ShardIndexCache {
+        &self.index_cache
+    }
+
+    /// Open an array (cached by store and path).
+    pub fn open_array(&self, store: &Store, path: &str) -> Result<Arc<ArrayInfo>> {
+        let key = (store.id(), crate::array::normalize_path(path));
+        self.arrays
+            .try_get_with(key, || ArrayInfo::open(store, path).map(Arc::new))
+            .map_err(|e| (*e).clone())
+    }
+
+    /// The element type batches of `array` have, after checking the cast.
+    pub fn output_dtype(&self, array: &ArrayInfo) -> Result<Dtype> {
+        let to = self.config.output_dtype.resolve(array.dtype);
+        if !self.config.allow_lossy_cast
+            && let Some(reason) = array.dtype.lossy_cast_reason(to)
+        {
+            return Err(Error::invalid(format!(
+                "output dtype {to} for array {}: {reason}; choose another output dtype or allow lossy casts",
+                array.path
+            )));
+        }
+        Ok(to)
+    }
+
+    /// Read one region into a buffer of the output type.
+    pub fn read_region(&self, store: &Store, array: &ArrayInfo, region: &Region) -> Result<Vec<u8>> {
+        self.read_batch(store, array, std::slice::from_ref(region)).map(|b| b.data)
+    }
+
+    /// Read equally shaped regions of one array into one batch buffer. Chunks shared by
+    /// several regions are fetched and decoded once.
+    pub fn read_batch(&self, store: &Store, array: &ArrayInfo, regions: &[Region]) -> Result<Batch> {
+        let out_dtype = self.output_dtype(array)?;
+        let Some(first) = regions.first() else {
+            return Err(Error::invalid("read_batch needs at least one region"));
+        };
+        let mut clipped = Vec::with_capacity(regions.len());
+        for r in regions {
+            r.validate(&array.path, &array.shape)?;
+            if r.shape != first.shape {
+                return Err(Error::invalid(format!(
+                    "regions of one batch must have one shape: {} has shape {:?}, the first {:?}",
+                    r, r.shape, first.shape
+                )));
+            }
+            if !r.is_inside(&array.shape) && self.config.out_of_bounds == OutOfBounds::Error {
+                return Err(Error::invalid(format!(
+                    "region {r} is outside array {} of shape {:?} (set out_of_bounds to fill to pad with the fill value)",
+                    array.path, array.shape
+                )));
+            }
+            clipped.push(r.clip(&array.shape));
+        }
+
+        // Plan: the decode units every region touches, each once.
+        let unit_shape = array.decode_shape().to_vec();
+        let mut unit_ids: HashMap<Vec<u64>, usize> = HashMap::new();
+        let mut units: Vec<Vec<u64>> = Vec::new();
+        let mut region_units: Vec<Vec<usize>> = Vec::with_capacity(regions.len());
+        for c in &clipped {
+            let mut mine = Vec::new();
+            if let Some(c) = c {
+                for_each_cell(&c.start, &c.end(), &unit_shape, |u| {
+                    let id = *unit_ids.entry(u.to_vec()).or_insert_with(|| {
+                        units.push(u.to_vec());
+                        units.len() - 1
+                    });
+                    mine.push(id);
+                });
+            }
+            region_units.push(mine);
+        }
+        let sources = self.locate_units(store, array, &units)?;
+
+        // Fetch.
+        let requests: Vec<ReadRequest> = sources
+            .iter()
+            .filter_map(|s| match s {
+                Source::Read(r) => Some(r.clone()),
+                Source::Fill => None,
+            })
+            .collect();
+        let (gap, size) = (self.config.coalesce_max_gap, self.config.coalesce_max_size);
+        let fetched = self.io_pool.install(|| fetch_all(store, &array.path, &requests, gap, size, &self.stats))?;
+
+        // Decode.
+        let mut encoded = Vec::new();
+        let mut slot: Vec<Option<usize>> = vec![None; units.len()];
+        let mut filled = 0u64;
+        for (i, s) in sources.iter().enumerate() {
+            let bytes: Option<Bytes> = match s {
+                Source::Read(r) => fetched.get(r).cloned().flatten(),
+                Source::Fill => None,
+            };
+            if let (Some(bytes), Source::Read(r)) = (bytes, s) {
+                slot[i] = Some(encoded.len());
+                encoded.push(EncodedUnit { bytes, location: self.unit_location(array, &units[i], r) });
+            } else {
+                filled += 1;
+            }
+        }
+        self.stats.add_units_filled(filled);
+        let decoded = self.compute_pool.install(|| decode_units(array, encoded, &self.stats))?;
+
+        // Assemble.
+        let started = Instant::now();
+        let region_elems = first.num_elements() as usize;
+        let region_bytes = region_elems * out_dtype.size();
+        let mut data = vec![0u8; region_bytes * regions.len()];
+        let conv = Converter { from: array.dtype, to: out_dtype };
+        self.compute_pool.install(|| {
+            data.par_chunks_mut(region_bytes.max(1)).enumerate().for_each(|(r, out)| {
+                let placed: Vec<Placed<'_>> = region_units[r]
+                    .iter()
+                    .map(|&u| Placed {
+                        origin: units[u].iter().zip(&unit_shape).map(|(i, s)| i * s).collect(),
+                        shape: &unit_shape,
+                        data: slot[u].map(|k| decoded[k].as_slice()),
+                    })
+                    .collect();
+                assemble_region(&regions[r], clipped[r].as_ref(), &placed, &array.fill_value, conv, out);
+            });
+        });
+        self.stats.add_assemble(started.elapsed());
+        self.stats.add_regions(regions.len() as u64);
+        self.stats.add_batches(1);
+        let mut shape = vec![regions.len() as u64];
+        shape.extend_from_slice(&first.shape);
+        Ok(Batch { data, shape, dtype: out_dtype })
+    }
+
+    fn unit_location(&self, array: &ArrayInfo, unit: &[u64], req: &ReadRequest) -> Location {
+        let (chunk, inner) = match &array.shard {
+            Some(l) => (
+                unit.iter().zip(&l.chunks_per_shard).map(|(u, c)| u / c).collect(),
+                Some(unit.iter().zip(&l.chunks_per_shard).map(|(u, c)| u % c).collect()),
+            ),
+            None => (unit.to_vec(), None),
+        };
+        Location {
+            array: array.path.clone(),
+            chunk: Some(chunk),
+            inner_chunk: inner,
+            key: Some(req.key.to_string()),
+            byte_range: req.range.clone(),
+        }
+    }
+
+    /// For each unit: the byte range to read, or fill. Fetches the shard indexes needed
+    /// (through the cache, in parallel) and keeps them for the whole batch.
+    fn locate_units(&self, store: &Store, array: &ArrayInfo, units: &[Vec<u64>]) -> Result<Vec<Source>> {
+        let Some(layout) = &array.shard else {
+            return Ok(units.iter().map(|u| Source::Read(ReadRequest { key: array.chunk_key(u), range: None })).collect());
+        };
+        let cps = &layout.chunks_per_shard;
+        let mut shard_ids: HashMap<Vec<u64>, usize> = HashMap::new();
+        let mut shards: Vec<Vec<u64>> = Vec::new();
+        let unit_shard: Vec<usize> = units
+            .iter()
+            .map(|u| {
+                let s: Vec<u64> = u.iter().zip(cps).map(|(u, c)| u / c).collect();
+                *shard_ids.entry(s.clone()).or_insert_with(|| {
+                    shards.push(s);
+                    shards.len() - 1
+                })
+            })
+            .collect();
+        let indexes: Vec<Arc<ShardIndex>> = self
+            .io_pool
+            .install(|| shards.par_iter().map(|s| self.index_cache.get(store, array, s)).collect::<Result<Vec<_>>>())?;
+        let strides = crate::region::c_strides(cps);
+        Ok(units
+            .iter()
+            .zip(unit_shard)
+            .map(|(u, s)| {
+                let Some(entries) = indexes[s].as_ref() else { return Source::Fill };
+                let inner: usize = u.iter().zip(cps).zip(&strides).map(|((u, c), st)| (u % c) * st).sum::<u64>() as usize;
+                match entries.get(inner).copied().flatten() {
+                    Some((offset, nbytes)) => {
+                        Source::Read(ReadRequest { key: array.chunk_key(&shards[s]), range: Some(offset..offset + nbytes) })
+                    }
+                    None => Source::Fill,
+                }
+            })
+            .collect())
+    }
+
+    /// SHA-256 of the whole array's bytes (C order, little-endian), read through this path
+    /// in slabs along the first axis so memory stays bounded.
+    pub fn digest_array(&self, store: &Store, array: &ArrayInfo) -> Result<String> {
+        if !cfg!(target_endian = "little") {
+            return Err(Error::Unsupported("digests are defined on little-endian hosts".into()));
+        }
+        let mut hasher = Sha256::new();
+        if array.shape.is_empty() || array.num_elements() == 0 {
+            if array.shape.is_empty() {
+                let b = self.read_region(store, array, &Region::whole(&[]))?;
+                hasher.update(&b);
+            }
+            return Ok(hex::encode(hasher.finalize()));
+        }
+        const SLAB_BYTES: u64 = 64 << 20;
+        let row_bytes = array.shape[1..].iter().product::<u64>() * array.dtype.size() as u64;
+        let chunk_rows = array.chunk_shape[0].max(1);
+        let rows = (SLAB_BYTES / row_bytes.max(1)).max(1);
+        let rows = (rows / chunk_rows).max(1) * chunk_rows;
+        let mut start = 0;
+        while start < array.shape[0] {
+            let n = rows.min(array.shape[0] - start);
+            let mut region = Region::whole(&array.shape);
+            region.start[0] = start;
+            region.shape[0] = n;
+            hasher.update(self.read_region(store, array, &region)?);
+            start += n;
+        }
+        Ok(hex::encode(hasher.finalize()))
+    }
+}

@@ -1,0 +1,135 @@
+//! The shard-index cache: decoded shard indexes keyed by (store, array, shard coordinates),
+//! weighed in bytes, fetched once however many samples ask at the same time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use moka::notification::RemovalCause;
+use zarrs_storage::byte_range::ByteRange;
+
+use crate::array::{ArrayInfo, ShardLayout, decode_shard_index};
+use crate::error::{Error, Location, Result};
+use crate::stats::Stats;
+use crate::store::Store;
+
+/// The decoded index of one shard: `None` for a shard that does not exist (all fill value),
+/// else one `(offset, nbytes)` per inner chunk in C order, `None` for an empty inner chunk.
+pub type ShardIndex = Option<Vec<Option<(u64, u64)>>>;
+
+type Key = (u64, Arc<str>, Vec<u64>);
+
+/// A bounded, single-flight cache of decoded shard indexes.
+#[derive(Clone)]
+pub struct ShardIndexCache {
+    cache: moka::sync::Cache<Key, Arc<ShardIndex>>,
+    stats: Arc<Stats>,
+}
+
+impl std::fmt::Debug for ShardIndexCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardIndexCache").field("entries", &self.cache.entry_count()).finish_non_exhaustive()
+    }
+}
+
+fn weigh(key: &Key, value: &Arc<ShardIndex>) -> u32 {
+    let entries = value.as_ref().as_ref().map_or(0, Vec::len);
+    let bytes = 64 + key.1.len() + key.2.len() * 8 + entries * std::mem::size_of::<Option<(u64, u64)>>();
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
+
+impl ShardIndexCache {
+    /// A cache holding at most `capacity_bytes` of decoded indexes.
+    #[must_use]
+    pub fn new(capacity_bytes: u64, stats: Arc<Stats>) -> Self {
+        let evictions = stats.clone();
+        let cache = moka::sync::Cache::builder()
+            .max_capacity(capacity_bytes)
+            .weigher(weigh)
+            .eviction_listener(move |_k, _v, cause| {
+                if cause == RemovalCause::Size {
+                    evictions.add_index_evictions(1);
+                }
+            })
+            .build();
+        Self { cache, stats }
+    }
+
+    /// The index of shard `shard` of `array`, from the cache or fetched (once, however many
+    /// callers ask concurrently).
+    pub fn get(&self, store: &Store, array: &ArrayInfo, shard: &[u64]) -> Result<Arc<ShardIndex>> {
+        let Some(layout) = &array.shard else {
+            return Err(Error::invalid(format!("array {} is not sharded", array.path)));
+        };
+        let key: Key = (store.id(), Arc::from(array.path.as_str()), shard.to_vec());
+        let fetched = AtomicBool::new(false);
+        let result = self.cache.try_get_with(key, || {
+            fetched.store(true, Ordering::Relaxed);
+            fetch_index(store, array, layout, shard, &self.stats).map(Arc::new)
+        });
+        if fetched.load(Ordering::Relaxed) {
+            self.stats.add_index_misses(1);
+        } else {
+            self.stats.add_index_hits(1);
+        }
+        result.map_err(|e| (*e).clone())
+    }
+
+    /// Decoded indexes currently held.
+    #[must_use]
+    pub fn entry_count(&self) -> u64 {
+        self.cache.run_pending_tasks();
+        self.cache.entry_count()
+    }
+}
+
+fn fetch_index(store: &Store, array: &ArrayInfo, layout: &ShardLayout, shard: &[u64], stats: &Stats) -> Result<ShardIndex> {
+    let key = array.chunk_key(shard);
+    let size = layout.index_encoded_size;
+    let (range, described) = if layout.index_at_start {
+        (ByteRange::FromStart(0, Some(size)), 0..size)
+    } else {
+        (ByteRange::Suffix(size), 0..size)
+    };
+    let location = |r: Option<std::ops::Range<u64>>| Location {
+        array: array.path.clone(),
+        chunk: Some(shard.to_vec()),
+        key: Some(key.to_string()),
+        byte_range: r,
+        ..Location::default()
+    };
+    let started = Instant::now();
+    stats.add_storage_requests(1);
+    stats.add_index_fetches(1);
+    let got = store.storage().get_partial(&key, range);
+    stats.add_io(started.elapsed());
+    let bytes = match got {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(e) => {
+            let message = e.to_string();
+            // A shard smaller than its index is a truncated shard, not a storage failure.
+            if message.contains("range") || message.contains("Invalid") {
+                return Err(Error::decode(location(None), format!("truncated shard: cannot read its {size}-byte index ({message})")));
+            }
+            return Err(Error::storage(location(Some(described)), message));
+        }
+    };
+    stats.add_bytes_read(bytes.len() as u64);
+    if bytes.len() as u64 != size {
+        return Err(Error::decode(
+            location(None),
+            format!("truncated shard: the index needs {size} bytes, the object returned {}", bytes.len()),
+        ));
+    }
+    let index_range = if layout.index_at_start { Some(0..size) } else { None };
+    let entries = decode_shard_index(layout, &bytes).map_err(|m| Error::decode(location(index_range), m))?;
+    for (i, e) in entries.iter().enumerate() {
+        if let Some((offset, nbytes)) = e
+            && offset.checked_add(*nbytes).is_none()
+        {
+            return Err(Error::decode(location(None), format!("shard index entry {i} overflows: offset {offset} + {nbytes} bytes")));
+        }
+    }
+    Ok(Some(entries))
+}

@@ -1,0 +1,148 @@
+//! Counters of the read path, shared by every stage.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Live counters (atomics); read a consistent-enough copy with [`Stats::snapshot`].
+#[derive(Debug, Default)]
+pub struct Stats {
+    regions: AtomicU64,
+    batches: AtomicU64,
+    units_decoded: AtomicU64,
+    units_filled: AtomicU64,
+    storage_requests: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_decoded: AtomicU64,
+    index_hits: AtomicU64,
+    index_misses: AtomicU64,
+    index_evictions: AtomicU64,
+    index_fetches: AtomicU64,
+    io_ns: AtomicU64,
+    decode_ns: AtomicU64,
+    assemble_ns: AtomicU64,
+}
+
+/// A copy of the counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Regions read.
+    pub regions: u64,
+    /// Batches read.
+    pub batches: u64,
+    /// Chunks (inner chunks of shards) decoded.
+    pub units_decoded: u64,
+    /// Chunks that were missing or empty and became fill values without a read.
+    pub units_filled: u64,
+    /// Storage requests issued (after coalescing), shard-index reads included.
+    pub storage_requests: u64,
+    /// Bytes read from storage, shard indexes included.
+    pub bytes_read: u64,
+    /// Bytes produced by decoding.
+    pub bytes_decoded: u64,
+    /// Shard-index cache hits.
+    pub index_hits: u64,
+    /// Shard-index cache misses.
+    pub index_misses: u64,
+    /// Shard indexes evicted from the cache.
+    pub index_evictions: u64,
+    /// Shard indexes fetched from storage.
+    pub index_fetches: u64,
+    /// Time spent waiting on storage.
+    pub io: Duration,
+    /// Time spent decoding.
+    pub decode: Duration,
+    /// Time spent assembling batches.
+    pub assemble: Duration,
+}
+
+macro_rules! counters {
+    ($($name:ident => $add:ident),* $(,)?) => {
+        impl Stats {
+            $(
+                #[doc = concat!("Add to `", stringify!($name), "`.")]
+                pub fn $add(&self, n: u64) {
+                    self.$name.fetch_add(n, Relaxed);
+                }
+            )*
+        }
+    };
+}
+
+counters!(
+    regions => add_regions,
+    batches => add_batches,
+    units_decoded => add_units_decoded,
+    units_filled => add_units_filled,
+    storage_requests => add_storage_requests,
+    bytes_read => add_bytes_read,
+    bytes_decoded => add_bytes_decoded,
+    index_hits => add_index_hits,
+    index_misses => add_index_misses,
+    index_evictions => add_index_evictions,
+    index_fetches => add_index_fetches,
+);
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Stats {
+    /// Add time spent on storage.
+    pub fn add_io(&self, d: Duration) {
+        self.io_ns.fetch_add(nanos(d), Relaxed);
+    }
+
+    /// Add time spent decoding.
+    pub fn add_decode(&self, d: Duration) {
+        self.decode_ns.fetch_add(nanos(d), Relaxed);
+    }
+
+    /// Add time spent assembling.
+    pub fn add_assemble(&self, d: Duration) {
+        self.assemble_ns.fetch_add(nanos(d), Relaxed);
+    }
+
+    /// Copy the counters.
+    #[must_use]
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            regions: self.regions.load(Relaxed),
+            batches: self.batches.load(Relaxed),
+            units_decoded: self.units_decoded.load(Relaxed),
+            units_filled: self.units_filled.load(Relaxed),
+            storage_requests: self.storage_requests.load(Relaxed),
+            bytes_read: self.bytes_read.load(Relaxed),
+            bytes_decoded: self.bytes_decoded.load(Relaxed),
+            index_hits: self.index_hits.load(Relaxed),
+            index_misses: self.index_misses.load(Relaxed),
+            index_evictions: self.index_evictions.load(Relaxed),
+            index_fetches: self.index_fetches.load(Relaxed),
+            io: Duration::from_nanos(self.io_ns.load(Relaxed)),
+            decode: Duration::from_nanos(self.decode_ns.load(Relaxed)),
+            assemble: Duration::from_nanos(self.assemble_ns.load(Relaxed)),
+        }
+    }
+}
+
+impl StatsSnapshot {
+    /// The counters accumulated since an earlier snapshot.
+    #[must_use]
+    pub fn since(&self, earlier: &StatsSnapshot) -> StatsSnapshot {
+        StatsSnapshot {
+            regions: self.regions - earlier.regions,
+            batches: self.batches - earlier.batches,
+            units_decoded: self.units_decoded - earlier.units_decoded,
+            units_filled: self.units_filled - earlier.units_filled,
+            storage_requests: self.storage_requests - earlier.storage_requests,
+            bytes_read: self.bytes_read - earlier.bytes_read,
+            bytes_decoded: self.bytes_decoded - earlier.bytes_decoded,
+            index_hits: self.index_hits - earlier.index_hits,
+            index_misses: self.index_misses - earlier.index_misses,
+            index_evictions: self.index_evictions - earlier.index_evictions,
+            index_fetches: self.index_fetches - earlier.index_fetches,
+            io: self.io.saturating_sub(earlier.io),
+            decode: self.decode.saturating_sub(earlier.decode),
+            assemble: self.assemble.saturating_sub(earlier.assemble),
+        }
+    }
+}
