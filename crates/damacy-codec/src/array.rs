@@ -119,9 +119,7 @@ impl ArrayInfo {
             .data_type()
             .name(ZarrVersion::V3)
             .ok_or_else(|| Error::Unsupported(format!("array {path} has a data type with no zarr v3 name")))?;
-        let dtype: Dtype = dtype_name
-            .parse()
-            .map_err(|e| Error::Unsupported(format!("array {path}: {e}")))?;
+        let dtype: Dtype = dtype_name.parse().map_err(|e| Error::Unsupported(format!("array {path}: {e}")))?;
         let shape = array.shape().to_vec();
         let zeros = vec![0u64; shape.len()];
         let chunk_shape: Vec<u64> = array
@@ -224,7 +222,9 @@ fn shard_layout(meta: &MetadataV3, shard_shape: &[u64], dtype: Dtype) -> Result<
         match m.name() {
             "bytes" => {}
             "crc32c" => index_encoded_size += 4,
-            other => return Err(format!("index codec {other:?} is not supported (damacy reads bytes and crc32c indexes)")),
+            other => {
+                return Err(format!("index codec {other:?} is not supported (damacy reads bytes and crc32c indexes)"));
+            }
         }
     }
     let _ = dtype;

@@ -77,7 +77,8 @@ pub(crate) fn assemble_region(
     for unit in units {
         let Some(data) = unit.data else { continue };
         let lo: Vec<u64> = clipped.start.iter().zip(&unit.origin).map(|(a, b)| *a.max(b)).collect();
-        let hi: Vec<u64> = c_end.iter().zip(unit.origin.iter().zip(unit.shape)).map(|(e, (o, s))| (*e).min(o + s)).collect();
+        let hi: Vec<u64> =
+            c_end.iter().zip(unit.origin.iter().zip(unit.shape)).map(|(e, (o, s))| (*e).min(o + s)).collect();
         if lo.iter().zip(&hi).any(|(l, h)| l >= h) {
             continue;
         }

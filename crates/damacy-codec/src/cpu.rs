@@ -24,7 +24,10 @@ pub(crate) fn decode_units(array: &ArrayInfo, units: Vec<EncodedUnit>, stats: &S
     let chain = array.decode_chain();
     let mut shape = Vec::with_capacity(array.decode_shape().len());
     for &s in array.decode_shape() {
-        shape.push(NonZeroU64::new(s).ok_or_else(|| Error::Metadata { path: array.path.clone(), message: "zero-sized chunk".into() })?);
+        shape.push(
+            NonZeroU64::new(s)
+                .ok_or_else(|| Error::Metadata { path: array.path.clone(), message: "zero-sized chunk".into() })?,
+        );
     }
     let data_type = array.zarrs().data_type().clone();
     let fill_value = array.zarrs().fill_value().clone();

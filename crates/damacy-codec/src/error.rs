@@ -60,7 +60,7 @@ pub enum Error {
     #[error("storage error at {location}: {message}")]
     Storage {
         /// What was being read.
-        location: Location,
+        location: Box<Location>,
         /// The underlying failure.
         message: String,
     },
@@ -68,7 +68,7 @@ pub enum Error {
     #[error("decode error at {location}: {message}")]
     Decode {
         /// What was being decoded.
-        location: Location,
+        location: Box<Location>,
         /// What was wrong with it.
         message: String,
     },
@@ -91,11 +91,11 @@ impl Error {
     }
 
     pub(crate) fn decode(location: Location, message: impl fmt::Display) -> Self {
-        Self::Decode { location, message: message.to_string() }
+        Self::Decode { location: Box::new(location), message: message.to_string() }
     }
 
     pub(crate) fn storage(location: Location, message: impl fmt::Display) -> Self {
-        Self::Storage { location, message: message.to_string() }
+        Self::Storage { location: Box::new(location), message: message.to_string() }
     }
 }
 

@@ -20,6 +20,9 @@ pub(crate) struct ReadRequest {
     pub(crate) range: Option<Range<u64>>,
 }
 
+/// Reads of one key: each request with its bytes (`None` for a missing key).
+type Fetched = Vec<(ReadRequest, Option<Bytes>)>;
+
 /// Merge sorted ranges whose gaps are at most `max_gap`, never beyond `max_size` bytes.
 /// Returns the merged ranges and, for each input range, the merged range it falls in.
 #[must_use]
@@ -62,7 +65,7 @@ pub(crate) fn fetch_all(
     }
     let groups: Vec<(&StoreKey, Vec<&ReadRequest>)> = by_key.into_iter().collect();
     let started = Instant::now();
-    let results: Vec<Result<Vec<(ReadRequest, Option<Bytes>)>>> =
+    let results: Vec<Result<Fetched>> =
         groups.par_iter().map(|(key, reqs)| fetch_key(store, array, key, reqs, max_gap, max_size, stats)).collect();
     stats.add_io(started.elapsed());
     let mut out = HashMap::with_capacity(requests.len());
@@ -84,7 +87,7 @@ fn fetch_key(
     max_gap: u64,
     max_size: u64,
     stats: &Stats,
-) -> Result<Vec<(ReadRequest, Option<Bytes>)>> {
+) -> Result<Fetched> {
     let storage = store.storage();
     let mut out = Vec::with_capacity(reqs.len());
     let (whole, ranged): (Vec<&ReadRequest>, Vec<&ReadRequest>) = reqs.iter().partition(|r| r.range.is_none());
@@ -101,10 +104,11 @@ fn fetch_key(
     if ranged.is_empty() {
         return Ok(out);
     }
-    let ranges: Vec<Range<u64>> = ranged.iter().filter_map(|r| r.range.clone()).collect();
-    let (merged, owner) = coalesce(&ranges, max_gap, max_size);
+    let wanted: Vec<Range<u64>> = ranged.iter().filter_map(|r| r.range.clone()).collect();
+    let (merged, owner) = coalesce(&wanted, max_gap, max_size);
     stats.add_storage_requests(merged.len() as u64);
-    let byte_ranges: Vec<ByteRange> = merged.iter().map(|r| ByteRange::FromStart(r.start, Some(r.end - r.start))).collect();
+    let byte_ranges: Vec<ByteRange> =
+        merged.iter().map(|r| ByteRange::FromStart(r.start, Some(r.end - r.start))).collect();
     let got = storage
         .get_partial_many(key, Box::new(byte_ranges.into_iter()))
         .map_err(|e| Error::storage(location(array, key, merged.first().cloned()), e))?;
@@ -120,16 +124,23 @@ fn fetch_key(
         stats.add_bytes_read(bytes.len() as u64);
         buffers.push(bytes);
     }
-    for ((req, range), &m) in ranged.iter().zip(&ranges).zip(&owner) {
+    for ((req, range), &m) in ranged.iter().zip(&wanted).zip(&owner) {
         let (Some(buf), Some(mrange)) = (buffers.get(m), merged.get(m)) else {
-            return Err(Error::storage(location(array, key, Some(range.clone())), "the store returned fewer ranges than requested"));
+            return Err(Error::storage(
+                location(array, key, Some(range.clone())),
+                "the store returned fewer ranges than requested",
+            ));
         };
         let lo = (range.start - mrange.start) as usize;
         let hi = (range.end - mrange.start) as usize;
         if hi > buf.len() {
             return Err(Error::decode(
                 location(array, key, Some(range.clone())),
-                format!("truncated object: {} bytes requested, {} available", range.end - range.start, buf.len().saturating_sub(lo)),
+                format!(
+                    "truncated object: {} bytes requested, {} available",
+                    range.end - range.start,
+                    buf.len().saturating_sub(lo)
+                ),
             ));
         }
         out.push(((*req).clone(), Some(buf.slice(lo..hi))));

@@ -61,6 +61,9 @@ impl std::fmt::Debug for Reader {
     }
 }
 
+/// Largest slab `digest_array` reads at once.
+const DIGEST_SLAB_BYTES: u64 = 64 << 20;
+
 /// Where one decode unit's bytes come from.
 enum Source {
     Read(ReadRequest),
@@ -110,9 +113,7 @@ impl Reader {
     /// Open an array (cached by store and path).
     pub fn open_array(&self, store: &Store, path: &str) -> Result<Arc<ArrayInfo>> {
         let key = (store.id(), crate::array::normalize_path(path));
-        self.arrays
-            .try_get_with(key, || ArrayInfo::open(store, path).map(Arc::new))
-            .map_err(|e| (*e).clone())
+        self.arrays.try_get_with(key, || ArrayInfo::open(store, path).map(Arc::new)).map_err(|e| (*e).clone())
     }
 
     /// The element type batches of `array` have, after checking the cast.
@@ -201,7 +202,7 @@ impl Reader {
             };
             if let (Some(bytes), Source::Read(r)) = (bytes, s) {
                 slot[i] = Some(encoded.len());
-                encoded.push(EncodedUnit { bytes, location: self.unit_location(array, &units[i], r) });
+                encoded.push(EncodedUnit { bytes, location: Self::unit_location(array, &units[i], r) });
             } else {
                 filled += 1;
             }
@@ -236,7 +237,7 @@ impl Reader {
         Ok(Batch { data, shape, dtype: out_dtype })
     }
 
-    fn unit_location(&self, array: &ArrayInfo, unit: &[u64], req: &ReadRequest) -> Location {
+    fn unit_location(array: &ArrayInfo, unit: &[u64], req: &ReadRequest) -> Location {
         let (chunk, inner) = match &array.shard {
             Some(l) => (
                 unit.iter().zip(&l.chunks_per_shard).map(|(u, c)| u / c).collect(),
@@ -257,7 +258,10 @@ impl Reader {
     /// (through the cache, in parallel) and keeps them for the whole batch.
     fn locate_units(&self, store: &Store, array: &ArrayInfo, units: &[Vec<u64>]) -> Result<Vec<Source>> {
         let Some(layout) = &array.shard else {
-            return Ok(units.iter().map(|u| Source::Read(ReadRequest { key: array.chunk_key(u), range: None })).collect());
+            return Ok(units
+                .iter()
+                .map(|u| Source::Read(ReadRequest { key: array.chunk_key(u), range: None }))
+                .collect());
         };
         let cps = &layout.chunks_per_shard;
         let mut shard_ids: HashMap<Vec<u64>, usize> = HashMap::new();
@@ -281,11 +285,13 @@ impl Reader {
             .zip(unit_shard)
             .map(|(u, s)| {
                 let Some(entries) = indexes[s].as_ref() else { return Source::Fill };
-                let inner: usize = u.iter().zip(cps).zip(&strides).map(|((u, c), st)| (u % c) * st).sum::<u64>() as usize;
+                let inner: usize =
+                    u.iter().zip(cps).zip(&strides).map(|((u, c), st)| (u % c) * st).sum::<u64>() as usize;
                 match entries.get(inner).copied().flatten() {
-                    Some((offset, nbytes)) => {
-                        Source::Read(ReadRequest { key: array.chunk_key(&shards[s]), range: Some(offset..offset + nbytes) })
-                    }
+                    Some((offset, nbytes)) => Source::Read(ReadRequest {
+                        key: array.chunk_key(&shards[s]),
+                        range: Some(offset..offset + nbytes),
+                    }),
                     None => Source::Fill,
                 }
             })
@@ -306,10 +312,9 @@ impl Reader {
             }
             return Ok(hex::encode(hasher.finalize()));
         }
-        const SLAB_BYTES: u64 = 64 << 20;
         let row_bytes = array.shape[1..].iter().product::<u64>() * array.dtype.size() as u64;
         let chunk_rows = array.chunk_shape[0].max(1);
-        let rows = (SLAB_BYTES / row_bytes.max(1)).max(1);
+        let rows = (DIGEST_SLAB_BYTES / row_bytes.max(1)).max(1);
         let rows = (rows / chunk_rows).max(1) * chunk_rows;
         let mut start = 0;
         while start < array.shape[0] {

@@ -40,7 +40,12 @@ impl Region {
     #[must_use]
     pub fn is_inside(&self, array_shape: &[u64]) -> bool {
         self.start.len() == array_shape.len()
-            && self.start.iter().zip(&self.shape).zip(array_shape).all(|((s, n), a)| s.checked_add(*n).is_some_and(|e| e <= *a))
+            && self
+                .start
+                .iter()
+                .zip(&self.shape)
+                .zip(array_shape)
+                .all(|((s, n), a)| s.checked_add(*n).is_some_and(|e| e <= *a))
     }
 
     /// The part of the region inside the array, or `None` when they do not overlap.

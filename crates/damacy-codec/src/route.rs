@@ -74,7 +74,8 @@ pub fn routes(chain: &[MetadataV3]) -> Vec<CodecRoute> {
         .map(|meta| {
             let route = match meta.name() {
                 "sharding_indexed" => Route::Cpu {
-                    reason: "shard indexes are decoded on the host and cached; inner chunks follow their own chain".into(),
+                    reason: "shard indexes are decoded on the host and cached; inner chunks follow their own chain"
+                        .into(),
                 },
                 name => match kernel_for(name) {
                     Some(kernel) => Route::Gpu { kernel },

@@ -83,7 +83,13 @@ impl ShardIndexCache {
     }
 }
 
-fn fetch_index(store: &Store, array: &ArrayInfo, layout: &ShardLayout, shard: &[u64], stats: &Stats) -> Result<ShardIndex> {
+fn fetch_index(
+    store: &Store,
+    array: &ArrayInfo,
+    layout: &ShardLayout,
+    shard: &[u64],
+    stats: &Stats,
+) -> Result<ShardIndex> {
     let key = array.chunk_key(shard);
     let size = layout.index_encoded_size;
     let (range, described) = if layout.index_at_start {
@@ -110,7 +116,10 @@ fn fetch_index(store: &Store, array: &ArrayInfo, layout: &ShardLayout, shard: &[
             let message = e.to_string();
             // A shard smaller than its index is a truncated shard, not a storage failure.
             if message.contains("range") || message.contains("Invalid") {
-                return Err(Error::decode(location(None), format!("truncated shard: cannot read its {size}-byte index ({message})")));
+                return Err(Error::decode(
+                    location(None),
+                    format!("truncated shard: cannot read its {size}-byte index ({message})"),
+                ));
             }
             return Err(Error::storage(location(Some(described)), message));
         }
@@ -128,7 +137,10 @@ fn fetch_index(store: &Store, array: &ArrayInfo, layout: &ShardLayout, shard: &[
         if let Some((offset, nbytes)) = e
             && offset.checked_add(*nbytes).is_none()
         {
-            return Err(Error::decode(location(None), format!("shard index entry {i} overflows: offset {offset} + {nbytes} bytes")));
+            return Err(Error::decode(
+                location(None),
+                format!("shard index entry {i} overflows: offset {offset} + {nbytes} bytes"),
+            ));
         }
     }
     Ok(Some(entries))

@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use opendal::Operator;
-use zarrs_storage::storage_adapter::async_to_sync::{AsyncToSyncBlockOn, AsyncToSyncStorageAdapter};
 use zarrs_storage::ReadableListableStorage;
+use zarrs_storage::storage_adapter::async_to_sync::{AsyncToSyncBlockOn, AsyncToSyncStorageAdapter};
 
 use crate::error::{Error, Result};
 
@@ -114,22 +114,19 @@ impl Store {
     pub fn open(url: &str, options: &StoreOptions) -> Result<Self> {
         let (kind, rest) = split_scheme(url)?;
         let mut local_root = None;
-        let storage: ReadableListableStorage = match kind {
-            StoreKind::Local => {
-                let path = PathBuf::from(rest);
-                if !path.is_dir() {
-                    return Err(Error::NotFound(format!("no folder at {} (store URL {url:?})", path.display())));
-                }
-                local_root = Some(path.clone());
-                let store = zarrs::filesystem::FilesystemStore::new(&path)
-                    .map_err(|e| Error::invalid(format!("cannot open {}: {e}", path.display())))?;
-                Arc::new(store)
+        let storage: ReadableListableStorage = if kind == StoreKind::Local {
+            let path = PathBuf::from(rest);
+            if !path.is_dir() {
+                return Err(Error::NotFound(format!("no folder at {} (store URL {url:?})", path.display())));
             }
-            _ => {
-                let operator = build_operator(kind, url, rest, options)?;
-                let store = zarrs_opendal::AsyncOpendalStore::new(operator);
-                Arc::new(AsyncToSyncStorageAdapter::new(Arc::new(store), TokioBlockOn))
-            }
+            local_root = Some(path.clone());
+            let store = zarrs::filesystem::FilesystemStore::new(&path)
+                .map_err(|e| Error::invalid(format!("cannot open {}: {e}", path.display())))?;
+            Arc::new(store)
+        } else {
+            let operator = build_operator(kind, url, rest, options)?;
+            let store = zarrs_opendal::AsyncOpendalStore::new(operator);
+            Arc::new(AsyncToSyncStorageAdapter::new(Arc::new(store), TokioBlockOn))
         };
         let mut hasher = DefaultHasher::new();
         url.trim_end_matches('/').hash(&mut hasher);
@@ -217,7 +214,9 @@ fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions
             let mut b = services::S3::default().bucket(bucket).root(&root);
             let region = options.region.clone().or_else(|| env("AWS_REGION")).or_else(|| env("AWS_DEFAULT_REGION"));
             b = b.region(region.as_deref().unwrap_or("us-east-1"));
-            if let Some(ep) = options.endpoint.clone().or_else(|| env("AWS_ENDPOINT_URL_S3")).or_else(|| env("AWS_ENDPOINT_URL")) {
+            if let Some(ep) =
+                options.endpoint.clone().or_else(|| env("AWS_ENDPOINT_URL_S3")).or_else(|| env("AWS_ENDPOINT_URL"))
+            {
                 b = b.endpoint(&ep);
             }
             if let (Some(k), Some(s)) = (&options.access_key_id, &options.secret_access_key) {
@@ -246,7 +245,11 @@ fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions
             let (container, root) = bucket_and_root(url, rest)?;
             let mut b = services::Azblob::default().container(container).root(&root);
             let account = options.access_key_id.clone().or_else(|| env("AZURE_STORAGE_ACCOUNT"));
-            if let Some(ep) = options.endpoint.clone().or_else(|| account.as_ref().map(|a| format!("https://{a}.blob.core.windows.net"))) {
+            if let Some(ep) = options
+                .endpoint
+                .clone()
+                .or_else(|| account.as_ref().map(|a| format!("https://{a}.blob.core.windows.net")))
+            {
                 b = b.endpoint(&ep);
             }
             if let Some(a) = &account {

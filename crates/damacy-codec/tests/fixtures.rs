@@ -19,9 +19,11 @@ fn zarrs_bytes(array: &Array<zarrs::filesystem::FilesystemStore>, region: &Regio
 #[test]
 fn manifest_covers_the_matrix() {
     let entries = manifest();
-    let has = |f: &dyn Fn(&common::Entry) -> bool| entries.iter().any(|e| f(e));
+    let has = |f: &dyn Fn(&common::Entry) -> bool| entries.iter().any(f);
     let codecs = |e: &common::Entry| e.codecs.to_string();
-    for dtype in ["uint8", "int8", "uint16", "int16", "uint32", "int32", "int64", "float16", "float32", "float64", "bool"] {
+    for dtype in
+        ["uint8", "int8", "uint16", "int16", "uint32", "int32", "int64", "float16", "float32", "float64", "bool"]
+    {
         assert!(has(&|e| e.dtype == dtype), "no fixture of dtype {dtype}");
     }
     for rank in 1..=4 {
@@ -30,12 +32,23 @@ fn manifest_covers_the_matrix() {
     for cname in ["lz4", "lz4hc", "zstd", "blosclz", "zlib"] {
         for shuffle in ["noshuffle", "\"shuffle\"", "bitshuffle"] {
             assert!(
-                has(&|e| { let c = codecs(e); c.contains(&format!("\"cname\":\"{cname}\"")) && c.contains(shuffle) }),
+                has(&|e| {
+                    let c = codecs(e);
+                    c.contains(&format!("\"cname\":\"{cname}\"")) && c.contains(shuffle)
+                }),
                 "no blosc fixture with cname {cname} and {shuffle}"
             );
         }
     }
-    for needle in ["\"endian\":\"big\"", "\"checksum\":true", "gzip", "crc32c", "transpose", "\"index_location\":\"start\"", "\"index_location\":\"end\""] {
+    for needle in [
+        "\"endian\":\"big\"",
+        "\"checksum\":true",
+        "gzip",
+        "crc32c",
+        "transpose",
+        "\"index_location\":\"start\"",
+        "\"index_location\":\"end\"",
+    ] {
         assert!(has(&|e| codecs(e).contains(needle)), "no fixture with {needle}");
     }
     assert!(has(&|e| e.zarr_format == 2 && codecs(e).contains("\"order\":\"F\"")), "no v2 order F fixture");
@@ -48,7 +61,8 @@ fn zarrs_reproduces_every_digest() {
     let store = Arc::new(zarrs::filesystem::FilesystemStore::new(fixtures_dir()).unwrap());
     let mut checked = 0;
     for e in manifest() {
-        let array = Array::open(store.clone(), &format!("/{}", e.path)).unwrap_or_else(|err| panic!("{}: {err}", e.path));
+        let array =
+            Array::open(store.clone(), &format!("/{}", e.path)).unwrap_or_else(|err| panic!("{}: {err}", e.path));
         let bytes = zarrs_bytes(&array, &Region::whole(&e.shape));
         assert_eq!(bytes.len() as u64, e.decoded_bytes, "{}", e.path);
         assert_eq!(hex::encode(Sha256::digest(&bytes)), e.sha256, "zarrs disagrees with zarr-python on {}", e.path);
@@ -89,7 +103,12 @@ fn random_regions_match_zarrs() {
             let batch = reader.read_batch(&store, &array, &regions).unwrap();
             let per = batch.data.len() / regions.len();
             for (i, r) in regions.iter().enumerate() {
-                assert_eq!(&batch.data[i * per..(i + 1) * per], zarrs_bytes(&zarray, r).as_slice(), "{} region {r}", e.path);
+                assert_eq!(
+                    &batch.data[i * per..(i + 1) * per],
+                    zarrs_bytes(&zarray, r).as_slice(),
+                    "{} region {r}",
+                    e.path
+                );
             }
         }
     }
@@ -109,7 +128,11 @@ fn out_of_bounds_regions_error_or_fill() {
     let values: Vec<i16> = data.chunks_exact(2).map(|b| i16::from_ne_bytes([b[0], b[1]])).collect();
     // Rows 25..30, columns 35..40 are inside (never written: fill -7); the rest is padding.
     assert!(values.iter().all(|&v| v == -7), "{values:?}");
-    let zarray = Array::open(Arc::new(zarrs::filesystem::FilesystemStore::new(fixtures_dir()).unwrap()), "/v3/missing_chunks_fill").unwrap();
+    let zarray = Array::open(
+        Arc::new(zarrs::filesystem::FilesystemStore::new(fixtures_dir()).unwrap()),
+        "/v3/missing_chunks_fill",
+    )
+    .unwrap();
     let inside = padded.read_region(&store, &array, &Region::new(vec![5, 5], vec![20, 30])).unwrap();
     assert_eq!(inside, zarrs_bytes(&zarray, &Region::new(vec![5, 5], vec![20, 30])));
 }

@@ -29,7 +29,8 @@ pub fn fixtures_dir() -> PathBuf {
 }
 
 pub fn manifest() -> Vec<Entry> {
-    let text = std::fs::read_to_string(fixtures_dir().join("manifest.json")).expect("fixtures/manifest.json is readable");
+    let text =
+        std::fs::read_to_string(fixtures_dir().join("manifest.json")).expect("fixtures/manifest.json is readable");
     serde_json::from_str::<Manifest>(&text).expect("manifest.json parses").arrays
 }
 

@@ -1,0 +1,67 @@
+# damacy — the two commands are `make demo` and `make test`; both install what they need.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+CARGO ?= cargo
+# NVRTC from PyPI, for the kernel compile checks (no CUDA toolkit needed).
+NVRTC_VERSION := 13.0.88
+NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
+NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
+NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
+
+.PHONY: help demo test lint rust-test fixtures fixtures-check bench venv nvrtc clean
+
+help:
+	@echo "make demo      inspect the fixture corpus and decode every array (damacy inspect --digest)"
+	@echo "make test      install what is needed, then fmt, clippy, every Rust and Python test"
+	@echo "make bench     run the benchmarks; results go to benches/results/"
+	@echo "make fixtures  regenerate fixtures/ with zarr-python and check the digests did not move"
+
+$(VENV)/.stamp: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.stamp
+
+$(NVRTC_DIR)/.stamp:
+	$(PYTHON) -m pip install --quiet --no-deps --target $(NVRTC_DIR) "$(NVRTC_WHEEL)"
+	touch $@
+
+nvrtc: $(NVRTC_DIR)/.stamp
+
+demo:
+	$(CARGO) build --release -p damacy-cli
+	./target/release/damacy inspect fixtures --digest
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+
+rust-test: nvrtc
+	LD_LIBRARY_PATH="$(NVRTC_LIB):$$LD_LIBRARY_PATH" DAMACY_NVRTC_DIR="$(NVRTC_LIB)" \
+		$(CARGO) test --workspace --all-features
+
+# Regenerating the corpus in a scratch folder must reproduce every committed digest.
+fixtures-check: venv
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(VPY) fixtures/generate.py --out "$$tmp" --check
+
+test: venv lint rust-test fixtures-check
+	@if compgen -G "tests/python/test_*.py" > /dev/null; then \
+		$(VPY) -m pytest -q tests/python; \
+	else echo "no Python tests yet"; fi
+
+fixtures: venv
+	$(VPY) fixtures/generate.py --check
+
+bench: venv
+	$(CARGO) bench -p damacy-sampler
+	@echo "results: benches/results/"
+
+clean:
+	$(CARGO) clean
+	rm -rf $(VENV) .nvrtc

@@ -1,0 +1,114 @@
+//! `damacy inspect`: what a store holds and how damacy will read it.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use damacy::{ReadConfig, Reader, Store, StoreOptions};
+use damacy_codec::{discover, route};
+
+use crate::Executor;
+
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+fn dims(v: &[u64]) -> String {
+    format!("[{}]", v.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))
+}
+
+pub(crate) fn run(
+    url: &str,
+    array: Option<&str>,
+    digest: bool,
+    executor: Executor,
+    options: &StoreOptions,
+) -> Result<(), damacy::Error> {
+    if executor == Executor::Gpu {
+        return Err(damacy_codec::Error::Unsupported(
+            "--executor gpu: this build has no GPU route yet; use --executor cpu".into(),
+        )
+        .into());
+    }
+    let store = Store::open(url, options)?;
+    let reader = Reader::new(ReadConfig::default())?;
+    let paths = match array {
+        Some(p) => vec![damacy_codec::array::normalize_path(p)],
+        None => discover::list_arrays(&store)?,
+    };
+    if paths.is_empty() {
+        return Err(damacy_codec::Error::NotFound(format!("no zarr arrays in {url}")).into());
+    }
+    let mut total_stored = 0u64;
+    let mut total_decoded = 0u64;
+    let started = Instant::now();
+    for path in &paths {
+        let info = reader.open_array(&store, path)?;
+        let stored = discover::stored_bytes(&store, path);
+        total_stored += stored.unwrap_or(0);
+        total_decoded += info.decoded_bytes();
+        let mut out = String::new();
+        let _ = writeln!(out, "{path}");
+        let _ = writeln!(
+            out,
+            "  zarr v{}  {}  shape {}  chunks {}{}",
+            info.zarr_format,
+            info.dtype,
+            dims(&info.shape),
+            dims(info.decode_shape()),
+            info.shard.as_ref().map(|_| format!("  shards {}", dims(&info.chunk_shape))).unwrap_or_default()
+        );
+        let ratio = stored
+            .filter(|s| *s > 0)
+            .map(|s| format!(" ({:.2}x)", info.decoded_bytes() as f64 / s as f64))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  stored {}, decoded {}{ratio}",
+            stored.map_or_else(|| "unknown (store cannot list)".to_owned(), human),
+            human(info.decoded_bytes())
+        );
+        let mut chains = vec![("codecs", info.codec_metadata.as_slice())];
+        if let Some(shard) = &info.shard {
+            chains.push(("inner chunk codecs", shard.inner_codec_metadata.as_slice()));
+            chains.push(("index codecs", shard.index_codec_metadata.as_slice()));
+        }
+        for (label, chain) in chains {
+            let _ = writeln!(out, "  {label}:");
+            for r in route::routes(chain) {
+                let _ = writeln!(out, "    {:<52} {}", r.codec, r.route);
+            }
+        }
+        if digest {
+            let sha = reader.digest_array(&store, &info)?;
+            let _ = writeln!(out, "  sha256 {sha}  (executor cpu)");
+        }
+        print!("{out}");
+    }
+    let stats = reader.stats();
+    println!(
+        "{} arrays, stored {}, decoded {}{}",
+        paths.len(),
+        human(total_stored),
+        human(total_decoded),
+        if digest {
+            format!(
+                "; digests in {:.2} s: {} chunks decoded, {} filled, {} storage requests, {} read",
+                started.elapsed().as_secs_f64(),
+                stats.units_decoded,
+                stats.units_filled,
+                stats.storage_requests,
+                human(stats.bytes_read)
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}

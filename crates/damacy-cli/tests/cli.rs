@@ -1,0 +1,68 @@
+//! The `damacy` binary: inspect output, digests, and one-line errors.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+fn damacy(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_damacy")).args(args).output().expect("the damacy binary runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn manifest_digest(path: &str) -> String {
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("manifest.json")).unwrap()).unwrap();
+    manifest["arrays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["path"] == path)
+        .map(|a| a["sha256"].as_str().unwrap().to_owned())
+        .unwrap()
+}
+
+#[test]
+fn inspect_digest_matches_the_manifest() {
+    for path in ["v3/sharded_zstd_index_start", "v2/blosc_lz4_default_F", "v3/blosc_lz4_bit_ts2_small"] {
+        let (ok, stdout, stderr) = damacy(&["inspect", fixtures().to_str().unwrap(), path, "--digest", "--executor", "cpu"]);
+        assert!(ok, "{stderr}");
+        assert!(stdout.contains(&format!("sha256 {}", manifest_digest(path))), "{path}: {stdout}");
+    }
+}
+
+#[test]
+fn inspect_lists_every_array_with_routes() {
+    let (ok, stdout, stderr) = damacy(&["inspect", fixtures().to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("/v3/sharded_blosc_index_end"));
+    assert!(stdout.contains("shards [16, 32, 20]"));
+    assert!(stdout.contains("blosc(cname=lz4"));
+    assert!(stdout.contains("CPU ("), "every codec states its route: {stdout}");
+    let arrays = stdout.lines().filter(|l| l.starts_with('/')).count();
+    assert!(stdout.contains(&format!("{arrays} arrays")), "{stdout}");
+    assert!(arrays >= 150);
+}
+
+fn assert_one_line_error(args: &[&str], needle: &str) {
+    let (ok, _, stderr) = damacy(args);
+    assert!(!ok, "{args:?} should fail");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains(needle), "{stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"), "{stderr}");
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    assert_one_line_error(&["inspect", "/no/such/store"], "no folder at /no/such/store");
+    assert_one_line_error(&["inspect", fixtures().to_str().unwrap(), "v3/not_an_array"], "no zarr array at /v3/not_an_array");
+    assert_one_line_error(&["inspect", "ftp://example/x"], "unsupported store scheme");
+
+    let dir = tempfile::tempdir().unwrap();
+    assert_one_line_error(&["inspect", dir.path().to_str().unwrap()], "no zarr arrays");
+    std::fs::create_dir(dir.path().join("broken")).unwrap();
+    std::fs::write(dir.path().join("broken/zarr.json"), b"{ this is not json").unwrap();
+    assert_one_line_error(&["inspect", dir.path().to_str().unwrap(), "broken"], "/broken");
+}
