@@ -9,7 +9,11 @@ fn fixtures() -> PathBuf {
 
 fn damacy(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_damacy")).args(args).output().expect("the damacy binary runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn manifest_digest(path: &str) -> String {
@@ -27,7 +31,8 @@ fn manifest_digest(path: &str) -> String {
 #[test]
 fn inspect_digest_matches_the_manifest() {
     for path in ["v3/sharded_zstd_index_start", "v2/blosc_lz4_default_F", "v3/blosc_lz4_bit_ts2_small"] {
-        let (ok, stdout, stderr) = damacy(&["inspect", fixtures().to_str().unwrap(), path, "--digest", "--executor", "cpu"]);
+        let (ok, stdout, stderr) =
+            damacy(&["inspect", fixtures().to_str().unwrap(), path, "--digest", "--executor", "cpu"]);
         assert!(ok, "{stderr}");
         assert!(stdout.contains(&format!("sha256 {}", manifest_digest(path))), "{path}: {stdout}");
     }
@@ -57,7 +62,10 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
 #[test]
 fn bad_input_is_one_clear_line() {
     assert_one_line_error(&["inspect", "/no/such/store"], "no folder at /no/such/store");
-    assert_one_line_error(&["inspect", fixtures().to_str().unwrap(), "v3/not_an_array"], "no zarr array at /v3/not_an_array");
+    assert_one_line_error(
+        &["inspect", fixtures().to_str().unwrap(), "v3/not_an_array"],
+        "no zarr array at /v3/not_an_array",
+    );
     assert_one_line_error(&["inspect", "ftp://example/x"], "unsupported store scheme");
 
     let dir = tempfile::tempdir().unwrap();

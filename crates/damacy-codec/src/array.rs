@@ -93,6 +93,10 @@ impl ArrayInfo {
             zarrs::array::ArrayCreateError::MissingMetadata => {
                 Error::NotFound(format!("no zarr array at {path} in {}", store.url()))
             }
+            zarrs::array::ArrayCreateError::StorageError(zarrs_storage::StorageError::InvalidMetadata(
+                key,
+                message,
+            )) => Error::Metadata { path: path.clone(), message: format!("{key}: {message}") },
             zarrs::array::ArrayCreateError::StorageError(e) => {
                 Error::storage(crate::error::Location::array(&path), format!("reading metadata: {e}"))
             }

@@ -1,0 +1,187 @@
+//! Corrupt and truncated inputs give clear errors naming the array, chunk and byte range:
+//! never a panic, never silent wrong data.
+
+mod common;
+
+use std::path::Path;
+
+use common::fixtures_dir;
+use damacy_codec::{Error, ReadConfig, Reader, Region, Store, StoreOptions};
+
+/// Copy one fixture array into a scratch store.
+fn scratch(array: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures_dir().join(array), &dir.path().join(array));
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn flip_byte(path: &Path, offset_from_start: Option<usize>, offset_from_end: Option<usize>) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let i = offset_from_start.unwrap_or_else(|| bytes.len() - offset_from_end.unwrap());
+    bytes[i] ^= 0x5A;
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn read_whole(dir: &Path, array: &str) -> Result<Vec<u8>, Error> {
+    let store = Store::open(dir.to_str().unwrap(), &StoreOptions::default())?;
+    let reader = Reader::new(ReadConfig::default())?;
+    let info = reader.open_array(&store, array)?;
+    reader.read_region(&store, &info, &Region::whole(&info.shape))
+}
+
+#[test]
+fn flipped_byte_in_a_checksummed_chunk() {
+    for (array, chunk) in [("v3/crc32c_zstd", "c/1/1"), ("v3/zstd_l3_ck", "c/1/0/0")] {
+        let dir = scratch(array);
+        flip_byte(&dir.path().join(array).join(chunk), Some(20), None);
+        let err = read_whole(dir.path(), array).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Decode { .. }), "{msg}");
+        assert!(msg.contains(array) && msg.contains(chunk), "names array and key: {msg}");
+    }
+}
+
+#[test]
+fn flipped_byte_in_a_blosc_header() {
+    let array = "v3/blosc_lz4_byte_ts2_large";
+    let dir = scratch(array);
+    // nbytes in the blosc header: the frame claims a different decoded size.
+    flip_byte(&dir.path().join(array).join("c/0"), Some(5), None);
+    let err = read_whole(dir.path(), array).unwrap_err();
+    assert!(matches!(err, Error::Decode { .. }), "{err}");
+    assert!(err.to_string().contains("chunk [0]"), "{err}");
+}
+
+#[test]
+fn bad_shard_index_checksum() {
+    let array = "v3/sharded_zstd_index_end";
+    let dir = scratch(array);
+    // The index sits at the end: its last 4 bytes are the crc32c; flip a byte before them.
+    flip_byte(&dir.path().join(array).join("c/1/1/0"), None, Some(10));
+    let err = read_whole(dir.path(), array).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Decode { .. }), "{msg}");
+    assert!(msg.contains("shard index") && msg.contains("chunk [1, 1, 0]") && msg.contains(array), "{msg}");
+}
+
+#[test]
+fn truncated_shards() {
+    // Index at the start: the index survives, the inner chunks it points at do not.
+    let array = "v3/sharded_blosc_index_start";
+    let dir = scratch(array);
+    let shard = dir.path().join(array).join("c/0/0/0");
+    let len = std::fs::metadata(&shard).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&shard).unwrap().set_len(len / 2).unwrap();
+    let err = read_whole(dir.path(), array).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Decode { .. } | Error::Storage { .. }), "{msg}");
+    assert!(msg.contains(array) && msg.contains("c/0/0/0") && msg.contains("bytes "), "names key and range: {msg}");
+
+    // Shorter than its own index.
+    std::fs::OpenOptions::new().write(true).open(&shard).unwrap().set_len(7).unwrap();
+    let err = read_whole(dir.path(), array).unwrap_err();
+    assert!(matches!(err, Error::Decode { .. } | Error::Storage { .. }), "{err}");
+    assert!(err.to_string().contains("c/0/0/0"), "{err}");
+
+    // Index at the end: cutting the tail off breaks the index checksum or its size.
+    let array = "v3/sharded_zstd_index_end";
+    let dir = scratch(array);
+    let shard = dir.path().join(array).join("c/0/0/0");
+    let len = std::fs::metadata(&shard).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&shard).unwrap().set_len(len - 100).unwrap();
+    let err = read_whole(dir.path(), array).unwrap_err();
+    assert!(matches!(err, Error::Decode { .. }), "{err}");
+    assert!(err.to_string().contains("c/0/0/0"), "{err}");
+}
+
+#[test]
+fn metadata_that_is_not_json() {
+    let array = "v3/crc32c_bytes";
+    let dir = scratch(array);
+    std::fs::write(dir.path().join(array).join("zarr.json"), b"{\"zarr_format\": 3, oops").unwrap();
+    let err = read_whole(dir.path(), array).unwrap_err();
+    assert!(matches!(err, Error::Metadata { .. }), "{err}");
+    assert!(err.to_string().contains("/v3/crc32c_bytes"), "{err}");
+}
+
+#[test]
+fn chunks_shared_by_a_batch_decode_once_and_indexes_are_fetched_once() {
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let reader = Reader::new(ReadConfig::default()).unwrap();
+    let array = reader.open_array(&store, "v3/sharded_zstd_index_end").unwrap();
+    // Eight crops inside inner chunks (2,0,0) and (2,0,1): two inner chunks of shard (1,0,0).
+    let crops: Vec<Region> = (0..8).map(|i| Region::new(vec![16 + i % 4, i, 5], vec![4, 8, 10])).collect();
+    let before = reader.stats();
+    reader.read_batch(&store, &array, &crops).unwrap();
+    let s = reader.stats().since(&before);
+    assert_eq!(s.units_decoded, 2, "{s:?}");
+    assert_eq!(s.index_fetches, 1, "{s:?}");
+    assert_eq!(s.storage_requests, 2, "one index read and one coalesced chunk read: {s:?}");
+
+    // The next batch on the same shard hits the cache.
+    let before = reader.stats();
+    reader.read_batch(&store, &array, &crops[..2]).unwrap();
+    let s = reader.stats().since(&before);
+    assert_eq!((s.index_fetches, s.index_hits), (0, 1), "{s:?}");
+}
+
+#[test]
+fn concurrent_batches_fetch_each_index_once() {
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let reader = Reader::new(ReadConfig::default()).unwrap();
+    let array = reader.open_array(&store, "v3/sharded_blosc_index_end").unwrap();
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let (reader, store, array) = (&reader, &store, &array);
+            s.spawn(move || {
+                let crops: Vec<Region> =
+                    (0..3).map(|i| Region::new(vec![(t * 5 + i * 13) % 32, (t * 7) % 64, 0], vec![8, 8, 20])).collect();
+                reader.read_batch(store, array, &crops).unwrap();
+            });
+        }
+    });
+    // 3 x 3 x 1 shards exist; no shard index is fetched twice however the threads interleave.
+    assert!(reader.stats().index_fetches <= 9, "{:?}", reader.stats());
+    assert_eq!(reader.stats().index_fetches, reader.shard_index_cache().entry_count());
+}
+
+#[test]
+fn output_dtype_casts() {
+    use damacy_codec::{Dtype, OutputDtype};
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let native = Reader::new(ReadConfig::default()).unwrap();
+    let array = native.open_array(&store, "v3/bytes_le_uint16_r3").unwrap();
+    let region = Region::whole(&array.shape);
+    let raw = native.read_region(&store, &array, &region).unwrap();
+    let expect: Vec<f32> = raw.chunks_exact(2).map(|b| f32::from(u16::from_le_bytes([b[0], b[1]]))).collect();
+    for to in [Dtype::F32, Dtype::F64, Dtype::I32, Dtype::U32] {
+        let reader = Reader::new(ReadConfig::default().with_output_dtype(OutputDtype::Cast(to))).unwrap();
+        let out = reader.read_region(&store, &array, &region).unwrap();
+        let got: Vec<f32> = out.chunks_exact(to.size()).map(|b| to.read_f64(b) as f32).collect();
+        assert_eq!(got, expect, "{to}");
+    }
+    // uint16 does not fit float16 or bfloat16 exactly: refused unless allowed.
+    let strict = Reader::new(ReadConfig::default().with_output_dtype(OutputDtype::Cast(Dtype::F16))).unwrap();
+    let err = strict.read_region(&store, &array, &region).unwrap_err().to_string();
+    assert!(err.contains("float16") && err.contains("uint16"), "{err}");
+    let lossy =
+        Reader::new(ReadConfig::default().with_output_dtype(OutputDtype::Cast(Dtype::BF16)).with_lossy_cast(true))
+            .unwrap();
+    let out = lossy.read_region(&store, &array, &region).unwrap();
+    assert_eq!(out.len(), raw.len());
+    let first = Dtype::BF16.read_f64(&out[..2]);
+    assert!((first - f64::from(expect[0])).abs() <= f64::from(expect[0]).abs() / 128.0 + 1.0);
+}
