@@ -42,7 +42,11 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
-rust-test: nvrtc
+# Remote-store tests read from nginx and moto on loopback; the servers stop however the tests end.
+rust-test: nvrtc venv
+	trap 'bash tests/services/services.sh stop' EXIT; \
+	bash tests/services/services.sh start; \
+	set -a; . .services/env; set +a; \
 	LD_LIBRARY_PATH="$(NVRTC_LIB):$$LD_LIBRARY_PATH" DAMACY_NVRTC_DIR="$(NVRTC_LIB)" \
 		$(CARGO) test --workspace --all-features
 
@@ -64,4 +68,4 @@ bench: venv
 
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV) .nvrtc
+	rm -rf $(VENV) .nvrtc .services

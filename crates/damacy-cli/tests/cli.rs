@@ -74,3 +74,46 @@ fn bad_input_is_one_clear_line() {
     std::fs::write(dir.path().join("broken/zarr.json"), b"{ this is not json").unwrap();
     assert_one_line_error(&["inspect", dir.path().to_str().unwrap(), "broken"], "/broken");
 }
+
+#[test]
+fn inspect_digest_over_http_and_s3() {
+    let path = "v3/sharded_blosc_index_end";
+    let expected = format!("sha256 {}", manifest_digest(path));
+    match std::env::var("DAMACY_TEST_HTTP_URL") {
+        Ok(url) => {
+            let (ok, stdout, stderr) = damacy(&["inspect", &url, path, "--digest", "--executor", "cpu"]);
+            assert!(ok && stdout.contains(&expected), "{stdout}{stderr}");
+        }
+        Err(_) => eprintln!("skipped http: DAMACY_TEST_HTTP_URL is not set (run `make test`)"),
+    }
+    match (std::env::var("DAMACY_TEST_S3_URL"), std::env::var("DAMACY_TEST_S3_ENDPOINT")) {
+        (Ok(url), Ok(endpoint)) => {
+            let out = Command::new(env!("CARGO_BIN_EXE_damacy"))
+                .args(["inspect", &url, path, "--digest", "--endpoint", &endpoint])
+                .env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing")
+                .env("AWS_REGION", "us-east-1")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains(&expected),
+                "{stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // Listing a bucket works too.
+            let out = Command::new(env!("CARGO_BIN_EXE_damacy"))
+                .args(["inspect", &url, "--endpoint", &endpoint])
+                .env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing")
+                .output()
+                .unwrap();
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("/v2/zstd_F"),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        _ => eprintln!("skipped s3: DAMACY_TEST_S3_URL is not set (run `make test`)"),
+    }
+}

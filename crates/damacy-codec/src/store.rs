@@ -124,6 +124,8 @@ impl Store {
                 .map_err(|e| Error::invalid(format!("cannot open {}: {e}", path.display())))?;
             Arc::new(store)
         } else {
+            // Registers opendal's default HTTP transport (reqwest, rustls) once per process.
+            opendal::install_default();
             let operator = build_operator(kind, url, rest, options)?;
             let store = zarrs_opendal::AsyncOpendalStore::new(operator);
             Arc::new(AsyncToSyncStorageAdapter::new(Arc::new(store), TokioBlockOn))
