@@ -12,13 +12,14 @@ NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 
-.PHONY: help demo test lint rust-test fixtures fixtures-check bench venv nvrtc clean
+.PHONY: help demo test lint rust-test fixtures fixtures-check bench venv nvrtc fuzz clean
 
 help:
 	@echo "make demo      inspect the fixture corpus and decode every array (damacy inspect --digest)"
 	@echo "make test      install what is needed, then fmt, clippy, every Rust and Python test"
 	@echo "make bench     run the benchmarks; results go to benches/results/"
 	@echo "make fixtures  regenerate fixtures/ with zarr-python and check the digests did not move"
+	@echo "make fuzz      run the cargo-fuzz targets (FUZZ_SECONDS each)"
 
 $(VENV)/.stamp: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +66,15 @@ fixtures: venv
 bench: venv
 	$(CARGO) bench -p damacy-sampler
 	@echo "results: benches/results/"
+
+# cargo-fuzz targets for the parsers of untrusted bytes (libFuzzer; needs nightly features,
+# enabled on the stable toolchain with RUSTC_BOOTSTRAP). FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 60
+fuzz:
+	command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz
+	for t in shard_index metadata chunk; do \
+		RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run --fuzz-dir fuzz $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 clean:
 	$(CARGO) clean

@@ -35,6 +35,13 @@ pub struct ShardLayout {
 }
 
 impl ShardLayout {
+    /// Decode an encoded shard index (exactly [`ShardLayout::index_encoded_size`] bytes) into
+    /// one `(offset, nbytes)` per inner chunk in C order, `None` for an empty inner chunk. The
+    /// crc32c of the index codecs is verified. Any input gives a value or an error.
+    pub fn decode_index(&self, encoded: &[u8]) -> Result<Vec<Option<(u64, u64)>>, String> {
+        decode_shard_index(self, encoded)
+    }
+
     /// The number of inner chunks in a shard.
     #[must_use]
     pub fn inner_chunks(&self) -> u64 {
@@ -245,7 +252,7 @@ fn shard_layout(meta: &MetadataV3, shard_shape: &[u64], dtype: Dtype) -> Result<
 }
 
 /// Decode an encoded shard index into `(offset, nbytes)` pairs, `None` for empty inner chunks.
-pub(crate) fn decode_shard_index(layout: &ShardLayout, encoded: &[u8]) -> Result<Vec<Option<(u64, u64)>>, String> {
+fn decode_shard_index(layout: &ShardLayout, encoded: &[u8]) -> Result<Vec<Option<(u64, u64)>>, String> {
     use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions, FillValue};
     if encoded.len() as u64 != layout.index_encoded_size {
         return Err(format!("shard index has {} bytes, expected {}", encoded.len(), layout.index_encoded_size));

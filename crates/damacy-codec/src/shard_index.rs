@@ -8,7 +8,7 @@ use std::time::Instant;
 use moka::notification::RemovalCause;
 use zarrs_storage::byte_range::ByteRange;
 
-use crate::array::{ArrayInfo, ShardLayout, decode_shard_index};
+use crate::array::{ArrayInfo, ShardLayout};
 use crate::error::{Error, Location, Result};
 use crate::stats::Stats;
 use crate::store::Store;
@@ -132,7 +132,7 @@ fn fetch_index(
         ));
     }
     let index_range = if layout.index_at_start { Some(0..size) } else { None };
-    let entries = decode_shard_index(layout, &bytes).map_err(|m| Error::decode(location(index_range), m))?;
+    let entries = layout.decode_index(&bytes).map_err(|m| Error::decode(location(index_range), m))?;
     for (i, e) in entries.iter().enumerate() {
         if let Some((offset, nbytes)) = e
             && offset.checked_add(*nbytes).is_none()

@@ -1,1 +1,45 @@
-//! damacy kernels (in progress).
+//! damacy's GPU decode foundation: CUDA kernels for blosc (lz4, lz4hc, blosclz, memcpyed; byte
+//! and bit shuffle), raw `bytes`, crc32c and the assemble step, the host parse that turns blosc
+//! frames into a flat stream table, and one device interface with two backends — CUDA
+//! (cudarc, kernels compiled by NVRTC at first use) and a host emulator that runs the very same
+//! `.cu` files on the CPU.
+//!
+//! The kernel sources live in the workspace's top-level `kernels/` folder; they are embedded in
+//! this crate ([`Kernel::source`]) and compiled for the device's own architecture when first
+//! launched.
+//!
+//! ```no_run
+//! # #[cfg(feature = "emulate")] {
+//! use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device};
+//! let device = Device::emulated(0);
+//! let mut decoder = Decoder::new(&device, DecodeConfig::default())?;
+//! let frame: Vec<u8> = std::fs::read("chunk.blosc")?;
+//! let out = decoder.decode_to_host(&[ChunkInput::blosc(&frame)])?;
+//! let bytes: &Vec<u8> = out.chunks[0].as_ref().map_err(|e| e.to_string())?;
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+// Built with neither backend (e.g. `default-features = false`), the crate type-checks but no
+// `Device` can exist: the backend-specific code paths are then unused.
+#![cfg_attr(
+    not(any(feature = "emulate", feature = "cuda")),
+    allow(unused_variables, dead_code, unused_imports, clippy::unnecessary_wraps)
+)]
+
+pub mod assemble;
+pub mod blosc;
+pub mod consts;
+pub mod decode;
+pub mod device;
+mod error;
+mod kernel;
+#[cfg(feature = "cuda")]
+pub mod nvrtc;
+
+pub use assemble::{AssembleJob, Assembler, DType, assemble};
+pub use blosc::{BloscCodec, BloscHeader, Shuffle};
+pub use decode::{ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, WaveStats};
+pub use device::{Device, DeviceBuffer, DeviceKind};
+pub use error::{Error, Result, StreamStatus};
+pub use kernel::Kernel;

@@ -1,0 +1,330 @@
+//! Assemble: copy regions of decoded chunks into the batch tensor on the device — crop, fill
+//! value, byte order, transpose (any axis permutation, as strides) and dtype cast in one kernel.
+
+use crate::consts as c;
+use crate::device::{Arg, Device, DeviceBuffer};
+use crate::error::{Error, Result, StreamStatus};
+use crate::kernel::Kernel;
+
+/// Element types the assemble kernel reads and writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DType {
+    /// bool (one byte, 0 or 1).
+    Bool,
+    /// uint8.
+    U8,
+    /// int8.
+    I8,
+    /// uint16.
+    U16,
+    /// int16.
+    I16,
+    /// uint32.
+    U32,
+    /// int32.
+    I32,
+    /// uint64.
+    U64,
+    /// int64.
+    I64,
+    /// IEEE binary16.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// float32.
+    F32,
+    /// float64.
+    F64,
+}
+
+impl DType {
+    /// Size in bytes.
+    #[must_use]
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::U8 | DType::I8 => 1,
+            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
+            DType::U32 | DType::I32 | DType::F32 => 4,
+            DType::U64 | DType::I64 | DType::F64 => 8,
+        }
+    }
+
+    fn code(self) -> u32 {
+        match self {
+            DType::Bool => c::DMC_DTYPE_BOOL,
+            DType::U8 => c::DMC_DTYPE_U8,
+            DType::I8 => c::DMC_DTYPE_I8,
+            DType::U16 => c::DMC_DTYPE_U16,
+            DType::I16 => c::DMC_DTYPE_I16,
+            DType::U32 => c::DMC_DTYPE_U32,
+            DType::I32 => c::DMC_DTYPE_I32,
+            DType::U64 => c::DMC_DTYPE_U64,
+            DType::I64 => c::DMC_DTYPE_I64,
+            DType::F16 => c::DMC_DTYPE_F16,
+            DType::BF16 => c::DMC_DTYPE_BF16,
+            DType::F32 => c::DMC_DTYPE_F32,
+            DType::F64 => c::DMC_DTYPE_F64,
+        }
+    }
+}
+
+/// One region to copy (or fill) into the batch buffer.
+///
+/// Element `(i_0, …, i_{r-1})` of the region (C order over `shape`) is read at byte
+/// `src_offset + Σ i_k·src_strides[k]·src_dtype.size()` and written at byte
+/// `dst_offset + Σ i_k·dst_strides[k]·dst_dtype.size()`. Strides are in elements and may be
+/// any permutation (a zarr `transpose` codec is a stride choice, see [`AssembleJob::chunk_region`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AssembleJob {
+    /// Byte offset of the region's origin in the source (decoded chunk) buffer.
+    pub src_offset: usize,
+    /// Byte offset of the region's origin in the destination (batch) buffer.
+    pub dst_offset: usize,
+    /// Region extent per dimension (at most 8 dimensions).
+    pub shape: Vec<u64>,
+    /// Source strides in elements.
+    pub src_strides: Vec<i64>,
+    /// Destination strides in elements.
+    pub dst_strides: Vec<i64>,
+    /// Stored element type.
+    pub src_dtype: DType,
+    /// Output element type.
+    pub dst_dtype: DType,
+    /// Whether stored elements are big-endian.
+    pub big_endian: bool,
+    /// `Some(bits)`: ignore the source and write this value (little-endian bits of the value in
+    /// `dst_dtype`) to every element — the fill value of missing chunks.
+    pub fill_bits: Option<u64>,
+}
+
+fn c_strides(shape: &[u64]) -> Vec<i64> {
+    let mut s = vec![0i64; shape.len()];
+    let mut acc: i64 = 1;
+    for k in (0..shape.len()).rev() {
+        s[k] = acc;
+        acc = acc.saturating_mul(shape[k] as i64);
+    }
+    s
+}
+
+impl AssembleJob {
+    /// The job that copies `region_shape` elements starting at `region_start` of a decoded
+    /// chunk (logical shape `chunk_shape`, stored at byte `chunk_offset` of the source) to
+    /// `out_start` of an output tensor of shape `out_shape` stored C-order at byte `out_offset`.
+    /// `transpose_order` is the zarr `transpose` codec's `order` when the chunk was stored
+    /// transposed (stored axis k is logical axis `order[k]`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn chunk_region(
+        chunk_offset: usize,
+        chunk_shape: &[u64],
+        transpose_order: Option<&[usize]>,
+        region_start: &[u64],
+        region_shape: &[u64],
+        out_offset: usize,
+        out_shape: &[u64],
+        out_start: &[u64],
+        src_dtype: DType,
+        dst_dtype: DType,
+        big_endian: bool,
+    ) -> Result<Self> {
+        let r = chunk_shape.len();
+        if [region_start.len(), region_shape.len(), out_shape.len(), out_start.len()].iter().any(|&l| l != r) {
+            return Err(Error::InvalidArgument("chunk_region: all shapes and starts need the same rank".into()));
+        }
+        let logical_strides = match transpose_order {
+            None => c_strides(chunk_shape),
+            Some(order) => {
+                if order.len() != r || !(0..r).all(|a| order.contains(&a)) {
+                    return Err(Error::InvalidArgument(format!(
+                        "transpose order {order:?} is not a permutation of 0..{r}"
+                    )));
+                }
+                let stored_shape: Vec<u64> = order.iter().map(|&a| chunk_shape[a]).collect();
+                let ss = c_strides(&stored_shape);
+                let mut ls = vec![0i64; r];
+                for (k, &a) in order.iter().enumerate() {
+                    ls[a] = ss[k];
+                }
+                ls
+            }
+        };
+        let os = c_strides(out_shape);
+        let src_origin: i64 = region_start.iter().zip(&logical_strides).map(|(&i, &s)| i as i64 * s).sum();
+        let dst_origin: i64 = out_start.iter().zip(&os).map(|(&i, &s)| i as i64 * s).sum();
+        Ok(Self {
+            src_offset: chunk_offset + src_origin as usize * src_dtype.size(),
+            dst_offset: out_offset + dst_origin as usize * dst_dtype.size(),
+            shape: region_shape.to_vec(),
+            src_strides: logical_strides,
+            dst_strides: os,
+            src_dtype,
+            dst_dtype,
+            big_endian,
+            fill_bits: None,
+        })
+    }
+
+    fn n_elems(&self) -> u64 {
+        self.shape.iter().product()
+    }
+
+    /// The lowest and one-past-highest byte touched, relative to the buffer start.
+    fn span(offset: usize, shape: &[u64], strides: &[i64], size: usize) -> Option<(i128, i128)> {
+        let mut lo: i128 = offset as i128;
+        let mut hi: i128 = offset as i128;
+        for (&n, &s) in shape.iter().zip(strides) {
+            if n == 0 {
+                return None;
+            }
+            let d = i128::from(n - 1) * i128::from(s) * size as i128;
+            if d < 0 { lo += d } else { hi += d }
+        }
+        Some((lo, hi + size as i128))
+    }
+
+    fn validate(&self, src_len: usize, dst_len: usize) -> Result<()> {
+        let r = self.shape.len();
+        if r == 0 || r > c::DMC_ASSEMBLE_MAX_RANK as usize || self.src_strides.len() != r || self.dst_strides.len() != r
+        {
+            return Err(Error::InvalidArgument(format!(
+                "assemble job of rank {r}: needs 1..=8 dims and matching strides"
+            )));
+        }
+        if self.n_elems() > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument(format!(
+                "assemble job of {} elements: split regions above 2^32 elements",
+                self.n_elems()
+            )));
+        }
+        if let Some((lo, hi)) = Self::span(self.dst_offset, &self.shape, &self.dst_strides, self.dst_dtype.size())
+            && (lo < 0 || hi > dst_len as i128)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "assemble job writes bytes {lo}..{hi} outside the {dst_len}-byte output"
+            )));
+        }
+        if self.fill_bits.is_none()
+            && let Some((lo, hi)) = Self::span(self.src_offset, &self.shape, &self.src_strides, self.src_dtype.size())
+            && (lo < 0 || hi > src_len as i128)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "assemble job reads bytes {lo}..{hi} outside the {src_len}-byte source"
+            )));
+        }
+        Ok(())
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let r = self.shape.len();
+        out.extend_from_slice(&(self.src_offset as u64).to_le_bytes());
+        out.extend_from_slice(&(self.dst_offset as u64).to_le_bytes());
+        for k in 0..8 {
+            out.extend_from_slice(&(if k < r { self.src_strides[k] } else { 0 }).to_le_bytes());
+        }
+        for k in 0..8 {
+            out.extend_from_slice(&(if k < r { self.dst_strides[k] } else { 0 }).to_le_bytes());
+        }
+        for k in 0..8 {
+            out.extend_from_slice(&(if k < r { self.shape[k] } else { 1 }).to_le_bytes());
+        }
+        out.extend_from_slice(&self.n_elems().to_le_bytes());
+        out.extend_from_slice(&self.fill_bits.unwrap_or(0).to_le_bytes());
+        out.extend_from_slice(&(r as u32).to_le_bytes());
+        out.extend_from_slice(&self.src_dtype.code().to_le_bytes());
+        out.extend_from_slice(&self.dst_dtype.code().to_le_bytes());
+        let flags = if self.big_endian { c::DMC_ASM_BYTESWAP } else { 0 }
+            | if self.fill_bits.is_some() { c::DMC_ASM_FILL } else { 0 };
+        out.extend_from_slice(&flags.to_le_bytes());
+    }
+}
+
+/// Size of one encoded job (`struct dmc_assemble_job`).
+const JOB_BYTES: usize = 240;
+/// Jobs per launch (grid.y limit of CUDA).
+const JOBS_PER_LAUNCH: usize = 65_535;
+
+/// Runs assemble jobs; owns a preallocated job table so the hot path allocates no device memory.
+#[derive(Debug)]
+pub struct Assembler<'d> {
+    device: &'d Device,
+    table: DeviceBuffer,
+    max_jobs: usize,
+}
+
+impl<'d> Assembler<'d> {
+    /// Preallocates room for `max_jobs` jobs per call.
+    pub fn new(device: &'d Device, max_jobs: usize) -> Result<Self> {
+        let max_jobs = max_jobs.max(1);
+        let table = device.alloc(max_jobs * (JOB_BYTES + 4))?;
+        Ok(Self { device, table, max_jobs })
+    }
+
+    /// Copies every job's region from `src` into `dst`. The outer error is a device failure;
+    /// per job, an invalid job (out of bounds, bad rank) is reported and skipped.
+    pub fn run(&mut self, src: &DeviceBuffer, dst: &mut DeviceBuffer, jobs: &[AssembleJob]) -> Result<Vec<Result<()>>> {
+        if jobs.len() > self.max_jobs {
+            return Err(Error::InvalidArgument(format!(
+                "{} jobs but the assembler holds {}",
+                jobs.len(),
+                self.max_jobs
+            )));
+        }
+        let mut results: Vec<Result<()>> = jobs.iter().map(|j| j.validate(src.len(), dst.len())).collect();
+        let valid: Vec<usize> = (0..jobs.len()).filter(|&i| results[i].is_ok()).collect();
+        if valid.is_empty() {
+            return Ok(results);
+        }
+        let mut bytes = Vec::with_capacity(valid.len() * JOB_BYTES + valid.len() * 4);
+        for &i in &valid {
+            jobs[i].encode(&mut bytes);
+        }
+        let status_at = bytes.len();
+        bytes.resize(bytes.len() + 4 * valid.len(), 0);
+        self.device.upload(&bytes, &mut self.table, 0)?;
+        let max_elems = valid.iter().map(|&i| jobs[i].n_elems()).max().unwrap_or(0);
+        let bx = max_elems.div_ceil(u64::from(c::DMC_ASSEMBLE_THREADS)).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB))
+            as u32;
+        let mut first = 0usize;
+        while first < valid.len() {
+            let n = (valid.len() - first).min(JOBS_PER_LAUNCH);
+            let args = [
+                src.ptr_at(0)?,
+                Arg::U64(src.len() as u64),
+                dst.ptr_at(0)?,
+                Arg::U64(dst.len() as u64),
+                self.table.ptr_at(first * JOB_BYTES)?,
+                Arg::U32(n as u32),
+                self.table.ptr_at(status_at + 4 * first)?,
+            ];
+            // SAFETY: src/dst are live buffers of this device with their true lengths; the job
+            // table and status slots were just uploaded; every job was validated against the
+            // buffer lengths (and the kernel re-checks each element).
+            unsafe { self.device.launch(Kernel::Assemble, (bx, n as u32), &args)? };
+            first += n;
+        }
+        let mut st = vec![0u8; 4 * valid.len()];
+        self.device.download(&self.table, status_at, &mut st)?;
+        for (k, &i) in valid.iter().enumerate() {
+            let code = st
+                .get(4 * k..4 * k + 4)
+                .and_then(|b| b.try_into().ok())
+                .map_or(c::DMC_STATUS_PENDING, u32::from_le_bytes);
+            if code != c::DMC_STATUS_OK {
+                results[i] =
+                    Err(Error::InvalidArgument(format!("assemble job {i}: {}", StreamStatus::from_code(code))));
+            }
+        }
+        Ok(results)
+    }
+}
+
+/// Convenience: runs `jobs` with a one-off [`Assembler`] (allocates its job table).
+pub fn assemble(
+    device: &Device,
+    src: &DeviceBuffer,
+    dst: &mut DeviceBuffer,
+    jobs: &[AssembleJob],
+) -> Result<Vec<Result<()>>> {
+    Assembler::new(device, jobs.len())?.run(src, dst, jobs)
+}

@@ -1,0 +1,100 @@
+//! The kernels: names, embedded sources, and the source hash used by the compile cache.
+
+/// `kernels/common.cuh`, inlined into every kernel source before NVRTC compiles it.
+pub(crate) const COMMON_CUH: &str = include_str!("../../../kernels/common.cuh");
+
+/// One kernel entry point of `kernels/`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kernel {
+    /// `lz4.cu`: LZ4 block decode (lz4 and lz4hc), one warp per stream.
+    Lz4Decode,
+    /// `blosclz.cu`: `BloscLZ` decode, one warp per stream.
+    BloscLzDecode,
+    /// `memcpy.cu`: raw copy, one block per stream.
+    Memcpy,
+    /// `shuffle.cu`: byte unshuffle and bitunshuffle, one block per blosc block.
+    Unshuffle,
+    /// `crc32c.cu`: CRC32C verification, one block per stream.
+    Crc32c,
+    /// `assemble.cu`: crop + fill + byte order + transpose + cast, grid (tiles, jobs).
+    Assemble,
+}
+
+impl Kernel {
+    /// Every kernel, in launch order of a wave.
+    pub const ALL: [Kernel; 6] =
+        [Kernel::Crc32c, Kernel::Lz4Decode, Kernel::BloscLzDecode, Kernel::Memcpy, Kernel::Unshuffle, Kernel::Assemble];
+
+    /// The `extern "C"` entry point name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Lz4Decode => "dmc_lz4_decode",
+            Kernel::BloscLzDecode => "dmc_blosclz_decode",
+            Kernel::Memcpy => "dmc_memcpy",
+            Kernel::Unshuffle => "dmc_unshuffle",
+            Kernel::Crc32c => "dmc_crc32c",
+            Kernel::Assemble => "dmc_assemble",
+        }
+    }
+
+    /// The source file name in `kernels/`.
+    #[must_use]
+    pub fn file(self) -> &'static str {
+        match self {
+            Kernel::Lz4Decode => "lz4.cu",
+            Kernel::BloscLzDecode => "blosclz.cu",
+            Kernel::Memcpy => "memcpy.cu",
+            Kernel::Unshuffle => "shuffle.cu",
+            Kernel::Crc32c => "crc32c.cu",
+            Kernel::Assemble => "assemble.cu",
+        }
+    }
+
+    /// The raw source of the kernel's file (with its `#include "common.cuh"`).
+    #[must_use]
+    pub fn raw_source(self) -> &'static str {
+        match self {
+            Kernel::Lz4Decode => include_str!("../../../kernels/lz4.cu"),
+            Kernel::BloscLzDecode => include_str!("../../../kernels/blosclz.cu"),
+            Kernel::Memcpy => include_str!("../../../kernels/memcpy.cu"),
+            Kernel::Unshuffle => include_str!("../../../kernels/shuffle.cu"),
+            Kernel::Crc32c => include_str!("../../../kernels/crc32c.cu"),
+            Kernel::Assemble => include_str!("../../../kernels/assemble.cu"),
+        }
+    }
+
+    /// The self-contained source handed to NVRTC: `common.cuh` inlined in place of its
+    /// `#include`.
+    #[must_use]
+    pub fn source(self) -> String {
+        self.raw_source().replace("#include \"common.cuh\"", COMMON_CUH)
+    }
+
+    /// Threads per block the launcher uses for this kernel.
+    #[must_use]
+    pub fn block_threads(self) -> u32 {
+        use crate::consts as c;
+        match self {
+            Kernel::Lz4Decode => c::DMC_LZ4_WARPS_PER_BLOCK * c::DMC_WARP_SIZE,
+            Kernel::BloscLzDecode => c::DMC_BLOSCLZ_WARPS_PER_BLOCK * c::DMC_WARP_SIZE,
+            Kernel::Memcpy => c::DMC_MEMCPY_THREADS,
+            Kernel::Unshuffle => c::DMC_SHUFFLE_THREADS,
+            Kernel::Crc32c => c::DMC_CRC32C_THREADS,
+            Kernel::Assemble => c::DMC_ASSEMBLE_THREADS,
+        }
+    }
+}
+
+/// 64-bit FNV-1a of a source text: the compile cache key's source part.
+#[must_use]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn source_hash(src: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in src.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}

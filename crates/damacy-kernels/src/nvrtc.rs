@@ -1,0 +1,152 @@
+//! NVRTC: locating the library, compiling a kernel for an architecture, and keeping the log.
+//!
+//! cudarc opens `libnvrtc.so*` by name only. [`load`] first preloads it by absolute path from
+//! `DAMACY_NVRTC_DIR` (the `nvidia/cu13/lib` folder of the `nvidia-cuda-nvrtc` wheel) or from the
+//! workspace's `.nvrtc/` folder that `make test` fills, so no `LD_LIBRARY_PATH` is needed.
+
+use std::ffi::{CString, c_char, c_int};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use cudarc::nvrtc::{result, sys};
+
+use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+
+/// The output of one NVRTC compilation.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// CUBIN for `sm_XY` targets, PTX (NUL-terminated text) for `compute_XY` targets.
+    pub image: Vec<u8>,
+    /// NVRTC's log (includes ptxas output with `--ptxas-options=-v`).
+    pub log: String,
+}
+
+fn candidate_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("DAMACY_NVRTC_DIR") {
+        dirs.push(PathBuf::from(d));
+    }
+    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.nvrtc");
+    dirs.push(ws.join("nvidia/cu13/lib"));
+    dirs.push(ws.join("nvidia/cuda_nvrtc/lib"));
+    dirs
+}
+
+/// Makes libnvrtc loadable by cudarc. Returns the reason when it cannot be found.
+pub fn load() -> std::result::Result<(), String> {
+    static LOADED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let mut tried = Vec::new();
+            for dir in candidate_dirs() {
+                // libnvrtc dlopens its builtins library by soname at compile time; loading it
+                // first by absolute path lets that lookup succeed without LD_LIBRARY_PATH.
+                let mut builtins: Vec<PathBuf> = std::fs::read_dir(&dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libnvrtc-builtins.so"))
+                    })
+                    .collect();
+                builtins.sort();
+                for path in builtins {
+                    // SAFETY: loading the builtins library runs only its initialisers.
+                    if let Ok(lib) = unsafe { libloading::Library::new(&path) } {
+                        std::mem::forget(lib);
+                    }
+                }
+                for name in ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"] {
+                    let path = dir.join(name);
+                    if !path.exists() {
+                        continue;
+                    }
+                    // SAFETY: loading NVRTC runs only its library initialisers, which have no
+                    // preconditions.
+                    match unsafe { libloading::Library::new(&path) } {
+                        Ok(lib) => {
+                            // Keep it loaded for the life of the process: cudarc then finds it by
+                            // its soname.
+                            std::mem::forget(lib);
+                        }
+                        Err(e) => tried.push(format!("{}: {e}", path.display())),
+                    }
+                }
+            }
+            // SAFETY: only probes whether the library can be opened; no symbol is called.
+            if unsafe { sys::is_culib_present() } {
+                Ok(())
+            } else {
+                Err(format!(
+                    "libnvrtc not found: install the PyPI wheel (`pip install --target .nvrtc \"nvidia-cuda-nvrtc>=13,<14\"`) or set DAMACY_NVRTC_DIR to its nvidia/cu13/lib folder{}",
+                    if tried.is_empty() { String::new() } else { format!(" ({})", tried.join("; ")) }
+                ))
+            }
+        })
+        .clone()
+}
+
+/// NVRTC's version, e.g. (13, 0).
+pub fn version() -> Result<(i32, i32)> {
+    load().map_err(Error::NoDevice)?;
+    let (mut major, mut minor): (c_int, c_int) = (0, 0);
+    // SAFETY: the library is loaded (checked above); both pointers are valid for writes.
+    unsafe { sys::nvrtcVersion(&raw mut major, &raw mut minor) }
+        .result()
+        .map_err(|e| Error::Cuda(format!("nvrtcVersion: {e}")))?;
+    Ok((major, minor))
+}
+
+fn chars_to_string(v: &[c_char]) -> String {
+    let bytes: Vec<u8> = v.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Compiles `kernel` for `arch` (`sm_90`, `compute_90`, …) with extra NVRTC options; the log is
+/// returned on success too.
+pub fn compile(kernel: Kernel, arch: &str, extra_options: &[&str]) -> Result<Compiled> {
+    load().map_err(Error::NoDevice)?;
+    let src = CString::new(kernel.source())
+        .map_err(|_| Error::InvalidArgument(format!("{} contains a NUL byte", kernel.file())))?;
+    let name = CString::new(kernel.file()).map_err(|_| Error::InvalidArgument("kernel file name".into()))?;
+    let prog = result::create_program(src.as_c_str(), Some(name.as_c_str()))
+        .map_err(|e| Error::Cuda(format!("nvrtcCreateProgram: {e}")))?;
+    let mut opts: Vec<String> = vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()];
+    opts.extend(extra_options.iter().map(|s| (*s).to_string()));
+    // SAFETY: `prog` is a live program; the options contain no NUL bytes (built above).
+    let compiled = unsafe { result::compile_program(prog, &opts) };
+    // SAFETY: `prog` is live.
+    let log = unsafe { result::get_program_log(prog) }.map(|l| chars_to_string(&l)).unwrap_or_default();
+    let out = match compiled {
+        Err(_) => Err(Error::Compile { kernel: kernel.file(), arch: arch.to_string(), log: log.clone() }),
+        Ok(()) if arch.starts_with("sm_") => {
+            let mut size = 0usize;
+            // SAFETY: `prog` compiled successfully; `size` is valid for writes.
+            unsafe { sys::nvrtcGetCUBINSize(prog, &raw mut size) }
+                .result()
+                .map_err(|e| Error::Cuda(format!("nvrtcGetCUBINSize: {e}")))?;
+            let mut image = vec![0u8; size];
+            // SAFETY: `image` has the size NVRTC reported.
+            unsafe { sys::nvrtcGetCUBIN(prog, image.as_mut_ptr().cast()) }
+                .result()
+                .map_err(|e| Error::Cuda(format!("nvrtcGetCUBIN: {e}")))?;
+            Ok(Compiled { image, log })
+        }
+        Ok(()) => {
+            // SAFETY: `prog` compiled successfully.
+            let ptx = unsafe { result::get_ptx(prog) }.map_err(|e| Error::Cuda(format!("nvrtcGetPTX: {e}")))?;
+            Ok(Compiled { image: ptx.iter().map(|&c| c as u8).collect(), log })
+        }
+    };
+    // SAFETY: `prog` is live and not used afterwards.
+    let _ = unsafe { result::destroy_program(prog) };
+    out
+}
+
+/// The NVRTC log as one string with the program name, for messages.
+#[must_use]
+pub fn describe_log(kernel: Kernel, arch: &str, log: &str) -> String {
+    format!("{} for {arch}:\n{log}", kernel.file())
+}

@@ -1,0 +1,274 @@
+//! Shared helpers of the integration tests: the blosc C library as reference, fixtures.
+#![allow(dead_code, unreachable_pub, clippy::missing_panics_doc)]
+
+use std::ffi::CString;
+
+use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DType, DecodeConfig, Decoder, Device, Error};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+
+/// Compresses with the blosc C library (the reference writer numcodecs uses).
+pub fn blosc_compress(
+    data: &[u8],
+    clevel: i32,
+    shuffle: i32,
+    typesize: usize,
+    cname: &str,
+    blocksize: usize,
+) -> Vec<u8> {
+    let mut out = vec![0u8; data.len() + 16 + 64];
+    let cname = CString::new(cname).unwrap();
+    // SAFETY: src/dst are valid for the given sizes; cname is NUL-terminated.
+    let n = unsafe {
+        blosc_src::blosc_compress_ctx(
+            clevel,
+            shuffle,
+            typesize,
+            data.len(),
+            data.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            out.len(),
+            cname.as_ptr(),
+            blocksize,
+            1,
+        )
+    };
+    assert!(n > 0, "blosc_compress_ctx failed: {n}");
+    out.truncate(n as usize);
+    out
+}
+
+/// Decompresses with the blosc C library; None when it reports an error.
+pub fn blosc_decompress(frame: &[u8]) -> Option<Vec<u8>> {
+    if frame.len() < 16 {
+        return None;
+    }
+    let mut nbytes = 0usize;
+    // SAFETY: frame is valid for its length.
+    if unsafe { blosc_src::blosc_cbuffer_validate(frame.as_ptr().cast(), frame.len(), &raw mut nbytes) } != 0 {
+        return None;
+    }
+    let mut out = vec![0u8; nbytes];
+    // SAFETY: validated above; out has nbytes bytes.
+    let n = unsafe { blosc_src::blosc_decompress_ctx(frame.as_ptr().cast(), out.as_mut_ptr().cast(), out.len(), 1) };
+    if n < 0 || n as usize != nbytes {
+        return None;
+    }
+    Some(out)
+}
+
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+pub fn manifest() -> serde_json::Value {
+    let text = std::fs::read_to_string(fixtures_dir().join("manifest.json")).expect("fixtures/manifest.json");
+    serde_json::from_str(&text).expect("manifest is JSON")
+}
+
+/// Deterministic test data of a few kinds (compressible and not).
+pub fn test_data(len: usize, kind: u8, seed: u64) -> Vec<u8> {
+    let mut s = seed ^ 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    match kind % 4 {
+        0 => (0..len).map(|_| next() as u8).collect(),
+        1 => (0..len).map(|i| ((i / 7) as u8).wrapping_mul(3)).collect(),
+        2 => (0..len).map(|i| if next() % 5 == 0 { next() as u8 } else { (i % 13) as u8 }).collect(),
+        _ => (0..len).map(|i| ((i as f32 * 0.01).sin() * 1000.0) as i16 as u8).collect(),
+    }
+}
+
+pub fn decode_host(device: &Device, inputs: &[ChunkInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
+    let mut dec = Decoder::new(device, small_config()).unwrap();
+    dec.decode_to_host(inputs).unwrap().chunks
+}
+
+pub fn chunk_files(dir: &std::path::Path) -> Vec<(Vec<u64>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.join("c")];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir.join("c")).unwrap();
+                let coords =
+                    rel.components().map(|c| c.as_os_str().to_str().unwrap().parse::<u64>().unwrap()).collect();
+                out.push((coords, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Decodes every blosc fixture on `device`; returns (arrays checked, unsupported chunks).
+pub fn run_blosc_fixtures(device: &Device) -> (usize, usize) {
+    let m = manifest();
+    let mut checked = 0;
+    let mut unsupported = 0;
+    let seed = device.describe();
+    {
+        for a in m["arrays"].as_array().unwrap() {
+            if a["zarr_format"] != 3 {
+                continue;
+            }
+            let codecs = a["codecs"].as_array().unwrap();
+            let path = a["path"].as_str().unwrap();
+            if codecs.len() != 2 || codecs[1]["name"] != "blosc" {
+                continue;
+            }
+            let cname = codecs[1]["configuration"]["cname"].as_str().unwrap();
+            let dir = fixtures_dir().join(path);
+            let files = chunk_files(&dir);
+            assert!(!files.is_empty(), "{path}: no chunks");
+            let inputs: Vec<ChunkInput<'_>> = files.iter().map(|(_, b)| ChunkInput::blosc(b)).collect();
+            let results = decode_host(device, &inputs);
+            if !matches!(cname, "lz4" | "lz4hc" | "blosclz") {
+                // Frames whose compressor has no kernel (zstd, zlib) are reported as such, unless
+                // blosc stored them memcpyed.
+                for (r, (_, b)) in results.iter().zip(&files) {
+                    match r {
+                        Err(Error::Unsupported { .. }) => unsupported += 1,
+                        Ok(v) => assert_eq!(Some(v.clone()), blosc_decompress(b), "{path}"),
+                        Err(e) => panic!("{path}: {e}"),
+                    }
+                }
+                continue;
+            }
+            let mut all = Vec::new();
+            for (r, (coords, b)) in results.into_iter().zip(&files) {
+                let v = r.unwrap_or_else(|e| panic!("{path} chunk {coords:?} (seed {seed}): {e}"));
+                assert_eq!(Some(&v), blosc_decompress(b).as_ref(), "{path} chunk {coords:?} differs from c-blosc");
+                all.extend_from_slice(&v);
+            }
+            all.truncate(a["decoded_bytes"].as_u64().unwrap() as usize);
+            assert_eq!(hex::encode(Sha256::digest(&all)), a["sha256"].as_str().unwrap(), "{path}");
+            checked += 1;
+        }
+    }
+    (checked, unsupported)
+}
+
+pub fn dtype_of(name: &str) -> Option<DType> {
+    Some(match name {
+        "bool" => DType::Bool,
+        "uint8" => DType::U8,
+        "int8" => DType::I8,
+        "uint16" => DType::U16,
+        "int16" => DType::I16,
+        "uint32" => DType::U32,
+        "int32" => DType::I32,
+        "uint64" => DType::U64,
+        "int64" => DType::I64,
+        "float16" => DType::F16,
+        "float32" => DType::F32,
+        "float64" => DType::F64,
+        _ => return None,
+    })
+}
+
+/// Decodes every chunk of a `bytes` (+ crc32c, + transpose) fixture and assembles the whole
+/// array on the device (crop of edge chunks, byte order, transpose, fill of missing chunks).
+pub fn run_bytes_fixtures(device: &Device) -> usize {
+    let m = manifest();
+    let mut checked = 0;
+    let seed = device.describe();
+    {
+        for a in m["arrays"].as_array().unwrap() {
+            if a["zarr_format"] != 3 || a["shard_shape"] != serde_json::Value::Null {
+                continue;
+            }
+            let path = a["path"].as_str().unwrap();
+            let codecs = a["codecs"].as_array().unwrap();
+            let names: Vec<&str> = codecs.iter().map(|c| c["name"].as_str().unwrap()).collect();
+            let (transpose, crc) = match names.as_slice() {
+                ["bytes"] => (None, false),
+                ["bytes", "crc32c"] => (None, true),
+                ["transpose", "bytes"] => (Some(&codecs[0]), false),
+                _ => continue,
+            };
+            let Some(dtype) = dtype_of(a["dtype"].as_str().unwrap()) else { continue };
+            let bytes_cfg = codecs.iter().find(|c| c["name"] == "bytes").unwrap();
+            let big = bytes_cfg["configuration"]["endian"] == "big";
+            let order: Option<Vec<usize>> = transpose.map(|t| {
+                t["configuration"]["order"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect()
+            });
+            let shape: Vec<u64> = a["shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+            let cshape: Vec<u64> = a["chunk_shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+            let files = chunk_files(&fixtures_dir().join(path));
+            let inputs: Vec<ChunkInput<'_>> = files
+                .iter()
+                .map(|(_, b)| if crc { ChunkInput::raw(b).with_crc32c() } else { ChunkInput::raw(b) })
+                .collect();
+            let mut dec = Decoder::new(device, small_config()).unwrap();
+            let wave = dec.decode_wave(&inputs).unwrap();
+            let esz = dtype.size();
+            let out_len = shape.iter().product::<u64>() as usize * esz;
+            let mut out = device.alloc(out_len).unwrap();
+            let mut jobs = Vec::new();
+            // Fill everything first (missing chunks), then copy present chunks.
+            jobs.push(AssembleJob {
+                src_offset: 0,
+                dst_offset: 0,
+                shape: vec![shape.iter().product()],
+                src_strides: vec![1],
+                dst_strides: vec![1],
+                src_dtype: dtype,
+                dst_dtype: dtype,
+                big_endian: false,
+                fill_bits: Some(0),
+            });
+            for ((coords, _), r) in files.iter().zip(&wave.chunks) {
+                let range = r.as_ref().unwrap_or_else(|e| panic!("{path} {coords:?}: {e}"));
+                let start: Vec<u64> = coords.iter().zip(&cshape).map(|(c, s)| c * s).collect();
+                let region: Vec<u64> =
+                    start.iter().zip(&cshape).zip(&shape).map(|((s, c), n)| (*c).min(n - s)).collect();
+                jobs.push(
+                    AssembleJob::chunk_region(
+                        range.start,
+                        &cshape,
+                        order.as_deref(),
+                        &vec![0; cshape.len()],
+                        &region,
+                        0,
+                        &shape,
+                        &start,
+                        dtype,
+                        dtype,
+                        big,
+                    )
+                    .unwrap(),
+                );
+            }
+            let mut asm = Assembler::new(device, jobs.len()).unwrap();
+            // Fill must land before the copies: run it as its own call.
+            for r in asm.run(wave.output, &mut out, &jobs[..1]).unwrap() {
+                r.unwrap();
+            }
+            for r in asm.run(wave.output, &mut out, &jobs[1..]).unwrap() {
+                r.unwrap();
+            }
+            let mut host = vec![0u8; out_len];
+            device.download(&out, 0, &mut host).unwrap();
+            assert_eq!(hex::encode(Sha256::digest(&host)), a["sha256"].as_str().unwrap(), "{path} (seed {seed})");
+            checked += 1;
+        }
+    }
+    checked
+}
+
+pub fn small_config() -> DecodeConfig {
+    DecodeConfig::default()
+        .with_wave_src_bytes(8 << 20)
+        .with_wave_dst_bytes(8 << 20)
+        .with_wave_streams(1 << 16)
+        .with_device_budget_bytes(64 << 20)
+}

@@ -1,0 +1,64 @@
+//! The emulated test cases again on a real GPU. Every test skips, printing the reason, when
+//! no CUDA driver or device is present (or libnvrtc cannot be found).
+#![allow(clippy::doc_markdown, clippy::missing_panics_doc)]
+
+mod common;
+
+use common::{blosc_compress, decode_host, run_blosc_fixtures, run_bytes_fixtures, test_data};
+use damacy_kernels::{ChunkInput, Device, Error};
+
+fn gpu() -> Option<Device> {
+    if let Err(r) = damacy_kernels::nvrtc::load() {
+        eprintln!("SKIPPED (no GPU test): {r}");
+        return None;
+    }
+    match Device::cuda(Some(0)) {
+        Ok(d) => {
+            eprintln!("running on {}", d.describe());
+            Some(d)
+        }
+        Err(e) => {
+            eprintln!("SKIPPED (no GPU test): {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn gpu_blosc_fixtures_match_manifest_digests() {
+    let Some(device) = gpu() else { return };
+    let (checked, unsupported) = run_blosc_fixtures(&device);
+    assert_eq!(checked, 72);
+    assert!(unsupported > 0);
+}
+
+#[test]
+fn gpu_bytes_fixtures_decode_and_assemble() {
+    let Some(device) = gpu() else { return };
+    assert!(run_bytes_fixtures(&device) >= 19);
+}
+
+#[test]
+fn gpu_random_frames_roundtrip_and_corruption_is_a_status() {
+    let Some(device) = gpu() else { return };
+    let mut datas = Vec::new();
+    let mut frames = Vec::new();
+    for (i, cname) in ["lz4", "lz4hc", "blosclz"].iter().enumerate() {
+        for shuffle in 0..3 {
+            for ts in [1usize, 2, 4, 8] {
+                let d = test_data(100_000 + i * 777, (ts + shuffle as usize) as u8, i as u64);
+                frames.push(blosc_compress(&d, 5, shuffle, ts, cname, 0));
+                datas.push(d);
+            }
+        }
+    }
+    let inputs: Vec<_> = frames.iter().map(|f| ChunkInput::blosc(f)).collect();
+    for (r, d) in decode_host(&device, &inputs).iter().zip(&datas) {
+        assert_eq!(r.as_ref().unwrap(), d);
+    }
+    let mut cut = frames[0][..frames[0].len() / 2].to_vec();
+    let l = cut.len() as u32;
+    cut[12..16].copy_from_slice(&l.to_le_bytes());
+    let r = decode_host(&device, &[ChunkInput::blosc(&cut)]);
+    assert!(matches!(r[0], Err(Error::Stream { .. } | Error::Decode { .. })));
+}

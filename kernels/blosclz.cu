@@ -1,0 +1,99 @@
+// blosclz.cu — BloscLZ decoder (c-blosc 1.x format, FastLZ level-1 derived).
+// Mapping: one warp per stream; every lane parses the same control bytes redundantly (uniform
+// control flow), the 32 lanes copy literal runs and matches cooperatively; one __syncwarp
+// before each match copy orders every earlier write before the match reads.
+#include "common.cuh"
+
+#define DMC_BLOSCLZ_MAX_DISTANCE 8191
+
+extern "C" __global__ void __launch_bounds__(DMC_BLOSCLZ_WARPS_PER_BLOCK * DMC_WARP_SIZE)
+dmc_blosclz_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total,
+                   dmc_u8* __restrict__ dst_base, dmc_u64 dst_total,
+                   const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
+                   dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
+    const dmc_u32 warp = blockIdx.x * DMC_BLOSCLZ_WARPS_PER_BLOCK + (threadIdx.x / DMC_WARP_SIZE);
+    const dmc_u32 lane = dmc_lane();
+    if (warp >= n_ids) return;  // whole warp leaves together
+    const dmc_u32 sid = ids[warp];
+    const dmc_stream s = streams[sid];
+    if (!dmc_in_bounds(s.src_off, s.src_len, src_total) ||
+        !dmc_in_bounds(s.dst_off, s.dst_len, dst_total)) {
+        if (lane == 0) {
+            status[sid] = DMC_STATUS_BAD_DESCRIPTOR;
+            actual[sid] = 0;
+        }
+        return;
+    }
+    const dmc_u8* src = src_base + s.src_off;
+    dmc_u8* dst = dst_base + s.dst_off;
+    const dmc_u32 src_len = s.src_len;
+    const dmc_u32 dst_len = s.dst_len;
+    dmc_u32 st = DMC_STATUS_OK;
+    dmc_u32 ip = 0, op = 0;
+    if (src_len > 0) {
+        dmc_u32 ctrl = src[ip++] & 31u;
+        for (;;) {
+            if (ctrl >= 32) {
+                // match: length in the top 3 bits (7 = extended), distance high bits in the low 5
+                dmc_u32 len = (ctrl >> 5) - 1;
+                dmc_u32 ofs = (ctrl & 31u) << 8;
+                if (len == 6) {
+                    dmc_u32 code;
+                    do {
+                        if (ip + 1 >= src_len) { st = DMC_STATUS_SRC_TRUNCATED; break; }
+                        code = src[ip++];
+                        len += code;
+                    } while (code == 255 && len < 0x7fffffffu);
+                    if (st != DMC_STATUS_OK) break;
+                } else if (ip + 1 >= src_len) {
+                    st = DMC_STATUS_SRC_TRUNCATED;
+                    break;
+                }
+                const dmc_u32 code = src[ip++];
+                len += 3;
+                dmc_u32 dist = ofs + code + 1;
+                if (code == 255 && ofs == (31u << 8)) {
+                    if (ip + 1 >= src_len) { st = DMC_STATUS_SRC_TRUNCATED; break; }
+                    ofs = ((dmc_u32)src[ip] << 8) | (dmc_u32)src[ip + 1];
+                    ip += 2;
+                    dist = ofs + DMC_BLOSCLZ_MAX_DISTANCE + 1;
+                }
+                if (len > dst_len - op) { st = DMC_STATUS_DST_OVERFLOW; break; }
+                if (dist > op) { st = DMC_STATUS_BAD_OFFSET; break; }
+                // The reference decoder stops here, without copying, when the input ends.
+                if (ip >= src_len) break;
+                ctrl = src[ip++];
+                __syncwarp();
+                const dmc_u32 base = op - dist;
+                for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) {
+                    const dmc_u32 k = j < dist ? j : j % dist;
+                    dst[op + j] = dst[base + k];
+                }
+                op += len;
+            } else {
+                // literal run of ctrl+1 bytes
+                const dmc_u32 run = ctrl + 1;
+                if (run > dst_len - op) { st = DMC_STATUS_DST_OVERFLOW; break; }
+                if (run > src_len - ip) { st = DMC_STATUS_SRC_TRUNCATED; break; }
+                for (dmc_u32 j = lane; j < run; j += DMC_WARP_SIZE) dst[op + j] = src[ip + j];
+                op += run;
+                ip += run;
+                if (ip >= src_len) break;
+                ctrl = src[ip++];
+            }
+        }
+    }
+    if (st == DMC_STATUS_OK && op != dst_len) st = DMC_STATUS_SIZE_MISMATCH;
+    if (lane == 0) {
+        status[sid] = st;
+        actual[sid] = op;
+    }
+}
+
+#ifdef DMC_EMULATE
+DMC_EMU_LAUNCHER(dmc_blosclz_decode,
+                 (const dmc_u8* src_base, dmc_u64 src_total, dmc_u8* dst_base, dmc_u64 dst_total,
+                  const dmc_stream* streams, const dmc_u32* ids, dmc_u32 n_ids, dmc_u32* status,
+                  dmc_u32* actual),
+                 (src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual))
+#endif

@@ -1,0 +1,128 @@
+// common.cuh — shared device helpers, fixed-width types, status codes, launch constants.
+//
+// Every `#define DMC_<NAME> <integer>` line in this file is parsed by the crate's build
+// script into a Rust constant of the same name (crate `damacy-kernels`, module `consts`),
+// so block sizes, limits and status codes live in exactly one place.
+#ifndef DMC_COMMON_CUH
+#define DMC_COMMON_CUH
+
+// NVRTC has no standard headers: fixed-width types are defined here.
+typedef unsigned char dmc_u8;
+typedef signed char dmc_i8;
+typedef unsigned short dmc_u16;
+typedef short dmc_i16;
+typedef unsigned int dmc_u32;
+typedef int dmc_i32;
+typedef unsigned long long dmc_u64;
+typedef long long dmc_i64;
+
+// ---- Launch geometry (read by the Rust launcher) ----
+#define DMC_WARP_SIZE 32
+#define DMC_LZ4_WARPS_PER_BLOCK 4
+#define DMC_BLOSCLZ_WARPS_PER_BLOCK 4
+#define DMC_MEMCPY_THREADS 256
+#define DMC_SHUFFLE_THREADS 256
+#define DMC_CRC32C_THREADS 256
+#define DMC_ASSEMBLE_THREADS 256
+#define DMC_ASSEMBLE_MAX_RANK 8
+// Upper bound on the x dimension of a 2-D grid (blocks per job) used by grid-stride kernels.
+#define DMC_MAX_BLOCKS_PER_JOB 1024
+
+// ---- Per-stream status codes (written by every decode kernel) ----
+#define DMC_STATUS_OK 0
+// The input ended in the middle of a token, a length or a literal run.
+#define DMC_STATUS_SRC_TRUNCATED 1
+// The output would exceed the stream's declared decoded size.
+#define DMC_STATUS_DST_OVERFLOW 2
+// A match refers to bytes before the start of the output.
+#define DMC_STATUS_BAD_OFFSET 3
+// Decoding finished cleanly but produced a different number of bytes than declared.
+#define DMC_STATUS_SIZE_MISMATCH 4
+// The stored CRC32C does not match the data.
+#define DMC_STATUS_CRC_MISMATCH 5
+// The stream descriptor itself is out of bounds of the wave buffers.
+#define DMC_STATUS_BAD_DESCRIPTOR 6
+// Stream not processed (initial value written by the host).
+#define DMC_STATUS_PENDING 255
+
+// ---- Shuffle modes ----
+#define DMC_SHUFFLE_BYTE 1
+#define DMC_SHUFFLE_BIT 2
+
+// ---- Assemble dtypes ----
+#define DMC_DTYPE_BOOL 0
+#define DMC_DTYPE_U8 1
+#define DMC_DTYPE_I8 2
+#define DMC_DTYPE_U16 3
+#define DMC_DTYPE_I16 4
+#define DMC_DTYPE_U32 5
+#define DMC_DTYPE_I32 6
+#define DMC_DTYPE_U64 7
+#define DMC_DTYPE_I64 8
+#define DMC_DTYPE_F16 9
+#define DMC_DTYPE_BF16 10
+#define DMC_DTYPE_F32 11
+#define DMC_DTYPE_F64 12
+
+// ---- Assemble job flags ----
+// Source elements are big-endian: swap bytes after loading.
+#define DMC_ASM_BYTESWAP 1
+// No source: write the fill value to every element of the region.
+#define DMC_ASM_FILL 2
+
+// One decode stream: a byte range of the wave's source buffer that decodes into a byte range
+// of the wave's destination buffer. Laid out identically in Rust (`#[repr(C)] StreamDesc`).
+struct dmc_stream {
+    dmc_u64 src_off;
+    dmc_u64 dst_off;
+    dmc_u32 src_len;
+    dmc_u32 dst_len;
+    dmc_u32 codec;
+    dmc_u32 flags;
+};
+
+// One unshuffle job: a blosc block of `len` bytes at `src_off` (shuffled) → `dst_off`.
+struct dmc_shuffle_job {
+    dmc_u64 src_off;
+    dmc_u64 dst_off;
+    dmc_u32 len;
+    dmc_u32 typesize;
+    dmc_u32 mode;
+    dmc_u32 stream;  // status slot to write (the chunk's first stream)
+};
+
+// One assemble job: copy an N-d region from the decoded buffer into the batch buffer (or fill).
+struct dmc_assemble_job {
+    dmc_u64 src_off;                         // byte offset of the region origin in src
+    dmc_u64 dst_off;                         // byte offset of the region origin in dst
+    dmc_i64 src_stride[DMC_ASSEMBLE_MAX_RANK];  // element strides in src (any permutation)
+    dmc_i64 dst_stride[DMC_ASSEMBLE_MAX_RANK];  // element strides in dst
+    dmc_u64 shape[DMC_ASSEMBLE_MAX_RANK];       // region extent per dimension (C order)
+    dmc_u64 n_elems;                          // product of shape
+    dmc_u64 fill_bits;                        // fill value in the dst dtype, little-endian bits
+    dmc_u32 rank;
+    dmc_u32 src_dtype;
+    dmc_u32 dst_dtype;
+    dmc_u32 flags;
+};
+
+__device__ __forceinline__ dmc_u64 dmc_min_u64(dmc_u64 a, dmc_u64 b) { return a < b ? a : b; }
+__device__ __forceinline__ dmc_u32 dmc_min_u32(dmc_u32 a, dmc_u32 b) { return a < b ? a : b; }
+
+// Checks that [off, off+len) lies inside [0, total). Overflow-safe.
+__device__ __forceinline__ bool dmc_in_bounds(dmc_u64 off, dmc_u64 len, dmc_u64 total) {
+    return off <= total && len <= total - off;
+}
+
+// Little-endian loads from byte pointers (no alignment assumption).
+__device__ __forceinline__ dmc_u32 dmc_load_le16(const dmc_u8* p) {
+    return (dmc_u32)p[0] | ((dmc_u32)p[1] << 8);
+}
+__device__ __forceinline__ dmc_u32 dmc_load_le32(const dmc_u8* p) {
+    return (dmc_u32)p[0] | ((dmc_u32)p[1] << 8) | ((dmc_u32)p[2] << 16) | ((dmc_u32)p[3] << 24);
+}
+
+// Lane index within the warp.
+__device__ __forceinline__ dmc_u32 dmc_lane() { return threadIdx.x & (DMC_WARP_SIZE - 1); }
+
+#endif  // DMC_COMMON_CUH
