@@ -30,14 +30,17 @@ pub(crate) fn run(
     executor: Executor,
     options: &StoreOptions,
 ) -> Result<(), damacy::Error> {
-    if executor == Executor::Gpu {
-        return Err(damacy_codec::Error::Unsupported(
-            "--executor gpu: this build has no GPU route yet; use --executor cpu".into(),
-        )
-        .into());
-    }
+    let executor = match executor {
+        Executor::Auto => damacy::Executor::Auto,
+        Executor::Cpu => damacy::Executor::Cpu,
+        Executor::Gpu => damacy::Executor::Gpu,
+        Executor::Emulated => damacy::Executor::Emulated,
+    };
     let store = Store::open(url, options)?;
-    let reader = Reader::new(ReadConfig::default())?;
+    let reader = Reader::new(ReadConfig::default().with_executor(executor))?;
+    if digest {
+        println!("executor: {}", reader.executor_note());
+    }
     let paths = match array {
         Some(p) => vec![damacy_codec::array::normalize_path(p)],
         None => discover::list_arrays(&store)?,
@@ -74,20 +77,35 @@ pub(crate) fn run(
             stored.map_or_else(|| "unknown (store cannot list)".to_owned(), human),
             human(info.decoded_bytes())
         );
-        let mut chains = vec![("codecs", info.codec_metadata.as_slice())];
+        let size = info.dtype.size();
+        let mut chains = Vec::new();
         if let Some(shard) = &info.shard {
-            chains.push(("inner chunk codecs", shard.inner_codec_metadata.as_slice()));
-            chains.push(("index codecs", shard.index_codec_metadata.as_slice()));
+            chains.push(("shard", route::index_routes(&info.codec_metadata)));
+            chains.push(("inner chunk codecs", route::routes(&shard.inner_codec_metadata, size)));
+            chains.push(("index codecs", route::index_routes(&shard.index_codec_metadata)));
+        } else {
+            chains.push(("codecs", route::routes(&info.codec_metadata, size)));
         }
-        for (label, chain) in chains {
+        for (label, routes) in chains {
             let _ = writeln!(out, "  {label}:");
-            for r in route::routes(chain) {
+            for r in routes {
                 let _ = writeln!(out, "    {:<52} {}", r.codec, r.route);
             }
         }
         if digest {
+            let before = reader.stats();
             let sha = reader.digest_array(&store, &info)?;
-            let _ = writeln!(out, "  sha256 {sha}  (executor cpu)");
+            let s = reader.stats().since(&before);
+            let by = if s.units_decoded == 0 {
+                "no chunks decoded".to_owned()
+            } else if s.units_decoded_device == s.units_decoded {
+                format!("{} chunks by device kernels", s.units_decoded)
+            } else if s.units_decoded_device == 0 {
+                format!("{} chunks on the CPU", s.units_decoded)
+            } else {
+                format!("{} of {} chunks by device kernels", s.units_decoded_device, s.units_decoded)
+            };
+            let _ = writeln!(out, "  sha256 {sha}  ({by})");
         }
         print!("{out}");
     }

@@ -22,6 +22,8 @@ enum Executor {
     Cpu,
     /// damacy's device kernels on a CUDA GPU.
     Gpu,
+    /// damacy's device kernels on the host emulator (builds with the `emulate` feature).
+    Emulated,
 }
 
 #[derive(Subcommand)]

@@ -117,3 +117,16 @@ fn inspect_digest_over_http_and_s3() {
         _ => eprintln!("skipped s3: DAMACY_TEST_S3_URL is not set (run `make test`)"),
     }
 }
+
+#[cfg(feature = "emulate")]
+#[test]
+fn inspect_digest_through_the_emulated_device_route() {
+    for path in ["v3/blosc_blosclz_bit_ts8_small", "v3/bytes_be_float64", "v3/sharded_blosc_index_end"] {
+        let (ok, stdout, stderr) =
+            damacy(&["inspect", fixtures().to_str().unwrap(), path, "--digest", "--executor", "emulated"]);
+        assert!(ok, "{stderr}");
+        assert!(stdout.contains("executor: device kernels on host emulator"), "{stdout}");
+        assert!(stdout.contains(&format!("sha256 {}", manifest_digest(path))), "{path}: {stdout}");
+        assert!(stdout.contains("by device kernels"), "{path}: {stdout}");
+    }
+}

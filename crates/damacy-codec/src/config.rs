@@ -13,6 +13,36 @@ pub enum OutOfBounds {
     Fill,
 }
 
+/// Which executor decodes chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Executor {
+    /// damacy's kernels on a CUDA GPU when one is usable, else the CPU (the reason is kept in
+    /// [`crate::Reader::executor_note`]). The default.
+    #[default]
+    Auto,
+    /// zarrs' codec chains on the host.
+    Cpu,
+    /// damacy's kernels on a CUDA GPU; no usable GPU is an error at construction.
+    Gpu,
+    /// damacy's kernels on the host emulator (cargo feature `emulate`): the GPU route's exact
+    /// logic on a machine with no GPU.
+    Emulated,
+}
+
+impl std::str::FromStr for Executor {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "cpu" => Ok(Self::Cpu),
+            "gpu" => Ok(Self::Gpu),
+            "emulated" => Ok(Self::Emulated),
+            other => Err(Error::invalid(format!("executor {other:?}: use auto, cpu, gpu or emulated"))),
+        }
+    }
+}
+
 /// Options of the read path. Every field has a documented default; build with
 /// `ReadConfig::default().with_*(…)`.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +68,11 @@ pub struct ReadConfig {
     /// Allow casts that can lose integer values (e.g. `int32` to `float32`). Default false:
     /// such a cast is an error when the array is first read.
     pub allow_lossy_cast: bool,
+    /// Which executor decodes. Default [`Executor::Auto`].
+    pub executor: Executor,
+    /// The CUDA device ordinal (a rank's `LOCAL_RANK`). Default `None`: the context current on
+    /// the calling thread, else device 0.
+    pub device: Option<usize>,
 }
 
 impl Default for ReadConfig {
@@ -52,6 +87,8 @@ impl Default for ReadConfig {
             out_of_bounds: OutOfBounds::Error,
             output_dtype: OutputDtype::Native,
             allow_lossy_cast: false,
+            executor: Executor::Auto,
+            device: None,
         }
     }
 }
@@ -104,6 +141,20 @@ impl ReadConfig {
     #[must_use]
     pub fn with_lossy_cast(mut self, allow: bool) -> Self {
         self.allow_lossy_cast = allow;
+        self
+    }
+
+    /// Set the executor.
+    #[must_use]
+    pub fn with_executor(mut self, executor: Executor) -> Self {
+        self.executor = executor;
+        self
+    }
+
+    /// Set the CUDA device ordinal.
+    #[must_use]
+    pub fn with_device(mut self, device: usize) -> Self {
+        self.device = Some(device);
         self
     }
 

@@ -15,6 +15,7 @@ pub mod array;
 mod assemble;
 pub mod config;
 mod cpu;
+pub mod device;
 pub mod discover;
 pub mod dtype;
 pub mod error;
@@ -27,7 +28,7 @@ pub mod stats;
 pub mod store;
 
 pub use array::ArrayInfo;
-pub use config::{OutOfBounds, ReadConfig};
+pub use config::{Executor, OutOfBounds, ReadConfig};
 pub use dtype::{Dtype, OutputDtype};
 pub use error::{Error, Location, Result};
 pub use reader::{Batch, Reader};

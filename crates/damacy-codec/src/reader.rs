@@ -12,6 +12,7 @@ use crate::array::ArrayInfo;
 use crate::assemble::{Converter, Placed, assemble_region};
 use crate::config::{OutOfBounds, ReadConfig};
 use crate::cpu::{EncodedUnit, decode_units};
+use crate::device::{DeviceExecutor, Selected, device_chain};
 use crate::dtype::Dtype;
 use crate::error::{Error, Location, Result};
 use crate::io::{ReadRequest, fetch_all};
@@ -53,6 +54,8 @@ pub struct Reader {
     arrays: moka::sync::Cache<(u64, String), Arc<ArrayInfo>>,
     io_pool: rayon::ThreadPool,
     compute_pool: rayon::ThreadPool,
+    device: Option<DeviceExecutor>,
+    executor_note: String,
 }
 
 impl std::fmt::Debug for Reader {
@@ -82,7 +85,17 @@ impl Reader {
                 .build()
                 .map_err(|e| Error::invalid(format!("cannot start {n} {name} threads: {e}")))
         };
+        let (device, executor_note) =
+            match DeviceExecutor::select(config.executor, config.device, config.n_compute_threads)? {
+                Selected::Device(d) => {
+                    let note = format!("device kernels on {}", d.describe());
+                    (Some(d), note)
+                }
+                Selected::Cpu(reason) => (None, format!("cpu ({reason})")),
+            };
         Ok(Self {
+            device,
+            executor_note,
             index_cache: ShardIndexCache::new(config.shard_index_cache_bytes, stats.clone()),
             arrays: moka::sync::Cache::new(config.metadata_cache_entries),
             io_pool: pool(config.n_io_threads, "io")?,
@@ -96,6 +109,14 @@ impl Reader {
     #[must_use]
     pub fn config(&self) -> &ReadConfig {
         &self.config
+    }
+
+    /// Which executor decodes, and why: `device kernels on …` or `cpu (reason)`. Chains with
+    /// a codec that has no device kernel decode on the CPU either way (see
+    /// [`crate::route::routes`]).
+    #[must_use]
+    pub fn executor_note(&self) -> &str {
+        &self.executor_note
     }
 
     /// The counters so far.
@@ -208,7 +229,14 @@ impl Reader {
             }
         }
         self.stats.add_units_filled(filled);
-        let decoded = self.compute_pool.install(|| decode_units(array, encoded, &self.stats))?;
+        let device_chain = self
+            .device
+            .as_ref()
+            .and_then(|d| device_chain(array.decode_chain_metadata(), array.dtype.size()).ok().map(|c| (d, c)));
+        let decoded = match device_chain {
+            Some((device, chain)) => device.decode_units(array, chain, &encoded, &self.stats)?,
+            None => self.compute_pool.install(|| decode_units(array, encoded, &self.stats))?,
+        };
 
         // Assemble.
         let started = Instant::now();

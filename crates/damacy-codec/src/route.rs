@@ -1,9 +1,12 @@
 //! Which executor decodes each codec of a chain: a device kernel, or the CPU (zarrs), with the
-//! reason. The route is shown by `damacy inspect` and recorded in stats, never silent.
+//! reason. The route is shown by `damacy inspect`; the number of chunks each route decoded is in
+//! the stats (`units_decoded`, `units_decoded_device`), never silent.
 
 use std::fmt;
 
 use zarrs::metadata::v3::MetadataV3;
+
+use crate::device::{DeviceChain, device_chain};
 
 /// Where a codec is decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,14 +41,6 @@ pub struct CodecRoute {
     pub route: Route,
 }
 
-/// The device kernels this build of damacy has, by codec. Codecs not listed decode on the
-/// CPU. Updated as kernels land; `damacy inspect` prints the result for any store.
-const DEVICE_KERNELS: &[(&str, &str)] = &[];
-
-fn kernel_for(name: &str) -> Option<&'static str> {
-    DEVICE_KERNELS.iter().find(|(n, _)| *n == name).map(|(_, k)| *k)
-}
-
 /// Describe a codec's metadata briefly: name and the configuration that matters.
 #[must_use]
 pub fn describe(meta: &MetadataV3) -> String {
@@ -66,23 +61,47 @@ pub fn describe(meta: &MetadataV3) -> String {
     if parts.is_empty() { meta.name().to_owned() } else { format!("{}({})", meta.name(), parts.join(", ")) }
 }
 
-/// The route of each codec of a chain.
+/// The device stage that decodes a codec, when the chain runs on the device.
+fn kernel_for(meta: &MetadataV3, chain: DeviceChain) -> &'static str {
+    match meta.name() {
+        "blosc" => "blosc parse, lz4/blosclz kernels, unshuffle/bitunshuffle",
+        "crc32c" => "crc32c kernel",
+        "bytes" if chain.big_endian => "raw copy kernel, byte swap",
+        _ => "raw copy kernel",
+    }
+}
+
+/// The route of each codec of a decode chain (the codecs of one chunk, or of one inner chunk
+/// of a shard). A chain runs on the device only when every codec in it has a device stage;
+/// otherwise every codec of it decodes on the CPU, with the reason. `dtype_size` is the
+/// element size in bytes.
 #[must_use]
-pub fn routes(chain: &[MetadataV3]) -> Vec<CodecRoute> {
+pub fn routes(chain: &[MetadataV3], dtype_size: usize) -> Vec<CodecRoute> {
+    let on_device = device_chain(chain, dtype_size);
     chain
         .iter()
         .map(|meta| {
-            let route = match meta.name() {
-                "sharding_indexed" => Route::Cpu {
+            let route = match (&on_device, meta.name()) {
+                (_, "sharding_indexed") => Route::Cpu {
                     reason: "shard indexes are decoded on the host and cached; inner chunks follow their own chain"
                         .into(),
                 },
-                name => match kernel_for(name) {
-                    Some(kernel) => Route::Gpu { kernel },
-                    None => Route::Cpu { reason: format!("no device kernel for {name} in this build") },
-                },
+                (Ok(c), _) => Route::Gpu { kernel: kernel_for(meta, *c) },
+                (Err(reason), _) => Route::Cpu { reason: reason.clone() },
             };
             CodecRoute { codec: describe(meta), route }
+        })
+        .collect()
+}
+
+/// The route of a shard index chain: always decoded on the host, then cached.
+#[must_use]
+pub fn index_routes(chain: &[MetadataV3]) -> Vec<CodecRoute> {
+    chain
+        .iter()
+        .map(|meta| CodecRoute {
+            codec: describe(meta),
+            route: Route::Cpu { reason: "shard indexes are decoded on the host and cached".into() },
         })
         .collect()
 }

@@ -10,6 +10,7 @@ pub struct Stats {
     batches: AtomicU64,
     units_decoded: AtomicU64,
     units_filled: AtomicU64,
+    units_decoded_device: AtomicU64,
     storage_requests: AtomicU64,
     bytes_read: AtomicU64,
     bytes_decoded: AtomicU64,
@@ -20,6 +21,7 @@ pub struct Stats {
     io_ns: AtomicU64,
     decode_ns: AtomicU64,
     assemble_ns: AtomicU64,
+    device_parse_ns: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -33,6 +35,8 @@ pub struct StatsSnapshot {
     pub units_decoded: u64,
     /// Chunks that were missing or empty and became fill values without a read.
     pub units_filled: u64,
+    /// Of the chunks decoded, those decoded by device kernels (GPU or emulated).
+    pub units_decoded_device: u64,
     /// Storage requests issued (after coalescing), shard-index reads included.
     pub storage_requests: u64,
     /// Bytes read from storage, shard indexes included.
@@ -53,6 +57,9 @@ pub struct StatsSnapshot {
     pub decode: Duration,
     /// Time spent assembling batches.
     pub assemble: Duration,
+    /// Host parse of the device route (blosc headers into stream tables),
+    /// `decompress_parse`.
+    pub decompress_parse: Duration,
 }
 
 macro_rules! counters {
@@ -73,6 +80,7 @@ counters!(
     batches => add_batches,
     units_decoded => add_units_decoded,
     units_filled => add_units_filled,
+    units_decoded_device => add_units_decoded_device,
     storage_requests => add_storage_requests,
     bytes_read => add_bytes_read,
     bytes_decoded => add_bytes_decoded,
@@ -102,6 +110,11 @@ impl Stats {
         self.assemble_ns.fetch_add(nanos(d), Relaxed);
     }
 
+    /// Add host-parse time of the device route.
+    pub fn add_device_parse(&self, d: Duration) {
+        self.device_parse_ns.fetch_add(nanos(d), Relaxed);
+    }
+
     /// Copy the counters.
     #[must_use]
     pub fn snapshot(&self) -> StatsSnapshot {
@@ -110,6 +123,7 @@ impl Stats {
             batches: self.batches.load(Relaxed),
             units_decoded: self.units_decoded.load(Relaxed),
             units_filled: self.units_filled.load(Relaxed),
+            units_decoded_device: self.units_decoded_device.load(Relaxed),
             storage_requests: self.storage_requests.load(Relaxed),
             bytes_read: self.bytes_read.load(Relaxed),
             bytes_decoded: self.bytes_decoded.load(Relaxed),
@@ -120,6 +134,7 @@ impl Stats {
             io: Duration::from_nanos(self.io_ns.load(Relaxed)),
             decode: Duration::from_nanos(self.decode_ns.load(Relaxed)),
             assemble: Duration::from_nanos(self.assemble_ns.load(Relaxed)),
+            decompress_parse: Duration::from_nanos(self.device_parse_ns.load(Relaxed)),
         }
     }
 }
@@ -133,6 +148,7 @@ impl StatsSnapshot {
             batches: self.batches - earlier.batches,
             units_decoded: self.units_decoded - earlier.units_decoded,
             units_filled: self.units_filled - earlier.units_filled,
+            units_decoded_device: self.units_decoded_device - earlier.units_decoded_device,
             storage_requests: self.storage_requests - earlier.storage_requests,
             bytes_read: self.bytes_read - earlier.bytes_read,
             bytes_decoded: self.bytes_decoded - earlier.bytes_decoded,
@@ -143,6 +159,7 @@ impl StatsSnapshot {
             io: self.io.saturating_sub(earlier.io),
             decode: self.decode.saturating_sub(earlier.decode),
             assemble: self.assemble.saturating_sub(earlier.assemble),
+            decompress_parse: self.decompress_parse.saturating_sub(earlier.decompress_parse),
         }
     }
 }

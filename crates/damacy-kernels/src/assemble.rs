@@ -246,18 +246,18 @@ const JOBS_PER_LAUNCH: usize = 65_535;
 
 /// Runs assemble jobs; owns a preallocated job table so the hot path allocates no device memory.
 #[derive(Debug)]
-pub struct Assembler<'d> {
-    device: &'d Device,
+pub struct Assembler {
+    device: Device,
     table: DeviceBuffer,
     max_jobs: usize,
 }
 
-impl<'d> Assembler<'d> {
+impl Assembler {
     /// Preallocates room for `max_jobs` jobs per call.
-    pub fn new(device: &'d Device, max_jobs: usize) -> Result<Self> {
+    pub fn new(device: &Device, max_jobs: usize) -> Result<Self> {
         let max_jobs = max_jobs.max(1);
         let table = device.alloc(max_jobs * (JOB_BYTES + 4))?;
-        Ok(Self { device, table, max_jobs })
+        Ok(Self { device: device.clone(), table, max_jobs })
     }
 
     /// Copies every job's region from `src` into `dst`. The outer error is a device failure;

@@ -292,18 +292,18 @@ struct StreamInfo {
 
 /// A batched decoder bound to one device; owns its wave buffers.
 #[derive(Debug)]
-pub struct Decoder<'d> {
-    device: &'d Device,
+pub struct Decoder {
+    device: Device,
     config: DecodeConfig,
     input: DeviceBuffer,
     output: DeviceBuffer,
     pool: Option<rayon::ThreadPool>,
 }
 
-impl<'d> Decoder<'d> {
+impl Decoder {
     /// Allocates the wave buffers on `device`. Fails with [`Error::OutOfMemory`] when the
     /// configuration needs more than `device_budget_bytes`.
-    pub fn new(device: &'d Device, config: DecodeConfig) -> Result<Self> {
+    pub fn new(device: &Device, config: DecodeConfig) -> Result<Self> {
         if config.wave_streams == 0 || config.wave_streams > u32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!("wave_streams {} out of 1..2^31", config.wave_streams)));
         }
@@ -332,7 +332,7 @@ impl<'d> Decoder<'d> {
         } else {
             None
         };
-        Ok(Self { device, config, input, output, pool })
+        Ok(Self { device: device.clone(), config, input, output, pool })
     }
 
     /// The configuration.

@@ -18,8 +18,8 @@
 //! ```
 
 pub use damacy_codec::{
-    ArrayInfo, Batch, Dtype, Location, OutOfBounds, OutputDtype, ReadConfig, Reader, Region, StatsSnapshot, Store,
-    StoreKind, StoreOptions,
+    ArrayInfo, Batch, Dtype, Executor, Location, OutOfBounds, OutputDtype, ReadConfig, Reader, Region, StatsSnapshot,
+    Store, StoreKind, StoreOptions,
 };
 pub use damacy_sampler as sampler;
 

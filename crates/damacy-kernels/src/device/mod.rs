@@ -22,10 +22,11 @@ pub enum DeviceKind {
     Cuda,
 }
 
-/// A device that runs damacy's kernels.
-#[derive(Debug)]
+/// A device that runs damacy's kernels. Cloning is cheap: clones share one backend (one
+/// context, one stream, one module cache).
+#[derive(Debug, Clone)]
 pub struct Device {
-    backend: Backend,
+    backend: std::sync::Arc<Backend>,
 }
 
 #[derive(Debug)]
@@ -58,7 +59,7 @@ impl Device {
     #[cfg(feature = "emulate")]
     #[must_use]
     pub fn emulated(seed: u64) -> Self {
-        Self { backend: Backend::Emulated { seed } }
+        Self { backend: std::sync::Arc::new(Backend::Emulated { seed }) }
     }
 
     /// A CUDA device. `ordinal = Some(n)` retains device n's primary context; `None` uses the
@@ -69,13 +70,13 @@ impl Device {
     /// the CPU executor).
     #[cfg(feature = "cuda")]
     pub fn cuda(ordinal: Option<usize>) -> Result<Self> {
-        Ok(Self { backend: Backend::Cuda(cuda::CudaBackend::new(ordinal)?) })
+        Ok(Self { backend: std::sync::Arc::new(Backend::Cuda(cuda::CudaBackend::new(ordinal)?)) })
     }
 
     /// Which backend this device runs on.
     #[must_use]
     pub fn kind(&self) -> DeviceKind {
-        match &self.backend {
+        match &*self.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -88,7 +89,7 @@ impl Device {
     /// A human-readable description (device name and architecture, or "host emulator").
     #[must_use]
     pub fn describe(&self) -> String {
-        match &self.backend {
+        match &*self.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -100,7 +101,7 @@ impl Device {
 
     /// Allocates `len` zeroed bytes of device memory.
     pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
-        match &self.backend {
+        match &*self.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -113,7 +114,7 @@ impl Device {
     /// Copies `src` to `dst[offset..offset + src.len()]`.
     pub fn upload(&self, src: &[u8], dst: &mut DeviceBuffer, offset: usize) -> Result<()> {
         check_range(offset, src.len(), dst.len, "upload")?;
-        match (&self.backend, &mut dst.mem) {
+        match (&*self.backend, &mut dst.mem) {
             #[cfg(feature = "emulate")]
             (Backend::Emulated { .. }, Mem::Host(h)) => {
                 // SAFETY: the range was checked against the allocation's length above, and `src`
@@ -131,7 +132,7 @@ impl Device {
     /// Copies `src[offset..offset + dst.len()]` to `dst`, after all earlier work finished.
     pub fn download(&self, src: &DeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
         check_range(offset, dst.len(), src.len, "download")?;
-        match (&self.backend, &src.mem) {
+        match (&*self.backend, &src.mem) {
             #[cfg(feature = "emulate")]
             (Backend::Emulated { .. }, Mem::Host(h)) => {
                 // SAFETY: range checked above; emulated launches are synchronous, so no kernel
@@ -156,7 +157,7 @@ impl Device {
         if grid.0 == 0 || grid.1 == 0 {
             return Ok(());
         }
-        match &self.backend {
+        match &*self.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -170,7 +171,7 @@ impl Device {
 
     /// Waits until all work issued on this device's stream finished.
     pub fn synchronize(&self) -> Result<()> {
-        match &self.backend {
+        match &*self.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -183,7 +184,7 @@ impl Device {
     /// Compiles (or loads from the caches) every kernel now, instead of at first launch.
     /// A no-op on the emulator.
     pub fn warm_up(&self) -> Result<()> {
-        match &self.backend {
+        match &*self.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
