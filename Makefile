@@ -35,9 +35,11 @@ $(NVRTC_DIR)/.stamp:
 
 nvrtc: $(NVRTC_DIR)/.stamp
 
+# The GPU when one is usable, else the CPU; then the GPU route's logic on the kernel emulator.
 demo:
-	$(CARGO) build --release -p damacy-cli
+	$(CARGO) build --release -p damacy-cli --features emulate
 	./target/release/damacy inspect fixtures --digest
+	./target/release/damacy inspect fixtures v3/sharded_blosc_index_end --digest --executor emulated
 
 lint:
 	$(CARGO) fmt --all --check

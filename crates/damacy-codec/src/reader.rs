@@ -122,7 +122,9 @@ impl Reader {
     /// The counters so far.
     #[must_use]
     pub fn stats(&self) -> StatsSnapshot {
-        self.stats.snapshot()
+        let mut snapshot = self.stats.snapshot();
+        snapshot.index_cache_bytes = self.index_cache.weighted_bytes();
+        snapshot
     }
 
     /// The shard-index cache.
@@ -131,10 +133,15 @@ impl Reader {
         &self.index_cache
     }
 
-    /// Open an array (cached by store and path).
+    /// Open an array (cached by store and path). Fails when the configured output dtype would
+    /// lose values of this array's type (unless lossy casts are allowed).
     pub fn open_array(&self, store: &Store, path: &str) -> Result<Arc<ArrayInfo>> {
         let key = (store.id(), crate::array::normalize_path(path));
-        self.arrays.try_get_with(key, || ArrayInfo::open(store, path).map(Arc::new)).map_err(|e| (*e).clone())
+        let info =
+            self.arrays.try_get_with(key, || ArrayInfo::open(store, path).map(Arc::new)).map_err(|e| (*e).clone())?;
+        // A cast that loses values is refused here, when the array is opened, not mid-epoch.
+        self.output_dtype(&info)?;
+        Ok(info)
     }
 
     /// The element type batches of `array` have, after checking the cast.

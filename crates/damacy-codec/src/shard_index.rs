@@ -75,6 +75,12 @@ impl ShardIndexCache {
         result.map_err(|e| (*e).clone())
     }
 
+    /// Bytes of decoded indexes currently held (the cache's weighed size).
+    #[must_use]
+    pub fn weighted_bytes(&self) -> u64 {
+        self.cache.weighted_size()
+    }
+
     /// Decoded indexes currently held.
     #[must_use]
     pub fn entry_count(&self) -> u64 {

@@ -51,6 +51,8 @@ pub struct StatsSnapshot {
     pub index_evictions: u64,
     /// Shard indexes fetched from storage.
     pub index_fetches: u64,
+    /// Bytes of decoded shard indexes held by the cache when the snapshot was taken.
+    pub index_cache_bytes: u64,
     /// Time spent waiting on storage.
     pub io: Duration,
     /// Time spent decoding.
@@ -131,6 +133,7 @@ impl Stats {
             index_misses: self.index_misses.load(Relaxed),
             index_evictions: self.index_evictions.load(Relaxed),
             index_fetches: self.index_fetches.load(Relaxed),
+            index_cache_bytes: 0,
             io: Duration::from_nanos(self.io_ns.load(Relaxed)),
             decode: Duration::from_nanos(self.decode_ns.load(Relaxed)),
             assemble: Duration::from_nanos(self.assemble_ns.load(Relaxed)),
@@ -156,6 +159,7 @@ impl StatsSnapshot {
             index_misses: self.index_misses - earlier.index_misses,
             index_evictions: self.index_evictions - earlier.index_evictions,
             index_fetches: self.index_fetches - earlier.index_fetches,
+            index_cache_bytes: self.index_cache_bytes,
             io: self.io.saturating_sub(earlier.io),
             decode: self.decode.saturating_sub(earlier.decode),
             assemble: self.assemble.saturating_sub(earlier.assemble),

@@ -156,6 +156,7 @@ fn concurrent_batches_fetch_each_index_once() {
     // 3 x 3 x 1 shards exist; no shard index is fetched twice however the threads interleave.
     assert!(reader.stats().index_fetches <= 9, "{:?}", reader.stats());
     assert_eq!(reader.stats().index_fetches, reader.shard_index_cache().entry_count());
+    assert!(reader.stats().index_cache_bytes > 0);
 }
 
 #[test]
@@ -175,6 +176,8 @@ fn output_dtype_casts() {
     }
     // uint16 does not fit float16 or bfloat16 exactly: refused unless allowed.
     let strict = Reader::new(ReadConfig::default().with_output_dtype(OutputDtype::Cast(Dtype::F16))).unwrap();
+    let err = strict.open_array(&store, "v3/bytes_le_uint16_r3").unwrap_err().to_string();
+    assert!(err.contains("float16") && err.contains("uint16"), "refused when the array is opened: {err}");
     let err = strict.read_region(&store, &array, &region).unwrap_err().to_string();
     assert!(err.contains("float16") && err.contains("uint16"), "{err}");
     let lossy =
