@@ -27,7 +27,7 @@ pub(crate) fn run(
     url: &str,
     array: Option<&str>,
     digest: bool,
-    executor: Executor,
+    (executor, device): (Executor, usize),
     options: &StoreOptions,
 ) -> Result<(), damacy::Error> {
     let executor = match executor {
@@ -37,7 +37,7 @@ pub(crate) fn run(
         Executor::Emulated => damacy::Executor::Emulated,
     };
     let store = Store::open(url, options)?;
-    let reader = Reader::new(ReadConfig::default().with_executor(executor))?;
+    let reader = Reader::new(ReadConfig::default().with_executor(executor).with_device(device))?;
     if digest {
         println!("executor: {}", reader.executor_note());
     }

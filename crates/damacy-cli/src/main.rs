@@ -42,6 +42,9 @@ enum Command {
         /// Which executor decodes for --digest.
         #[arg(long, value_enum, default_value_t = Executor::Auto)]
         executor: Executor,
+        /// CUDA device ordinal for the GPU executor (default: LOCAL_RANK, else 0).
+        #[arg(long)]
+        device: Option<usize>,
         /// Remote store endpoint (e.g. an S3-compatible server); default from the environment.
         #[arg(long)]
         endpoint: Option<String>,
@@ -58,10 +61,11 @@ fn main() -> ExitCode {
     }));
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Inspect { store, array, digest, executor, endpoint, anonymous } => {
+        Command::Inspect { store, array, digest, executor, device, endpoint, anonymous } => {
             let mut options = damacy::StoreOptions::default().with_anonymous(anonymous);
             options.endpoint = endpoint;
-            inspect::run(&store, array.as_deref(), digest, executor, &options)
+            let device = device.or_else(|| std::env::var("LOCAL_RANK").ok().and_then(|r| r.parse().ok())).unwrap_or(0);
+            inspect::run(&store, array.as_deref(), digest, (executor, device), &options)
         }
     };
     match result {
