@@ -42,7 +42,7 @@ enum Command {
         /// Which executor decodes for --digest.
         #[arg(long, value_enum, default_value_t = Executor::Auto)]
         executor: Executor,
-        /// CUDA device ordinal for the GPU executor (default: LOCAL_RANK, else 0).
+        /// CUDA device ordinal for the GPU executor (default: `LOCAL_RANK`, else 0).
         #[arg(long)]
         device: Option<usize>,
         /// Remote store endpoint (e.g. an S3-compatible server); default from the environment.

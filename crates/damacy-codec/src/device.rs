@@ -5,14 +5,18 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
+use damacy_kernels::assemble::{AssembleJob, Assembler, DType};
 use damacy_kernels::decode::{ChunkInput, DecodeConfig, Decoder};
-use damacy_kernels::device::Device;
+use damacy_kernels::device::{Device, DeviceBuffer};
 use zarrs::metadata::v3::MetadataV3;
 
 use crate::array::ArrayInfo;
+use crate::assemble::Converter;
 use crate::config::Executor;
 use crate::cpu::EncodedUnit;
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
+use crate::region::Region;
 use crate::stats::Stats;
 
 /// How a chain decodes on the device, when it can.
@@ -62,10 +66,47 @@ pub fn device_chain(chain: &[MetadataV3], dtype_size: usize) -> std::result::Res
     Ok(out)
 }
 
-/// A device (CUDA or emulated) with its batched decoder.
+/// A device (CUDA or emulated) with its batched decoder, assembler and batch buffer.
 pub(crate) struct DeviceExecutor {
     device: Device,
-    decoder: Mutex<Decoder>,
+    state: Mutex<DeviceState>,
+}
+
+/// What one batch at a time uses on the device; allocated once and grown only when a batch
+/// needs more.
+struct DeviceState {
+    decoder: Decoder,
+    assembler: Assembler,
+    batch: DeviceBuffer,
+}
+
+/// A batch laid out for assembly: the regions, the units each one touches and where each
+/// unit's decoded bytes are (`slot`, an index into the decoded units, `None` for fill).
+pub(crate) struct Layout<'a> {
+    pub(crate) regions: &'a [Region],
+    pub(crate) clipped: &'a [Option<Region>],
+    pub(crate) region_units: &'a [Vec<usize>],
+    pub(crate) units: &'a [Vec<u64>],
+    pub(crate) slot: &'a [Option<usize>],
+    pub(crate) unit_shape: &'a [u64],
+}
+
+fn kernel_dtype(d: Dtype) -> DType {
+    match d {
+        Dtype::Bool => DType::Bool,
+        Dtype::I8 => DType::I8,
+        Dtype::I16 => DType::I16,
+        Dtype::I32 => DType::I32,
+        Dtype::I64 => DType::I64,
+        Dtype::U8 => DType::U8,
+        Dtype::U16 => DType::U16,
+        Dtype::U32 => DType::U32,
+        Dtype::U64 => DType::U64,
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
+        Dtype::F32 => DType::F32,
+        Dtype::F64 => DType::F64,
+    }
 }
 
 impl std::fmt::Debug for DeviceExecutor {
@@ -76,7 +117,7 @@ impl std::fmt::Debug for DeviceExecutor {
 
 /// What the executor choice came to: a device, or the CPU and why.
 pub(crate) enum Selected {
-    Device(DeviceExecutor),
+    Device(Box<DeviceExecutor>),
     Cpu(String),
 }
 
@@ -99,7 +140,89 @@ impl DeviceExecutor {
             },
         };
         let decoder = Decoder::new(&device, config).map_err(|e| kernel_error(&e))?;
-        Ok(Selected::Device(Self { device, decoder: Mutex::new(decoder) }))
+        let assembler = Assembler::new(&device, 4096).map_err(|e| kernel_error(&e))?;
+        let batch = device.alloc(1 << 20).map_err(|e| kernel_error(&e))?;
+        Ok(Selected::Device(Box::new(Self { device, state: Mutex::new(DeviceState { decoder, assembler, batch }) })))
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, DeviceState>> {
+        self.state.lock().map_err(|_| Error::invalid("device executor: a previous batch panicked"))
+    }
+
+    fn inputs<'u>(array: &ArrayInfo, chain: DeviceChain, units: &'u [EncodedUnit]) -> Vec<ChunkInput<'u>> {
+        let expected = array.decode_shape().iter().product::<u64>() as usize * array.dtype.size();
+        units
+            .iter()
+            .map(|u| {
+                let input = if chain.blosc { ChunkInput::blosc(&u.bytes) } else { ChunkInput::raw(&u.bytes) };
+                let input = input.with_expected_len(expected);
+                if chain.crc32c { input.with_crc32c() } else { input }
+            })
+            .collect()
+    }
+
+    /// The whole GPU route for one batch: decode every unit in one wave, then assemble every
+    /// region on the device (fill, crop, byte order, cast) into the batch buffer, and copy the
+    /// batch back. Returns `None` when the batch does not fit in one wave; the caller then
+    /// decodes in several waves and assembles on the host.
+    pub(crate) fn read_batch(
+        &self,
+        array: &ArrayInfo,
+        chain: DeviceChain,
+        units: &[EncodedUnit],
+        layout: &Layout<'_>,
+        conv: Converter,
+        stats: &Stats,
+    ) -> Result<Option<Vec<u8>>> {
+        let inputs = Self::inputs(array, chain, units);
+        let (src_dtype, dst_dtype) = (kernel_dtype(conv.from), kernel_dtype(conv.to));
+        let region_elems = layout.regions.first().map_or(0, Region::num_elements) as usize;
+        let region_bytes = region_elems * conv.to.size();
+        let total = region_bytes * layout.regions.len();
+        let mut fill = vec![0u8; 8];
+        conv.fill(&array.fill_value, &mut fill[..conv.to.size()]);
+        let fill_bits = u64::from_le_bytes(fill.try_into().unwrap_or_default());
+
+        let started = Instant::now();
+        let mut guard = self.lock()?;
+        let DeviceState { decoder, assembler, batch } = &mut *guard;
+        let wave = match decoder.decode_wave(&inputs) {
+            Ok(w) => w,
+            Err(damacy_kernels::Error::OutOfMemory(_)) => return Ok(None),
+            Err(e) => return Err(kernel_error(&e)),
+        };
+        stats.add_device_parse(wave.stats.decompress_parse);
+        let mut offsets = Vec::with_capacity(units.len());
+        for (unit, result) in units.iter().zip(&wave.chunks) {
+            match result {
+                Ok(range) => offsets.push(range.start),
+                Err(e) => return Err(Error::decode(unit.location.clone(), e)),
+            }
+        }
+        if batch.len() < total {
+            *batch = self.device.alloc(total.next_power_of_two()).map_err(|e| kernel_error(&e))?;
+        }
+        // Fills first (one call), then the copies (a second call): jobs of one call write
+        // disjoint bytes.
+        let (fills, copies) =
+            assemble_jobs(layout, &offsets, region_bytes, fill_bits, (src_dtype, dst_dtype), chain.big_endian)?;
+        for jobs in [&fills, &copies] {
+            if jobs.is_empty() {
+                continue;
+            }
+            let results = assembler.run(wave.output, batch, jobs).map_err(|e| kernel_error(&e))?;
+            if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
+                return Err(Error::invalid(format!("device assemble of array {}: {e}", array.path)));
+            }
+        }
+        let mut data = vec![0u8; total];
+        self.device.download(batch, 0, &mut data).map_err(|e| kernel_error(&e))?;
+        stats.add_decode(started.elapsed());
+        let expected = array.decode_shape().iter().product::<u64>() as usize * array.dtype.size();
+        stats.add_units_decoded(units.len() as u64);
+        stats.add_units_decoded_device(units.len() as u64);
+        stats.add_bytes_decoded((units.len() * expected) as u64);
+        Ok(Some(data))
     }
 
     /// The device, described.
@@ -117,20 +240,9 @@ impl DeviceExecutor {
         stats: &Stats,
     ) -> Result<Vec<Vec<u8>>> {
         let expected = array.decode_shape().iter().product::<u64>() as usize * array.dtype.size();
-        let inputs: Vec<ChunkInput<'_>> = units
-            .iter()
-            .map(|u| {
-                let input = if chain.blosc { ChunkInput::blosc(&u.bytes) } else { ChunkInput::raw(&u.bytes) };
-                let input = input.with_expected_len(expected);
-                if chain.crc32c { input.with_crc32c() } else { input }
-            })
-            .collect();
+        let inputs = Self::inputs(array, chain, units);
         let started = Instant::now();
-        let decoded = {
-            let mut decoder =
-                self.decoder.lock().map_err(|_| Error::invalid("device executor: a previous batch panicked"))?;
-            decoder.decode_to_host(&inputs).map_err(|e| kernel_error(&e))?
-        };
+        let decoded = self.lock()?.decoder.decode_to_host(&inputs).map_err(|e| kernel_error(&e))?;
         stats.add_decode(started.elapsed());
         stats.add_device_parse(decoded.stats.decompress_parse);
         let mut out = Vec::with_capacity(units.len());
@@ -148,6 +260,76 @@ impl DeviceExecutor {
         stats.add_bytes_decoded((out.len() * expected) as u64);
         Ok(out)
     }
+}
+
+/// The assemble jobs of a batch: fills of regions not wholly covered by decoded units, then the
+/// copy of each unit's intersection with each region.
+fn assemble_jobs(
+    layout: &Layout<'_>,
+    offsets: &[usize],
+    region_bytes: usize,
+    fill_bits: u64,
+    (src_dtype, dst_dtype): (DType, DType),
+    big_endian: bool,
+) -> Result<(Vec<AssembleJob>, Vec<AssembleJob>)> {
+    let mut fills = Vec::new();
+    let mut copies = Vec::new();
+    for (r, region) in layout.regions.iter().enumerate() {
+        let out_offset = r * region_bytes;
+        let zeros = vec![0u64; region.shape.len()];
+        let covered = layout.clipped[r].as_ref().is_some_and(|c| c == region)
+            && layout.region_units[r].iter().all(|&u| layout.slot[u].is_some());
+        if !covered {
+            let mut job = AssembleJob::chunk_region(
+                0,
+                &region.shape,
+                None,
+                &zeros,
+                &region.shape,
+                out_offset,
+                &region.shape,
+                &zeros,
+                dst_dtype,
+                dst_dtype,
+                false,
+            )
+            .map_err(|e| kernel_error(&e))?;
+            job.fill_bits = Some(fill_bits);
+            fills.push(job);
+        }
+        let Some(clipped) = &layout.clipped[r] else { continue };
+        let c_end = clipped.end();
+        for &u in &layout.region_units[r] {
+            let Some(k) = layout.slot[u] else { continue };
+            let origin: Vec<u64> = layout.units[u].iter().zip(layout.unit_shape).map(|(i, s)| i * s).collect();
+            let lo: Vec<u64> = clipped.start.iter().zip(&origin).map(|(a, b)| *a.max(b)).collect();
+            let hi: Vec<u64> =
+                c_end.iter().zip(origin.iter().zip(layout.unit_shape)).map(|(e, (o, s))| (*e).min(o + s)).collect();
+            if lo.iter().zip(&hi).any(|(l, h)| l >= h) {
+                continue;
+            }
+            let shape: Vec<u64> = lo.iter().zip(&hi).map(|(l, h)| h - l).collect();
+            let in_unit: Vec<u64> = lo.iter().zip(&origin).map(|(l, o)| l - o).collect();
+            let in_region: Vec<u64> = lo.iter().zip(&region.start).map(|(l, s)| l - s).collect();
+            copies.push(
+                AssembleJob::chunk_region(
+                    offsets[k],
+                    layout.unit_shape,
+                    None,
+                    &in_unit,
+                    &shape,
+                    out_offset,
+                    &region.shape,
+                    &in_region,
+                    src_dtype,
+                    dst_dtype,
+                    big_endian,
+                )
+                .map_err(|e| kernel_error(&e))?,
+            );
+        }
+    }
+    Ok((fills, copies))
 }
 
 #[cfg(feature = "emulate")]

@@ -12,7 +12,7 @@ use crate::array::ArrayInfo;
 use crate::assemble::{Converter, Placed, assemble_region};
 use crate::config::{OutOfBounds, ReadConfig};
 use crate::cpu::{EncodedUnit, decode_units};
-use crate::device::{DeviceExecutor, Selected, device_chain};
+use crate::device::{DeviceExecutor, Layout, Selected, device_chain};
 use crate::dtype::Dtype;
 use crate::error::{Error, Location, Result};
 use crate::io::{ReadRequest, fetch_all};
@@ -54,7 +54,7 @@ pub struct Reader {
     arrays: moka::sync::Cache<(u64, String), Arc<ArrayInfo>>,
     io_pool: rayon::ThreadPool,
     compute_pool: rayon::ThreadPool,
-    device: Option<DeviceExecutor>,
+    device: Option<Box<DeviceExecutor>>,
     executor_note: String,
 }
 
@@ -62,6 +62,28 @@ impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader").field("config", &self.config).finish_non_exhaustive()
     }
+}
+
+/// The decode units (chunks, or inner chunks of shards, by grid coordinates) that the clipped
+/// regions touch, each once, and for each region the indexes of its units.
+fn plan_units(clipped: &[Option<Region>], unit_shape: &[u64]) -> (Vec<Vec<u64>>, Vec<Vec<usize>>) {
+    let mut unit_ids: HashMap<Vec<u64>, usize> = HashMap::new();
+    let mut units: Vec<Vec<u64>> = Vec::new();
+    let mut region_units: Vec<Vec<usize>> = Vec::with_capacity(clipped.len());
+    for c in clipped {
+        let mut mine = Vec::new();
+        if let Some(c) = c {
+            for_each_cell(&c.start, &c.end(), unit_shape, |u| {
+                let id = *unit_ids.entry(u.to_vec()).or_insert_with(|| {
+                    units.push(u.to_vec());
+                    units.len() - 1
+                });
+                mine.push(id);
+            });
+        }
+        region_units.push(mine);
+    }
+    (units, region_units)
 }
 
 /// Largest slab `digest_array` reads at once.
@@ -190,22 +212,7 @@ impl Reader {
 
         // Plan: the decode units every region touches, each once.
         let unit_shape = array.decode_shape().to_vec();
-        let mut unit_ids: HashMap<Vec<u64>, usize> = HashMap::new();
-        let mut units: Vec<Vec<u64>> = Vec::new();
-        let mut region_units: Vec<Vec<usize>> = Vec::with_capacity(regions.len());
-        for c in &clipped {
-            let mut mine = Vec::new();
-            if let Some(c) = c {
-                for_each_cell(&c.start, &c.end(), &unit_shape, |u| {
-                    let id = *unit_ids.entry(u.to_vec()).or_insert_with(|| {
-                        units.push(u.to_vec());
-                        units.len() - 1
-                    });
-                    mine.push(id);
-                });
-            }
-            region_units.push(mine);
-        }
+        let (units, region_units) = plan_units(&clipped, &unit_shape);
         let sources = self.locate_units(store, array, &units)?;
 
         // Fetch.
@@ -240,8 +247,24 @@ impl Reader {
             .device
             .as_ref()
             .and_then(|d| device_chain(array.decode_chain_metadata(), array.dtype.size()).ok().map(|c| (d, c)));
+        let conv = Converter { from: array.dtype, to: out_dtype };
         let decoded = match device_chain {
-            Some((device, chain)) => device.decode_units(array, chain, &encoded, &self.stats)?,
+            Some((device, chain)) => {
+                // The whole GPU route: decode and assemble on the device, one copy back.
+                let layout = Layout {
+                    regions,
+                    clipped: &clipped,
+                    region_units: &region_units,
+                    units: &units,
+                    slot: &slot,
+                    unit_shape: &unit_shape,
+                };
+                if let Some(data) = device.read_batch(array, chain, &encoded, &layout, conv, &self.stats)? {
+                    return Ok(self.finish(regions, first, data, out_dtype));
+                }
+                // Larger than one wave: several waves, assembled on the host.
+                device.decode_units(array, chain, &encoded, &self.stats)?
+            }
             None => self.compute_pool.install(|| decode_units(array, encoded, &self.stats))?,
         };
 
@@ -250,7 +273,6 @@ impl Reader {
         let region_elems = first.num_elements() as usize;
         let region_bytes = region_elems * out_dtype.size();
         let mut data = vec![0u8; region_bytes * regions.len()];
-        let conv = Converter { from: array.dtype, to: out_dtype };
         self.compute_pool.install(|| {
             data.par_chunks_mut(region_bytes.max(1)).enumerate().for_each(|(r, out)| {
                 let placed: Vec<Placed<'_>> = region_units[r]
@@ -265,11 +287,15 @@ impl Reader {
             });
         });
         self.stats.add_assemble(started.elapsed());
+        Ok(self.finish(regions, first, data, out_dtype))
+    }
+
+    fn finish(&self, regions: &[Region], first: &Region, data: Vec<u8>, dtype: Dtype) -> Batch {
         self.stats.add_regions(regions.len() as u64);
         self.stats.add_batches(1);
         let mut shape = vec![regions.len() as u64];
         shape.extend_from_slice(&first.shape);
-        Ok(Batch { data, shape, dtype: out_dtype })
+        Batch { data, shape, dtype }
     }
 
     fn unit_location(array: &ArrayInfo, unit: &[u64], req: &ReadRequest) -> Location {

@@ -164,3 +164,47 @@ fn emulated_device_route_reproduces_every_digest() {
     // bytes (both byte orders), crc32c and the lz4/lz4hc/blosclz blosc matrix.
     assert!(on_device >= 80, "only {on_device} arrays decoded on the device");
 }
+
+/// Device decode and device assemble (crop, fill, out-of-bounds padding, byte order, cast)
+/// give the CPU executor's bytes for random batches of every device-routable fixture.
+#[cfg(feature = "emulate")]
+#[test]
+fn emulated_device_batches_equal_cpu_batches() {
+    use damacy_codec::device::device_chain;
+    use damacy_codec::{Dtype, Executor, OutputDtype};
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let mut rng = SplitMix(99);
+    let mut compared = 0;
+    for out in [OutputDtype::Native, OutputDtype::Cast(Dtype::F32)] {
+        let config =
+            ReadConfig::default().with_out_of_bounds(OutOfBounds::Fill).with_output_dtype(out).with_lossy_cast(true);
+        let cpu = Reader::new(config.clone().with_executor(Executor::Cpu)).unwrap();
+        let dev = Reader::new(config.with_executor(Executor::Emulated)).unwrap();
+        for e in manifest() {
+            let array = cpu.open_array(&store, &e.path).unwrap();
+            if device_chain(array.decode_chain_metadata(), array.dtype.size()).is_err()
+                || (out != OutputDtype::Native && matches!(array.dtype, Dtype::I64 | Dtype::U64 | Dtype::F64))
+            {
+                continue;
+            }
+            // Regions that reach past the far edge are padded with the fill value.
+            let shape: Vec<u64> = e.shape.iter().map(|&s| 1 + rng.below(s)).collect();
+            let regions: Vec<Region> = (0..3)
+                .map(|_| {
+                    Region::new(
+                        e.shape.iter().zip(&shape).map(|(&s, &n)| rng.below(s - n / 2)).collect(),
+                        shape.clone(),
+                    )
+                })
+                .collect();
+            let before = dev.stats();
+            let want = cpu.read_batch(&store, &array, &regions).unwrap();
+            let got = dev.read_batch(&store, &array, &regions).unwrap();
+            assert_eq!(got, want, "{} {out:?} {regions:?}", e.path);
+            let s = dev.stats().since(&before);
+            assert_eq!(s.units_decoded_device, s.units_decoded, "{}", e.path);
+            compared += 1;
+        }
+    }
+    assert!(compared >= 100, "{compared}");
+}
