@@ -10,10 +10,22 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 state="$root/.services"
 venv="$root/.venv"
 http_port="${DAMACY_TEST_HTTP_PORT:-18231}"
-s3_port="${DAMACY_TEST_S3_PORT:-18232}"
+s3_port="${DAMACY_TEST_S3_PORT:-18261}"
 bucket="damacy-fixtures"
 
 log() { echo "services: $*" >&2; }
+
+port_in_use() {  # port
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+free_port() {  # first port from $1 that nothing listens on (30 tries)
+  local p
+  for ((p = $1; p < $1 + 30; p++)); do
+    if ! port_in_use "$p"; then echo "$p"; return 0; fi
+  done
+  return 1
+}
 
 wait_port() {  # host port seconds
   local i
@@ -38,6 +50,7 @@ install_nginx() {
 start_nginx() {
   install_nginx || { log "nginx could not be installed"; return 1; }
   local nginx_bin; nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
+  http_port="$(free_port "$http_port")" || { log "no free port for nginx"; return 1; }
   mkdir -p "$state/nginx/tmp"
   cat >"$state/nginx/nginx.conf" <<CONF
 worker_processes 1;
@@ -59,16 +72,18 @@ http {
   }
 }
 CONF
-  "$nginx_bin" -p "$state/nginx" -c "$state/nginx/nginx.conf"
+  "$nginx_bin" -p "$state/nginx" -c "$state/nginx/nginx.conf" || return 1
   wait_port 127.0.0.1 "$http_port" 10
 }
 
 start_moto() {
   [ -x "$venv/bin/moto_server" ] || "$venv/bin/python" -m pip install --quiet "moto[server]>=5,<6"
+  s3_port="$(free_port "$s3_port")" || { log "no free port for moto"; return 1; }
   mkdir -p "$state/moto"
   nohup "$venv/bin/moto_server" -H 127.0.0.1 -p "$s3_port" >"$state/moto/server.log" 2>&1 &
   echo $! >"$state/moto/pid"
-  wait_port 127.0.0.1 "$s3_port" 30
+  wait_port 127.0.0.1 "$s3_port" 30 || return 1
+  kill -0 "$(cat "$state/moto/pid")" 2>/dev/null || return 1
   AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "$venv/bin/python" - "$root/fixtures" "$s3_port" "$bucket" <<'PY'
 import os, sys
 import boto3
