@@ -16,14 +16,7 @@ dmc_blosclz_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total,
     if (warp >= n_ids) return;  // whole warp leaves together
     const dmc_u32 sid = ids[warp];
     const dmc_stream s = streams[sid];
-    if (!dmc_in_bounds(s.src_off, s.src_len, src_total) ||
-        !dmc_in_bounds(s.dst_off, s.dst_len, dst_total)) {
-        if (lane == 0) {
-            status[sid] = DMC_STATUS_BAD_DESCRIPTOR;
-            actual[sid] = 0;
-        }
-        return;
-    }
+    if (!dmc_stream_ok(s, sid, src_total, dst_total, lane == 0, status, actual)) return;
     const dmc_u8* src = src_base + s.src_off;
     dmc_u8* dst = dst_base + s.dst_off;
     const dmc_u32 src_len = s.src_len;

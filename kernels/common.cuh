@@ -114,6 +114,24 @@ __device__ __forceinline__ bool dmc_in_bounds(dmc_u64 off, dmc_u64 len, dmc_u64 
     return off <= total && len <= total - off;
 }
 
+// The prologue every decode kernel shares: check stream `sid`'s descriptor against the wave's
+// buffers. A descriptor outside them is reported (by `reporter`, one thread) as
+// DMC_STATUS_BAD_DESCRIPTOR with actual size 0, and the caller returns without touching memory.
+__device__ __forceinline__ bool dmc_stream_ok(const dmc_stream& s, dmc_u32 sid, dmc_u64 src_total,
+                                              dmc_u64 dst_total, bool reporter,
+                                              dmc_u32* __restrict__ status,
+                                              dmc_u32* __restrict__ actual) {
+    if (dmc_in_bounds(s.src_off, s.src_len, src_total) &&
+        dmc_in_bounds(s.dst_off, s.dst_len, dst_total)) {
+        return true;
+    }
+    if (reporter) {
+        status[sid] = DMC_STATUS_BAD_DESCRIPTOR;
+        actual[sid] = 0;
+    }
+    return false;
+}
+
 // Little-endian loads from byte pointers (no alignment assumption).
 __device__ __forceinline__ dmc_u32 dmc_load_le16(const dmc_u8* p) {
     return (dmc_u32)p[0] | ((dmc_u32)p[1] << 8);

@@ -12,14 +12,7 @@ dmc_memcpy(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __res
     const dmc_u32 sid = ids[blockIdx.x];
     const dmc_stream s = streams[sid];
     const dmc_u32 t = threadIdx.x;
-    if (!dmc_in_bounds(s.src_off, s.src_len, src_total) ||
-        !dmc_in_bounds(s.dst_off, s.dst_len, dst_total)) {
-        if (t == 0) {
-            status[sid] = DMC_STATUS_BAD_DESCRIPTOR;
-            actual[sid] = 0;
-        }
-        return;
-    }
+    if (!dmc_stream_ok(s, sid, src_total, dst_total, t == 0, status, actual)) return;
     const dmc_u8* src = src_base + s.src_off;
     dmc_u8* dst = dst_base + s.dst_off;
     const dmc_u32 n = dmc_min_u32(s.src_len, s.dst_len);
