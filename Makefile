@@ -65,9 +65,9 @@ test: venv lint rust-test fixtures-check
 fixtures: venv
 	$(VPY) fixtures/generate.py --check
 
-bench: venv
-	$(CARGO) bench -p damacy-sampler
-	@echo "results: benches/results/"
+bench: venv nvrtc
+	$(VPY) -m pip install --quiet -r benches/requirements.txt
+	DAMACY_NVRTC_DIR="$(NVRTC_LIB)" bash benches/run.sh
 
 # cargo-fuzz targets for the parsers of untrusted bytes (libFuzzer; needs nightly features,
 # enabled on the stable toolchain with RUSTC_BOOTSTRAP). FUZZ_SECONDS per target.

@@ -49,41 +49,106 @@ impl Converter {
     }
 }
 
-/// A decoded unit (chunk or inner chunk) placed in array coordinates.
-pub(crate) struct Placed<'a> {
-    pub(crate) origin: Vec<u64>,
-    pub(crate) shape: &'a [u64],
-    /// Decoded native bytes, or `None` for a missing or empty unit (fill value).
-    pub(crate) data: Option<&'a [u8]>,
+/// A batch laid out for assembly: the regions, the units (chunks or inner chunks, by grid
+/// coordinates) each one touches, and where each unit's decoded bytes are (`slot`, an index
+/// into the decoded units; `None` for a missing or empty unit, which reads as fill).
+pub(crate) struct Layout<'a> {
+    pub(crate) regions: &'a [Region],
+    pub(crate) clipped: &'a [Option<Region>],
+    pub(crate) region_units: &'a [Vec<usize>],
+    pub(crate) units: &'a [Vec<u64>],
+    pub(crate) slot: &'a [Option<usize>],
+    pub(crate) unit_shape: &'a [u64],
 }
 
-/// Write one region of the batch: fill where nothing covers it, then copy each unit's
-/// intersection with the clipped region.
-pub(crate) fn assemble_region(
-    region: &Region,
-    clipped: Option<&Region>,
-    units: &[Placed<'_>],
-    fill_value: &[u8],
-    conv: Converter,
-    out: &mut [u8],
-) {
-    let covered = clipped.is_some_and(|c| c == region) && units.iter().all(|u| u.data.is_some());
-    if !covered {
-        conv.fill(fill_value, out);
+impl Layout<'_> {
+    /// Whether decoded units cover region `r` entirely (no fill needed).
+    pub(crate) fn covered(&self, r: usize) -> bool {
+        self.clipped[r].as_ref().is_some_and(|c| c == &self.regions[r])
+            && self.region_units[r].iter().all(|&u| self.slot[u].is_some())
     }
-    let Some(clipped) = clipped else { return };
-    let (fs, ts) = (conv.from.size(), conv.to.size());
-    let c_end = clipped.end();
-    for unit in units {
-        let Some(data) = unit.data else { continue };
-        let lo: Vec<u64> = clipped.start.iter().zip(&unit.origin).map(|(a, b)| *a.max(b)).collect();
+
+    /// Array coordinates of unit `u`'s first element.
+    pub(crate) fn origin(&self, u: usize) -> Vec<u64> {
+        self.units[u].iter().zip(self.unit_shape).map(|(i, s)| i * s).collect()
+    }
+
+    /// The box `[lo, hi)` where unit `u` meets region `r`, if they meet.
+    pub(crate) fn intersection(&self, r: usize, origin: &[u64]) -> Option<(Vec<u64>, Vec<u64>)> {
+        let clipped = self.clipped[r].as_ref()?;
+        let end = clipped.end();
+        let lo: Vec<u64> = clipped.start.iter().zip(origin).map(|(a, b)| *a.max(b)).collect();
         let hi: Vec<u64> =
-            c_end.iter().zip(unit.origin.iter().zip(unit.shape)).map(|(e, (o, s))| (*e).min(o + s)).collect();
-        if lo.iter().zip(&hi).any(|(l, h)| l >= h) {
-            continue;
+            end.iter().zip(origin.iter().zip(self.unit_shape)).map(|(e, (o, s))| (*e).min(o + s)).collect();
+        lo.iter().zip(&hi).all(|(l, h)| l < h).then_some((lo, hi))
+    }
+
+    /// For each unit, the regions that touch it.
+    pub(crate) fn unit_regions(&self) -> Vec<Vec<usize>> {
+        let mut out = vec![Vec::new(); self.units.len()];
+        for (r, units) in self.region_units.iter().enumerate() {
+            for &u in units {
+                out[u].push(r);
+            }
         }
-        copy_box(&lo, &hi, &unit.origin, unit.shape, &region.start, &region.shape, |s, d, n| {
-            conv.run(&data[s * fs..(s + n) * fs], &mut out[d * ts..(d + n) * ts], n);
+        out
+    }
+}
+
+/// The batch buffer, written concurrently by the threads that assemble units. Distinct units
+/// cover disjoint parts of the array, so their writes into any region never overlap.
+pub(crate) struct BatchOut {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: `BatchOut` only hands out disjoint byte ranges (see `scatter_unit`), and the buffer
+// it points into outlives every use (it is created from a `&mut [u8]` borrowed for the scope of
+// the parallel pass).
+unsafe impl Send for BatchOut {}
+// SAFETY: as above: concurrent users write disjoint ranges.
+unsafe impl Sync for BatchOut {}
+
+impl BatchOut {
+    pub(crate) fn new(data: &mut [u8]) -> Self {
+        Self { ptr: data.as_mut_ptr(), len: data.len() }
+    }
+}
+
+/// Fill every region of the batch that decoded units do not cover with the fill value.
+pub(crate) fn prefill(layout: &Layout<'_>, fill_value: &[u8], conv: Converter, data: &mut [u8], region_bytes: usize) {
+    use rayon::prelude::*;
+    data.par_chunks_mut(region_bytes.max(1)).enumerate().for_each(|(r, out)| {
+        if !layout.covered(r) {
+            conv.fill(fill_value, out);
+        }
+    });
+}
+
+/// Copy decoded unit `u` into every region that touches it.
+pub(crate) fn scatter_unit(
+    layout: &Layout<'_>,
+    regions_of_unit: &[usize],
+    u: usize,
+    data: &[u8],
+    conv: Converter,
+    out: &BatchOut,
+    region_bytes: usize,
+) {
+    let (fs, ts) = (conv.from.size(), conv.to.size());
+    let origin = layout.origin(u);
+    for &r in regions_of_unit {
+        let Some((lo, hi)) = layout.intersection(r, &origin) else { continue };
+        let region = &layout.regions[r];
+        let base = r * region_bytes;
+        copy_box(&lo, &hi, &origin, layout.unit_shape, &region.start, &region.shape, |s, d, n| {
+            let (start, len) = (base + d * ts, n * ts);
+            assert!(start + len <= out.len, "assemble writes inside the batch");
+            // SAFETY: `start..start + len` lies inside the buffer (checked above). It is the part
+            // of region `r` that unit `u` covers; no other unit covers those elements, and each
+            // unit is scattered by one thread, so no other thread writes these bytes now.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.ptr.add(start), len) };
+            conv.run(&data[s * fs..(s + n) * fs], dst, n);
         });
     }
 }

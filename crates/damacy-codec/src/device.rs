@@ -11,7 +11,7 @@ use damacy_kernels::device::{Device, DeviceBuffer};
 use zarrs::metadata::v3::MetadataV3;
 
 use crate::array::ArrayInfo;
-use crate::assemble::Converter;
+use crate::assemble::{Converter, Layout};
 use crate::config::Executor;
 use crate::cpu::EncodedUnit;
 use crate::dtype::Dtype;
@@ -78,17 +78,6 @@ struct DeviceState {
     decoder: Decoder,
     assembler: Assembler,
     batch: DeviceBuffer,
-}
-
-/// A batch laid out for assembly: the regions, the units each one touches and where each
-/// unit's decoded bytes are (`slot`, an index into the decoded units, `None` for fill).
-pub(crate) struct Layout<'a> {
-    pub(crate) regions: &'a [Region],
-    pub(crate) clipped: &'a [Option<Region>],
-    pub(crate) region_units: &'a [Vec<usize>],
-    pub(crate) units: &'a [Vec<u64>],
-    pub(crate) slot: &'a [Option<usize>],
-    pub(crate) unit_shape: &'a [u64],
 }
 
 fn kernel_dtype(d: Dtype) -> DType {
@@ -277,9 +266,7 @@ fn assemble_jobs(
     for (r, region) in layout.regions.iter().enumerate() {
         let out_offset = r * region_bytes;
         let zeros = vec![0u64; region.shape.len()];
-        let covered = layout.clipped[r].as_ref().is_some_and(|c| c == region)
-            && layout.region_units[r].iter().all(|&u| layout.slot[u].is_some());
-        if !covered {
+        if !layout.covered(r) {
             let mut job = AssembleJob::chunk_region(
                 0,
                 &region.shape,
@@ -297,17 +284,10 @@ fn assemble_jobs(
             job.fill_bits = Some(fill_bits);
             fills.push(job);
         }
-        let Some(clipped) = &layout.clipped[r] else { continue };
-        let c_end = clipped.end();
         for &u in &layout.region_units[r] {
             let Some(k) = layout.slot[u] else { continue };
-            let origin: Vec<u64> = layout.units[u].iter().zip(layout.unit_shape).map(|(i, s)| i * s).collect();
-            let lo: Vec<u64> = clipped.start.iter().zip(&origin).map(|(a, b)| *a.max(b)).collect();
-            let hi: Vec<u64> =
-                c_end.iter().zip(origin.iter().zip(layout.unit_shape)).map(|(e, (o, s))| (*e).min(o + s)).collect();
-            if lo.iter().zip(&hi).any(|(l, h)| l >= h) {
-                continue;
-            }
+            let origin = layout.origin(u);
+            let Some((lo, hi)) = layout.intersection(r, &origin) else { continue };
             let shape: Vec<u64> = lo.iter().zip(&hi).map(|(l, h)| h - l).collect();
             let in_unit: Vec<u64> = lo.iter().zip(&origin).map(|(l, o)| l - o).collect();
             let in_region: Vec<u64> = lo.iter().zip(&region.start).map(|(l, s)| l - s).collect();

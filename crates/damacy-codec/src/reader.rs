@@ -9,10 +9,10 @@ use sha2::{Digest, Sha256};
 use zarrs_storage::Bytes;
 
 use crate::array::ArrayInfo;
-use crate::assemble::{Converter, Placed, assemble_region};
+use crate::assemble::{BatchOut, Converter, Layout, prefill, scatter_unit};
 use crate::config::{OutOfBounds, ReadConfig};
-use crate::cpu::{EncodedUnit, decode_units};
-use crate::device::{DeviceExecutor, Layout, Selected, device_chain};
+use crate::cpu::{EncodedUnit, decode_each};
+use crate::device::{DeviceExecutor, Selected, device_chain};
 use crate::dtype::Dtype;
 use crate::error::{Error, Location, Result};
 use crate::io::{ReadRequest, fetch_all};
@@ -248,45 +248,48 @@ impl Reader {
             .as_ref()
             .and_then(|d| device_chain(array.decode_chain_metadata(), array.dtype.size()).ok().map(|c| (d, c)));
         let conv = Converter { from: array.dtype, to: out_dtype };
-        let decoded = match device_chain {
-            Some((device, chain)) => {
-                // The whole GPU route: decode and assemble on the device, one copy back.
-                let layout = Layout {
-                    regions,
-                    clipped: &clipped,
-                    region_units: &region_units,
-                    units: &units,
-                    slot: &slot,
-                    unit_shape: &unit_shape,
-                };
-                if let Some(data) = device.read_batch(array, chain, &encoded, &layout, conv, &self.stats)? {
-                    return Ok(self.finish(regions, first, data, out_dtype));
-                }
-                // Larger than one wave: several waves, assembled on the host.
-                device.decode_units(array, chain, &encoded, &self.stats)?
-            }
-            None => self.compute_pool.install(|| decode_units(array, encoded, &self.stats))?,
+        let layout = Layout {
+            regions,
+            clipped: &clipped,
+            region_units: &region_units,
+            units: &units,
+            slot: &slot,
+            unit_shape: &unit_shape,
         };
+        if let Some((device, chain)) = device_chain
+            && let Some(data) = device.read_batch(array, chain, &encoded, &layout, conv, &self.stats)?
+        {
+            // The whole GPU route: decode and assemble on the device, one copy back.
+            return Ok(self.finish(regions, first, data, out_dtype));
+        }
 
-        // Assemble.
+        // On the host: fill what no unit covers, then decode each unit and scatter it into the
+        // regions that touch it while it is hot in its thread's buffer.
         let started = Instant::now();
-        let region_elems = first.num_elements() as usize;
-        let region_bytes = region_elems * out_dtype.size();
+        let region_bytes = first.num_elements() as usize * out_dtype.size();
         let mut data = vec![0u8; region_bytes * regions.len()];
-        self.compute_pool.install(|| {
-            data.par_chunks_mut(region_bytes.max(1)).enumerate().for_each(|(r, out)| {
-                let placed: Vec<Placed<'_>> = region_units[r]
-                    .iter()
-                    .map(|&u| Placed {
-                        origin: units[u].iter().zip(&unit_shape).map(|(i, s)| i * s).collect(),
-                        shape: &unit_shape,
-                        data: slot[u].map(|k| decoded[k].as_slice()),
-                    })
-                    .collect();
-                assemble_region(&regions[r], clipped[r].as_ref(), &placed, &array.fill_value, conv, out);
-            });
-        });
+        self.compute_pool.install(|| prefill(&layout, &array.fill_value, conv, &mut data, region_bytes));
+        let mut unit_of = vec![0usize; encoded.len()];
+        for (u, k) in slot.iter().enumerate() {
+            if let Some(k) = k {
+                unit_of[*k] = u;
+            }
+        }
+        let unit_regions = layout.unit_regions();
         self.stats.add_assemble(started.elapsed());
+        let out = BatchOut::new(&mut data);
+        let scatter = |k: usize, bytes: &[u8]| {
+            let u = unit_of[k];
+            scatter_unit(&layout, &unit_regions[u], u, bytes, conv, &out, region_bytes);
+        };
+        match device_chain {
+            // Larger than one device wave: several waves, scattered on the host.
+            Some((device, chain)) => {
+                let decoded = device.decode_units(array, chain, &encoded, &self.stats)?;
+                self.compute_pool.install(|| decoded.par_iter().enumerate().for_each(|(k, b)| scatter(k, b)));
+            }
+            None => self.compute_pool.install(|| decode_each(array, &encoded, &self.stats, scatter))?,
+        }
         Ok(self.finish(regions, first, data, out_dtype))
     }
 
