@@ -113,6 +113,18 @@ impl BatchOut {
     pub(crate) fn new(data: &mut [u8]) -> Self {
         Self { ptr: data.as_mut_ptr(), len: data.len() }
     }
+
+    /// The bytes `start..start + len` of the batch, for one row of one unit's part of one
+    /// region. Callers only ask for rows inside the part of a region that their unit covers.
+    #[allow(clippy::mut_from_ref)] // disjoint rows of a buffer shared by the scatter threads
+    fn row(&self, start: usize, len: usize) -> &mut [u8] {
+        assert!(start.checked_add(len).is_some_and(|end| end <= self.len), "assemble writes inside the batch");
+        // SAFETY: `start..start + len` lies inside the buffer (checked above), which outlives
+        // `self`. The row belongs to the part of one region that one unit covers; distinct
+        // units cover disjoint elements and each unit is handled by one thread, so no other
+        // reference to these bytes exists while this one is used.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
+    }
 }
 
 /// Fill every region of the batch that decoded units do not cover with the fill value.
@@ -125,30 +137,55 @@ pub(crate) fn prefill(layout: &Layout<'_>, fill_value: &[u8], conv: Converter, d
     });
 }
 
-/// Copy decoded unit `u` into every region that touches it.
-pub(crate) fn scatter_unit(
-    layout: &Layout<'_>,
-    regions_of_unit: &[usize],
-    u: usize,
-    data: &[u8],
+/// Scatters decoded units (or fill, for units found missing) into the batch buffer, from any
+/// number of threads at once.
+pub(crate) struct Scatter<'a> {
+    layout: &'a Layout<'a>,
+    unit_regions: Vec<Vec<usize>>,
+    fill_value: &'a [u8],
     conv: Converter,
-    out: &BatchOut,
     region_bytes: usize,
-) {
-    let (fs, ts) = (conv.from.size(), conv.to.size());
-    let origin = layout.origin(u);
-    for &r in regions_of_unit {
-        let Some((lo, hi)) = layout.intersection(r, &origin) else { continue };
-        let region = &layout.regions[r];
-        let base = r * region_bytes;
-        copy_box(&lo, &hi, &origin, layout.unit_shape, &region.start, &region.shape, |s, d, n| {
-            let (start, len) = (base + d * ts, n * ts);
-            assert!(start + len <= out.len, "assemble writes inside the batch");
-            // SAFETY: `start..start + len` lies inside the buffer (checked above). It is the part
-            // of region `r` that unit `u` covers; no other unit covers those elements, and each
-            // unit is scattered by one thread, so no other thread writes these bytes now.
-            let dst = unsafe { std::slice::from_raw_parts_mut(out.ptr.add(start), len) };
-            conv.run(&data[s * fs..(s + n) * fs], dst, n);
-        });
+    out: BatchOut,
+}
+
+impl<'a> Scatter<'a> {
+    /// Scatter into `data` (one region of `region_bytes` after another), which must outlive
+    /// every use of the returned value.
+    pub(crate) fn new(
+        layout: &'a Layout<'a>,
+        fill_value: &'a [u8],
+        conv: Converter,
+        region_bytes: usize,
+        data: &mut [u8],
+    ) -> Self {
+        Self { layout, unit_regions: layout.unit_regions(), fill_value, conv, region_bytes, out: BatchOut::new(data) }
+    }
+
+    /// Copy decoded unit `u` into every region that touches it.
+    pub(crate) fn unit(&self, u: usize, data: &[u8]) {
+        let (fs, ts) = (self.conv.from.size(), self.conv.to.size());
+        self.each_row(u, |s, dst, n| self.conv.run(&data[s * fs..(s + n) * fs], self.out.row(dst, n * ts), n));
+    }
+
+    /// Write the fill value where unit `u` (a chunk found missing when read) meets each region.
+    pub(crate) fn fill(&self, u: usize) {
+        let ts = self.conv.to.size();
+        self.each_row(u, |_, dst, n| self.conv.fill(self.fill_value, self.out.row(dst, n * ts)));
+    }
+
+    /// Visit each row where unit `u` meets a region: (element offset in the unit, byte offset in
+    /// the batch, elements).
+    fn each_row(&self, u: usize, mut row: impl FnMut(usize, usize, usize)) {
+        let layout = self.layout;
+        let ts = self.conv.to.size();
+        let origin = layout.origin(u);
+        for &r in &self.unit_regions[u] {
+            let Some((lo, hi)) = layout.intersection(r, &origin) else { continue };
+            let region = &layout.regions[r];
+            let base = r * self.region_bytes;
+            copy_box(&lo, &hi, &origin, layout.unit_shape, &region.start, &region.shape, |s, d, n| {
+                row(s, base + d * ts, n);
+            });
+        }
     }
 }

@@ -140,6 +140,26 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Decode one unit into this thread's reused buffer and hand the bytes to `consume` while they
+/// are hot; counts the unit and its decode time.
+pub(crate) fn decode_scratch(
+    decoder: &CpuDecoder,
+    unit: &EncodedUnit,
+    stats: &Stats,
+    consume: impl FnOnce(&[u8]),
+) -> Result<()> {
+    SCRATCH.with(|cell| {
+        let mut buf = cell.borrow_mut();
+        let started = Instant::now();
+        decoder.decode(unit, &mut buf)?;
+        stats.add_decode(started.elapsed());
+        stats.add_units_decoded(1);
+        stats.add_bytes_decoded(decoder.unit_bytes() as u64);
+        consume(&buf);
+        Ok(())
+    })
+}
+
 /// Decode every unit on the current rayon pool and hand each decoded unit, while it is still
 /// in this thread's reused buffer, to `consume(unit index, bytes)`. Nothing decoded is kept:
 /// a batch never holds all of its chunks' decoded bytes at once.
@@ -150,18 +170,5 @@ pub(crate) fn decode_each(
     consume: impl Fn(usize, &[u8]) + Sync,
 ) -> Result<()> {
     let decoder = CpuDecoder::new(array)?;
-    let started = Instant::now();
-    let result = units.par_iter().enumerate().try_for_each(|(k, unit)| {
-        SCRATCH.with(|cell| {
-            let mut buf = cell.borrow_mut();
-            decoder.decode(unit, &mut buf)?;
-            consume(k, &buf);
-            Ok(())
-        })
-    });
-    stats.add_decode(started.elapsed());
-    result?;
-    stats.add_units_decoded(units.len() as u64);
-    stats.add_bytes_decoded((units.len() * decoder.unit_bytes()) as u64);
-    Ok(())
+    units.par_iter().enumerate().try_for_each(|(k, unit)| decode_scratch(&decoder, unit, stats, |b| consume(k, b)))
 }

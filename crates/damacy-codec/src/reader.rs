@@ -6,20 +6,19 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
-use zarrs_storage::Bytes;
 
 use crate::array::ArrayInfo;
-use crate::assemble::{BatchOut, Converter, Layout, prefill, scatter_unit};
+use crate::assemble::{Converter, Layout, Scatter, prefill};
 use crate::config::{OutOfBounds, ReadConfig};
-use crate::cpu::{EncodedUnit, decode_each};
+use crate::cpu::{CpuDecoder, EncodedUnit, decode_each, decode_scratch};
 use crate::device::{DeviceExecutor, Selected, device_chain};
 use crate::dtype::Dtype;
 use crate::error::{Error, Location, Result};
-use crate::io::{ReadRequest, fetch_all};
+use crate::io::{ReadRequest, fetch_all, fetch_task, plan_reads};
 use crate::region::{Region, for_each_cell};
 use crate::shard_index::{ShardIndex, ShardIndexCache};
 use crate::stats::{Stats, StatsSnapshot};
-use crate::store::Store;
+use crate::store::{Store, StoreKind};
 
 /// A batch of equally shaped regions of one array, decoded on the host.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,6 +188,123 @@ impl Reader {
     /// several regions are fetched and decoded once.
     pub fn read_batch(&self, store: &Store, array: &ArrayInfo, regions: &[Region]) -> Result<Batch> {
         let out_dtype = self.output_dtype(array)?;
+        let clipped = self.clip_regions(array, regions)?;
+        let Some(first) = regions.first() else {
+            return Err(Error::invalid("read_batch needs at least one region"));
+        };
+
+        // Plan: the decode units every region touches, each once.
+        let unit_shape = array.decode_shape().to_vec();
+        let (units, region_units) = plan_units(&clipped, &unit_shape);
+        let sources = self.locate_units(store, array, &units)?;
+
+        // One request per unit that has bytes to read.
+        let mut requests: Vec<ReadRequest> = Vec::new();
+        let mut slot: Vec<Option<usize>> = vec![None; units.len()];
+        let mut request_unit = Vec::new();
+        for (u, s) in sources.into_iter().enumerate() {
+            if let Source::Read(r) = s {
+                slot[u] = Some(requests.len());
+                request_unit.push(u);
+                requests.push(r);
+            }
+        }
+        self.stats.add_units_filled((units.len() - requests.len()) as u64);
+        let conv = Converter { from: array.dtype, to: out_dtype };
+        let layout = Layout {
+            regions,
+            clipped: &clipped,
+            region_units: &region_units,
+            units: &units,
+            slot: &slot,
+            unit_shape: &unit_shape,
+        };
+        let device_chain = self
+            .device
+            .as_ref()
+            .and_then(|d| device_chain(array.decode_chain_metadata(), array.dtype.size()).ok().map(|c| (d, c)));
+        let (gap, size) = (self.config.coalesce_max_gap, self.config.coalesce_max_size);
+        let location = |i: usize| Self::unit_location(array, &units[request_unit[i]], &requests[i]);
+
+        // Host assembly target: fill what no unit covers; units are scattered into it.
+        let region_bytes = first.num_elements() as usize * out_dtype.size();
+        let new_batch = || {
+            let started = Instant::now();
+            let mut data = vec![0u8; region_bytes * regions.len()];
+            self.compute_pool.install(|| prefill(&layout, &array.fill_value, conv, &mut data, region_bytes));
+            self.stats.add_assemble(started.elapsed());
+            data
+        };
+
+        if device_chain.is_none() && store.kind() == StoreKind::Local {
+            // Local CPU route, fused: each read is decoded and scattered by the thread that
+            // made it, so reads of some chunks overlap the decoding of others.
+            let mut data = new_batch();
+            let scatter = Scatter::new(&layout, &array.fill_value, conv, region_bytes, &mut data);
+            let decoder = CpuDecoder::new(array)?;
+            let tasks = plan_reads(&requests, gap, size);
+            self.compute_pool.install(|| {
+                tasks.par_iter().try_for_each(|task| {
+                    let parts = fetch_task(store, &array.path, task, &requests, &self.stats)?;
+                    for (&i, bytes) in task.requests.iter().zip(parts) {
+                        let u = request_unit[i];
+                        let Some(bytes) = bytes else {
+                            self.stats.add_units_filled(1);
+                            scatter.fill(u);
+                            continue;
+                        };
+                        let unit = EncodedUnit { bytes, location: location(i) };
+                        decode_scratch(&decoder, &unit, &self.stats, |decoded| scatter.unit(u, decoded))?;
+                    }
+                    Ok::<(), Error>(())
+                })
+            })?;
+            return Ok(self.finish(regions, first, data, out_dtype));
+        }
+
+        // Fetch everything (remote stores: n_io_threads reads in flight), then decode.
+        let fetched = self.io_pool.install(|| fetch_all(store, &array.path, &requests, gap, size, &self.stats))?;
+        let mut encoded = Vec::with_capacity(requests.len());
+        let mut encoded_unit = Vec::with_capacity(requests.len());
+        let mut missing = Vec::new();
+        for (i, bytes) in fetched.into_iter().enumerate() {
+            if let Some(bytes) = bytes {
+                encoded_unit.push(request_unit[i]);
+                encoded.push(EncodedUnit { bytes, location: location(i) });
+            } else {
+                missing.push(request_unit[i]);
+            }
+        }
+        self.stats.add_units_filled(missing.len() as u64);
+        if let Some((device, chain)) = device_chain
+            && missing.is_empty()
+            && let Some(data) = device.read_batch(array, chain, &encoded, &layout, conv, &self.stats)?
+        {
+            // The whole GPU route: decode and assemble on the device, one copy back.
+            return Ok(self.finish(regions, first, data, out_dtype));
+        }
+        let mut data = new_batch();
+        let scatter = Scatter::new(&layout, &array.fill_value, conv, region_bytes, &mut data);
+        for &u in &missing {
+            scatter.fill(u);
+        }
+        let place = |k: usize, bytes: &[u8]| scatter.unit(encoded_unit[k], bytes);
+        match device_chain {
+            // Larger than one device wave (or with missing chunks): decoded on the device,
+            // scattered on the host.
+            Some((device, chain)) => {
+                let decoded = device.decode_units(array, chain, &encoded, &self.stats)?;
+                self.compute_pool.install(|| decoded.par_iter().enumerate().for_each(|(k, b)| place(k, b)));
+            }
+            None => self.compute_pool.install(|| decode_each(array, &encoded, &self.stats, place))?,
+        }
+        drop(scatter);
+        Ok(self.finish(regions, first, data, out_dtype))
+    }
+
+    /// Check each region (rank, one shape per batch, the out-of-bounds policy) and clip it
+    /// to the array.
+    fn clip_regions(&self, array: &ArrayInfo, regions: &[Region]) -> Result<Vec<Option<Region>>> {
         let Some(first) = regions.first() else {
             return Err(Error::invalid("read_batch needs at least one region"));
         };
@@ -209,88 +325,7 @@ impl Reader {
             }
             clipped.push(r.clip(&array.shape));
         }
-
-        // Plan: the decode units every region touches, each once.
-        let unit_shape = array.decode_shape().to_vec();
-        let (units, region_units) = plan_units(&clipped, &unit_shape);
-        let sources = self.locate_units(store, array, &units)?;
-
-        // Fetch.
-        let requests: Vec<ReadRequest> = sources
-            .iter()
-            .filter_map(|s| match s {
-                Source::Read(r) => Some(r.clone()),
-                Source::Fill => None,
-            })
-            .collect();
-        let (gap, size) = (self.config.coalesce_max_gap, self.config.coalesce_max_size);
-        let fetched = self.io_pool.install(|| fetch_all(store, &array.path, &requests, gap, size, &self.stats))?;
-
-        // Decode.
-        let mut encoded = Vec::new();
-        let mut slot: Vec<Option<usize>> = vec![None; units.len()];
-        let mut filled = 0u64;
-        for (i, s) in sources.iter().enumerate() {
-            let bytes: Option<Bytes> = match s {
-                Source::Read(r) => fetched.get(r).cloned().flatten(),
-                Source::Fill => None,
-            };
-            if let (Some(bytes), Source::Read(r)) = (bytes, s) {
-                slot[i] = Some(encoded.len());
-                encoded.push(EncodedUnit { bytes, location: Self::unit_location(array, &units[i], r) });
-            } else {
-                filled += 1;
-            }
-        }
-        self.stats.add_units_filled(filled);
-        let device_chain = self
-            .device
-            .as_ref()
-            .and_then(|d| device_chain(array.decode_chain_metadata(), array.dtype.size()).ok().map(|c| (d, c)));
-        let conv = Converter { from: array.dtype, to: out_dtype };
-        let layout = Layout {
-            regions,
-            clipped: &clipped,
-            region_units: &region_units,
-            units: &units,
-            slot: &slot,
-            unit_shape: &unit_shape,
-        };
-        if let Some((device, chain)) = device_chain
-            && let Some(data) = device.read_batch(array, chain, &encoded, &layout, conv, &self.stats)?
-        {
-            // The whole GPU route: decode and assemble on the device, one copy back.
-            return Ok(self.finish(regions, first, data, out_dtype));
-        }
-
-        // On the host: fill what no unit covers, then decode each unit and scatter it into the
-        // regions that touch it while it is hot in its thread's buffer.
-        let started = Instant::now();
-        let region_bytes = first.num_elements() as usize * out_dtype.size();
-        let mut data = vec![0u8; region_bytes * regions.len()];
-        self.compute_pool.install(|| prefill(&layout, &array.fill_value, conv, &mut data, region_bytes));
-        let mut unit_of = vec![0usize; encoded.len()];
-        for (u, k) in slot.iter().enumerate() {
-            if let Some(k) = k {
-                unit_of[*k] = u;
-            }
-        }
-        let unit_regions = layout.unit_regions();
-        self.stats.add_assemble(started.elapsed());
-        let out = BatchOut::new(&mut data);
-        let scatter = |k: usize, bytes: &[u8]| {
-            let u = unit_of[k];
-            scatter_unit(&layout, &unit_regions[u], u, bytes, conv, &out, region_bytes);
-        };
-        match device_chain {
-            // Larger than one device wave: several waves, scattered on the host.
-            Some((device, chain)) => {
-                let decoded = device.decode_units(array, chain, &encoded, &self.stats)?;
-                self.compute_pool.install(|| decoded.par_iter().enumerate().for_each(|(k, b)| scatter(k, b)));
-            }
-            None => self.compute_pool.install(|| decode_each(array, &encoded, &self.stats, scatter))?,
-        }
-        Ok(self.finish(regions, first, data, out_dtype))
+        Ok(clipped)
     }
 
     fn finish(&self, regions: &[Region], first: &Region, data: Vec<u8>, dtype: Dtype) -> Batch {
