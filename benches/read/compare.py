@@ -478,8 +478,9 @@ def table(results: list[dict], distinct: dict[str, dict], probe: dict[str, dict]
                 f"{ours.get('index_fetches_timed', 0):.0f} in timed batches; "
                 f"{ours.get('units_decoded_per_batch', float('nan')):.0f} units decoded/batch; bytes read ÷ distinct "
                 f"chunk bytes: median {ours.get('bytes_read_over_distinct_median', float('nan')):.3f}, "
-                f"max {ours.get('bytes_read_over_distinct_max', float('nan')):.3f}. Stage wall times (median "
-                f"ms/batch): io {ours.get('io_ms', float('nan')):.1f}, decode {ours.get('decode_ms', float('nan')):.1f},"
+                f"max {ours.get('bytes_read_over_distinct_max', float('nan')):.3f}. Stage times (median "
+                f"ms/batch, summed over the threads that ran them; reads and decodes overlap on local "
+                f"stores): io {ours.get('io_ms', float('nan')):.1f}, decode {ours.get('decode_ms', float('nan')):.1f},"
                 f" assemble {ours.get('assemble_ms', float('nan')):.1f} of {ours['batch_ms']:.1f} total."
             )
         if name in probe:
