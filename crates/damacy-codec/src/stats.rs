@@ -53,9 +53,9 @@ pub struct StatsSnapshot {
     pub index_fetches: u64,
     /// Bytes of decoded shard indexes held by the cache when the snapshot was taken.
     pub index_cache_bytes: u64,
-    /// Time spent waiting on storage.
+    /// Time spent waiting on storage, summed over the threads that read.
     pub io: Duration,
-    /// Time spent decoding.
+    /// Time spent decoding, summed over the threads that decode.
     pub decode: Duration,
     /// Time spent assembling batches.
     pub assemble: Duration,
