@@ -173,6 +173,14 @@ impl<'a> Scatter<'a> {
         self.each_row(u, |_, dst, n| self.conv.fill(self.fill_value, self.out.row(dst, n * ts)));
     }
 
+    /// How many leading elements of unit `u` (C order) the regions read: a decoder may stop
+    /// there.
+    pub(crate) fn needed_elements(&self, u: usize) -> usize {
+        let mut needed = 0;
+        self.each_row(u, |s, _, n| needed = needed.max(s + n));
+        needed
+    }
+
     /// Visit each row where unit `u` meets a region: (element offset in the unit, byte offset in
     /// the batch, elements).
     fn each_row(&self, u: usize, mut row: impl FnMut(usize, usize, usize)) {

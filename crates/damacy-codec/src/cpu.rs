@@ -39,6 +39,40 @@ fn fast_path(array: &ArrayInfo) -> Option<FastPath> {
 
 thread_local! {
     static ZSTD: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    static ZSTD_STREAM: RefCell<Option<zstd::stream::raw::Decoder<'static>>> = const { RefCell::new(None) };
+}
+
+/// Whether a zstd frame carries a content checksum (then it is decoded whole, to check it).
+fn zstd_has_checksum(frame: &[u8]) -> bool {
+    const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+    // Anything that is not a plain zstd frame goes the whole-frame way too.
+    frame.len() < 5 || frame[..4] != MAGIC || frame[4] & 0x04 != 0
+}
+
+/// Decode the first `want` bytes of one zstd frame into `out` and stop: the blocks after
+/// them are never decoded. A frame shorter than `want` is an error.
+fn zstd_decode_prefix(src: &[u8], want: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
+    ZSTD_STREAM.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Decoder::new().map_err(|e| format!("zstd context: {e}"))?);
+        }
+        let decoder = slot.as_mut().ok_or("zstd context")?;
+        decoder.reinit().map_err(|e| format!("zstd: {e}"))?;
+        out.clear();
+        out.resize(want, 0);
+        let mut input = InBuffer::around(src);
+        let mut output = OutBuffer::around(out.as_mut_slice());
+        while output.pos() < want {
+            let before = (input.pos(), output.pos());
+            let hint = decoder.run(&mut input, &mut output).map_err(|e| format!("zstd: {e}"))?;
+            if output.pos() < want && (hint == 0 || (input.pos(), output.pos()) == before) {
+                return Err(format!("zstd frame ends after {} bytes, the chunk holds at least {want}", output.pos()));
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Decompress one zstd frame of exactly `expected` decoded bytes into `out` with this
@@ -95,17 +129,20 @@ impl CpuDecoder {
         })
     }
 
-    /// Decoded bytes of one unit.
-    pub(crate) fn unit_bytes(&self) -> usize {
-        self.expected
-    }
-
     /// Decode one unit into `out` (native-endian, C order of the decode shape), reusing its
-    /// allocation where the codec allows.
-    pub(crate) fn decode(&self, unit: &EncodedUnit, out: &mut Vec<u8>) -> Result<()> {
+    /// allocation where the codec allows. `needed` elements are all the caller reads: a zstd
+    /// frame without a content checksum is decoded only that far (later blocks are skipped); any
+    /// other unit is decoded whole.
+    pub(crate) fn decode(&self, unit: &EncodedUnit, out: &mut Vec<u8>, needed: usize) -> Result<()> {
         let expected = self.expected;
         if let Some(FastPath::Zstd { big_endian }) = self.fast {
-            zstd_decode(&unit.bytes, expected, out).map_err(|e| Error::decode(unit.location.clone(), e))?;
+            let want = (needed * self.size).min(expected);
+            let result = if want < expected && !zstd_has_checksum(&unit.bytes) {
+                zstd_decode_prefix(&unit.bytes, want, out)
+            } else {
+                zstd_decode(&unit.bytes, expected, out)
+            };
+            result.map_err(|e| Error::decode(unit.location.clone(), e))?;
             if big_endian {
                 for element in out.chunks_exact_mut(self.size) {
                     element.reverse();
@@ -145,16 +182,17 @@ thread_local! {
 pub(crate) fn decode_scratch(
     decoder: &CpuDecoder,
     unit: &EncodedUnit,
+    needed: usize,
     stats: &Stats,
     consume: impl FnOnce(&[u8]),
 ) -> Result<()> {
     SCRATCH.with(|cell| {
         let mut buf = cell.borrow_mut();
         let started = Instant::now();
-        decoder.decode(unit, &mut buf)?;
+        decoder.decode(unit, &mut buf, needed)?;
         stats.add_decode(started.elapsed());
         stats.add_units_decoded(1);
-        stats.add_bytes_decoded(decoder.unit_bytes() as u64);
+        stats.add_bytes_decoded(buf.len() as u64);
         consume(&buf);
         Ok(())
     })
@@ -167,8 +205,52 @@ pub(crate) fn decode_each(
     array: &ArrayInfo,
     units: &[EncodedUnit],
     stats: &Stats,
+    needed: impl Fn(usize) -> usize + Sync,
     consume: impl Fn(usize, &[u8]) + Sync,
 ) -> Result<()> {
     let decoder = CpuDecoder::new(array)?;
-    units.par_iter().enumerate().try_for_each(|(k, unit)| decode_scratch(&decoder, unit, stats, |b| consume(k, b)))
+    units
+        .par_iter()
+        .enumerate()
+        .try_for_each(|(k, unit)| decode_scratch(&decoder, unit, needed(k), stats, |b| consume(k, b)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(len: usize, checksum: bool) -> (Vec<u8>, Vec<u8>) {
+        let data: Vec<u8> = (0..len).map(|i| ((i * 7) ^ (i >> 9)) as u8).collect();
+        let mut c = zstd::bulk::Compressor::new(1).unwrap();
+        c.include_checksum(checksum).unwrap();
+        // Several blocks: zstd blocks hold at most 128 KiB.
+        (data.clone(), c.compress(&data).unwrap())
+    }
+
+    #[test]
+    fn prefix_decode_equals_the_head_of_a_full_decode() {
+        let (data, z) = frame(300_000, false);
+        assert!(!zstd_has_checksum(&z));
+        for want in [1, 1000, 131_072, 131_073, 299_999, 300_000] {
+            let mut out = Vec::new();
+            zstd_decode_prefix(&z, want, &mut out).unwrap();
+            assert_eq!(out, data[..want], "want {want}");
+        }
+        let mut out = Vec::new();
+        let err = zstd_decode_prefix(&z, 300_001, &mut out).unwrap_err();
+        assert!(err.contains("ends after 300000"), "{err}");
+        let err = zstd_decode_prefix(&z[..z.len() / 2], 299_000, &mut out).unwrap_err();
+        assert!(err.contains("zstd"), "{err}");
+    }
+
+    #[test]
+    fn checksummed_frames_are_decoded_whole() {
+        let (data, z) = frame(10_000, true);
+        assert!(zstd_has_checksum(&z));
+        assert!(zstd_has_checksum(b"not zstd"));
+        let mut out = Vec::new();
+        zstd_decode(&z, data.len(), &mut out).unwrap();
+        assert_eq!(out, data);
+        assert!(zstd_decode(&z, data.len() + 1, &mut out).is_err());
+    }
 }

@@ -85,6 +85,22 @@ fn plan_units(clipped: &[Option<Region>], unit_shape: &[u64]) -> (Vec<Vec<u64>>,
     (units, region_units)
 }
 
+/// The reads of a batch: the requests, each unit's request (`None`: fill without a read), and
+/// each request's unit.
+fn split_requests(sources: Vec<Source>) -> (Vec<ReadRequest>, Vec<Option<usize>>, Vec<usize>) {
+    let mut requests = Vec::new();
+    let mut slot = vec![None; sources.len()];
+    let mut request_unit = Vec::new();
+    for (u, s) in sources.into_iter().enumerate() {
+        if let Source::Read(r) = s {
+            slot[u] = Some(requests.len());
+            request_unit.push(u);
+            requests.push(r);
+        }
+    }
+    (requests, slot, request_unit)
+}
+
 /// Largest slab `digest_array` reads at once.
 const DIGEST_SLAB_BYTES: u64 = 64 << 20;
 
@@ -199,16 +215,7 @@ impl Reader {
         let sources = self.locate_units(store, array, &units)?;
 
         // One request per unit that has bytes to read.
-        let mut requests: Vec<ReadRequest> = Vec::new();
-        let mut slot: Vec<Option<usize>> = vec![None; units.len()];
-        let mut request_unit = Vec::new();
-        for (u, s) in sources.into_iter().enumerate() {
-            if let Source::Read(r) = s {
-                slot[u] = Some(requests.len());
-                request_unit.push(u);
-                requests.push(r);
-            }
-        }
+        let (requests, slot, request_unit) = split_requests(sources);
         self.stats.add_units_filled((units.len() - requests.len()) as u64);
         let conv = Converter { from: array.dtype, to: out_dtype };
         let layout = Layout {
@@ -254,7 +261,8 @@ impl Reader {
                             continue;
                         };
                         let unit = EncodedUnit { bytes, location: location(i) };
-                        decode_scratch(&decoder, &unit, &self.stats, |decoded| scatter.unit(u, decoded))?;
+                        let needed = scatter.needed_elements(u);
+                        decode_scratch(&decoder, &unit, needed, &self.stats, |decoded| scatter.unit(u, decoded))?;
                     }
                     Ok::<(), Error>(())
                 })
@@ -296,7 +304,9 @@ impl Reader {
                 let decoded = device.decode_units(array, chain, &encoded, &self.stats)?;
                 self.compute_pool.install(|| decoded.par_iter().enumerate().for_each(|(k, b)| place(k, b)));
             }
-            None => self.compute_pool.install(|| decode_each(array, &encoded, &self.stats, place))?,
+            None => self.compute_pool.install(|| {
+                decode_each(array, &encoded, &self.stats, |k| scatter.needed_elements(encoded_unit[k]), place)
+            })?,
         }
         drop(scatter);
         Ok(self.finish(regions, first, data, out_dtype))
