@@ -12,7 +12,7 @@ NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 
-.PHONY: help demo test lint rust-test fixtures fixtures-check bench venv nvrtc fuzz clean
+.PHONY: help demo test lint rust-test kernel-asan fixtures fixtures-check bench venv nvrtc fuzz clean
 
 help:
 	@echo "make demo      inspect the fixture corpus and decode every array (damacy inspect --digest)"
@@ -57,7 +57,12 @@ rust-test: nvrtc venv
 fixtures-check: venv
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(VPY) fixtures/generate.py --out "$$tmp" --check
 
-test: venv lint rust-test fixtures-check
+# The emulated kernels once more, built under AddressSanitizer: any out-of-bounds access by a
+# kernel, on corrupt or truncated input too, fails the run.
+kernel-asan:
+	bash crates/damacy-kernels/scripts/asan.sh
+
+test: venv lint rust-test kernel-asan fixtures-check
 	@if compgen -G "tests/python/test_*.py" > /dev/null; then \
 		$(VPY) -m pytest -q tests/python; \
 	else echo "no Python tests yet"; fi
