@@ -44,6 +44,7 @@ demo:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace --all-features
 
 # Remote-store tests read from nginx and moto on loopback; the servers stop however the tests end.
 rust-test: nvrtc venv
