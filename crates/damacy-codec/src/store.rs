@@ -128,7 +128,7 @@ impl Store {
             opendal::install_default();
             let operator = build_operator(kind, url, rest, options)?;
             let store = zarrs_opendal::AsyncOpendalStore::new(operator);
-            Arc::new(AsyncToSyncStorageAdapter::new(Arc::new(store), TokioBlockOn))
+            Arc::new(AsyncToSyncStorageAdapter::new(Arc::new(store), TokioBlockOn(runtime()?)))
         };
         let mut hasher = DefaultHasher::new();
         url.trim_end_matches('/').hash(&mut hasher);
@@ -288,23 +288,28 @@ fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions
 }
 
 /// Runs opendal's futures on one shared multi-threaded tokio runtime.
-struct TokioBlockOn;
+struct TokioBlockOn(&'static tokio::runtime::Runtime);
 
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("damacy-io")
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("cannot start the I/O runtime: {e}"))
-    })
+/// The process's I/O runtime, started on first use; failing to start it is an error, not a
+/// panic.
+fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("damacy-io")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| Error::invalid(format!("cannot start the I/O runtime for remote stores: {e}")))
 }
 
 impl AsyncToSyncBlockOn for TokioBlockOn {
     fn block_on<F: core::future::Future>(&self, future: F) -> F::Output {
-        runtime().block_on(future)
+        self.0.block_on(future)
     }
 }
 
