@@ -154,6 +154,9 @@ pub struct WaveStats {
     pub bytes_decoded: usize,
     /// Streams per codec: lz4, blosclz, raw, crc32c.
     pub streams: [usize; 4],
+    /// Device time of the kernels: from the first launch of a wave to the end of its last
+    /// kernel, summed over waves (timing events on CUDA; wall clock on the emulator).
+    pub kernel_time: Duration,
 }
 
 /// Decoded chunks copied back to the host.
@@ -578,6 +581,7 @@ impl Decoder {
         let status_ptr = inp.ptr_at(status_at)?;
         let actual = inp.ptr_at(actual_at)?;
         let kernels = [Kernel::Lz4Decode, Kernel::BloscLzDecode, Kernel::Memcpy];
+        let launched = Instant::now();
         if !ids[SLOT_CRC].is_empty() {
             let n = ids[SLOT_CRC].len() as u32;
             let args = [
@@ -629,6 +633,7 @@ impl Decoder {
         // One download of status + actual.
         let mut sa = vec![0u8; 8 * n_streams];
         self.device.download(&self.input, status_at, &mut sa)?;
+        stats.kernel_time = launched.elapsed();
         let word = |i: usize| -> u32 {
             sa.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map_or(c::DMC_STATUS_PENDING, u32::from_le_bytes)
         };
@@ -670,6 +675,7 @@ fn merge_stats(a: &mut WaveStats, b: &WaveStats) {
     a.launches += b.launches;
     a.bytes_uploaded += b.bytes_uploaded;
     a.bytes_decoded += b.bytes_decoded;
+    a.kernel_time += b.kernel_time;
     for k in 0..4 {
         a.streams[k] += b.streams[k];
     }
