@@ -29,6 +29,8 @@
 
 pub mod assemble;
 pub mod blosc;
+#[cfg(feature = "cuda")]
+pub mod cache;
 pub mod consts;
 pub mod decode;
 pub mod device;
