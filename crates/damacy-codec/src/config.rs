@@ -43,6 +43,11 @@ impl std::str::FromStr for Executor {
     }
 }
 
+/// The smallest [`ReadConfig::device_buffer_bytes`].
+pub const MIN_DEVICE_BUFFER_BYTES: u64 = 64 << 20;
+/// The smallest [`ReadConfig::host_buffer_bytes`].
+pub const MIN_HOST_BUFFER_BYTES: u64 = 16 << 20;
+
 /// Options of the read path. Every field has a documented default; build with
 /// `ReadConfig::default().with_*(…)`.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +78,13 @@ pub struct ReadConfig {
     /// The CUDA device ordinal (a rank's `LOCAL_RANK`). Default `None`: the context current on
     /// the calling thread, else device 0.
     pub device: Option<usize>,
+    /// Hard budget of device memory for the device executor: its decode waves (two in flight),
+    /// assemble tables and batch buffer are all allocated from it when the reader is built, and
+    /// nothing on the hot path allocates device memory. Default 1 GiB; at least 64 MiB.
+    pub device_buffer_bytes: u64,
+    /// Hard budget of pinned (page-locked) host memory for the device executor's upload staging.
+    /// Default 256 MiB; at least 16 MiB.
+    pub host_buffer_bytes: u64,
 }
 
 impl Default for ReadConfig {
@@ -89,6 +101,8 @@ impl Default for ReadConfig {
             allow_lossy_cast: false,
             executor: Executor::Auto,
             device: None,
+            device_buffer_bytes: 1 << 30,
+            host_buffer_bytes: 256 << 20,
         }
     }
 }
@@ -158,6 +172,14 @@ impl ReadConfig {
         self
     }
 
+    /// Set the device and pinned host memory budgets of the device executor.
+    #[must_use]
+    pub fn with_buffer_bytes(mut self, device_bytes: u64, host_bytes: u64) -> Self {
+        self.device_buffer_bytes = device_bytes;
+        self.host_buffer_bytes = host_bytes;
+        self
+    }
+
     /// Check every value; called once by [`crate::Reader::new`].
     pub fn validate(&self) -> Result<()> {
         if self.n_io_threads == 0 {
@@ -168,6 +190,18 @@ impl ReadConfig {
         }
         if self.coalesce_max_size == 0 {
             return Err(Error::invalid("coalesce_max_size is 0; use at least 1 byte (no merging beyond one range)"));
+        }
+        if self.device_buffer_bytes < MIN_DEVICE_BUFFER_BYTES {
+            return Err(Error::invalid(format!(
+                "device_buffer_bytes is {}; the device executor needs at least {MIN_DEVICE_BUFFER_BYTES} (64 MiB)",
+                self.device_buffer_bytes
+            )));
+        }
+        if self.host_buffer_bytes < MIN_HOST_BUFFER_BYTES {
+            return Err(Error::invalid(format!(
+                "host_buffer_bytes is {}; the device executor needs at least {MIN_HOST_BUFFER_BYTES} (16 MiB)",
+                self.host_buffer_bytes
+            )));
         }
         if self.metadata_cache_entries == 0 {
             return Err(Error::invalid("metadata_cache_entries is 0; use at least 1"));

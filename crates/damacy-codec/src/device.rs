@@ -12,12 +12,59 @@ use zarrs::metadata::v3::MetadataV3;
 
 use crate::array::ArrayInfo;
 use crate::assemble::{Converter, Layout};
-use crate::config::Executor;
+use crate::config::{Executor, ReadConfig};
 use crate::cpu::EncodedUnit;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::region::Region;
 use crate::stats::Stats;
+
+/// Jobs per assemble call (its job table is allocated once, at construction).
+const ASSEMBLE_JOBS: usize = 4096;
+/// Device bytes of the assemble job table and its statuses (`damacy_kernels::assemble`).
+const ASSEMBLE_TABLE_BYTES: u64 = ASSEMBLE_JOBS as u64 * 244;
+
+/// How the device executor spends its budgets: a quarter of the device budget for the batch
+/// buffer (larger batches are assembled on the host), the assemble job table, and the rest for
+/// two decode slots whose wave sizes follow from what is left of both budgets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Budget {
+    pub(crate) decode: DecodeConfig,
+    pub(crate) batch_bytes: usize,
+}
+
+impl Budget {
+    pub(crate) fn split(device_bytes: u64, host_bytes: u64) -> Result<Self> {
+        let too_small = |what: &str, have: u64| {
+            Error::invalid(format!("{what} is {have} bytes, too small for one decode wave of the device executor"))
+        };
+        let batch_bytes = device_bytes / 4;
+        let slots = 2u64;
+        let streams = 64u64 << 10;
+        let meta = streams * 80 + 1024;
+        let per_slot = (device_bytes - batch_bytes).saturating_sub(ASSEMBLE_TABLE_BYTES) / slots;
+        // Per slot: the encoded wave (src), its tables (meta) and twice the decoded wave (dst and
+        // its unshuffle scratch); encoded waves get a quarter of the decoded size.
+        let mib = 1u64 << 20;
+        let dst = (per_slot.saturating_sub(meta) * 4 / 9) / mib * mib;
+        let host_src = (host_bytes / slots).saturating_sub(meta + streams * 8) / mib * mib;
+        let src = (dst / 4).min(host_src);
+        if dst < 4 * mib {
+            return Err(too_small("device_buffer_bytes", device_bytes));
+        }
+        if src < mib {
+            return Err(too_small("host_buffer_bytes", host_bytes));
+        }
+        let decode = DecodeConfig::default()
+            .with_slots(slots as usize)
+            .with_wave_streams(streams as usize)
+            .with_wave_dst_bytes(dst as usize)
+            .with_wave_src_bytes(src as usize)
+            .with_device_budget_bytes((device_bytes - batch_bytes).saturating_sub(ASSEMBLE_TABLE_BYTES) as usize)
+            .with_host_budget_bytes(host_bytes as usize);
+        Ok(Self { decode, batch_bytes: batch_bytes as usize })
+    }
+}
 
 /// How a chain decodes on the device, when it can.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,9 +163,12 @@ fn kernel_error(e: &damacy_kernels::Error) -> Error {
 
 impl DeviceExecutor {
     /// Pick the executor the configuration asks for. `Gpu` without a usable device is an error;
-    /// `Auto` falls back to the CPU with the reason.
-    pub(crate) fn select(executor: Executor, device: Option<usize>, threads: usize) -> Result<Selected> {
-        let config = DecodeConfig::default().with_n_compute_threads(threads);
+    /// `Auto` falls back to the CPU with the reason. Every device buffer is allocated here,
+    /// within `device_buffer_bytes` and `host_buffer_bytes` (see [`Budget`]).
+    pub(crate) fn select(read: &ReadConfig) -> Result<Selected> {
+        let budget = Budget::split(read.device_buffer_bytes, read.host_buffer_bytes)?;
+        let config = budget.decode.clone().with_n_compute_threads(read.n_compute_threads);
+        let (executor, device) = (read.executor, read.device);
         let device = match executor {
             Executor::Cpu => return Ok(Selected::Cpu("the CPU executor was chosen".into())),
             Executor::Emulated => emulated()?,
@@ -129,8 +179,8 @@ impl DeviceExecutor {
             },
         };
         let decoder = Decoder::new(&device, config).map_err(|e| kernel_error(&e))?;
-        let assembler = Assembler::new(&device, 4096).map_err(|e| kernel_error(&e))?;
-        let batch = device.alloc(1 << 20).map_err(|e| kernel_error(&e))?;
+        let assembler = Assembler::new(&device, ASSEMBLE_JOBS).map_err(|e| kernel_error(&e))?;
+        let batch = device.alloc(budget.batch_bytes).map_err(|e| kernel_error(&e))?;
         Ok(Selected::Device(Box::new(Self { device, state: Mutex::new(DeviceState { decoder, assembler, batch }) })))
     }
 
@@ -189,7 +239,8 @@ impl DeviceExecutor {
             }
         }
         if batch.len() < total {
-            *batch = self.device.alloc(total.next_power_of_two()).map_err(|e| kernel_error(&e))?;
+            // The batch is larger than the batch buffer of the budget: assemble on the host.
+            return Ok(None);
         }
         // Fills first (one call), then the copies (a second call): jobs of one call write
         // disjoint bytes.
@@ -339,6 +390,19 @@ mod tests {
 
     fn meta(json: &str) -> Vec<MetadataV3> {
         serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn budgets_split_within_their_limits() {
+        for (dev, host) in [(64u64 << 20, 16u64 << 20), (1 << 30, 256 << 20), (8 << 30, 1 << 30), (1 << 30, 16 << 20)] {
+            let b = Budget::split(dev, host).unwrap();
+            let used = b.decode.device_bytes() as u64 + b.batch_bytes as u64 + ASSEMBLE_TABLE_BYTES;
+            assert!(used <= dev, "{used} > {dev}");
+            assert!(b.decode.host_bytes() as u64 <= host, "{} > {host}", b.decode.host_bytes());
+            assert!(b.decode.wave_dst_bytes >= 4 << 20 && b.decode.wave_src_bytes >= 1 << 20, "{b:?}");
+        }
+        assert!(Budget::split(16 << 20, 256 << 20).is_err());
+        assert!(Budget::split(1 << 30, 1 << 20).is_err());
     }
 
     #[test]

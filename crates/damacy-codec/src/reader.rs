@@ -122,14 +122,13 @@ impl Reader {
                 .build()
                 .map_err(|e| Error::invalid(format!("cannot start {n} {name} threads: {e}")))
         };
-        let (device, executor_note) =
-            match DeviceExecutor::select(config.executor, config.device, config.n_compute_threads)? {
-                Selected::Device(d) => {
-                    let note = format!("device kernels on {}", d.describe());
-                    (Some(d), note)
-                }
-                Selected::Cpu(reason) => (None, format!("cpu ({reason})")),
-            };
+        let (device, executor_note) = match DeviceExecutor::select(&config)? {
+            Selected::Device(d) => {
+                let note = format!("device kernels on {}", d.describe());
+                (Some(d), note)
+            }
+            Selected::Cpu(reason) => (None, format!("cpu ({reason})")),
+        };
         Ok(Self {
             device,
             executor_note,

@@ -85,7 +85,6 @@ fn dir_from(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 
 /// Compiles `kernel` for `sm_{major}{minor}` through the process-wide cache
 /// ([`KernelCache::global`]).
-#[allow(dead_code, reason = "called by the CUDA backend (device/cuda.rs) once it switches to this module")]
 pub(crate) fn compiled_image(kernel: Kernel, arch: (i32, i32)) -> Result<Arc<Vec<u8>>> {
     KernelCache::global().image(kernel, arch)
 }

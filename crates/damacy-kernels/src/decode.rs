@@ -1,16 +1,18 @@
 //! Batched decode of chunks on a [`Device`]: host parse (rayon) → one host-to-device copy per
 //! wave → one launch per codec per wave (crc32c, lz4, blosclz, raw copy) → unshuffle.
 //!
-//! The decoder owns its device buffers, sized once from [`DecodeConfig`] against a hard budget:
-//! exceeding the budget is an error at construction, never an out-of-memory in the middle of a
-//! run. Batches larger than one wave are split into several waves.
+//! The decoder owns its buffers — pinned host staging and device memory — sized once from
+//! [`DecodeConfig`] against hard budgets: exceeding a budget is an error at construction, never
+//! an out-of-memory in the middle of a run. Batches larger than one wave are split into several
+//! waves, pipelined over the decoder's slots (the next wave is staged and uploaded on a copy
+//! stream while the device decodes the current one; events order every hand-off).
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use crate::blosc::{self, FrameShuffle, FrameStream, Shuffle, StreamCodec};
 use crate::consts as c;
-use crate::device::{Arg, Device, DeviceBuffer};
+use crate::device::{Arg, Device, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::error::{Error, Result, StreamStatus};
 use crate::kernel::Kernel;
 
@@ -67,8 +69,11 @@ impl<'a> ChunkInput<'a> {
     }
 }
 
-/// Sizes of a [`Decoder`]'s buffers. Defaults: 64 MiB of encoded bytes, 256 MiB of decoded
-/// bytes and 1 Mi streams per wave, a 1 GiB device budget, rayon's default thread count.
+/// Sizes of a [`Decoder`]'s buffers, allocated once at construction against hard budgets.
+///
+/// Defaults: per wave 32 MiB of encoded bytes, 128 MiB of decoded bytes and 256 Ki streams;
+/// 2 slots (one wave decodes while the next is staged and uploaded); a 1 GiB device budget and
+/// a 256 MiB pinned host budget; rayon's global pool for the host parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodeConfig {
     /// Encoded bytes per wave (one host-to-device copy).
@@ -77,8 +82,14 @@ pub struct DecodeConfig {
     pub wave_dst_bytes: usize,
     /// Streams (blosc splits, raw chunks, crc checks) per wave.
     pub wave_streams: usize,
+    /// Sets of wave buffers (1 to 4): how many waves can be in flight at once. 1 runs waves
+    /// strictly one after another; 2 overlaps the host staging and upload of a wave with the
+    /// decoding of the previous one.
+    pub slots: usize,
     /// Hard budget of device memory for this decoder.
     pub device_budget_bytes: usize,
+    /// Hard budget of pinned (page-locked) host memory for this decoder.
+    pub host_budget_bytes: usize,
     /// Host parse threads; 0 uses rayon's global pool.
     pub n_compute_threads: usize,
 }
@@ -86,10 +97,12 @@ pub struct DecodeConfig {
 impl Default for DecodeConfig {
     fn default() -> Self {
         Self {
-            wave_src_bytes: 64 << 20,
-            wave_dst_bytes: 256 << 20,
-            wave_streams: 1 << 20,
+            wave_src_bytes: 32 << 20,
+            wave_dst_bytes: 128 << 20,
+            wave_streams: 256 << 10,
+            slots: 2,
             device_budget_bytes: 1 << 30,
+            host_budget_bytes: 256 << 20,
             n_compute_threads: 0,
         }
     }
@@ -114,10 +127,22 @@ impl DecodeConfig {
         self.wave_streams = v;
         self
     }
+    /// Sets `slots`.
+    #[must_use]
+    pub fn with_slots(mut self, v: usize) -> Self {
+        self.slots = v;
+        self
+    }
     /// Sets `device_budget_bytes`.
     #[must_use]
     pub fn with_device_budget_bytes(mut self, v: usize) -> Self {
         self.device_budget_bytes = v;
+        self
+    }
+    /// Sets `host_budget_bytes`.
+    #[must_use]
+    pub fn with_host_budget_bytes(mut self, v: usize) -> Self {
+        self.host_budget_bytes = v;
         self
     }
     /// Sets `n_compute_threads`.
@@ -132,10 +157,24 @@ impl DecodeConfig {
         self.wave_streams.saturating_mul(80).saturating_add(1024)
     }
 
-    /// Device bytes this configuration allocates.
+    /// Device bytes this configuration allocates: per slot, the encoded wave with its tables and
+    /// the decoded wave with its unshuffle scratch.
     #[must_use]
     pub fn device_bytes(&self) -> usize {
-        self.wave_src_bytes.saturating_add(self.meta_bytes()).saturating_add(self.wave_dst_bytes.saturating_mul(2))
+        self.wave_src_bytes
+            .saturating_add(self.meta_bytes())
+            .saturating_add(self.wave_dst_bytes.saturating_mul(2))
+            .saturating_mul(self.slots)
+    }
+
+    /// Pinned host bytes this configuration allocates: per slot, the staging buffer of one
+    /// upload and the status read-back.
+    #[must_use]
+    pub fn host_bytes(&self) -> usize {
+        self.wave_src_bytes
+            .saturating_add(self.meta_bytes())
+            .saturating_add(self.wave_streams.saturating_mul(8))
+            .saturating_mul(self.slots)
     }
 }
 
@@ -293,19 +332,55 @@ struct StreamInfo {
     expected: u32,
 }
 
+/// The buffers of one wave in flight: pinned staging and status read-back on the host, the
+/// encoded input and the decoded output (plus unshuffle scratch) on the device.
+#[derive(Debug)]
+struct Slot {
+    staging: PinnedBuffer,
+    readback: PinnedBuffer,
+    input: DeviceBuffer,
+    output: DeviceBuffer,
+    /// Complete when the last wave submitted to this slot finished (kernels and status copy).
+    done: Option<Event>,
+}
+
+/// A wave submitted to the device and not yet collected.
+#[derive(Debug)]
+struct Pending {
+    slot: usize,
+    infos: Vec<StreamInfo>,
+    first_stream: Vec<u32>,
+    /// Per chunk of the wave: its index in the batch, its decoded length and its offset in the
+    /// slot's output.
+    members: Vec<(usize, usize, usize)>,
+    stats: WaveStats,
+    /// Timing events around the wave's kernels.
+    timing: (Event, Event),
+}
+
 /// A batched decoder bound to one device; owns its wave buffers.
+///
+/// Waves are pipelined over [`DecodeConfig::slots`] sets of buffers: while the device decodes
+/// one wave, the host parses and stages the next into pinned memory and a second stream copies
+/// it up. Every hand-off is an event: upload → kernels (the compute stream waits for the copy
+/// stream), kernels → status read-back, and a slot's previous wave → its reuse.
 #[derive(Debug)]
 pub struct Decoder {
     device: Device,
     config: DecodeConfig,
-    input: DeviceBuffer,
-    output: DeviceBuffer,
+    /// Host-to-device copies.
+    copy: Stream,
+    /// Device-to-host copies of decoded bytes ([`Decoder::decode_to_host`]).
+    readback: Stream,
+    slots: Vec<Slot>,
+    next_slot: usize,
     pool: Option<rayon::ThreadPool>,
 }
 
 impl Decoder {
     /// Allocates the wave buffers on `device`. Fails with [`Error::OutOfMemory`] when the
-    /// configuration needs more than `device_budget_bytes`.
+    /// configuration needs more than `device_budget_bytes` of device memory or more than
+    /// `host_budget_bytes` of pinned host memory.
     pub fn new(device: &Device, config: DecodeConfig) -> Result<Self> {
         if config.wave_streams == 0 || config.wave_streams > u32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!("wave_streams {} out of 1..2^31", config.wave_streams)));
@@ -313,18 +388,41 @@ impl Decoder {
         if config.wave_dst_bytes > u32::MAX as usize || config.wave_src_bytes > u32::MAX as usize {
             return Err(Error::InvalidArgument("wave buffers are limited to 4 GiB each".into()));
         }
+        if !(1..=4).contains(&config.slots) {
+            return Err(Error::InvalidArgument(format!("slots {} out of 1..=4", config.slots)));
+        }
         let need = config.device_bytes();
         if need > config.device_budget_bytes {
             return Err(Error::OutOfMemory(format!(
-                "the decoder needs {need} device bytes (wave_src_bytes {} + tables {} + 2 × wave_dst_bytes {}) but device_budget_bytes is {}: raise the budget or shrink the waves",
+                "the decoder needs {need} device bytes ({} slots × (wave_src_bytes {} + tables {} + 2 × wave_dst_bytes {})) but device_budget_bytes is {}: raise the budget or shrink the waves",
+                config.slots,
                 config.wave_src_bytes,
                 config.meta_bytes(),
                 config.wave_dst_bytes,
                 config.device_budget_bytes
             )));
         }
-        let input = device.alloc(config.wave_src_bytes + config.meta_bytes())?;
-        let output = device.alloc(config.wave_dst_bytes * 2)?;
+        let host = config.host_bytes();
+        if host > config.host_budget_bytes {
+            return Err(Error::OutOfMemory(format!(
+                "the decoder needs {host} bytes of pinned host memory ({} slots × (wave_src_bytes {} + tables {} + status {})) but host_budget_bytes is {}: raise the budget or shrink the waves",
+                config.slots,
+                config.wave_src_bytes,
+                config.meta_bytes(),
+                config.wave_streams * 8,
+                config.host_budget_bytes
+            )));
+        }
+        let mut slots = Vec::with_capacity(config.slots);
+        for _ in 0..config.slots {
+            slots.push(Slot {
+                staging: device.alloc_pinned(config.wave_src_bytes + config.meta_bytes())?,
+                readback: device.alloc_pinned(config.wave_streams * 8)?,
+                input: device.alloc(config.wave_src_bytes + config.meta_bytes())?,
+                output: device.alloc(config.wave_dst_bytes * 2)?,
+                done: None,
+            });
+        }
         let pool = if config.n_compute_threads > 0 {
             Some(
                 rayon::ThreadPoolBuilder::new()
@@ -335,7 +433,15 @@ impl Decoder {
         } else {
             None
         };
-        Ok(Self { device: device.clone(), config, input, output, pool })
+        Ok(Self {
+            copy: device.new_stream()?,
+            readback: device.new_stream()?,
+            device: device.clone(),
+            config,
+            slots,
+            next_slot: 0,
+            pool,
+        })
     }
 
     /// The configuration.
@@ -344,14 +450,24 @@ impl Decoder {
         &self.config
     }
 
+    /// The stream the kernels run on (the device's default stream): work queued on it after a
+    /// `decode_wave` call sees the decoded bytes.
+    #[must_use]
+    pub fn stream(&self) -> &Stream {
+        self.device.default_stream()
+    }
+
+    fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+
     fn parse(&self, chunks: &[ChunkInput<'_>]) -> (Vec<Result<ChunkPlan>>, Duration) {
         use rayon::prelude::*;
         let t = Instant::now();
-        let run = || chunks.par_iter().enumerate().map(|(i, c)| plan_chunk(i, c)).collect::<Vec<_>>();
-        let plans = match &self.pool {
-            Some(p) => p.install(run),
-            None => run(),
-        };
+        let plans = self.install(|| chunks.par_iter().enumerate().map(|(i, c)| plan_chunk(i, c)).collect::<Vec<_>>());
         (plans, t.elapsed())
     }
 
@@ -365,70 +481,79 @@ impl Decoder {
         s <= self.config.wave_src_bytes && d <= self.config.wave_dst_bytes && n <= self.config.wave_streams
     }
 
-    /// Decodes `chunks` and copies the results back to the host, in as many waves as needed.
-    #[allow(clippy::many_single_char_names)]
+    /// Splits the parsed chunks into waves (greedy, in order); chunks that failed to parse or
+    /// cannot fit in any wave get their error in `out`.
+    fn partition(&self, plans: Vec<Result<ChunkPlan>>, out: &mut [Result<Vec<u8>>]) -> Vec<Vec<(usize, ChunkPlan)>> {
+        let mut waves = Vec::new();
+        let mut wave: Vec<(usize, ChunkPlan)> = Vec::new();
+        let (mut s, mut d, mut n) = (0usize, 0usize, 0usize);
+        for (i, plan) in plans.into_iter().enumerate() {
+            let p = match plan {
+                Ok(p) => p,
+                Err(e) => {
+                    out[i] = Err(e);
+                    continue;
+                }
+            };
+            let (ps, pd, pn) = Self::footprint(&p);
+            if !self.fits_alone(&p) {
+                out[i] = Err(Error::OutOfMemory(format!(
+                    "chunk {i} needs {ps} encoded bytes, {pd} decoded bytes and {pn} streams; a wave holds {}, {} and {}: raise DecodeConfig's wave sizes",
+                    self.config.wave_src_bytes, self.config.wave_dst_bytes, self.config.wave_streams
+                )));
+                continue;
+            }
+            if s + ps > self.config.wave_src_bytes
+                || d + pd > self.config.wave_dst_bytes
+                || n + pn > self.config.wave_streams
+            {
+                waves.push(std::mem::take(&mut wave));
+                (s, d, n) = (0, 0, 0);
+            }
+            (s, d, n) = (s + ps, d + pd, n + pn);
+            wave.push((i, p));
+        }
+        if !wave.is_empty() {
+            waves.push(wave);
+        }
+        waves
+    }
+
+    /// Decodes `chunks` and copies the results back to the host, in as many waves as needed;
+    /// up to [`DecodeConfig::slots`] waves are in flight at once.
     pub fn decode_to_host(&mut self, chunks: &[ChunkInput<'_>]) -> Result<HostDecoded> {
         let (plans, parse_time) = self.parse(chunks);
         let mut stats = WaveStats { decompress_parse: parse_time, ..WaveStats::default() };
-        let mut out: Vec<Result<Vec<u8>>> = Vec::with_capacity(chunks.len());
-        let mut plans: Vec<Option<Result<ChunkPlan>>> = plans.into_iter().map(Some).collect();
-        for _ in 0..chunks.len() {
-            out.push(Ok(Vec::new()));
+        let mut out: Vec<Result<Vec<u8>>> = (0..chunks.len()).map(|_| Ok(Vec::new())).collect();
+        let waves = self.partition(plans, &mut out);
+        let mut in_flight: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
+        for wave in &waves {
+            if in_flight.len() == self.slots.len()
+                && let Some(p) = in_flight.pop_front()
+            {
+                self.collect_to_host(p, &mut out, &mut stats)?;
+            }
+            in_flight.push_back(self.submit(chunks, wave)?);
         }
-        // Greedy partition into waves.
-        let mut i = 0;
-        while i < chunks.len() {
-            let mut wave: Vec<(usize, ChunkPlan)> = Vec::new();
-            let (mut s, mut d, mut n) = (0usize, 0usize, 0usize);
-            while i < chunks.len() {
-                let ok = matches!(plans[i], Some(Ok(_)));
-                if !ok {
-                    if let Some(Err(e)) = plans[i].take() {
-                        out[i] = Err(e);
-                    }
-                    i += 1;
-                    continue;
-                }
-                let Some(Ok(p)) = plans[i].as_ref() else { break };
-                if !self.fits_alone(p) {
-                    let (ps, pd, pn) = Self::footprint(p);
-                    out[i] = Err(Error::OutOfMemory(format!(
-                        "chunk {i} needs {ps} encoded bytes, {pd} decoded bytes and {pn} streams; a wave holds {}, {} and {}: raise DecodeConfig's wave sizes",
-                        self.config.wave_src_bytes, self.config.wave_dst_bytes, self.config.wave_streams
-                    )));
-                    plans[i] = None;
-                    i += 1;
-                    continue;
-                }
-                let (ps, pd, pn) = Self::footprint(p);
-                if s + ps > self.config.wave_src_bytes
-                    || d + pd > self.config.wave_dst_bytes
-                    || n + pn > self.config.wave_streams
-                {
-                    break;
-                }
-                s += ps;
-                d += pd;
-                n += pn;
-                if let Some(Ok(p)) = plans[i].take() {
-                    wave.push((i, p));
-                }
-                i += 1;
-            }
-            if wave.is_empty() {
-                continue;
-            }
-            let (results, wstats) = self.run_wave(chunks, &wave)?;
-            merge_stats(&mut stats, &wstats);
-            // One device-to-host copy of the wave's decoded region.
-            let total: usize = results.iter().filter_map(|r| r.1.as_ref().ok().map(|r| r.end)).max().unwrap_or(0);
-            let mut host = vec![0u8; total];
-            self.device.download(&self.output, 0, &mut host)?;
-            for (idx, r) in results {
-                out[idx] = r.map(|range| host[range].to_vec());
-            }
+        while let Some(p) = in_flight.pop_front() {
+            self.collect_to_host(p, &mut out, &mut stats)?;
         }
         Ok(HostDecoded { chunks: out, stats })
+    }
+
+    /// Waits for a submitted wave, then copies its decoded bytes to the host (one copy of the
+    /// wave's decoded region, on the read-back stream so later waves keep the device busy).
+    fn collect_to_host(&mut self, p: Pending, out: &mut [Result<Vec<u8>>], stats: &mut WaveStats) -> Result<()> {
+        let slot = p.slot;
+        let (results, wstats) = self.finish(p)?;
+        merge_stats(stats, &wstats);
+        let total = results.iter().filter_map(|r| r.1.as_ref().ok().map(|r| r.end)).max().unwrap_or(0);
+        let mut host = vec![0u8; total];
+        self.device.download_on(&self.readback, &self.slots[slot].output, 0, &mut host)?;
+        for (idx, r) in results {
+            out[idx] = r.map(|range| host[range].to_vec());
+        }
+        Ok(())
     }
 
     /// Decodes `chunks` as one wave and leaves the bytes on the device. Fails with
@@ -458,36 +583,44 @@ impl Decoder {
                 self.config.wave_src_bytes, self.config.wave_dst_bytes, self.config.wave_streams
             )));
         }
+        let mut slot = self.next_slot;
         if !wave.is_empty() {
-            let (results, wstats) = self.run_wave(chunks, &wave)?;
+            let pending = self.submit(chunks, &wave)?;
+            slot = pending.slot;
+            let (results, wstats) = self.finish(pending)?;
             merge_stats(&mut stats, &wstats);
             for (idx, r) in results {
                 out[idx] = r;
             }
         }
-        Ok(DecodedWave { chunks: out, output: &self.output, stats })
+        Ok(DecodedWave { chunks: out, output: &self.slots[slot].output, stats })
     }
 
-    /// Runs one wave: layout, one upload, the launches, one status download.
+    /// Stages one wave in the next slot's pinned buffer (chunk payloads, then the stream table,
+    /// id lists, shuffle jobs, status and size words), queues its upload on the copy stream and
+    /// its kernels and status read-back on the compute stream, and returns without waiting.
     #[allow(clippy::too_many_lines)]
-    fn run_wave(&mut self, chunks: &[ChunkInput<'_>], wave: &[(usize, ChunkPlan)]) -> Result<(WaveResults, WaveStats)> {
+    fn submit(&mut self, chunks: &[ChunkInput<'_>], wave: &[(usize, ChunkPlan)]) -> Result<Pending> {
+        let slot_index = self.next_slot;
+        self.next_slot = (self.next_slot + 1) % self.slots.len();
+        if let Some(done) = self.slots[slot_index].done.take() {
+            done.synchronize()?;
+        }
         let mut stats = WaveStats { waves: 1, ..WaveStats::default() };
         let scratch_base = self.config.wave_dst_bytes as u64;
         // Layout of the source region: every chunk's payload, 16-byte aligned.
-        let mut staging: Vec<u8> = Vec::new();
         let mut chunk_src = Vec::with_capacity(wave.len());
         let mut chunk_dst = Vec::with_capacity(wave.len());
-        let mut dst_cursor = 0usize;
-        for (idx, p) in wave {
-            chunk_src.push(staging.len());
-            staging.extend_from_slice(&chunks[*idx].bytes[..p.payload_len]);
-            staging.resize(align_up(staging.len()), 0);
+        let (mut src_cursor, mut dst_cursor) = (0usize, 0usize);
+        for (_, p) in wave {
+            chunk_src.push(src_cursor);
+            src_cursor += align_up(p.payload_len);
             chunk_dst.push(dst_cursor);
             dst_cursor += align_up(p.decoded_len);
         }
-        let src_total = staging.len();
+        let src_total = src_cursor;
         stats.bytes_uploaded = src_total;
-        // Stream table, id lists per codec, shuffle jobs.
+        // Stream table, id lists per codec, shuffle jobs; offsets relative to `src_total`.
         let mut descs: Vec<u8> = Vec::new();
         let mut ids: [Vec<u32>; 4] = Default::default();
         let mut infos: Vec<StreamInfo> = Vec::new();
@@ -542,38 +675,69 @@ impl Decoder {
             stats.streams[k] += v.len();
         }
         // Tables follow the source region in the same upload.
-        let tables_at = staging.len();
-        let descs_at = tables_at;
-        staging.extend_from_slice(&descs);
+        let mut tables: Vec<u8> = Vec::with_capacity(descs.len() + 12 * n_streams + jobs.len() + 128);
+        let descs_at = src_total;
+        tables.extend_from_slice(&descs);
         let mut ids_at = [0usize; 4];
         for (k, v) in ids.iter().enumerate() {
-            staging.resize(align_up(staging.len()), 0);
-            ids_at[k] = staging.len();
+            tables.resize(align_up(tables.len()), 0);
+            ids_at[k] = src_total + tables.len();
             for id in v {
-                push_u32(&mut staging, *id);
+                push_u32(&mut tables, *id);
             }
         }
-        staging.resize(align_up(staging.len()), 0);
-        let jobs_at = staging.len();
-        staging.extend_from_slice(&jobs);
-        staging.resize(align_up(staging.len()), 0);
-        let status_at = staging.len();
+        tables.resize(align_up(tables.len()), 0);
+        let jobs_at = src_total + tables.len();
+        tables.extend_from_slice(&jobs);
+        tables.resize(align_up(tables.len()), 0);
+        let status_at = src_total + tables.len();
         for _ in 0..n_streams {
-            push_u32(&mut staging, c::DMC_STATUS_PENDING);
+            push_u32(&mut tables, c::DMC_STATUS_PENDING);
         }
-        let actual_at = staging.len();
-        staging.resize(staging.len() + 4 * n_streams, 0);
-        if staging.len() > self.input.len() {
+        let actual_at = src_total + tables.len();
+        tables.resize(tables.len() + 4 * n_streams, 0);
+        let upload_len = src_total + tables.len();
+        let slot = &mut self.slots[slot_index];
+        if upload_len > slot.staging.len() || 8 * n_streams > slot.readback.len() {
             return Err(Error::OutOfMemory(format!(
-                "wave tables need {} bytes, the input buffer holds {}",
-                staging.len(),
-                self.input.len()
+                "wave tables need {upload_len} bytes, the staging buffer holds {}",
+                slot.staging.len()
             )));
         }
-        self.device.upload(&staging, &mut self.input, 0)?;
+        // Stage: chunk payloads (in parallel, into disjoint ranges of pinned memory), then tables.
+        // SAFETY: the slot's previous wave finished (its `done` event was synchronised above),
+        // so no device copy reads this staging buffer.
+        let stage = unsafe { slot.staging.as_mut_slice() };
+        let (payloads, rest) = stage.split_at_mut(src_total);
+        rest[..tables.len()].copy_from_slice(&tables);
+        let mut regions: Vec<(&mut [u8], &[u8])> = Vec::with_capacity(wave.len());
+        let mut tail = payloads;
+        for (w, (idx, p)) in wave.iter().enumerate() {
+            let size = chunk_src.get(w + 1).copied().unwrap_or(src_total) - chunk_src[w];
+            let (head, next) = tail.split_at_mut(size);
+            regions.push((&mut head[..p.payload_len], &chunks[*idx].bytes[..p.payload_len]));
+            tail = next;
+        }
+        {
+            use rayon::prelude::*;
+            let pool = self.pool.as_ref();
+            let copy = move || regions.into_par_iter().with_min_len(8).for_each(|(d, s)| d.copy_from_slice(s));
+            match pool {
+                Some(p) => p.install(copy),
+                None => copy(),
+            }
+        }
+        let slot = &self.slots[slot_index];
+        // SAFETY: staging and input stay alive (owned by self; dropping them synchronises) and
+        // the host writes the staging buffer again only after this slot's `done` event.
+        unsafe { self.copy.copy_to_device(&slot.staging, 0, &slot.input, 0, upload_len)? };
+        let uploaded = self.copy.record(false)?;
+        let compute = self.device.default_stream();
+        compute.wait(&uploaded)?;
+        let started = compute.record(true)?;
 
-        let inp = &self.input;
-        let outp = &self.output;
+        let inp = &slot.input;
+        let outp = &slot.output;
         let src = inp.ptr_at(0)?;
         let dst = outp.ptr_at(0)?;
         let out_total = Arg::U64(outp.len() as u64);
@@ -581,7 +745,6 @@ impl Decoder {
         let status_ptr = inp.ptr_at(status_at)?;
         let actual = inp.ptr_at(actual_at)?;
         let kernels = [Kernel::Lz4Decode, Kernel::BloscLzDecode, Kernel::Memcpy];
-        let launched = Instant::now();
         if !ids[SLOT_CRC].is_empty() {
             let n = ids[SLOT_CRC].len() as u32;
             let args = [
@@ -593,8 +756,8 @@ impl Decoder {
                 status_ptr,
                 actual,
             ];
-            // SAFETY: all pointers address the wave buffers; the streams' ranges lie inside
-            // `src_total` by construction (and the kernel re-checks them).
+            // SAFETY: all pointers address the slot's buffers, alive until `done`; the streams'
+            // ranges lie inside `src_total` by construction (and the kernel re-checks them).
             unsafe { self.device.launch(Kernel::Crc32c, (n, 1), &args)? };
             stats.launches += 1;
         }
@@ -630,18 +793,35 @@ impl Decoder {
             unsafe { self.device.launch(Kernel::Unshuffle, (n_jobs, 1), &args)? };
             stats.launches += 1;
         }
-        // One download of status + actual.
-        let mut sa = vec![0u8; 8 * n_streams];
-        self.device.download(&self.input, status_at, &mut sa)?;
-        stats.kernel_time = launched.elapsed();
+        let ended = compute.record(true)?;
+        // Status and size words back to pinned memory, on the compute stream after the kernels.
+        // SAFETY: the host reads `readback` only after `done`.
+        unsafe { compute.copy_to_host(inp, status_at, &slot.readback, 0, 8 * n_streams)? };
+        let done = compute.record(false)?;
+        self.slots[slot_index].done = Some(done);
+        let members =
+            wave.iter().enumerate().map(|(w, (idx, p))| (*idx, p.decoded_len, chunk_dst[w])).collect::<Vec<_>>();
+        Ok(Pending { slot: slot_index, infos, first_stream, members, stats, timing: (started, ended) })
+    }
+
+    /// Waits for a submitted wave and turns its status words into per-chunk results.
+    fn finish(&mut self, p: Pending) -> Result<(WaveResults, WaveStats)> {
+        let Pending { slot, infos, first_stream, members, mut stats, timing } = p;
+        let slot = &self.slots[slot];
+        if let Some(done) = &slot.done {
+            done.synchronize()?;
+        }
+        stats.kernel_time = timing.1.elapsed_since(&timing.0)?;
+        let n_streams = infos.len();
+        // SAFETY: the status copy into `readback` finished (`done` above).
+        let sa = unsafe { slot.readback.as_slice() };
         let word = |i: usize| -> u32 {
             sa.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map_or(c::DMC_STATUS_PENDING, u32::from_le_bytes)
         };
-        let mut results: WaveResults = Vec::with_capacity(wave.len());
-        let mut failed: Vec<Option<Error>> = (0..wave.len()).map(|_| None).collect();
+        let mut failed: Vec<Option<Error>> = (0..members.len()).map(|_| None).collect();
         let mut w = 0usize;
         for (sid, info) in infos.iter().enumerate() {
-            while w + 1 < wave.len() && first_stream[w + 1] as usize <= sid {
+            while w + 1 < members.len() && first_stream[w + 1] as usize <= sid {
                 w += 1;
             }
             let st = StreamStatus::from_code(word(sid));
@@ -658,12 +838,13 @@ impl Decoder {
                 });
             }
         }
-        for (w, (idx, p)) in wave.iter().enumerate() {
+        let mut results: WaveResults = Vec::with_capacity(members.len());
+        for (w, (idx, len, at)) in members.into_iter().enumerate() {
             if let Some(e) = failed[w].take() {
-                results.push((*idx, Err(e)));
+                results.push((idx, Err(e)));
             } else {
-                stats.bytes_decoded += p.decoded_len;
-                results.push((*idx, Ok(chunk_dst[w]..chunk_dst[w] + p.decoded_len)));
+                stats.bytes_decoded += len;
+                results.push((idx, Ok(at..at + len)));
             }
         }
         Ok((results, stats))

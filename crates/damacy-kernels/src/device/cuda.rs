@@ -1,15 +1,13 @@
 //! The CUDA backend (cudarc, driver and NVRTC loaded at run time).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys};
 
 use super::Arg;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, source_hash};
-use crate::nvrtc;
+use crate::kernel::Kernel;
 
 /// Why no CUDA device can be used, or `None` when one can. Makes no cudarc call that could
 /// panic: the driver library's presence is checked first.
@@ -51,60 +49,6 @@ pub fn current_context_device() -> Result<Option<usize>> {
         }
     }
     Err(Error::Cuda("the current context's device has no ordinal".into()))
-}
-
-type ImageKey = (u64, (i32, i32), (i32, i32));
-
-/// Process-wide cache of compiled images keyed by (source hash, arch, NVRTC version).
-fn image_cache() -> &'static Mutex<HashMap<ImageKey, Arc<Vec<u8>>>> {
-    static C: OnceLock<Mutex<HashMap<ImageKey, Arc<Vec<u8>>>>> = OnceLock::new();
-    C.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// The on-disk cache folder: `DAMACY_KERNEL_CACHE_DIR`, else `$XDG_CACHE_HOME/damacy/kernels`,
-/// else `~/.cache/damacy/kernels`.
-#[must_use]
-pub fn disk_cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("DAMACY_KERNEL_CACHE_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(d).join("damacy/kernels"));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/damacy/kernels"))
-}
-
-/// Compiles `kernel` for `sm_{major}{minor}`, through the memory and disk caches.
-pub(crate) fn compiled_image(kernel: Kernel, arch: (i32, i32)) -> Result<Arc<Vec<u8>>> {
-    let src = kernel.source();
-    let ver = nvrtc::version()?;
-    let key = (source_hash(&src), arch, ver);
-    if let Some(img) = image_cache().lock().map_err(|_| Error::Cuda("kernel cache poisoned".into()))?.get(&key) {
-        return Ok(img.clone());
-    }
-    let file = disk_cache_dir().map(|d| {
-        d.join(format!("{}-{:016x}-sm_{}{}-nvrtc{}.{}.cubin", kernel.name(), key.0, arch.0, arch.1, ver.0, ver.1))
-    });
-    let image = match file.as_ref().and_then(|f| std::fs::read(f).ok()) {
-        Some(bytes) if !bytes.is_empty() => bytes,
-        _ => {
-            let out = nvrtc::compile(kernel, &format!("sm_{}{}", arch.0, arch.1), &[])?;
-            if let Some(f) = &file {
-                // Best effort: a read-only cache folder only costs a recompile next time.
-                if let Some(dir) = f.parent() {
-                    let _ = std::fs::create_dir_all(dir);
-                }
-                let tmp = f.with_extension(format!("tmp{}", std::process::id()));
-                if std::fs::write(&tmp, &out.image).is_ok() {
-                    let _ = std::fs::rename(&tmp, f);
-                }
-            }
-            out.image
-        }
-    };
-    let img = Arc::new(image);
-    image_cache().lock().map_err(|_| Error::Cuda("kernel cache poisoned".into()))?.insert(key, img.clone());
-    Ok(img)
 }
 
 /// A CUDA device: a retained primary context, one non-blocking stream, loaded kernels.
@@ -169,31 +113,43 @@ impl CudaBackend {
         format!("CUDA device {} ({name}, sm_{}{})", self.ctx.ordinal(), self.arch.0, self.arch.1)
     }
 
+    pub(crate) fn default_stream(&self) -> Arc<CudaStream> {
+        self.stream.clone()
+    }
+
+    pub(crate) fn new_stream(&self) -> Result<Arc<CudaStream>> {
+        self.ctx.new_stream().map_err(cuda_err("cuStreamCreate"))
+    }
+
+    /// Waits for all work in the context (every stream of this backend).
+    pub(crate) fn synchronize_context(&self) -> Result<()> {
+        self.ctx.synchronize().map_err(cuda_err("cuCtxSynchronize"))
+    }
+
     pub(crate) fn alloc(&self, len: usize) -> Result<CudaSlice<u8>> {
         self.stream
             .alloc_zeros::<u8>(len.max(1))
             .map_err(|e| Error::OutOfMemory(format!("cuMemAlloc of {len} bytes: {e}")))
     }
 
-    pub(crate) fn upload(&self, src: &[u8], dst: &mut CudaSlice<u8>, offset: usize) -> Result<()> {
-        if src.is_empty() {
-            return Ok(());
-        }
-        let mut view = dst.slice_mut(offset..offset + src.len());
-        self.stream.memcpy_htod(src, &mut view).map_err(cuda_err("host-to-device copy"))
+    /// `len` zeroed bytes of page-locked host memory; free with [`Self::free_pinned`].
+    pub(crate) fn alloc_pinned(&self, len: usize) -> Result<*mut u8> {
+        self.ctx.bind_to_thread().map_err(cuda_err("binding the context"))?;
+        // SAFETY: the context is current; the returned allocation has `len.max(1)` bytes.
+        let p = unsafe { cudarc::driver::result::malloc_host(len.max(1), 0) }
+            .map_err(|e| Error::OutOfMemory(format!("cuMemHostAlloc of {len} bytes: {e}")))?
+            .cast::<u8>();
+        // SAFETY: `p` points to `len.max(1)` writable bytes.
+        unsafe { std::ptr::write_bytes(p, 0, len.max(1)) };
+        Ok(p)
     }
 
-    pub(crate) fn download(&self, src: &CudaSlice<u8>, offset: usize, dst: &mut [u8]) -> Result<()> {
-        if dst.is_empty() {
-            return Ok(());
+    pub(crate) fn free_pinned(&self, ptr: *mut u8) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `ptr` came from `alloc_pinned` and the device finished with it (the caller
+            // synchronised the context).
+            let _ = unsafe { cudarc::driver::result::free_host(ptr.cast()) };
         }
-        let view = src.slice(offset..offset + dst.len());
-        self.stream.memcpy_dtoh(&view, dst).map_err(cuda_err("device-to-host copy"))?;
-        self.synchronize()
-    }
-
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
     }
 
     pub(crate) fn function(&self, kernel: Kernel) -> Result<CudaFunction> {
@@ -201,7 +157,7 @@ impl CudaBackend {
         if let Some(f) = map.get(&kernel) {
             return Ok(f.clone());
         }
-        let image = compiled_image(kernel, self.arch)?;
+        let image = crate::cache::compiled_image(kernel, self.arch)?;
         let module = self
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_binary(image.as_ref().clone()))
@@ -213,7 +169,13 @@ impl CudaBackend {
 
     /// # Safety
     /// As [`super::Device::launch`].
-    pub(crate) unsafe fn launch(&self, kernel: Kernel, grid: (u32, u32), args: &[Arg]) -> Result<()> {
+    pub(crate) unsafe fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        kernel: Kernel,
+        grid: (u32, u32),
+        args: &[Arg],
+    ) -> Result<()> {
         let f = self.function(kernel)?;
         let wide: Vec<u64> = args
             .iter()
@@ -229,7 +191,7 @@ impl CudaBackend {
                 _ => None,
             })
             .collect();
-        let mut b = self.stream.launch_builder(&f);
+        let mut b = stream.launch_builder(&f);
         let (mut iw, mut in_) = (0, 0);
         for a in args {
             match a {
@@ -252,6 +214,61 @@ impl CudaBackend {
         // launchers) and the pointers address live buffers per this function's contract.
         unsafe { b.launch(cfg) }.map(|_| ()).map_err(cuda_err(kernel.name()))
     }
+}
+
+/// Records an event on `stream` (with timing when `timed`).
+pub(crate) fn record(stream: &Arc<CudaStream>, timed: bool) -> Result<cudarc::driver::CudaEvent> {
+    let flags = if timed { sys::CUevent_flags::CU_EVENT_DEFAULT } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING };
+    stream.record_event(Some(flags)).map_err(cuda_err("cuEventRecord"))
+}
+
+/// Copies pageable `src` to device address `dst` on `stream` and waits for it.
+pub(crate) fn upload_sync(stream: &Arc<CudaStream>, src: &[u8], dst: u64) -> Result<()> {
+    stream.context().bind_to_thread().map_err(cuda_err("binding the context"))?;
+    // SAFETY: `dst..dst+src.len()` lies inside a live allocation (checked by the caller); we
+    // synchronise before `src` can go away.
+    unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream()) }
+        .map_err(cuda_err("host-to-device copy"))?;
+    stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
+}
+
+/// Copies device address `src` to pageable `dst` on `stream` and waits for it.
+pub(crate) fn download_sync(stream: &Arc<CudaStream>, src: u64, dst: &mut [u8]) -> Result<()> {
+    stream.context().bind_to_thread().map_err(cuda_err("binding the context"))?;
+    // SAFETY: `src..src+dst.len()` lies inside a live allocation (checked by the caller); we
+    // synchronise before `dst` can be read or go away.
+    unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }
+        .map_err(cuda_err("device-to-host copy"))?;
+    stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
+}
+
+/// Queues a copy of `len` pinned bytes at `src` to device address `dst`.
+///
+/// # Safety
+/// `src..src+len` is pinned host memory and `dst..dst+len` device memory, both alive and
+/// untouched by the host until the copy finished.
+pub(crate) unsafe fn copy_h2d_async(stream: &Arc<CudaStream>, src: *const u8, len: usize, dst: u64) -> Result<()> {
+    stream.context().bind_to_thread().map_err(cuda_err("binding the context"))?;
+    // SAFETY: the caller's contract.
+    unsafe {
+        let src = std::slice::from_raw_parts(src, len);
+        cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream())
+    }
+    .map_err(cuda_err("host-to-device copy"))
+}
+
+/// Queues a copy of `len` device bytes at `src` to pinned host memory at `dst`.
+///
+/// # Safety
+/// As [`copy_h2d_async`], the other way round.
+pub(crate) unsafe fn copy_d2h_async(stream: &Arc<CudaStream>, src: u64, dst: *mut u8, len: usize) -> Result<()> {
+    stream.context().bind_to_thread().map_err(cuda_err("binding the context"))?;
+    // SAFETY: the caller's contract.
+    unsafe {
+        let dst = std::slice::from_raw_parts_mut(dst, len);
+        cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream())
+    }
+    .map_err(cuda_err("device-to-host copy"))
 }
 
 /// The raw device address of a slice.

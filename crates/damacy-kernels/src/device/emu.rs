@@ -133,3 +133,128 @@ pub(super) unsafe fn launch(kernel: Kernel, grid: (u32, u32), seed: u64, args: &
     };
     if rc == 0 { Ok(()) } else { Err(Error::Emulator(format!("launch of {} rejected (code {rc})", kernel.name()))) }
 }
+
+/// A piece of queued stream work; an `Err` is the stream's (sticky) error.
+pub(super) type Op = Box<dyn FnOnce() -> std::result::Result<(), String> + Send>;
+
+/// An emulated stream: a worker thread that runs its queue in order.
+///
+/// With a non-zero seed the worker pauses a seeded random 0–255 µs before each piece of work,
+/// so work on two streams interleaves differently from run to run of different seeds, and a
+/// hand-off that lacks an event shows up as wrong bytes.
+#[derive(Debug)]
+pub(crate) struct EmuStream {
+    tx: std::sync::Mutex<Option<std::sync::mpsc::Sender<Op>>>,
+    worker: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The first error any queued work returned; every later event reports it too.
+    error: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+/// An emulated event: set by the worker when it reaches it, with the time and the stream's
+/// error at that point.
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    state: std::sync::Mutex<Option<(std::time::Instant, Option<String>)>>,
+    cv: std::sync::Condvar,
+}
+
+impl Signal {
+    fn set(&self, error: Option<String>) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = Some((std::time::Instant::now(), error));
+        }
+        self.cv.notify_all();
+    }
+
+    /// Blocks until the worker reached the event; the time it did, or the stream's error.
+    pub(super) fn wait_done(&self) -> Result<std::time::Instant> {
+        let poisoned = || Error::Emulator("event state poisoned".into());
+        let mut s = self.state.lock().map_err(|_| poisoned())?;
+        loop {
+            if let Some((at, err)) = &*s {
+                return match err {
+                    None => Ok(*at),
+                    Some(e) => Err(Error::Emulator(format!("earlier stream work failed: {e}"))),
+                };
+            }
+            s = self.cv.wait(s).map_err(|_| poisoned())?;
+        }
+    }
+
+    pub(super) fn is_done(&self) -> bool {
+        self.state.lock().is_ok_and(|s| s.is_some())
+    }
+}
+
+impl EmuStream {
+    pub(super) fn new(seed: u64) -> std::sync::Arc<Self> {
+        let (tx, rx) = std::sync::mpsc::channel::<Op>();
+        let error = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+        let err = error.clone();
+        let worker = std::thread::Builder::new()
+            .name("damacy-emu-stream".into())
+            .spawn(move || {
+                let mut rng = seed;
+                while let Ok(op) = rx.recv() {
+                    if seed != 0 {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        std::thread::sleep(std::time::Duration::from_micros(rng & 0xff));
+                    }
+                    if let Err(e) = op()
+                        && let Ok(mut slot) = err.lock()
+                        && slot.is_none()
+                    {
+                        *slot = Some(e);
+                    }
+                }
+            })
+            .ok();
+        std::sync::Arc::new(Self {
+            tx: std::sync::Mutex::new(worker.as_ref().map(|_| tx)),
+            worker: std::sync::Mutex::new(worker),
+            error,
+        })
+    }
+
+    pub(super) fn enqueue(&self, op: Op) -> Result<()> {
+        let tx = self.tx.lock().map_err(|_| Error::Emulator("stream queue poisoned".into()))?;
+        match tx.as_ref() {
+            Some(tx) => tx.send(op).map_err(|_| Error::Emulator("the stream's worker thread is gone".into())),
+            None => Err(Error::Emulator("could not start the stream's worker thread".into())),
+        }
+    }
+
+    pub(super) fn record(&self) -> Result<std::sync::Arc<Signal>> {
+        let signal = std::sync::Arc::new(Signal::default());
+        let (s, err) = (signal.clone(), self.error.clone());
+        self.enqueue(Box::new(move || {
+            s.set(err.lock().ok().and_then(|e| e.clone()));
+            Ok(())
+        }))?;
+        Ok(signal)
+    }
+
+    pub(super) fn wait(&self, signal: std::sync::Arc<Signal>) -> Result<()> {
+        self.enqueue(Box::new(move || signal.wait_done().map(|_| ()).map_err(|e| e.to_string())))
+    }
+
+    pub(super) fn synchronize(&self) -> Result<()> {
+        self.record()?.wait_done().map(|_| ())
+    }
+}
+
+impl Drop for EmuStream {
+    fn drop(&mut self) {
+        // Closing the queue lets the worker finish what was queued and exit.
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Ok(mut w) = self.worker.lock()
+            && let Some(h) = w.take()
+        {
+            let _ = h.join();
+        }
+    }
+}

@@ -23,16 +23,28 @@ pub enum DeviceKind {
 }
 
 /// A device that runs damacy's kernels. Cloning is cheap: clones share one backend (one
-/// context, one stream, one module cache).
+/// context, one default stream, one module cache).
+///
+/// Work is queued on [`Stream`]s: the device's default stream (every method of `Device` that
+/// takes no stream uses it) and any number made by [`Device::new_stream`]. Streams are
+/// non-blocking (they never wait for CUDA's legacy stream) and ordered among themselves only by
+/// [`Event`]s. On the emulator a stream is a worker thread that runs its queue in order, so the
+/// hand-offs between streams are exercised on a machine without a GPU too.
 #[derive(Debug, Clone)]
 pub struct Device {
-    backend: std::sync::Arc<Backend>,
+    inner: std::sync::Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    backend: Backend,
+    default: Stream,
 }
 
 #[derive(Debug)]
 enum Backend {
     #[cfg(feature = "emulate")]
-    Emulated { seed: u64 },
+    Emulated { seed: u64, streams: std::sync::Mutex<Vec<std::sync::Weak<emu::EmuStream>>> },
     #[cfg(feature = "cuda")]
     Cuda(cuda::CudaBackend),
     /// Built with neither backend: no `Device` can be constructed.
@@ -52,14 +64,236 @@ pub(crate) enum Arg {
     U64(u64),
 }
 
+/// A queue of device work: a non-blocking CUDA stream, or a worker thread on the emulator.
+/// Work on one stream runs in order; work on two streams is ordered only by an [`Event`] that
+/// one records and the other waits for. Cloning shares the queue.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    imp: StreamImpl,
+}
+
+#[derive(Debug, Clone)]
+enum StreamImpl {
+    #[cfg(feature = "emulate")]
+    Emu(std::sync::Arc<emu::EmuStream>),
+    #[cfg(feature = "cuda")]
+    Cuda(std::sync::Arc<cudarc::driver::CudaStream>),
+    #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+    #[allow(dead_code)]
+    Never(std::convert::Infallible),
+}
+
+/// A point in a stream's queue: complete once everything queued before it finished.
+#[derive(Debug)]
+pub struct Event {
+    imp: EventImpl,
+}
+
+#[derive(Debug)]
+enum EventImpl {
+    #[cfg(feature = "emulate")]
+    Emu(std::sync::Arc<emu::Signal>),
+    #[cfg(feature = "cuda")]
+    Cuda(cudarc::driver::CudaEvent),
+    #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+    #[allow(dead_code)]
+    Never(std::convert::Infallible),
+}
+
+impl Stream {
+    /// Records an event after the work queued so far. `timed` events can measure the time
+    /// between two of them ([`Event::elapsed_since`]); untimed ones are cheaper.
+    pub fn record(&self, timed: bool) -> Result<Event> {
+        let imp = match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            StreamImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            StreamImpl::Emu(s) => EventImpl::Emu(s.record()?),
+            #[cfg(feature = "cuda")]
+            StreamImpl::Cuda(s) => EventImpl::Cuda(cuda::record(s, timed)?),
+        };
+        let _ = timed;
+        Ok(Event { imp })
+    }
+
+    /// Makes work queued on this stream from now on wait until `event` is complete. Does not
+    /// block the calling thread.
+    pub fn wait(&self, event: &Event) -> Result<()> {
+        match (&self.imp, &event.imp) {
+            #[cfg(feature = "emulate")]
+            (StreamImpl::Emu(s), EventImpl::Emu(e)) => s.wait(e.clone()),
+            #[cfg(feature = "cuda")]
+            (StreamImpl::Cuda(s), EventImpl::Cuda(e)) => {
+                s.wait(e).map_err(|e| Error::Cuda(format!("cuStreamWaitEvent: {e}")))
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::InvalidArgument("the event belongs to another backend".into())),
+        }
+    }
+
+    /// Blocks until all work queued on this stream finished; reports an error raised by that work.
+    pub fn synchronize(&self) -> Result<()> {
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            StreamImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            StreamImpl::Emu(s) => s.synchronize(),
+            #[cfg(feature = "cuda")]
+            StreamImpl::Cuda(s) => s.synchronize().map_err(|e| Error::Cuda(format!("cuStreamSynchronize: {e}"))),
+        }
+    }
+
+    /// Queues a copy of `src[src_offset..+len]` (pinned) to `dst[dst_offset..+len]` on this
+    /// stream and returns at once.
+    ///
+    /// # Safety
+    /// Until an event recorded on this stream after this call is complete, the host must not
+    /// write `src`'s range and neither buffer may be dropped (dropping a buffer synchronises the
+    /// device first, so dropping is safe; writing is not).
+    pub(crate) unsafe fn copy_to_device(
+        &self,
+        src: &PinnedBuffer,
+        src_offset: usize,
+        dst: &DeviceBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        check_range(src_offset, len, src.len, "host-to-device copy (source)")?;
+        check_range(dst_offset, len, dst.len, "host-to-device copy (target)")?;
+        if len == 0 {
+            return Ok(());
+        }
+        let from = src.ptr as usize + src_offset;
+        let to = dst.device_ptr() + dst_offset as u64;
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            StreamImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            // SAFETY: both ranges were checked; the caller keeps them alive and unwritten.
+            StreamImpl::Emu(s) => s.enqueue(Box::new(move || unsafe {
+                std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, len);
+                Ok(())
+            })),
+            #[cfg(feature = "cuda")]
+            // SAFETY: forwarded contract; `from..from+len` is pinned memory we own.
+            StreamImpl::Cuda(s) => unsafe { cuda::copy_h2d_async(s, from as *const u8, len, to) },
+        }
+    }
+
+    /// Queues a copy of `src[src_offset..+len]` to `dst[dst_offset..+len]` (pinned) on this
+    /// stream and returns at once.
+    ///
+    /// # Safety
+    /// Until an event recorded on this stream after this call is complete, the host must not read
+    /// or write `dst`'s range.
+    pub(crate) unsafe fn copy_to_host(
+        &self,
+        src: &DeviceBuffer,
+        src_offset: usize,
+        dst: &PinnedBuffer,
+        dst_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        check_range(src_offset, len, src.len, "device-to-host copy (source)")?;
+        check_range(dst_offset, len, dst.len, "device-to-host copy (target)")?;
+        if len == 0 {
+            return Ok(());
+        }
+        let from = src.device_ptr() + src_offset as u64;
+        let to = dst.ptr as usize + dst_offset;
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            StreamImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            // SAFETY: both ranges were checked; the caller keeps them alive and untouched.
+            StreamImpl::Emu(s) => s.enqueue(Box::new(move || unsafe {
+                std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, len);
+                Ok(())
+            })),
+            #[cfg(feature = "cuda")]
+            // SAFETY: forwarded contract; `to..to+len` is pinned memory we own.
+            StreamImpl::Cuda(s) => unsafe { cuda::copy_d2h_async(s, from, to as *mut u8, len) },
+        }
+    }
+
+    /// The `CUstream` handle for consumers that order their own work after damacy's (`DLPack`'s
+    /// `stream` argument, `BatchInfo.ready_stream`); 0 on the emulator.
+    #[must_use]
+    pub fn raw_handle(&self) -> u64 {
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            StreamImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            StreamImpl::Emu(_) => 0,
+            #[cfg(feature = "cuda")]
+            StreamImpl::Cuda(s) => s.cu_stream() as u64,
+        }
+    }
+}
+
+impl Event {
+    /// Blocks until the event is complete; reports an error raised by the work before it.
+    pub fn synchronize(&self) -> Result<()> {
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            EventImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            EventImpl::Emu(e) => e.wait_done().map(|_| ()),
+            #[cfg(feature = "cuda")]
+            EventImpl::Cuda(e) => e.synchronize().map_err(|e| Error::Cuda(format!("cuEventSynchronize: {e}"))),
+        }
+    }
+
+    /// Whether the event is complete, without blocking.
+    #[must_use]
+    pub fn is_complete(&self) -> bool {
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            EventImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            EventImpl::Emu(e) => e.is_done(),
+            #[cfg(feature = "cuda")]
+            EventImpl::Cuda(e) => e.is_complete(),
+        }
+    }
+
+    /// Device time from `start` to this event, both recorded `timed`; waits for both. On the
+    /// emulator, the wall time between the worker reaching them.
+    pub fn elapsed_since(&self, start: &Event) -> Result<std::time::Duration> {
+        match (&self.imp, &start.imp) {
+            #[cfg(feature = "emulate")]
+            (EventImpl::Emu(end), EventImpl::Emu(start)) => {
+                let (b, a) = (end.wait_done()?, start.wait_done()?);
+                Ok(b.saturating_duration_since(a))
+            }
+            #[cfg(feature = "cuda")]
+            (EventImpl::Cuda(end), EventImpl::Cuda(start)) => {
+                let ms = start.elapsed_ms(end).map_err(|e| Error::Cuda(format!("cuEventElapsedTime: {e}")))?;
+                Ok(std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+            }
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::InvalidArgument("events of two backends".into())),
+        }
+    }
+}
+
 impl Device {
-    /// The host emulator. `seed = 0` runs fibers in a fixed order; any other seed shuffles the
-    /// order of ready fibers after every barrier and warp collective (seeded, reproducible), which
-    /// makes a missing `__syncthreads`/`__syncwarp` show up as a wrong result.
+    /// The host emulator. `seed = 0` runs fibers in a fixed order and stream work as soon as it
+    /// is queued; any other seed shuffles the order of ready fibers after every barrier and warp
+    /// collective, and delays each piece of stream work by a seeded random pause (seeded,
+    /// reproducible), so a missing `__syncthreads`/`__syncwarp` or a missing event between two
+    /// streams shows up as a wrong result.
     #[cfg(feature = "emulate")]
     #[must_use]
     pub fn emulated(seed: u64) -> Self {
-        Self { backend: std::sync::Arc::new(Backend::Emulated { seed }) }
+        let default = emu::EmuStream::new(seed);
+        let streams = std::sync::Mutex::new(vec![std::sync::Arc::downgrade(&default)]);
+        Self {
+            inner: std::sync::Arc::new(Inner {
+                backend: Backend::Emulated { seed, streams },
+                default: Stream { imp: StreamImpl::Emu(default) },
+            }),
+        }
     }
 
     /// A CUDA device. `ordinal = Some(n)` retains device n's primary context; `None` uses the
@@ -70,13 +304,15 @@ impl Device {
     /// the CPU executor).
     #[cfg(feature = "cuda")]
     pub fn cuda(ordinal: Option<usize>) -> Result<Self> {
-        Ok(Self { backend: std::sync::Arc::new(Backend::Cuda(cuda::CudaBackend::new(ordinal)?)) })
+        let backend = cuda::CudaBackend::new(ordinal)?;
+        let default = Stream { imp: StreamImpl::Cuda(backend.default_stream()) };
+        Ok(Self { inner: std::sync::Arc::new(Inner { backend: Backend::Cuda(backend), default }) })
     }
 
     /// Which backend this device runs on.
     #[must_use]
     pub fn kind(&self) -> DeviceKind {
-        match &*self.backend {
+        match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -89,102 +325,213 @@ impl Device {
     /// A human-readable description (device name and architecture, or "host emulator").
     #[must_use]
     pub fn describe(&self) -> String {
-        match &*self.backend {
+        match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
-            Backend::Emulated { seed } => format!("host emulator (schedule seed {seed})"),
+            Backend::Emulated { seed, .. } => format!("host emulator (schedule seed {seed})"),
             #[cfg(feature = "cuda")]
             Backend::Cuda(c) => c.describe(),
         }
     }
 
-    /// Allocates `len` zeroed bytes of device memory.
-    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
-        match &*self.backend {
+    /// The default stream: launches, uploads and downloads that name no stream go here.
+    #[must_use]
+    pub fn default_stream(&self) -> &Stream {
+        &self.inner.default
+    }
+
+    /// A new non-blocking stream.
+    pub fn new_stream(&self) -> Result<Stream> {
+        match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => Ok(DeviceBuffer { mem: Mem::Host(HostAlloc::zeroed(len)?), len }),
+            Backend::Emulated { seed, streams } => {
+                // Each stream gets its own delay sequence, derived from the device's seed.
+                let mut list = streams.lock().map_err(|_| Error::Emulator("stream list poisoned".into()))?;
+                list.retain(|w| w.strong_count() > 0);
+                let s = emu::EmuStream::new(if *seed == 0 { 0 } else { seed ^ ((list.len() as u64 + 1) * 0x9e37) });
+                list.push(std::sync::Arc::downgrade(&s));
+                Ok(Stream { imp: StreamImpl::Emu(s) })
+            }
             #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => Ok(DeviceBuffer { mem: Mem::Cuda(c.alloc(len)?), len }),
+            Backend::Cuda(c) => Ok(Stream { imp: StreamImpl::Cuda(c.new_stream()?) }),
         }
     }
 
-    /// Copies `src` to `dst[offset..offset + src.len()]`.
+    /// Waits until the work on every stream of this device finished.
+    pub fn synchronize_all(&self) -> Result<()> {
+        match &self.inner.backend {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            Backend::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            Backend::Emulated { streams, .. } => {
+                let live: Vec<_> = streams
+                    .lock()
+                    .map_err(|_| Error::Emulator("stream list poisoned".into()))?
+                    .iter()
+                    .filter_map(std::sync::Weak::upgrade)
+                    .collect();
+                live.iter().try_for_each(|s| s.synchronize())
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(c) => c.synchronize_context(),
+        }
+    }
+
+    /// Allocates `len` zeroed bytes of device memory.
+    pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
+        let mem = match &self.inner.backend {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            Backend::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            Backend::Emulated { .. } => Mem::Host(HostAlloc::zeroed(len)?),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(c) => Mem::Cuda(c.alloc(len)?),
+        };
+        Ok(DeviceBuffer { mem, len, device: self.clone() })
+    }
+
+    /// Allocates `len` zeroed bytes of page-locked host memory (an aligned host allocation on
+    /// the emulator): the source and target of asynchronous copies.
+    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer> {
+        let (ptr, mem) = match &self.inner.backend {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            Backend::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            Backend::Emulated { .. } => {
+                let h = HostAlloc::zeroed(len)?;
+                (h.ptr, PinnedMem::Host(h))
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(c) => {
+                let p = c.alloc_pinned(len)?;
+                (p, PinnedMem::Cuda)
+            }
+        };
+        Ok(PinnedBuffer { ptr, len, mem, device: self.clone() })
+    }
+
+    /// Copies `src` to `dst[offset..offset + src.len()]` on the default stream; returns when the
+    /// copy (and the work queued before it) finished.
     pub fn upload(&self, src: &[u8], dst: &mut DeviceBuffer, offset: usize) -> Result<()> {
+        self.upload_on(&self.inner.default, src, dst, offset)
+    }
+
+    /// [`Device::upload`] on `stream`.
+    pub fn upload_on(&self, stream: &Stream, src: &[u8], dst: &mut DeviceBuffer, offset: usize) -> Result<()> {
         check_range(offset, src.len(), dst.len, "upload")?;
-        match (&*self.backend, &mut dst.mem) {
+        if src.is_empty() {
+            return Ok(());
+        }
+        let to = dst.device_ptr() + offset as u64;
+        match (&stream.imp, &dst.mem) {
             #[cfg(feature = "emulate")]
-            (Backend::Emulated { .. }, Mem::Host(h)) => {
-                // SAFETY: the range was checked against the allocation's length above, and `src`
-                // is a live slice that cannot overlap an allocation we own exclusively (&mut).
-                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), h.ptr.add(offset), src.len()) };
-                Ok(())
+            (StreamImpl::Emu(s), Mem::Host(_)) => {
+                let from = src.as_ptr() as usize;
+                let len = src.len();
+                // SAFETY: `src` outlives the copy (we synchronise before returning) and the
+                // destination range was checked against the allocation above.
+                s.enqueue(Box::new(move || unsafe {
+                    std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, len);
+                    Ok(())
+                }))?;
+                s.synchronize()
             }
             #[cfg(feature = "cuda")]
-            (Backend::Cuda(c), Mem::Cuda(s)) => c.upload(src, s, offset),
+            (StreamImpl::Cuda(s), Mem::Cuda(_)) => cuda::upload_sync(s, src, to),
             #[allow(unreachable_patterns)]
             _ => Err(Error::InvalidArgument("buffer belongs to another backend".into())),
         }
     }
 
-    /// Copies `src[offset..offset + dst.len()]` to `dst`, after all earlier work finished.
+    /// Copies `src[offset..offset + dst.len()]` to `dst` on the default stream, after all earlier
+    /// work on it finished; returns when the bytes are in `dst`.
     pub fn download(&self, src: &DeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.download_on(&self.inner.default, src, offset, dst)
+    }
+
+    /// [`Device::download`] on `stream`.
+    pub fn download_on(&self, stream: &Stream, src: &DeviceBuffer, offset: usize, dst: &mut [u8]) -> Result<()> {
         check_range(offset, dst.len(), src.len, "download")?;
-        match (&*self.backend, &src.mem) {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let from = src.device_ptr() + offset as u64;
+        match (&stream.imp, &src.mem) {
             #[cfg(feature = "emulate")]
-            (Backend::Emulated { .. }, Mem::Host(h)) => {
-                // SAFETY: range checked above; emulated launches are synchronous, so no kernel
-                // writes the allocation while we read it.
-                unsafe { std::ptr::copy_nonoverlapping(h.ptr.add(offset), dst.as_mut_ptr(), dst.len()) };
-                Ok(())
+            (StreamImpl::Emu(s), Mem::Host(_)) => {
+                let to = dst.as_mut_ptr() as usize;
+                let len = dst.len();
+                // SAFETY: `dst` outlives the copy (we synchronise before returning); the source
+                // range was checked above.
+                s.enqueue(Box::new(move || unsafe {
+                    std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, len);
+                    Ok(())
+                }))?;
+                s.synchronize()
             }
             #[cfg(feature = "cuda")]
-            (Backend::Cuda(c), Mem::Cuda(s)) => c.download(s, offset, dst),
+            (StreamImpl::Cuda(s), Mem::Cuda(_)) => cuda::download_sync(s, from, dst),
             #[allow(unreachable_patterns)]
             _ => Err(Error::InvalidArgument("buffer belongs to another backend".into())),
         }
     }
 
-    /// Launches `kernel` on a `grid.0 × grid.1` grid of `kernel.block_threads()`-thread blocks.
+    /// Launches `kernel` on the default stream, on a `grid.0 × grid.1` grid of
+    /// `kernel.block_threads()`-thread blocks. Returns without waiting for it.
     ///
     /// # Safety
     /// Every pointer argument must be the address of a live buffer of this device (or inside
     /// one), and the sizes passed alongside must describe those buffers: kernels trust them as
-    /// their bounds.
+    /// their bounds. The buffers must stay alive and unwritten by the host until the launch
+    /// finished (synchronise the stream or an event recorded after it).
     pub(crate) unsafe fn launch(&self, kernel: Kernel, grid: (u32, u32), args: &[Arg]) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_on(&self.inner.default, kernel, grid, args) }
+    }
+
+    /// [`Device::launch`] on `stream`.
+    ///
+    /// # Safety
+    /// As [`Device::launch`].
+    pub(crate) unsafe fn launch_on(
+        &self,
+        stream: &Stream,
+        kernel: Kernel,
+        grid: (u32, u32),
+        args: &[Arg],
+    ) -> Result<()> {
         if grid.0 == 0 || grid.1 == 0 {
             return Ok(());
         }
-        match &*self.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
+        match (&self.inner.backend, &stream.imp) {
             #[cfg(feature = "emulate")]
-            // SAFETY: forwarded contract of this function.
-            Backend::Emulated { seed } => unsafe { emu::launch(kernel, grid, *seed, args) },
+            (Backend::Emulated { seed, .. }, StreamImpl::Emu(s)) => {
+                let (seed, args) = (*seed, args.to_vec());
+                // SAFETY: forwarded contract of this function: the buffers outlive the launch.
+                s.enqueue(Box::new(move || {
+                    unsafe { emu::launch(kernel, grid, seed, &args) }.map_err(|e| e.to_string())
+                }))
+            }
             #[cfg(feature = "cuda")]
             // SAFETY: forwarded contract of this function.
-            Backend::Cuda(c) => unsafe { c.launch(kernel, grid, args) },
+            (Backend::Cuda(c), StreamImpl::Cuda(s)) => unsafe { c.launch(s, kernel, grid, args) },
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::InvalidArgument("the stream belongs to another backend".into())),
         }
     }
 
-    /// Waits until all work issued on this device's stream finished.
+    /// Waits until all work issued on the default stream finished.
     pub fn synchronize(&self) -> Result<()> {
-        match &*self.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => Ok(()),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => c.synchronize(),
-        }
+        self.inner.default.synchronize()
     }
 
     /// Compiles (or loads from the caches) every kernel now, instead of at first launch.
     /// A no-op on the emulator.
     pub fn warm_up(&self) -> Result<()> {
-        match &*self.backend {
+        match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -209,11 +556,96 @@ fn check_range(offset: usize, len: usize, total: usize, what: &str) -> Result<()
     }
 }
 
-/// A device allocation (host memory on the emulator), freed on drop.
+/// A device allocation (host memory on the emulator), freed on drop. Dropping waits for the
+/// device's queued work first, so no queued kernel or copy can outlive its buffer.
 #[derive(Debug)]
 pub struct DeviceBuffer {
     mem: Mem,
     len: usize,
+    device: Device,
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // An error here was already reported to whoever synchronised last; the memory is freed
+        // either way.
+        let _ = self.device.synchronize_all();
+    }
+}
+
+/// Page-locked host memory (an aligned host allocation on the emulator): the source and target
+/// of asynchronous copies. Dropping waits for the device's queued work first.
+#[derive(Debug)]
+pub struct PinnedBuffer {
+    ptr: *mut u8,
+    len: usize,
+    mem: PinnedMem,
+    device: Device,
+}
+
+#[derive(Debug)]
+enum PinnedMem {
+    #[cfg_attr(not(feature = "emulate"), allow(dead_code))]
+    Host(#[allow(dead_code)] HostAlloc), // owns the allocation; freed on drop
+    #[cfg(feature = "cuda")]
+    Cuda,
+}
+
+// SAFETY: PinnedBuffer owns its allocation exclusively, like Box<[u8]>; the device side only
+// touches it through copies whose ordering the owner manages with events.
+unsafe impl Send for PinnedBuffer {}
+// SAFETY: shared references only read the length or the address.
+unsafe impl Sync for PinnedBuffer {}
+
+impl PinnedBuffer {
+    /// Length in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes, for the host to read.
+    ///
+    /// # Safety
+    /// No device copy into this buffer may be in flight (an event recorded after the last one
+    /// must be complete).
+    pub(crate) unsafe fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` is a live allocation of `len` bytes (zeroed at allocation, so
+        // initialised); no concurrent device write per the contract.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The bytes, for the host to write.
+    ///
+    /// # Safety
+    /// No device copy from or into this buffer may be in flight.
+    pub(crate) unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_slice`; `&mut self` makes the host access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        let _ = self.device.synchronize_all();
+        match &self.mem {
+            PinnedMem::Host(_) => {}
+            #[cfg(feature = "cuda")]
+            PinnedMem::Cuda =>
+            {
+                #[allow(irrefutable_let_patterns)]
+                if let Backend::Cuda(c) = &self.device.inner.backend {
+                    c.free_pinned(self.ptr);
+                }
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -286,5 +718,83 @@ impl Drop for HostAlloc {
     fn drop(&mut self) {
         // SAFETY: allocated in `zeroed` with this very layout and not freed before.
         unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+#[cfg(all(test, feature = "emulate"))]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::match_wildcard_for_single_variants)]
+    fn emu(stream: &Stream) -> &std::sync::Arc<emu::EmuStream> {
+        match &stream.imp {
+            StreamImpl::Emu(s) => s,
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("an emulated device has emulated streams"),
+        }
+    }
+
+    /// Emulated streams run concurrently: a reader that does not wait for the writer's event
+    /// sees the bytes from before the copy, one that waits sees the copy. This is what makes a
+    /// missing event visible in emulated tests.
+    #[test]
+    fn streams_are_asynchronous_and_events_order_them() {
+        let device = Device::emulated(0);
+        let copy = device.new_stream().unwrap();
+        let mut pinned = device.alloc_pinned(4096).unwrap();
+        // SAFETY: nothing is in flight yet.
+        unsafe { pinned.as_mut_slice() }.fill(7);
+        let dst = device.alloc(4096).unwrap();
+        // Hold the copy stream back, then queue the upload behind the pause.
+        emu(&copy)
+            .enqueue(Box::new(|| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                Ok(())
+            }))
+            .unwrap();
+        // SAFETY: both buffers outlive the copy (dropping synchronises) and the host does not
+        // write `pinned` again.
+        unsafe { copy.copy_to_device(&pinned, 0, &dst, 0, 4096).unwrap() };
+        let uploaded = copy.record(true).unwrap();
+        let mut early = vec![1u8; 4096];
+        device.download(&dst, 0, &mut early).unwrap();
+        assert!(early.iter().all(|&b| b == 0), "the default stream did not wait, so it saw the zeroed buffer");
+        assert!(!uploaded.is_complete());
+        device.default_stream().wait(&uploaded).unwrap();
+        let mut late = vec![0u8; 4096];
+        device.download(&dst, 0, &mut late).unwrap();
+        assert!(late.iter().all(|&b| b == 7));
+        assert!(uploaded.is_complete());
+        let later = copy.record(true).unwrap();
+        assert!(later.elapsed_since(&uploaded).is_ok());
+    }
+
+    #[test]
+    fn a_failed_piece_of_stream_work_is_reported_by_later_events() {
+        let device = Device::emulated(0);
+        let s = device.new_stream().unwrap();
+        emu(&s).enqueue(Box::new(|| Err("planted failure".into()))).unwrap();
+        let e = s.synchronize().unwrap_err();
+        assert!(e.to_string().contains("planted failure"), "{e}");
+        // Sticky, as on CUDA: the stream keeps reporting it.
+        assert!(s.record(false).unwrap().synchronize().is_err());
+        // A stream that waits on a failed stream's event fails too.
+        let other = device.new_stream().unwrap();
+        other.wait(&s.record(false).unwrap()).unwrap();
+        assert!(other.synchronize().is_err());
+    }
+
+    #[test]
+    fn copies_out_of_bounds_are_rejected_before_queueing() {
+        let device = Device::emulated(0);
+        let pinned = device.alloc_pinned(16).unwrap();
+        let dst = device.alloc(8).unwrap();
+        let s = device.default_stream();
+        // SAFETY: the call fails its range check before queueing anything.
+        let e = unsafe { s.copy_to_device(&pinned, 0, &dst, 0, 16) }.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        // SAFETY: as above.
+        let e = unsafe { s.copy_to_host(&dst, 4, &pinned, 0, 8) }.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     }
 }
