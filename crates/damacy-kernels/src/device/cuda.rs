@@ -51,6 +51,26 @@ pub fn current_context_device() -> Result<Option<usize>> {
     Err(Error::Cuda("the current context's device has no ordinal".into()))
 }
 
+/// Which device to bind (ARCHITECTURE §5): `requested` (`Config.device`) retains that device's
+/// primary context and must agree with a context current on the calling thread, if any; without
+/// it, the device of the current context; with neither, an error.
+pub(crate) fn binding(requested: Option<usize>, current: Option<usize>, count: usize) -> Result<usize> {
+    match (requested, current) {
+        (Some(n), _) if n >= count => {
+            Err(Error::InvalidArgument(format!("Config.device={n} but this machine has {count} CUDA device(s)")))
+        }
+        (Some(n), Some(m)) if m != n => Err(Error::InvalidArgument(format!(
+            "Config.device={n} but a CUcontext of device {m} is current on this thread: call torch.cuda.set_device({n}) (or cudaSetDevice) first, or set Config.device={m}"
+        ))),
+        (Some(n), _) => Ok(n),
+        (None, Some(m)) => Ok(m),
+        (None, None) => Err(Error::InvalidArgument(
+            "no CUcontext is current: set Config.device (e.g. to LOCAL_RANK) or make a context current on this thread"
+                .into(),
+        )),
+    }
+}
+
 /// A CUDA device: a retained primary context, one non-blocking stream, loaded kernels.
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
@@ -78,28 +98,17 @@ impl CudaBackend {
             return Err(Error::NoDevice(r));
         }
         let count = CudaContext::device_count().map_err(cuda_err("cuDeviceGetCount"))?;
-        let ctx = if let Some(n) = ordinal {
-            if n >= count as usize {
-                return Err(Error::InvalidArgument(format!("device={n} but this machine has {count} CUDA device(s)")));
-            }
-            CudaContext::new(n).map_err(cuda_err("retaining the primary context"))?
-        } else {
-            let Some(dev) = current_context_device()? else {
-                return Err(Error::InvalidArgument(
-                    "no CUcontext is current: set Config.device or make a context current on this thread".into(),
-                ));
-            };
-            let mut cur: sys::CUcontext = std::ptr::null_mut();
-            // SAFETY: the driver is initialised; `cur` is valid for writes.
-            unsafe { sys::cuCtxGetCurrent(&raw mut cur) }.result().map_err(cuda_err("cuCtxGetCurrent"))?;
-            let ctx = CudaContext::new(dev).map_err(cuda_err("retaining the primary context"))?;
-            if ctx.cu_ctx() != cur {
-                return Err(Error::InvalidArgument(format!(
-                    "the current CUcontext is not device {dev}'s primary context; damacy shares primary contexts only (set Config.device={dev})"
-                )));
-            }
-            ctx
-        };
+        let current = current_context_device()?;
+        let dev = binding(ordinal, current, count as usize)?;
+        let mut cur: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: the driver is initialised; `cur` is valid for writes.
+        unsafe { sys::cuCtxGetCurrent(&raw mut cur) }.result().map_err(cuda_err("cuCtxGetCurrent"))?;
+        let ctx = CudaContext::new(dev).map_err(cuda_err("retaining the primary context"))?;
+        if !cur.is_null() && ctx.cu_ctx() != cur {
+            return Err(Error::InvalidArgument(format!(
+                "the current CUcontext is not device {dev}'s primary context; damacy shares primary contexts only"
+            )));
+        }
         let arch = ctx.compute_capability().map_err(cuda_err("compute capability"))?;
         // SAFETY: this backend synchronises its stream explicitly before buffers are reused or
         // read back, so cudarc's per-buffer event tracking is not needed.
@@ -275,4 +284,22 @@ pub(crate) unsafe fn copy_d2h_async(stream: &Arc<CudaStream>, src: u64, dst: *mu
 pub(crate) fn slice_ptr(s: &CudaSlice<u8>) -> u64 {
     let (p, _sync) = s.device_ptr(s.stream());
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_follows_config_device_and_the_current_context() {
+        assert_eq!(binding(Some(1), None, 2).unwrap(), 1);
+        assert_eq!(binding(Some(1), Some(1), 2).unwrap(), 1);
+        assert_eq!(binding(None, Some(0), 2).unwrap(), 0);
+        let e = binding(Some(1), Some(0), 2).unwrap_err().to_string();
+        assert!(e.contains("Config.device=1") && e.contains("device 0 is current"), "{e}");
+        let e = binding(None, None, 2).unwrap_err().to_string();
+        assert!(e.contains("no CUcontext is current"), "{e}");
+        let e = binding(Some(4), None, 2).unwrap_err().to_string();
+        assert!(e.contains("has 2 CUDA device(s)"), "{e}");
+    }
 }
