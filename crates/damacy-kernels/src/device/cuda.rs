@@ -136,9 +136,15 @@ impl CudaBackend {
     }
 
     pub(crate) fn alloc(&self, len: usize) -> Result<CudaSlice<u8>> {
-        self.stream
+        let slice = self
+            .stream
             .alloc_zeros::<u8>(len.max(1))
-            .map_err(|e| Error::OutOfMemory(format!("cuMemAlloc of {len} bytes: {e}")))
+            .map_err(|e| Error::OutOfMemory(format!("cuMemAlloc of {len} bytes: {e}")))?;
+        // The allocation and its zeroing are ordered on the default stream only (stream-ordered
+        // allocation): finish them before any other stream (the decoder's copy stream) writes
+        // the buffer. Allocation happens at construction, never per batch, so this costs once.
+        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize after cuMemAllocAsync"))?;
+        Ok(slice)
     }
 
     /// `len` zeroed bytes of page-locked host memory; free with [`Self::free_pinned`].
