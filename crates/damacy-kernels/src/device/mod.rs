@@ -170,10 +170,7 @@ impl Stream {
             StreamImpl::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
             // SAFETY: both ranges were checked; the caller keeps them alive and unwritten.
-            StreamImpl::Emu(s) => s.enqueue(Box::new(move || unsafe {
-                std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, len);
-                Ok(())
-            })),
+            StreamImpl::Emu(s) => unsafe { s.enqueue_copy(from as u64, to, len) },
             #[cfg(feature = "cuda")]
             // SAFETY: forwarded contract; `from..from+len` is pinned memory we own.
             StreamImpl::Cuda(s) => unsafe { cuda::copy_h2d_async(s, from as *const u8, len, to) },
@@ -206,10 +203,7 @@ impl Stream {
             StreamImpl::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
             // SAFETY: both ranges were checked; the caller keeps them alive and untouched.
-            StreamImpl::Emu(s) => s.enqueue(Box::new(move || unsafe {
-                std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, len);
-                Ok(())
-            })),
+            StreamImpl::Emu(s) => unsafe { s.enqueue_copy(from, to as u64, len) },
             #[cfg(feature = "cuda")]
             // SAFETY: forwarded contract; `to..to+len` is pinned memory we own.
             StreamImpl::Cuda(s) => unsafe { cuda::copy_d2h_async(s, from, to as *mut u8, len) },
@@ -433,10 +427,7 @@ impl Device {
                 let len = src.len();
                 // SAFETY: `src` outlives the copy (we synchronise before returning) and the
                 // destination range was checked against the allocation above.
-                s.enqueue(Box::new(move || unsafe {
-                    std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, len);
-                    Ok(())
-                }))?;
+                unsafe { s.enqueue_copy(from as u64, to, len) }?;
                 s.synchronize()
             }
             #[cfg(feature = "cuda")]
@@ -466,10 +457,7 @@ impl Device {
                 let len = dst.len();
                 // SAFETY: `dst` outlives the copy (we synchronise before returning); the source
                 // range was checked above.
-                s.enqueue(Box::new(move || unsafe {
-                    std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, len);
-                    Ok(())
-                }))?;
+                unsafe { s.enqueue_copy(from, to as u64, len) }?;
                 s.synchronize()
             }
             #[cfg(feature = "cuda")]
