@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{blosc_compress, decode_host, run_blosc_fixtures, run_bytes_fixtures, test_data};
+use common::{blosc_compress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_pipelined_waves, test_data};
 use damacy_kernels::{ChunkInput, Device, Error};
 
 fn gpu() -> Option<Device> {
@@ -61,4 +61,10 @@ fn gpu_random_frames_roundtrip_and_corruption_is_a_status() {
     cut[12..16].copy_from_slice(&l.to_le_bytes());
     let r = decode_host(&device, &[ChunkInput::blosc(&cut)]);
     assert!(matches!(r[0], Err(Error::Stream { .. } | Error::Decode { .. })));
+}
+
+#[test]
+fn gpu_pipelined_waves_over_streams_and_events() {
+    let Some(device) = gpu() else { return };
+    run_pipelined_waves(&device);
 }

@@ -272,3 +272,40 @@ pub fn small_config() -> DecodeConfig {
         .with_wave_streams(1 << 16)
         .with_device_budget_bytes(64 << 20)
 }
+
+/// Decodes many chunks in many waves over 1, 2 and 3 slots (`decode_to_host`, then single
+/// `decode_wave`s that alternate slots) and checks every byte against the input.
+pub fn run_pipelined_waves(device: &Device) {
+    let datas: Vec<Vec<u8>> = (0..24).map(|i| test_data(20_000 + 97 * i as usize, (i % 4) as u8, i)).collect();
+    let frames: Vec<Vec<u8>> = datas
+        .iter()
+        .enumerate()
+        .map(|(i, d)| blosc_compress(d, 5, (i % 3) as i32, [1, 2, 4][i % 3], ["lz4", "blosclz"][i % 2], 0))
+        .collect();
+    let inputs: Vec<_> = frames.iter().map(|f| ChunkInput::blosc(f)).collect();
+    for slots in 1..=3 {
+        let cfg = DecodeConfig::default()
+            .with_wave_src_bytes(48 << 10)
+            .with_wave_dst_bytes(64 << 10)
+            .with_wave_streams(256)
+            .with_slots(slots)
+            .with_device_budget_bytes(8 << 20)
+            .with_host_budget_bytes(4 << 20);
+        let mut dec = Decoder::new(device, cfg).unwrap();
+        let out = dec.decode_to_host(&inputs).unwrap();
+        assert!(out.stats.waves >= 6, "expected many waves, got {}", out.stats.waves);
+        for (i, (r, d)) in out.chunks.iter().zip(&datas).enumerate() {
+            assert_eq!(r.as_ref().unwrap(), d, "chunk {i}, slots {slots}, {}", device.describe());
+        }
+        for k in 0..4 {
+            let w = dec.decode_wave(&inputs[k * 2..k * 2 + 2]).unwrap();
+            for (j, r) in w.chunks.iter().enumerate() {
+                let range = r.as_ref().unwrap().clone();
+                let mut host = vec![0u8; range.len()];
+                device.download(w.output, range.start, &mut host).unwrap();
+                assert_eq!(host, datas[k * 2 + j], "decode_wave {k}, chunk {j}, slots {slots}");
+            }
+            assert!(w.stats.kernel_time > std::time::Duration::ZERO);
+        }
+    }
+}
