@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Builds HERE (a machine with the Rust toolchain and a package registry) everything that
+# benches/gpu/run.sh needs on a GPU machine that has neither, into .gpu-bundle/ at the repo root:
+#
+#   bin/kernel_bench.xz   the kernel benchmark (crates/damacy-kernels/examples/kernel_bench.rs)
+#   bin/gpu-tests.xz      the GPU integration tests of damacy-kernels (tests/gpu.rs)
+#   bin/damacy.xz         the damacy CLI (inspect --digest --executor gpu)
+#   wheels/*.whl          nvCOMP's Python API and library (CUDA 13 build, Python 3.12, x86-64)
+#   BUILD_INFO.json       commit, date, toolchain, the build's repo root, sizes
+#
+# Binaries are release builds (feature cuda), stripped and xz-compressed; the bundle must stay
+# under 60 MiB so that it and the working tree travel together (64 MiB). Then, on the GPU
+# machine, from the repo root with .gpu-bundle carried: bash benches/gpu/run.sh
+#
+#   bash benches/gpu/bundle.sh        # honours CARGO_TARGET_DIR; NVCOMP_VERSION, NVCOMP_CUDA
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+bundle="$root/.gpu-bundle"
+target="${CARGO_TARGET_DIR:-$root/target}"
+nvcomp_version="${NVCOMP_VERSION:-6.0.0.12}"
+nvcomp_cuda="${NVCOMP_CUDA:-cu13}" # the GPU machines run driver 580 (CUDA 13.0)
+max_bundle_mib=60
+max_travel_mib=64
+
+if ! git check-ignore -q .gpu-bundle/; then
+  echo "bundle.sh: .gpu-bundle/ is not ignored by git; add /.gpu-bundle/ to .gitignore" >&2
+  exit 1
+fi
+for tool in cargo strip xz python3; do
+  command -v "$tool" >/dev/null || { echo "bundle.sh: $tool not found" >&2; exit 1; }
+done
+
+echo "== release builds (feature cuda) into $target"
+cargo build --release -p damacy-kernels --example kernel_bench
+cargo build --release -p damacy-cli
+gpu_tests="$(
+  cargo test --release -p damacy-kernels --test gpu --no-run --message-format=json |
+    python3 -c '
+import json, sys
+exe = ""
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    t = m.get("target") or {}
+    if m.get("reason") == "compiler-artifact" and t.get("name") == "gpu" and "test" in t.get("kind", []) and m.get("executable"):
+        exe = m["executable"]
+print(exe)'
+)"
+if [ -z "$gpu_tests" ] || [ ! -x "$gpu_tests" ]; then
+  echo "bundle.sh: cargo did not report the gpu test executable" >&2
+  exit 1
+fi
+
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/wheels"
+pack() { # source name
+  strip -o "$bundle/bin/$2" "$1"
+  xz -9 -T0 "$bundle/bin/$2"
+  echo "   $2: $(stat -c %s "$1") bytes built, $(stat -c %s "$bundle/bin/$2.xz") packed"
+}
+echo "== packing binaries"
+pack "$target/release/examples/kernel_bench" kernel_bench
+pack "$gpu_tests" gpu-tests
+pack "$target/release/damacy" damacy
+
+echo "== nvCOMP wheels ($nvcomp_cuda $nvcomp_version, Python 3.12, manylinux x86-64)"
+python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
+  -d "$bundle/wheels" "nvidia-nvcomp-$nvcomp_cuda==$nvcomp_version" "nvidia-libnvcomp-$nvcomp_cuda==$nvcomp_version"
+ls -l "$bundle/wheels"
+
+commit="$(git rev-parse --short HEAD)"
+dirty=false
+git diff --quiet HEAD || dirty=true
+BUNDLE="$bundle" ROOT="$root" COMMIT="$commit" DIRTY="$dirty" NVCOMP="$nvcomp_cuda==$nvcomp_version" \
+  RUSTC="$(rustc -V)" python3 - <<'EOF'
+import json, os, pathlib, platform
+from datetime import datetime, timezone
+b = pathlib.Path(os.environ["BUNDLE"])
+info = {
+    "commit": os.environ["COMMIT"],
+    "dirty": os.environ["DIRTY"] == "true",
+    "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    "rustc": os.environ["RUSTC"],
+    "build_host": platform.node(),
+    # The test binary reads fixtures from <build_root>/fixtures (CARGO_MANIFEST_DIR at build time).
+    "build_root": os.environ["ROOT"],
+    "nvcomp": os.environ["NVCOMP"],
+    "files": {str(p.relative_to(b)): p.stat().st_size for p in sorted(b.rglob("*")) if p.is_file()},
+}
+(b / "BUILD_INFO.json").write_text(json.dumps(info, indent=1))
+EOF
+
+bundle_bytes="$(du -sb "$bundle" | cut -f1)"
+# What travels with a device run besides carried folders: tracked and untracked-not-ignored files.
+tree_bytes="$(git ls-files -z --cached --others --exclude-standard | python3 -c '
+import os, sys
+print(sum(os.path.getsize(p) for p in sys.stdin.read().split("\0") if p and os.path.isfile(p)))')"
+mib() { python3 -c "print(f'{$1 / 2**20:.1f}')"; }
+echo "== .gpu-bundle: $(mib "$bundle_bytes") MiB (limit $max_bundle_mib); with the working tree ($(mib "$tree_bytes") MiB): $(mib $((bundle_bytes + tree_bytes))) MiB (limit $max_travel_mib)"
+if [ "$bundle_bytes" -ge $((max_bundle_mib << 20)) ] || [ $((bundle_bytes + tree_bytes)) -ge $((max_travel_mib << 20)) ]; then
+  echo "bundle.sh: the bundle is too large to travel" >&2
+  exit 1
+fi
+echo "ok: on the GPU machine, from the repo root with .gpu-bundle carried: bash benches/gpu/run.sh"

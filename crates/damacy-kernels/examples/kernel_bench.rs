@@ -1,0 +1,1008 @@
+//! Per-kernel throughput for the GPU report (issue 5): decoded GB/s of damacy's LZ4 kernel on
+//! batches of 64 KiB – 4 MiB chunks, with the very same LZ4 streams dumped so that nvCOMP's
+//! batched LZ4 decodes them too; of the copy + unshuffle / bitunshuffle path; and of assemble
+//! (random crops into a batch, with and without a u16 → f32 cast).
+//!
+//! ```text
+//! cargo run --release -p damacy-kernels --example kernel_bench -- \
+//!     [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
+//!     [--reps N] [--warmup N] [--cases lz4,shuffle,assemble] [--sizes 64K,256K,1M,4M] \
+//!     [--batch-mib N]
+//! ```
+//!
+//! Every decode case is one wave (`Decoder::decode_wave`) holding a whole batch (≥ 256 MiB of
+//! decoded bytes on a GPU). Two times per case, each the median of `--reps` timed runs after
+//! `--warmup` untimed ones: `WaveStats::kernel_time` (the device time of the wave's kernels)
+//! and the wall time of the whole call (host parse, staging, host-to-device copy, launches,
+//! status read-back). GB/s is 10⁹ decoded bytes per second. Each case's output is compared once
+//! with the CPU reference (the blosc C library, lz4_flex, or a host crop) before its numbers
+//! count: a case whose output differs reports no number and makes the run fail.
+//!
+//! With `--device emulated` (feature `emulate`) the kernels run on the host emulator: the
+//! numbers are labelled `emulator` and say nothing about GPU speed. `benches/gpu/compare.py`
+//! runs this and `benches/gpu/nvcomp_lz4.py` on the same streams and prints the ratios.
+#![allow(
+    clippy::doc_markdown,
+    clippy::too_many_lines,
+    clippy::many_single_char_names,
+    clippy::similar_names,
+    clippy::too_many_arguments
+)]
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use damacy_kernels::blosc::{StreamCodec, plan_frame};
+use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DType, DecodeConfig, Decoder, Device, Shuffle, WaveStats};
+use rayon::prelude::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Exit code when the requested device cannot be opened (no GPU, no NVRTC, feature missing).
+const EXIT_NO_DEVICE: u8 = 3;
+/// Row length of the generated 2-D fields, in elements.
+const WIDTH: usize = 2048;
+
+const USAGE: &str = "usage: kernel_bench [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
+[--reps N] [--warmup N] [--cases lz4,shuffle,assemble] [--sizes 64K,256K,1M,4M] [--batch-mib N]";
+
+// ---------------------------------------------------------------------------------------------
+// Command line
+
+#[derive(Debug)]
+struct Args {
+    device: String,
+    small: bool,
+    dump: Option<PathBuf>,
+    json: Option<PathBuf>,
+    reps: Option<usize>,
+    warmup: Option<usize>,
+    cases: Vec<String>,
+    sizes: Option<Vec<usize>>,
+    batch_mib: Option<usize>,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mul) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1usize << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        _ => (t, 1),
+    };
+    let n: usize = num.parse().map_err(|_| format!("{s:?} is not a size like 64K, 1M or 65536"))?;
+    match n.checked_mul(mul) {
+        Some(v) if v >= 1024 && v.is_multiple_of(16) => Ok(v),
+        _ => Err(format!("chunk size {s:?} must be at least 1 KiB and a multiple of 16 bytes")),
+    }
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        device: "cuda".into(),
+        small: false,
+        dump: None,
+        json: None,
+        reps: None,
+        warmup: None,
+        cases: vec!["lz4".into(), "shuffle".into(), "assemble".into()],
+        sizes: None,
+        batch_mib: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value\n{USAGE}"));
+        match flag.as_str() {
+            "--device" => a.device = value("--device")?,
+            "--small" => a.small = true,
+            "--dump" => a.dump = Some(PathBuf::from(value("--dump")?)),
+            "--json" => a.json = Some(PathBuf::from(value("--json")?)),
+            "--reps" => a.reps = Some(value("--reps")?.parse().map_err(|e| format!("--reps: {e}"))?),
+            "--warmup" => a.warmup = Some(value("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?),
+            "--cases" => a.cases = value("--cases")?.split(',').map(str::to_owned).collect(),
+            "--sizes" => a.sizes = Some(value("--sizes")?.split(',').map(parse_size).collect::<Result<_, _>>()?),
+            "--batch-mib" => {
+                a.batch_mib = Some(value("--batch-mib")?.parse().map_err(|e| format!("--batch-mib: {e}"))?);
+            }
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    if let Some(bad) = a.cases.iter().find(|c| !matches!(c.as_str(), "lz4" | "shuffle" | "assemble")) {
+        return Err(format!("--cases: unknown case {bad:?} (lz4, shuffle, assemble)"));
+    }
+    if a.reps == Some(0) {
+        return Err("--reps must be at least 1".into());
+    }
+    Ok(a)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device
+
+fn open_device(kind: &str) -> Result<(Device, &'static str), String> {
+    match kind {
+        "cuda" => {
+            #[cfg(feature = "cuda")]
+            {
+                damacy_kernels::nvrtc::load()?;
+                let d = Device::cuda(Some(0)).map_err(|e| e.to_string())?;
+                d.warm_up().map_err(|e| format!("compiling the kernels: {e}"))?;
+                Ok((d, "gpu"))
+            }
+            #[cfg(not(feature = "cuda"))]
+            Err("built without the `cuda` feature".into())
+        }
+        "emulated" => {
+            #[cfg(feature = "emulate")]
+            {
+                Ok((Device::emulated(0), "emulator"))
+            }
+            #[cfg(not(feature = "emulate"))]
+            Err("built without the `emulate` feature (cargo ... --features emulate)".into())
+        }
+        other => Err(format!("--device {other:?}: expected cuda or emulated")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A float in [0, 1), a fixed function of (i, seed).
+fn unit(i: u64, seed: u64) -> f64 {
+    (splitmix64(i ^ seed.wrapping_mul(0x0100_0003)) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A smooth 2-D field (rows of `WIDTH` elements), roughly in [-2, 2].
+fn smooth(i: usize, seed: u64) -> f64 {
+    let x = (i % WIDTH) as f64;
+    let y = (i / WIDTH) as f64;
+    let s = seed as f64;
+    (x / 97.0 + s).sin()
+        + 0.6 * (y / 61.0 + 0.5 * s).sin()
+        + 0.3 * ((x + y) / 23.0).sin()
+        + 0.1 * (x / 7.3).sin() * (y / 5.1).sin()
+}
+
+/// A generated data set: a dtype and how much noise rides on the smooth field.
+#[derive(Clone, Copy, Debug)]
+struct Dataset {
+    name: &'static str,
+    dtype: &'static str,
+    typesize: usize,
+    /// Noise amplitude relative to the field's (peak-to-peak 4); `None`: a label image instead
+    /// (0 outside blobs where the field is high, a blob id inside), like a segmentation mask.
+    noise: Option<f64>,
+    seed: u64,
+}
+
+const DATASETS: [Dataset; 5] = [
+    Dataset { name: "u16-labels", dtype: "uint16", typesize: 2, noise: None, seed: 5 },
+    Dataset { name: "u16-smooth", dtype: "uint16", typesize: 2, noise: Some(0.00015), seed: 1 },
+    Dataset { name: "u16-noisy", dtype: "uint16", typesize: 2, noise: Some(0.003), seed: 2 },
+    Dataset { name: "f32-smooth", dtype: "float32", typesize: 4, noise: Some(0.0005), seed: 3 },
+    Dataset { name: "f32-noisy", dtype: "float32", typesize: 4, noise: Some(0.25), seed: 4 },
+];
+
+/// `len` bytes of the data set (little-endian elements, C order), generated in parallel.
+fn make_dataset(ds: &Dataset, len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    let ts = ds.typesize;
+    out.par_chunks_mut(ts * 4096).enumerate().for_each(|(c, buf)| {
+        for (k, e) in buf.chunks_exact_mut(ts).enumerate() {
+            let i = c * 4096 + k;
+            let f = smooth(i, ds.seed);
+            let v = match ds.noise {
+                Some(noise) => f + noise * 4.0 * (unit(i as u64, ds.seed) - 0.5),
+                None if f > 1.0 => (1 + (i % WIDTH) / 192 + 11 * (i / WIDTH / 128)) as f64 % 1000.0,
+                None => 0.0,
+            };
+            match (ts, ds.noise) {
+                (2, None) => e.copy_from_slice(&(v as u16).to_le_bytes()),
+                (2, Some(_)) => {
+                    e.copy_from_slice(&((30_000.0 + 12_000.0 * v).round().clamp(0.0, 65_535.0) as u16).to_le_bytes());
+                }
+                _ => e.copy_from_slice(&((10.0 * v) as f32).to_le_bytes()),
+            }
+        }
+    });
+    out
+}
+
+/// `len` uniformly random bytes (incompressible).
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    out.par_chunks_mut(1 << 16).enumerate().for_each(|(c, buf)| {
+        for (k, e) in buf.chunks_mut(8).enumerate() {
+            let r = splitmix64(((c as u64) << 20 | k as u64) ^ seed).to_le_bytes();
+            e.copy_from_slice(&r[..e.len()]);
+        }
+    });
+    out
+}
+
+/// Blosc's byte shuffle of one block: byte j of element i goes to plane j; a tail shorter than
+/// one element stays in place.
+fn byte_shuffle(d: &[u8], ts: usize) -> Vec<u8> {
+    let n = d.len() / ts;
+    let mut out = vec![0u8; d.len()];
+    for i in 0..n {
+        for j in 0..ts {
+            out[j * n + i] = d[i * ts + j];
+        }
+    }
+    out[n * ts..].copy_from_slice(&d[n * ts..]);
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU references
+
+fn blosc_compress(
+    data: &[u8],
+    clevel: i32,
+    shuffle: i32,
+    typesize: usize,
+    cname: &str,
+    blocksize: usize,
+) -> Res<Vec<u8>> {
+    // Room for every split stored raw (4-byte size each) plus the block offsets.
+    let mut out = vec![0u8; data.len() + data.len() / 8 + 4096];
+    let cname = CString::new(cname)?;
+    // SAFETY: src and dst are valid for the sizes passed; cname is NUL-terminated; the context
+    // API keeps no global state, so parallel calls are fine.
+    let n = unsafe {
+        blosc_src::blosc_compress_ctx(
+            clevel,
+            shuffle,
+            typesize,
+            data.len(),
+            data.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            out.len(),
+            cname.as_ptr(),
+            blocksize,
+            1,
+        )
+    };
+    if n <= 0 {
+        return Err(format!("blosc_compress_ctx failed ({n}) on {} bytes", data.len()).into());
+    }
+    out.truncate(n as usize);
+    Ok(out)
+}
+
+/// Sets c-blosc's (process-wide) split mode to "never" until dropped, then back to its default.
+struct SplitMode;
+
+impl SplitMode {
+    fn never() -> Self {
+        // SAFETY: sets a global int of c-blosc; no compression runs concurrently with the
+        // switch (callers compress inside the guard's scope only).
+        unsafe { blosc_src::blosc_set_splitmode(blosc_src::BLOSC_NEVER_SPLIT as i32) };
+        SplitMode
+    }
+}
+
+impl Drop for SplitMode {
+    fn drop(&mut self) {
+        // SAFETY: as in `never`.
+        unsafe { blosc_src::blosc_set_splitmode(blosc_src::BLOSC_FORWARD_COMPAT_SPLIT as i32) };
+    }
+}
+
+/// The blosc C library's decode of `frame`, or why it failed.
+fn blosc_decompress(frame: &[u8]) -> Result<Vec<u8>, String> {
+    let mut nbytes = 0usize;
+    // SAFETY: frame is valid for its length; nbytes is valid for writes.
+    if unsafe { blosc_src::blosc_cbuffer_validate(frame.as_ptr().cast(), frame.len(), &raw mut nbytes) } != 0 {
+        return Err("blosc_cbuffer_validate rejected the frame".into());
+    }
+    let mut out = vec![0u8; nbytes];
+    // SAFETY: validated above; out holds nbytes bytes.
+    let n = unsafe { blosc_src::blosc_decompress_ctx(frame.as_ptr().cast(), out.as_mut_ptr().cast(), out.len(), 1) };
+    if n < 0 || n as usize != nbytes {
+        return Err(format!("blosc_decompress_ctx returned {n}, expected {nbytes}"));
+    }
+    Ok(out)
+}
+
+fn first_diff(a: &[u8], b: &[u8]) -> String {
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(p) => format!("first difference at byte {p} ({} vs {})", a[p], b[p]),
+        None => format!("lengths differ ({} vs {})", a.len(), b.len()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => 0.5 * (s[n / 2 - 1] + s[n / 2]),
+    }
+}
+
+fn min(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn gbps(bytes: usize, secs: f64) -> Option<f64> {
+    (secs.is_finite() && secs > 0.0).then(|| bytes as f64 / secs / 1e9)
+}
+
+fn human(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{}MiB", bytes >> 20)
+    } else if bytes.is_multiple_of(1024) {
+        format!("{}KiB", bytes >> 10)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+/// Kernel and wall times (seconds) of the timed decode runs.
+struct DecodeTimes {
+    kernel: Vec<f64>,
+    wall: Vec<f64>,
+    stats: WaveStats,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bench
+
+struct Bench {
+    device: Device,
+    label: &'static str,
+    decoder: Decoder,
+    sizes: Vec<usize>,
+    batch: usize,
+    reps: usize,
+    warmup: usize,
+    rows: Vec<Value>,
+    failures: Vec<String>,
+    dump: Option<PathBuf>,
+    dump_index: Vec<Value>,
+    json: Option<PathBuf>,
+    small: bool,
+}
+
+impl Bench {
+    /// Writes the JSON report (after every case, so a run cut short keeps what it measured)
+    /// and, at the end, the dump's index.
+    fn save(&self, done: bool) -> Res<()> {
+        if let Some(path) = &self.json {
+            let report = json!({
+                "tool": "kernel_bench",
+                "complete": done,
+                "label": self.label,
+                "device": self.device.describe(),
+                "small": self.small,
+                "batch_bytes": self.batch,
+                "chunk_sizes": self.sizes,
+                "reps": self.reps,
+                "warmup": self.warmup,
+                "gbps_unit": "1e9 bytes/s",
+                "kernel_time": "WaveStats::kernel_time: device time from the wave's first launch to the end of its last kernel",
+                "rows": self.rows,
+                "failures": self.failures,
+            });
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+        }
+        if done && let Some(dir) = &self.dump {
+            let index = json!({
+                "tool": "kernel_bench", "label": self.label, "device": self.device.describe(), "entries": self.dump_index,
+            });
+            std::fs::write(dir.join("index.json"), serde_json::to_string(&index)?)?;
+        }
+        Ok(())
+    }
+
+    fn n_chunks(&self, chunk: usize) -> usize {
+        (self.batch / chunk).max(1)
+    }
+
+    /// Decodes once, compares every chunk with `expected`, returns the wave's stats.
+    fn verify(&mut self, inputs: &[ChunkInput<'_>], expected: &[&[u8]]) -> Result<WaveStats, String> {
+        let device = self.device.clone();
+        let wave = self.decoder.decode_wave(inputs).map_err(|e| e.to_string())?;
+        let mut ranges = Vec::with_capacity(inputs.len());
+        for (i, r) in wave.chunks.iter().enumerate() {
+            match r {
+                Ok(r) => ranges.push(r.clone()),
+                Err(e) => return Err(format!("chunk {i} failed on the device: {e}")),
+            }
+        }
+        let end = ranges.iter().map(|r| r.end).max().unwrap_or(0);
+        let mut host = vec![0u8; end];
+        device.download(wave.output, 0, &mut host).map_err(|e| e.to_string())?;
+        for (i, (r, exp)) in ranges.iter().zip(expected).enumerate() {
+            let got = &host[r.clone()];
+            if got != *exp {
+                return Err(format!("chunk {i} differs from the CPU reference: {}", first_diff(got, exp)));
+            }
+        }
+        Ok(wave.stats.clone())
+    }
+
+    fn time_decode(&mut self, inputs: &[ChunkInput<'_>]) -> Result<DecodeTimes, String> {
+        let mut t = DecodeTimes { kernel: Vec::new(), wall: Vec::new(), stats: WaveStats::default() };
+        for rep in 0..self.warmup + self.reps {
+            let started = Instant::now();
+            let wave = self.decoder.decode_wave(inputs).map_err(|e| e.to_string())?;
+            let wall = started.elapsed().as_secs_f64();
+            if let Some((i, Err(e))) = wave.chunks.iter().enumerate().find(|(_, r)| r.is_err()) {
+                return Err(format!("chunk {i} failed on the device in run {rep}: {e}"));
+            }
+            if rep >= self.warmup {
+                t.kernel.push(wave.stats.kernel_time.as_secs_f64());
+                t.wall.push(wall);
+            }
+            t.stats = wave.stats.clone();
+        }
+        Ok(t)
+    }
+
+    fn fail(&mut self, what: &str, why: &str) {
+        eprintln!("FAILED {what}: {why}");
+        self.failures.push(format!("{what}: {why}"));
+    }
+
+    // -- LZ4 ----------------------------------------------------------------------------------
+
+    fn lz4_case(&mut self, ds: &Dataset, data: &[u8], chunk: usize) -> Res<()> {
+        let n = self.n_chunks(chunk);
+        let name = format!("lz4-{}-{}", ds.name, human(chunk));
+        // The decoded bytes of each stream: the chunk's byte planes, as blosc's shuffle filter
+        // lays them out before LZ4 sees them.
+        let decoded: Vec<Vec<u8>> =
+            (0..n).into_par_iter().map(|i| byte_shuffle(&data[i * chunk..(i + 1) * chunk], ds.typesize)).collect();
+        // c-blosc caps the blocks of splitting codecs at 256 KiB × typesize; with splitting off,
+        // the forced blocksize stands and each chunk is one block, one LZ4 stream.
+        let frames: Result<Vec<Vec<u8>>, String> = {
+            let _never_split = SplitMode::never();
+            decoded.par_iter().map(|d| blosc_compress(d, 5, 0, 1, "lz4", chunk).map_err(|e| e.to_string())).collect()
+        };
+        let frames = frames?;
+        // Each frame must be one LZ4 stream over the whole chunk.
+        let mut streams: Vec<Option<(usize, usize)>> = Vec::with_capacity(n);
+        for f in &frames {
+            let p = plan_frame(f).map_err(|e| format!("{name}: blosc parse: {} at byte {}", e.reason, e.offset))?;
+            let one = p.streams.len() == 1
+                && p.streams[0].codec == StreamCodec::Lz4
+                && p.shuffles.is_empty()
+                && p.streams[0].dst_len as usize == chunk;
+            streams.push(one.then(|| (p.streams[0].src_off as usize, p.streams[0].src_len as usize)));
+        }
+        let not_lz4 = streams.iter().filter(|s| s.is_none()).count();
+        // CPU references: the blosc C library for the frame, lz4_flex for the raw stream.
+        let cpu_check: Result<(), String> = (0..n).into_par_iter().try_for_each(|i| {
+            let c = blosc_decompress(&frames[i])?;
+            if c != decoded[i] {
+                return Err(format!("chunk {i}: blosc C decode differs: {}", first_diff(&c, &decoded[i])));
+            }
+            if let Some((off, len)) = streams[i] {
+                let l = lz4_flex::block::decompress(&frames[i][off..off + len], chunk)
+                    .map_err(|e| format!("chunk {i}: lz4_flex rejects the stream: {e}"))?;
+                if l != decoded[i] {
+                    return Err(format!("chunk {i}: lz4_flex decode differs: {}", first_diff(&l, &decoded[i])));
+                }
+            }
+            Ok(())
+        });
+        let encoded: usize = frames.iter().map(Vec::len).sum();
+        let stream_bytes: usize = streams.iter().flatten().map(|s| s.1).sum();
+        let mut row = json!({
+            "kind": "lz4", "name": name, "dataset": ds.name, "dtype": ds.dtype, "typesize": ds.typesize,
+            "chunk_bytes": chunk, "n_chunks": n, "decoded_bytes": n * chunk, "encoded_bytes": encoded,
+            "lz4_stream_bytes": stream_bytes, "ratio": (n * chunk) as f64 / encoded as f64,
+            "not_one_lz4_stream": not_lz4, "comparable": not_lz4 == 0,
+            "note": if not_lz4 == 0 { String::new() } else {
+                format!("{not_lz4} of {n} chunks are not one LZ4 stream (blosc stored them raw): no nvCOMP comparison")
+            },
+        });
+        if let Err(e) = cpu_check {
+            self.fail(&name, &format!("CPU reference check: {e}"));
+            row["verified"] = json!(false);
+            self.rows.push(row);
+            return Ok(());
+        }
+        let inputs: Vec<ChunkInput<'_>> =
+            frames.iter().map(|f| ChunkInput::blosc(f).with_expected_len(chunk)).collect();
+        let expected: Vec<&[u8]> = decoded.iter().map(Vec::as_slice).collect();
+        self.finish_decode_case(&name, &mut row, &inputs, &expected);
+        if row["verified"] == json!(true)
+            && not_lz4 == 0
+            && let Some(dir) = self.dump.clone()
+        {
+            self.dump_lz4(&dir, &name, ds, chunk, &frames, &streams, &decoded)?;
+            row["dump"] = json!(name);
+        }
+        self.rows.push(row);
+        Ok(())
+    }
+
+    /// Verifies, times, and fills the timing fields of a decode case's row.
+    fn finish_decode_case(&mut self, name: &str, row: &mut Value, inputs: &[ChunkInput<'_>], expected: &[&[u8]]) {
+        let decoded_bytes: usize = expected.iter().map(|e| e.len()).sum();
+        match self.verify(inputs, expected) {
+            Ok(stats) => {
+                row["verified"] = json!(true);
+                row["streams"] = json!({"lz4": stats.streams[0], "blosclz": stats.streams[1], "raw": stats.streams[2], "crc32c": stats.streams[3]});
+                row["launches"] = json!(stats.launches);
+            }
+            Err(e) => {
+                self.fail(name, &e);
+                row["verified"] = json!(false);
+                return;
+            }
+        }
+        match self.time_decode(inputs) {
+            Ok(t) => {
+                let (k, w) = (median(&t.kernel), median(&t.wall));
+                row["kernel_s"] = json!(k);
+                row["kernel_s_min"] = json!(min(&t.kernel));
+                row["wall_s"] = json!(w);
+                row["kernel_gbps"] = json!(gbps(decoded_bytes, k));
+                row["wall_gbps"] = json!(gbps(decoded_bytes, w));
+                row["bytes_uploaded"] = json!(t.stats.bytes_uploaded);
+                row["reps"] = json!(t.kernel.len());
+                if t.stats.bytes_decoded != decoded_bytes {
+                    self.fail(name, &format!("stats.bytes_decoded {} != {decoded_bytes}", t.stats.bytes_decoded));
+                }
+            }
+            Err(e) => self.fail(name, &e),
+        }
+    }
+
+    fn dump_lz4(
+        &mut self,
+        dir: &std::path::Path,
+        name: &str,
+        ds: &Dataset,
+        chunk: usize,
+        frames: &[Vec<u8>],
+        streams: &[Option<(usize, usize)>],
+        decoded: &[Vec<u8>],
+    ) -> Res<()> {
+        let file = format!("{name}.bin");
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::with_capacity(frames.len());
+        let mut sizes = Vec::with_capacity(frames.len());
+        for (f, s) in frames.iter().zip(streams) {
+            let (off, len) = s.ok_or("dump of a chunk that is not one LZ4 stream")?;
+            offsets.push(bytes.len());
+            sizes.push(len);
+            bytes.extend_from_slice(&f[off..off + len]);
+        }
+        std::fs::write(dir.join(&file), &bytes)?;
+        let digests: Vec<String> = decoded.par_iter().map(|d| hex::encode(&Sha256::digest(d)[..8])).collect();
+        self.dump_index.push(json!({
+            "name": name, "file": file, "dataset": ds.name, "dtype": ds.dtype, "typesize": ds.typesize,
+            "chunk_bytes": chunk, "n_streams": frames.len(), "offsets": offsets, "comp_sizes": sizes,
+            "decoded_sizes": vec![chunk; frames.len()], "decoded_sha256_64": digests,
+            "comp_bytes": bytes.len(), "decoded_bytes": chunk * frames.len(),
+        }));
+        Ok(())
+    }
+
+    // -- copy + unshuffle -------------------------------------------------------------------------
+
+    fn shuffle_case(&mut self, data: &[u8], ts: usize, mode: i32, chunk: usize) -> Res<()> {
+        let n = self.n_chunks(chunk);
+        let kind = ["copy", "unshuffle", "bitunshuffle"][mode as usize];
+        let name = format!("{kind}-ts{ts}-{}", human(chunk));
+        let chunks: Vec<&[u8]> = (0..n).map(|i| &data[i * chunk..(i + 1) * chunk]).collect();
+        // Random bytes defeat LZ4, so blosc stores every split raw: the device work is a copy
+        // into scratch and the unshuffle back (or the copy alone for the baseline).
+        let frames: Vec<Vec<u8>> = chunks
+            .par_iter()
+            .map(|d| blosc_compress(d, 5, mode, ts, "lz4", 0).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        let want = [Shuffle::None, Shuffle::Byte, Shuffle::Bit][mode as usize];
+        let mut problems = Vec::new();
+        let (mut n_streams, mut n_jobs, mut blocksize) = (0usize, 0usize, 0u32);
+        for (i, f) in frames.iter().enumerate() {
+            let p = plan_frame(f).map_err(|e| format!("{name}: blosc parse: {} at byte {}", e.reason, e.offset))?;
+            blocksize = blocksize.max(p.header.blocksize);
+            n_streams += p.streams.len();
+            n_jobs += p.shuffles.len();
+            if p.header.memcpyed() {
+                problems.push(format!("chunk {i} is memcpyed (stored unshuffled: no unshuffle work)"));
+            } else if p.streams.iter().any(|s| s.codec != StreamCodec::Raw) {
+                problems.push(format!("chunk {i} has compressed streams"));
+            } else if want != Shuffle::None && p.shuffles.iter().any(|s| s.mode != want) {
+                problems.push(format!("chunk {i} has a block without {want:?} shuffle"));
+            }
+            if problems.len() >= 3 {
+                break;
+            }
+        }
+        let cpu_check: Result<(), String> = (0..n).into_par_iter().try_for_each(|i| {
+            let c = blosc_decompress(&frames[i])?;
+            if c == chunks[i] {
+                Ok(())
+            } else {
+                Err(format!("chunk {i}: blosc C decode differs: {}", first_diff(&c, chunks[i])))
+            }
+        });
+        let mut row = json!({
+            "kind": kind, "name": name, "typesize": ts, "chunk_bytes": chunk, "n_chunks": n,
+            "decoded_bytes": n * chunk, "encoded_bytes": frames.iter().map(Vec::len).sum::<usize>(),
+            "blocksize": blocksize, "n_streams": n_streams, "unshuffle_jobs": n_jobs,
+            "note": problems.join("; "),
+        });
+        if !problems.is_empty() {
+            self.fail(&name, &format!("frames are not copy+{kind}: {}", problems.join("; ")));
+            row["verified"] = json!(false);
+            self.rows.push(row);
+            return Ok(());
+        }
+        if let Err(e) = cpu_check {
+            self.fail(&name, &format!("CPU reference check: {e}"));
+            row["verified"] = json!(false);
+            self.rows.push(row);
+            return Ok(());
+        }
+        let inputs: Vec<ChunkInput<'_>> =
+            frames.iter().map(|f| ChunkInput::blosc(f).with_expected_len(chunk)).collect();
+        self.finish_decode_case(&name, &mut row, &inputs, &chunks);
+        self.rows.push(row);
+        Ok(())
+    }
+
+    /// For each unshuffle row, the unshuffle kernel's own time estimated as the wave's kernel
+    /// time minus the copy baseline's (same typesize, chunk size and stream layout).
+    fn derive_unshuffle_only(&mut self) {
+        let mut copy: HashMap<(u64, u64), f64> = HashMap::new();
+        for r in &self.rows {
+            if r["kind"] == "copy"
+                && let (Some(ts), Some(c), Some(k)) =
+                    (r["typesize"].as_u64(), r["chunk_bytes"].as_u64(), r["kernel_s"].as_f64())
+            {
+                copy.insert((ts, c), k);
+            }
+        }
+        for r in &mut self.rows {
+            if !(r["kind"] == "unshuffle" || r["kind"] == "bitunshuffle") {
+                continue;
+            }
+            let (Some(ts), Some(c), Some(k), Some(bytes)) = (
+                r["typesize"].as_u64(),
+                r["chunk_bytes"].as_u64(),
+                r["kernel_s"].as_f64(),
+                r["decoded_bytes"].as_u64(),
+            ) else {
+                continue;
+            };
+            if let Some(base) = copy.get(&(ts, c)) {
+                let only = k - base;
+                r["unshuffle_only_s"] = json!(only);
+                r["unshuffle_only_gbps"] = json!(gbps(bytes as usize, only));
+            }
+        }
+    }
+
+    // -- assemble ---------------------------------------------------------------------------------
+
+    fn assemble_case(&mut self, data: &[u8], chunk: usize) -> Res<()> {
+        let n_src = self.n_chunks(chunk);
+        let elems = chunk / 2;
+        let rows = ((elems / 2) as f64).sqrt() as usize;
+        let cols = elems / rows;
+        let (h, w) = (rows / 2, cols / 2);
+        let n_crops = 4 * n_src;
+        let mut src = self.device.alloc(n_src * chunk)?;
+        self.device.upload(&data[..n_src * chunk], &mut src, 0)?;
+        let mut rng = 0x00C0_FFEE_u64;
+        let mut next = |m: usize| {
+            rng = splitmix64(rng);
+            (rng % m as u64) as usize
+        };
+        let crops: Vec<(usize, usize, usize)> =
+            (0..n_crops).map(|_| (next(n_src), next(rows - h + 1), next(cols - w + 1))).collect();
+        for (dst_dtype, kind) in [(DType::U16, "assemble"), (DType::F32, "assemble-cast")] {
+            let name = format!("{kind}-{}", human(chunk));
+            let dsz = dst_dtype.size();
+            let out_len = n_crops * h * w * dsz;
+            let mut dst = self.device.alloc(out_len)?;
+            let job = |k: usize, c: usize, r0: usize, c0: usize, shape: [u64; 3]| {
+                AssembleJob::chunk_region(
+                    c * chunk,
+                    &[1, rows as u64, cols as u64],
+                    None,
+                    &[0, r0 as u64, c0 as u64],
+                    &shape,
+                    0,
+                    &[n_crops as u64, h as u64, w as u64],
+                    &[k as u64, 0, 0],
+                    DType::U16,
+                    dst_dtype,
+                    false,
+                )
+            };
+            let jobs: Vec<AssembleJob> = crops
+                .iter()
+                .enumerate()
+                .map(|(k, &(c, r0, c0))| job(k, c, r0, c0, [1, h as u64, w as u64]))
+                .collect::<Result<_, _>>()?;
+            // The same number of one-element jobs: what a call costs besides moving the bytes
+            // (job table upload, launch, status read-back).
+            let tiny: Vec<AssembleJob> = crops
+                .iter()
+                .enumerate()
+                .map(|(k, &(c, r0, c0))| job(k, c, r0, c0, [1, 1, 1]))
+                .collect::<Result<_, _>>()?;
+            let mut asm = Assembler::new(&self.device, n_crops)?;
+            let mut row = json!({
+                "kind": kind, "name": name, "chunk_bytes": chunk, "chunk_shape": [rows, cols],
+                "crop_shape": [h, w], "n_source_chunks": n_src, "n_crops": n_crops,
+                "src_dtype": "uint16", "dst_dtype": if dsz == 2 { "uint16" } else { "float32" },
+                "read_bytes": n_crops * h * w * 2, "out_bytes": out_len,
+            });
+            // Verify once against a host crop (and cast).
+            let check = (|| -> Result<(), String> {
+                for (i, r) in asm.run(&src, &mut dst, &jobs).map_err(|e| e.to_string())?.into_iter().enumerate() {
+                    r.map_err(|e| format!("job {i}: {e}"))?;
+                }
+                let mut host = vec![0u8; out_len];
+                self.device.download(&dst, 0, &mut host).map_err(|e| e.to_string())?;
+                crops.par_iter().enumerate().try_for_each(|(k, &(c, r0, c0))| {
+                    let mut want = Vec::with_capacity(h * w * dsz);
+                    for r in 0..h {
+                        let at = c * chunk + ((r0 + r) * cols + c0) * 2;
+                        for e in data[at..at + 2 * w].chunks_exact(2) {
+                            let v = u16::from_le_bytes([e[0], e[1]]);
+                            if dsz == 2 {
+                                want.extend_from_slice(&v.to_le_bytes());
+                            } else {
+                                want.extend_from_slice(&f32::from(v).to_le_bytes());
+                            }
+                        }
+                    }
+                    let got = &host[k * h * w * dsz..(k + 1) * h * w * dsz];
+                    if got == want.as_slice() { Ok(()) } else { Err(format!("crop {k}: {}", first_diff(got, &want))) }
+                })
+            })();
+            if let Err(e) = check {
+                self.fail(&name, &e);
+                row["verified"] = json!(false);
+                self.rows.push(row);
+                continue;
+            }
+            row["verified"] = json!(true);
+            let mut time = |jobs: &[AssembleJob]| -> Res<Vec<f64>> {
+                let mut v = Vec::new();
+                for rep in 0..self.warmup + self.reps {
+                    let t = Instant::now();
+                    let res = asm.run(&src, &mut dst, jobs)?;
+                    let s = t.elapsed().as_secs_f64();
+                    if let Some(e) = res.into_iter().find_map(Result::err) {
+                        return Err(e.into());
+                    }
+                    if rep >= self.warmup {
+                        v.push(s);
+                    }
+                }
+                Ok(v)
+            };
+            match (time(&jobs), time(&tiny)) {
+                (Ok(full), Ok(small)) => {
+                    let (wall, base) = (median(&full), median(&small));
+                    let net = wall - base;
+                    // A copy of N bytes reads N and writes N: count (read + written) / 2.
+                    let equiv = (n_crops * h * w * (2 + dsz)) / 2;
+                    row["wall_s"] = json!(wall);
+                    row["wall_s_min"] = json!(min(&full));
+                    row["overhead_s"] = json!(base);
+                    row["net_s"] = json!(net);
+                    row["out_gbps_wall"] = json!(gbps(out_len, wall));
+                    row["copy_equiv_bytes"] = json!(equiv);
+                    row["copy_equiv_gbps_wall"] = json!(gbps(equiv, wall));
+                    row["copy_equiv_gbps_net"] = json!(gbps(equiv, net));
+                    row["reps"] = json!(full.len());
+                }
+                (Err(e), _) | (_, Err(e)) => self.fail(&name, &e.to_string()),
+            }
+            self.rows.push(row);
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+fn fmt_opt(v: &Value, digits: usize) -> String {
+    v.as_f64().map_or_else(|| "-".into(), |x| format!("{x:.digits$}"))
+}
+
+fn table(rows: &[Value], label: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "\nDecode cases ({label}; GB/s = 1e9 decoded bytes/s, medians):");
+    let _ = writeln!(
+        s,
+        "{:<28} {:>6} {:>7} {:>6} {:>12} {:>10} {:>14}  note",
+        "case", "chunks", "ratio", "verif", "kernel GB/s", "wall GB/s", "unshuf-only"
+    );
+    for r in rows.iter().filter(|r| !r["kind"].as_str().unwrap_or("").starts_with("assemble")) {
+        let _ = writeln!(
+            s,
+            "{:<28} {:>6} {:>7} {:>6} {:>12} {:>10} {:>14}  {}",
+            r["name"].as_str().unwrap_or("?"),
+            r["n_chunks"].to_string(),
+            fmt_opt(&r["ratio"], 2),
+            if r["verified"] == json!(true) { "ok" } else { "FAIL" },
+            fmt_opt(&r["kernel_gbps"], 2),
+            fmt_opt(&r["wall_gbps"], 2),
+            fmt_opt(&r["unshuffle_only_gbps"], 2),
+            r["note"].as_str().unwrap_or("")
+        );
+    }
+    let asm: Vec<&Value> = rows.iter().filter(|r| r["kind"].as_str().unwrap_or("").starts_with("assemble")).collect();
+    if !asm.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nAssemble ({label}; wall time of Assembler::run incl. job upload and status read-back; \
+             net = wall - the same number of 1-element jobs; copy-equiv = (read + written) / 2):"
+        );
+        let _ = writeln!(
+            s,
+            "{:<22} {:>7} {:>6} {:>10} {:>10} {:>12} {:>12} {:>12}",
+            "case", "crops", "verif", "crop", "out MiB", "out GB/s", "equiv GB/s", "equiv net"
+        );
+        for r in asm {
+            let _ = writeln!(
+                s,
+                "{:<22} {:>7} {:>6} {:>10} {:>10.1} {:>12} {:>12} {:>12}",
+                r["name"].as_str().unwrap_or("?"),
+                r["n_crops"].to_string(),
+                if r["verified"] == json!(true) { "ok" } else { "FAIL" },
+                format!("{}x{}", r["crop_shape"][0], r["crop_shape"][1]),
+                r["out_bytes"].as_f64().unwrap_or(0.0) / f64::from(1 << 20),
+                fmt_opt(&r["out_gbps_wall"], 2),
+                fmt_opt(&r["copy_equiv_gbps_wall"], 2),
+                fmt_opt(&r["copy_equiv_gbps_net"], 2),
+            );
+        }
+    }
+    s
+}
+
+fn run(args: &Args) -> Res<ExitCode> {
+    let (device, label) = match open_device(&args.device) {
+        Ok(d) => d,
+        Err(reason) => {
+            eprintln!("kernel_bench: SKIPPED: no usable {} device: {reason}", args.device);
+            return Ok(ExitCode::from(EXIT_NO_DEVICE));
+        }
+    };
+    let sizes = args.sizes.clone().unwrap_or_else(|| {
+        if args.small { vec![64 << 10, 256 << 10] } else { vec![64 << 10, 256 << 10, 1 << 20, 4 << 20] }
+    });
+    let batch = args.batch_mib.map_or(if args.small { 1 << 20 } else { 256 << 20 }, |m| m << 20);
+    let reps = args.reps.unwrap_or(if args.small { 3 } else { 15 });
+    let warmup = args.warmup.unwrap_or(if args.small { 1 } else { 3 });
+    let cap = sizes.iter().map(|&s| (batch / s).max(1) * s).max().unwrap_or(batch);
+    let config = DecodeConfig::default()
+        .with_wave_src_bytes(cap + cap / 8 + (1 << 20))
+        .with_wave_dst_bytes(cap + (1 << 20))
+        .with_wave_streams(if args.small { 1 << 16 } else { 1 << 20 });
+    let budget = config.device_bytes();
+    let config = config.with_device_budget_bytes(budget);
+    let decoder = Decoder::new(&device, config)?;
+    if let Some(dir) = &args.dump {
+        std::fs::create_dir_all(dir)?;
+    }
+    println!(
+        "kernel_bench on {} [{label}]: chunk sizes {}, batch {} per case, {warmup} warm-up + {reps} timed runs",
+        device.describe(),
+        sizes.iter().map(|&s| human(s)).collect::<Vec<_>>().join(", "),
+        human(batch)
+    );
+    let mut b = Bench {
+        device,
+        label,
+        decoder,
+        sizes,
+        batch,
+        reps,
+        warmup,
+        rows: Vec::new(),
+        failures: Vec::new(),
+        dump: args.dump.clone(),
+        dump_index: Vec::new(),
+        json: args.json.clone(),
+        small: args.small,
+    };
+    let started = Instant::now();
+    let want = |c: &str| args.cases.iter().any(|x| x == c);
+    let sizes = b.sizes.clone();
+    if want("lz4") || want("assemble") {
+        for ds in &DATASETS {
+            let assemble_here = want("assemble") && ds.name == "u16-smooth";
+            if !want("lz4") && !assemble_here {
+                continue;
+            }
+            let data = make_dataset(ds, cap);
+            for &chunk in &sizes {
+                if want("lz4") {
+                    eprintln!("[{:>6.1} s] lz4 {} {}", started.elapsed().as_secs_f64(), ds.name, human(chunk));
+                    b.lz4_case(ds, &data, chunk)?;
+                    b.save(false)?;
+                }
+                if assemble_here {
+                    eprintln!("[{:>6.1} s] assemble {}", started.elapsed().as_secs_f64(), human(chunk));
+                    b.assemble_case(&data, chunk)?;
+                    b.save(false)?;
+                }
+            }
+        }
+    }
+    if want("shuffle") {
+        let data = random_bytes(cap, 0x5EED);
+        for ts in [2usize, 4] {
+            for mode in 0..3 {
+                for &chunk in &sizes {
+                    eprintln!(
+                        "[{:>6.1} s] shuffle mode {mode} ts{ts} {}",
+                        started.elapsed().as_secs_f64(),
+                        human(chunk)
+                    );
+                    b.shuffle_case(&data, ts, mode, chunk)?;
+                    b.save(false)?;
+                }
+            }
+        }
+        b.derive_unshuffle_only();
+    }
+    print!("{}", table(&b.rows, b.label));
+    if !b.failures.is_empty() {
+        println!("\n{} case(s) FAILED verification; they report no numbers:", b.failures.len());
+        for f in &b.failures {
+            println!("  {f}");
+        }
+    }
+    println!("\n({} s in all)", started.elapsed().as_secs());
+    b.save(true)?;
+    if let Some(path) = &b.json {
+        println!("wrote {}", path.display());
+    }
+    if let Some(dir) = &b.dump {
+        println!("dumped {} LZ4 batches to {}", b.dump_index.len(), dir.display());
+    }
+    Ok(if b.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kernel_bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
