@@ -231,6 +231,7 @@ def memory_table(rows: list[dict[str, Any]], nv: dict[str, Any]) -> tuple[list[s
             crop = f"{r['crop_shape'][0]}×{r['crop_shape'][1]} crops"
             add(kind, dt, r["chunk_bytes"], f"{crop}, wall of Assembler::run", r.get("copy_equiv_gbps_wall"), r["copy_equiv_bytes"] if "copy_equiv_bytes" in r else r["out_bytes"])
             add(kind, dt, r["chunk_bytes"], f"{crop}, wall − 1-element jobs (est.)", r.get("copy_equiv_gbps_net"), r["copy_equiv_bytes"] if "copy_equiv_bytes" in r else r["out_bytes"])
+            add(kind, dt, r["chunk_bytes"], f"{crop}, kernels (timing events)", r.get("copy_equiv_gbps_kernel"), r["copy_equiv_bytes"] if "copy_equiv_bytes" in r else r["out_bytes"])
     return out, misses
 
 

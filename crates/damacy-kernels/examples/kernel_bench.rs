@@ -787,8 +787,9 @@ impl Bench {
                 continue;
             }
             row["verified"] = json!(true);
-            let mut time = |jobs: &[AssembleJob]| -> Res<Vec<f64>> {
-                let mut v = Vec::new();
+            // Per rep: wall time of the call, and the device time of its kernels (timing events).
+            let mut time = |jobs: &[AssembleJob]| -> Res<(Vec<f64>, Vec<f64>)> {
+                let (mut v, mut k) = (Vec::new(), Vec::new());
                 for rep in 0..self.warmup + self.reps {
                     let t = Instant::now();
                     let res = asm.run(&src, &mut dst, jobs)?;
@@ -798,13 +799,17 @@ impl Bench {
                     }
                     if rep >= self.warmup {
                         v.push(s);
+                        k.push(asm.kernel_time().as_secs_f64());
                     }
                 }
-                Ok(v)
+                Ok((v, k))
             };
             match (time(&jobs), time(&tiny)) {
-                (Ok(full), Ok(small)) => {
+                (Ok((full, kernel)), Ok((small, _))) => {
                     let (wall, base) = (median(&full), median(&small));
+                    let kernel = median(&kernel);
+                    row["kernel_s"] = json!(kernel);
+                    row["copy_equiv_gbps_kernel"] = json!(gbps((n_crops * h * w * (2 + dsz)) / 2, kernel));
                     let net = wall - base;
                     // A copy of N bytes reads N and writes N: count (read + written) / 2.
                     let equiv = (n_crops * h * w * (2 + dsz)) / 2;
@@ -860,17 +865,18 @@ fn table(rows: &[Value], label: &str) -> String {
         let _ = writeln!(
             s,
             "\nAssemble ({label}; wall time of Assembler::run incl. job upload and status read-back; \
-             net = wall - the same number of 1-element jobs; copy-equiv = (read + written) / 2):"
+             net = wall - the same number of 1-element jobs; kernel = timing events around the launches; \
+             copy-equiv = (read + written) / 2):"
         );
         let _ = writeln!(
             s,
-            "{:<22} {:>7} {:>6} {:>10} {:>10} {:>12} {:>12} {:>12}",
-            "case", "crops", "verif", "crop", "out MiB", "out GB/s", "equiv GB/s", "equiv net"
+            "{:<22} {:>7} {:>6} {:>10} {:>10} {:>12} {:>12} {:>12} {:>12}",
+            "case", "crops", "verif", "crop", "out MiB", "out GB/s", "equiv GB/s", "equiv net", "equiv kernel"
         );
         for r in asm {
             let _ = writeln!(
                 s,
-                "{:<22} {:>7} {:>6} {:>10} {:>10.1} {:>12} {:>12} {:>12}",
+                "{:<22} {:>7} {:>6} {:>10} {:>10.1} {:>12} {:>12} {:>12} {:>12}",
                 r["name"].as_str().unwrap_or("?"),
                 r["n_crops"].to_string(),
                 if r["verified"] == json!(true) { "ok" } else { "FAIL" },
@@ -879,6 +885,7 @@ fn table(rows: &[Value], label: &str) -> String {
                 fmt_opt(&r["out_gbps_wall"], 2),
                 fmt_opt(&r["copy_equiv_gbps_wall"], 2),
                 fmt_opt(&r["copy_equiv_gbps_net"], 2),
+                fmt_opt(&r["copy_equiv_gbps_kernel"], 2),
             );
         }
     }

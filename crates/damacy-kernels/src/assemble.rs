@@ -250,6 +250,7 @@ pub struct Assembler {
     device: Device,
     table: DeviceBuffer,
     max_jobs: usize,
+    kernel_time: std::time::Duration,
 }
 
 impl Assembler {
@@ -257,7 +258,14 @@ impl Assembler {
     pub fn new(device: &Device, max_jobs: usize) -> Result<Self> {
         let max_jobs = max_jobs.max(1);
         let table = device.alloc(max_jobs * (JOB_BYTES + 4))?;
-        Ok(Self { device: device.clone(), table, max_jobs })
+        Ok(Self { device: device.clone(), table, max_jobs, kernel_time: std::time::Duration::ZERO })
+    }
+
+    /// Device time of the last [`Assembler::run`]'s kernels (timing events on CUDA, wall clock
+    /// on the emulator); zero before the first run or when it had no valid job.
+    #[must_use]
+    pub fn kernel_time(&self) -> std::time::Duration {
+        self.kernel_time
     }
 
     /// Copies every job's region from `src` into `dst`. The outer error is a device failure;
@@ -272,6 +280,7 @@ impl Assembler {
         }
         let mut results: Vec<Result<()>> = jobs.iter().map(|j| j.validate(src.len(), dst.len())).collect();
         let valid: Vec<usize> = (0..jobs.len()).filter(|&i| results[i].is_ok()).collect();
+        self.kernel_time = std::time::Duration::ZERO;
         if valid.is_empty() {
             return Ok(results);
         }
@@ -285,6 +294,8 @@ impl Assembler {
         let max_elems = valid.iter().map(|&i| jobs[i].n_elems()).max().unwrap_or(0);
         let bx = max_elems.div_ceil(u64::from(c::DMC_ASSEMBLE_THREADS)).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB))
             as u32;
+        let stream = self.device.default_stream();
+        let started = stream.record(true)?;
         let mut first = 0usize;
         while first < valid.len() {
             let n = (valid.len() - first).min(JOBS_PER_LAUNCH);
@@ -303,8 +314,10 @@ impl Assembler {
             unsafe { self.device.launch(Kernel::Assemble, (bx, n as u32), &args)? };
             first += n;
         }
+        let ended = stream.record(true)?;
         let mut st = vec![0u8; 4 * valid.len()];
         self.device.download(&self.table, status_at, &mut st)?;
+        self.kernel_time = ended.elapsed_since(&started)?;
         for (k, &i) in valid.iter().enumerate() {
             let code = st
                 .get(4 * k..4 * k + 4)
