@@ -5,35 +5,16 @@
 //! with the `emulate` feature it then times the host emulator instead, labelled as such
 //! (functional sanity only — emulator numbers say nothing about GPU speed).
 //!
-//! Not yet here: nvCOMP's batched LZ4 side by side, and kernel-only timings with events.
+//! nvCOMP's batched LZ4 side by side and event-timed kernel throughput on a GPU are in
+//! `benches/gpu/` (the `kernel_bench` example).
 #![allow(missing_docs, clippy::doc_markdown, clippy::many_single_char_names)]
-
-use std::ffi::CString;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device};
 
-fn compress(data: &[u8], shuffle: i32, typesize: usize, cname: &str) -> Vec<u8> {
-    let mut out = vec![0u8; data.len() + 16 + 64];
-    let Ok(cname) = CString::new(cname) else { return Vec::new() };
-    // SAFETY: src/dst valid for the given sizes; cname is NUL-terminated.
-    let n = unsafe {
-        blosc_src::blosc_compress_ctx(
-            5,
-            shuffle,
-            typesize,
-            data.len(),
-            data.as_ptr().cast(),
-            out.as_mut_ptr().cast(),
-            out.len(),
-            cname.as_ptr(),
-            0,
-            1,
-        )
-    };
-    out.truncate(n.max(0) as usize);
-    out
-}
+#[path = "../tests/common/blosc_ref.rs"]
+mod blosc_ref;
+use blosc_ref::blosc_compress;
 
 fn data(len: usize) -> Vec<u8> {
     // smooth u16 ramp with noise: compresses ~2-4x, like typical image data
@@ -99,10 +80,7 @@ fn bench(c: &mut Criterion) {
             ("lz4", 2, "lz4+bitshuffle"),
             ("blosclz", 1, "blosclz+shuffle"),
         ] {
-            let frame = compress(&d, shuffle, 2, cname);
-            if frame.is_empty() {
-                continue;
-            }
+            let Ok(frame) = blosc_compress(&d, 5, shuffle, 2, cname, 0) else { continue };
             let inputs: Vec<ChunkInput<'_>> = (0..n).map(|_| ChunkInput::blosc(&frame)).collect();
             g.throughput(Throughput::Bytes((n * chunk) as u64));
             g.bench_with_input(BenchmarkId::new(tag, format!("{}KiB", chunk >> 10)), &inputs, |b, inputs| {

@@ -30,7 +30,6 @@
 )]
 
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -250,39 +249,9 @@ fn byte_shuffle(d: &[u8], ts: usize) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // CPU references
 
-fn blosc_compress(
-    data: &[u8],
-    clevel: i32,
-    shuffle: i32,
-    typesize: usize,
-    cname: &str,
-    blocksize: usize,
-) -> Res<Vec<u8>> {
-    // Room for every split stored raw (4-byte size each) plus the block offsets.
-    let mut out = vec![0u8; data.len() + data.len() / 8 + 4096];
-    let cname = CString::new(cname)?;
-    // SAFETY: src and dst are valid for the sizes passed; cname is NUL-terminated; the context
-    // API keeps no global state, so parallel calls are fine.
-    let n = unsafe {
-        blosc_src::blosc_compress_ctx(
-            clevel,
-            shuffle,
-            typesize,
-            data.len(),
-            data.as_ptr().cast(),
-            out.as_mut_ptr().cast(),
-            out.len(),
-            cname.as_ptr(),
-            blocksize,
-            1,
-        )
-    };
-    if n <= 0 {
-        return Err(format!("blosc_compress_ctx failed ({n}) on {} bytes", data.len()).into());
-    }
-    out.truncate(n as usize);
-    Ok(out)
-}
+#[path = "../tests/common/blosc_ref.rs"]
+mod blosc_ref;
+use blosc_ref::blosc_compress;
 
 /// Sets c-blosc's (process-wide) split mode to "never" until dropped, then back to its default.
 struct SplitMode;
@@ -477,7 +446,7 @@ impl Bench {
         // the forced blocksize stands and each chunk is one block, one LZ4 stream.
         let frames: Result<Vec<Vec<u8>>, String> = {
             let _never_split = SplitMode::never();
-            decoded.par_iter().map(|d| blosc_compress(d, 5, 0, 1, "lz4", chunk).map_err(|e| e.to_string())).collect()
+            decoded.par_iter().map(|d| blosc_compress(d, 5, 0, 1, "lz4", chunk)).collect()
         };
         let frames = frames?;
         // Each frame must be one LZ4 stream over the whole chunk.
@@ -611,10 +580,8 @@ impl Bench {
         let chunks: Vec<&[u8]> = (0..n).map(|i| &data[i * chunk..(i + 1) * chunk]).collect();
         // Random bytes defeat LZ4, so blosc stores every split raw: the device work is a copy
         // into scratch and the unshuffle back (or the copy alone for the baseline).
-        let frames: Vec<Vec<u8>> = chunks
-            .par_iter()
-            .map(|d| blosc_compress(d, 5, mode, ts, "lz4", 0).map_err(|e| e.to_string()))
-            .collect::<Result<_, _>>()?;
+        let frames: Vec<Vec<u8>> =
+            chunks.par_iter().map(|d| blosc_compress(d, 5, mode, ts, "lz4", 0)).collect::<Result<_, _>>()?;
         let want = [Shuffle::None, Shuffle::Byte, Shuffle::Bit][mode as usize];
         let mut problems = Vec::new();
         let (mut n_streams, mut n_jobs, mut blocksize) = (0usize, 0usize, 0u32);

@@ -1,13 +1,14 @@
 //! Shared helpers of the integration tests: the blosc C library as reference, fixtures.
 #![allow(dead_code, unreachable_pub, clippy::missing_panics_doc)]
 
-use std::ffi::CString;
-
 use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DType, DecodeConfig, Decoder, Device, Error};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
-/// Compresses with the blosc C library (the reference writer numcodecs uses).
+#[path = "blosc_ref.rs"]
+mod blosc_ref;
+
+/// Compresses with the blosc C library (the reference writer numcodecs uses); panics on failure.
 pub fn blosc_compress(
     data: &[u8],
     clevel: i32,
@@ -16,26 +17,7 @@ pub fn blosc_compress(
     cname: &str,
     blocksize: usize,
 ) -> Vec<u8> {
-    let mut out = vec![0u8; data.len() + 16 + 64];
-    let cname = CString::new(cname).unwrap();
-    // SAFETY: src/dst are valid for the given sizes; cname is NUL-terminated.
-    let n = unsafe {
-        blosc_src::blosc_compress_ctx(
-            clevel,
-            shuffle,
-            typesize,
-            data.len(),
-            data.as_ptr().cast(),
-            out.as_mut_ptr().cast(),
-            out.len(),
-            cname.as_ptr(),
-            blocksize,
-            1,
-        )
-    };
-    assert!(n > 0, "blosc_compress_ctx failed: {n}");
-    out.truncate(n as usize);
-    out
+    blosc_ref::blosc_compress(data, clevel, shuffle, typesize, cname, blocksize).unwrap()
 }
 
 /// Decompresses with the blosc C library; None when it reports an error.
