@@ -4,7 +4,9 @@
 #   moto       an S3 server with fixtures/ uploaded to a bucket   -> DAMACY_TEST_S3_URL
 # `start` installs what is missing (Debian's nginx, moto[server] in .venv), writes
 # .services/env for the tests to source, and is idempotent; `stop` ends both servers.
-# Only 127.0.0.1 is ever used.
+# Only 127.0.0.1 is ever used. Both servers run as the invoking user (root or not) and keep
+# their pid, log and temp files under .services/, so the checkout may sit anywhere, in a folder
+# no other user can enter too.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 state="$root/.services"
@@ -47,40 +49,71 @@ install_nginx() {
   fi
 }
 
+# Both servers run as the user who runs this script and read the checkout with that user's
+# rights, so a clone under a folder only its owner can enter (a mode-700 home) is served too.
+# nginx as root would hand requests to workers running as nobody/www-data: as root the config
+# names root itself as the workers' user; as anyone else there is no `user` line (nginx cannot
+# switch users then, and its workers stay the invoking user). Every path nginx writes (pid, logs,
+# temp files) is relative to its prefix, .services/nginx/, and the config names no absolute path,
+# so a clone path with spaces or other odd characters needs no quoting there.
 start_nginx() {
   install_nginx || { log "nginx could not be installed"; return 1; }
   local nginx_bin; nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
   http_port="$(free_port "$http_port")" || { log "no free port for nginx"; return 1; }
-  mkdir -p "$state/nginx/tmp"
-  cat >"$state/nginx/nginx.conf" <<CONF
+  local prefix="$state/nginx"
+  mkdir -p "$prefix/tmp"
+  local user_line="# not root: the worker runs as $(id -un), as the master does"
+  if [ "$(id -u)" = 0 ]; then user_line="user $(id -un) $(id -gn);"; fi
+  # Relative paths below are relative to the prefix ($state/nginx); fixtures/ is two levels up.
+  cat >"$prefix/nginx.conf" <<CONF
+$user_line
 worker_processes 1;
-pid $state/nginx/nginx.pid;
-error_log $state/nginx/error.log warn;
+pid nginx.pid;
+error_log error.log warn;
 events { worker_connections 256; }
 http {
   access_log off;
-  client_body_temp_path $state/nginx/tmp/body;
-  proxy_temp_path $state/nginx/tmp/proxy;
-  fastcgi_temp_path $state/nginx/tmp/fastcgi;
-  uwsgi_temp_path $state/nginx/tmp/uwsgi;
-  scgi_temp_path $state/nginx/tmp/scgi;
+  client_body_temp_path tmp/body;
+  proxy_temp_path tmp/proxy;
+  fastcgi_temp_path tmp/fastcgi;
+  uwsgi_temp_path tmp/uwsgi;
+  scgi_temp_path tmp/scgi;
   default_type application/octet-stream;
   server {
     listen 127.0.0.1:$http_port;
-    root $root/fixtures;
+    root ../../fixtures;
     location / { }
   }
 }
 CONF
-  "$nginx_bin" -p "$state/nginx" -c "$state/nginx/nginx.conf" || return 1
-  wait_port 127.0.0.1 "$http_port" 10
+  # -e (nginx >= 1.19.5) keeps even the log written before the config is read out of /var/log.
+  local early_log=()
+  case "$("$nginx_bin" -h 2>&1)" in *"-e filename"*) early_log=(-e "$prefix/error.log") ;; esac
+  "$nginx_bin" -p "$prefix/" -c "$prefix/nginx.conf" ${early_log[@]+"${early_log[@]}"} || return 1
+  wait_port 127.0.0.1 "$http_port" 10 || return 1
+  # A worker that cannot read the checkout answers 403: say so now, not as a test failure later.
+  local probes=("$root"/fixtures/v3/*/zarr.json)
+  if [ -f "${probes[0]}" ] && command -v curl >/dev/null; then
+    local probe="${probes[0]#"$root/fixtures/"}" code
+    code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$http_port/$probe" || true)"
+    [ "$code" = 200 ] || { log "nginx answers $code for fixtures/$probe"; return 1; }
+  fi
 }
 
+# moto runs as the invoking user from its own folder, with its temp files under .services/moto/.
 start_moto() {
-  [ -x "$venv/bin/moto_server" ] || "$venv/bin/python" -m pip install --quiet "moto[server]>=5,<6"
+  if [ ! -x "$venv/bin/python" ]; then
+    log "creating $venv"
+    "${PYTHON:-python3}" -m venv "$venv" || return 1
+  fi
+  if ! "$venv/bin/python" -c 'import moto.server, boto3' 2>/dev/null; then
+    log "installing moto[server] in $venv"
+    "$venv/bin/python" -m pip install --quiet "moto[server]>=5,<6" || return 1
+  fi
   s3_port="$(free_port "$s3_port")" || { log "no free port for moto"; return 1; }
-  mkdir -p "$state/moto"
-  nohup "$venv/bin/moto_server" -H 127.0.0.1 -p "$s3_port" >"$state/moto/server.log" 2>&1 &
+  mkdir -p "$state/moto/tmp"
+  (cd "$state/moto" && TMPDIR="$state/moto/tmp" exec nohup "$venv/bin/python" -m moto.server \
+    -H 127.0.0.1 -p "$s3_port" >"$state/moto/server.log" 2>&1 </dev/null) &
   echo $! >"$state/moto/pid"
   wait_port 127.0.0.1 "$s3_port" 30 || return 1
   kill -0 "$(cat "$state/moto/pid")" 2>/dev/null || return 1
@@ -109,7 +142,7 @@ start() {
     echo "export DAMACY_TEST_HTTP_URL=http://127.0.0.1:$http_port" >>"$state/env"
     log "nginx on 127.0.0.1:$http_port"
   else
-    echo "export DAMACY_TEST_HTTP_SKIP='nginx could not be started (see .services/nginx/error.log)'" >>"$state/env"
+    echo "export DAMACY_TEST_HTTP_SKIP='nginx could not be started or could not read fixtures/ (see .services/nginx/error.log)'" >>"$state/env"
   fi
   if start_moto; then
     cat >>"$state/env" <<ENV
@@ -122,9 +155,47 @@ ENV
   fi
 }
 
+# End the process in pid file $1 if it is still the server named $2 (a stale pid file after a
+# reboot may name someone else's process now): TERM, then up to 10 s for it and its children
+# (nginx's worker) to exit, then KILL for whatever is left.
+stop_pid() {  # pidfile name
+  [ -f "$1" ] || return 0
+  local pid; pid="$(cat "$1" 2>/dev/null || true)"
+  case "$pid" in ''|*[!0-9]*) rm -f "$1"; return 0 ;; esac
+  running "$pid" || { rm -f "$1"; return 0; }
+  if [ -r "/proc/$pid/cmdline" ]; then
+    local cmd; cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)"
+    case "$cmd" in
+      *"$2"*) ;;
+      *) log "pid $pid in $1 is not $2 any more; left alone"; rm -f "$1"; return 0 ;;
+    esac
+  fi
+  local kids; kids="$(pgrep -P "$pid" 2>/dev/null || true)"
+  kill "$pid" 2>/dev/null || true
+  local i p alive=1
+  for ((i = 0; i < 100 && alive; i++)); do
+    alive=""
+    for p in $pid $kids; do running "$p" && alive=1; done
+    [ -n "$alive" ] && sleep 0.1
+  done
+  if [ -n "$alive" ]; then
+    log "$2 (pid $pid) did not stop on TERM; killing it"
+    for p in $pid $kids; do kill -9 "$p" 2>/dev/null || true; done
+  fi
+  rm -f "$1"  # nginx removes its own on exit; moto's is ours
+}
+
+running() {  # pid: alive and not a zombie waiting for a parent that does not reap it
+  kill -0 "$1" 2>/dev/null || return 1
+  [ -r "/proc/$1/stat" ] || return 0
+  local stat; stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+  stat="${stat##*) }"
+  [ "${stat%% *}" != Z ]
+}
+
 stop_quiet() {
-  if [ -f "$state/nginx/nginx.pid" ]; then kill "$(cat "$state/nginx/nginx.pid")" 2>/dev/null || true; rm -f "$state/nginx/nginx.pid"; fi
-  if [ -f "$state/moto/pid" ]; then kill "$(cat "$state/moto/pid")" 2>/dev/null || true; rm -f "$state/moto/pid"; fi
+  stop_pid "$state/nginx/nginx.pid" nginx
+  stop_pid "$state/moto/pid" moto
 }
 
 case "${1:-}" in
