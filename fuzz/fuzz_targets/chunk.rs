@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use damacy_codec::{ReadConfig, Reader, Region, Store};
+use damacy_codec::{ArrayOptions, ReaderConfig, Reader, Region, Store};
 use libfuzzer_sys::fuzz_target;
 use zarrs_storage::store::MemoryStore;
 use zarrs_storage::{StoreKey, WritableStorageTraits};
@@ -18,8 +18,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let store = Store::from_storage("memory://fuzz", mem);
-    let Ok(reader) = Reader::new(ReadConfig::default().with_compute_threads(1).with_io_threads(1)) else { return };
-    if let Ok(info) = reader.open_array(&store, "a") {
-        let _ = reader.read_region(&store, &info, &Region::new(vec![0, 0, 0], vec![16, 32, 20]));
+    let Ok(reader) = Reader::new(ReaderConfig::default().with_compute_threads(1).with_io_threads(1)) else { return };
+    if let Ok(info) = reader.open_array(&store, "a", ArrayOptions::default()) {
+        let _ = reader.read_region(&info, &Region::new(vec![0, 0, 0], vec![16, 32, 20]));
     }
 });

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use damacy_codec::{ArrayInfo, ReadConfig, Reader, Region, Store};
+use damacy_codec::{ArrayOptions, ReaderConfig, Reader, Region, Store};
 use libfuzzer_sys::fuzz_target;
 use zarrs_storage::store::MemoryStore;
 use zarrs_storage::{StoreKey, WritableStorageTraits};
@@ -21,10 +21,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let store = Store::from_storage("memory://fuzz", mem);
-    if let Ok(info) = ArrayInfo::open(&store, "a")
-        && let Ok(reader) = Reader::new(ReadConfig::default().with_compute_threads(1).with_io_threads(1))
+    if let Ok(reader) = Reader::new(ReaderConfig::default().with_compute_threads(1).with_io_threads(1))
+        && let Ok(info) = reader.open_array(&store, "a", ArrayOptions::default())
     {
         let region = Region::new(vec![0; info.shape.len()], info.shape.iter().map(|&s| s.clamp(1, 2)).collect());
-        let _ = reader.read_region(&store, &info, &region);
+        let _ = reader.read_region(&info, &region);
     }
 });

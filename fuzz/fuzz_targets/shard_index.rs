@@ -3,15 +3,15 @@
 
 use std::sync::OnceLock;
 
-use damacy_codec::{ArrayInfo, Store, StoreOptions};
+use damacy_codec::{ArrayMeta, Store, StoreOptions};
 use libfuzzer_sys::fuzz_target;
 
-fn layout() -> &'static ArrayInfo {
-    static INFO: OnceLock<ArrayInfo> = OnceLock::new();
+fn layout() -> &'static ArrayMeta {
+    static INFO: OnceLock<ArrayMeta> = OnceLock::new();
     INFO.get_or_init(|| {
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures");
         let store = Store::open(root, &StoreOptions::default()).expect("fixtures");
-        ArrayInfo::open(&store, "v3/sharded_zstd_index_end").expect("fixture array")
+        ArrayMeta::open(&store, "v3/sharded_zstd_index_end").expect("fixture array")
     })
 }
 

@@ -3,10 +3,47 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use damacy::{ReadConfig, Reader, Store, StoreOptions};
-use damacy_codec::{discover, route};
+use damacy::{ArrayHandle, ArrayOptions, ExecutorKind, Reader, ReaderConfig, Region, Store, StoreOptions};
+use sha2::{Digest, Sha256};
 
-use crate::Executor;
+use crate::discover;
+
+/// Largest slab `digest` reads at once.
+const DIGEST_SLAB_BYTES: u64 = 64 << 20;
+
+/// SHA-256 of the whole array's bytes (C order, little-endian), read through damacy's engine
+/// in slabs along the first axis so memory stays bounded.
+fn digest_array(reader: &Reader, array: &ArrayHandle) -> Result<String, damacy::Error> {
+    let mut hasher = Sha256::new();
+    if array.shape.is_empty() {
+        hasher.update(reader.read_region(array, &Region::whole(&[]))?.bytes());
+        return Ok(hex(&hasher.finalize()));
+    }
+    if array.shape.contains(&0) {
+        return Ok(hex(&hasher.finalize()));
+    }
+    let row_bytes = array.shape[1..].iter().product::<u64>() * array.dtype.size() as u64;
+    let chunk_rows = array.chunk_shape[0].max(1);
+    let rows = (DIGEST_SLAB_BYTES / row_bytes.max(1)).max(1);
+    let rows = (rows / chunk_rows).max(1) * chunk_rows;
+    let mut start = 0;
+    while start < array.shape[0] {
+        let n = rows.min(array.shape[0] - start);
+        let mut region = Region::whole(&array.shape);
+        region.start[0] = start;
+        region.shape[0] = n;
+        hasher.update(reader.read_region(array, &region)?.bytes());
+        start += n;
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
 
 fn human(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -27,32 +64,31 @@ pub(crate) fn run(
     url: &str,
     array: Option<&str>,
     digest: bool,
-    (executor, device): (Executor, usize),
+    (executor, device): (ExecutorKind, usize),
     options: &StoreOptions,
-) -> Result<(), damacy::Error> {
-    let executor = match executor {
-        Executor::Auto => damacy::Executor::Auto,
-        Executor::Cpu => damacy::Executor::Cpu,
-        Executor::Gpu => damacy::Executor::Gpu,
-        Executor::Emulated => damacy::Executor::Emulated,
-    };
+) -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::open(url, options)?;
-    let reader = Reader::new(ReadConfig::default().with_executor(executor).with_device(device))?;
+    let reader = Reader::new(ReaderConfig::default().with_executor(executor).with_device(device))?;
     if digest {
         println!("executor: {}", reader.executor_note());
     }
     let paths = match array {
-        Some(p) => vec![damacy_codec::array::normalize_path(p)],
-        None => discover::list_arrays(&store)?,
+        Some(p) => vec![damacy::normalize_path(p)],
+        // A URL that points at an array inspects that array, whether or not the store lists.
+        None => match reader.open_array(&store, "/", ArrayOptions::default()) {
+            Ok(_) => vec!["/".to_owned()],
+            Err(damacy::CodecError::NotFound(_)) => discover::list_arrays(&store)?,
+            Err(e) => return Err(e.into()),
+        },
     };
     if paths.is_empty() {
-        return Err(damacy_codec::Error::NotFound(format!("no zarr arrays in {url}")).into());
+        return Err(format!("no zarr arrays in {url}").into());
     }
     let mut total_stored = 0u64;
     let mut total_decoded = 0u64;
     let started = Instant::now();
     for path in &paths {
-        let info = reader.open_array(&store, path)?;
+        let info = reader.open_array(&store, path, ArrayOptions::default())?;
         let stored = discover::stored_bytes(&store, path);
         total_stored += stored.unwrap_or(0);
         total_decoded += info.decoded_bytes();
@@ -80,11 +116,11 @@ pub(crate) fn run(
         let size = info.dtype.size();
         let mut chains = Vec::new();
         if let Some(shard) = &info.shard {
-            chains.push(("shard", route::index_routes(&info.codec_metadata)));
-            chains.push(("inner chunk codecs", route::routes(&shard.inner_codec_metadata, size)));
-            chains.push(("index codecs", route::index_routes(&shard.index_codec_metadata)));
+            chains.push(("shard", damacy::index_routes(&info.codec_metadata)));
+            chains.push(("inner chunk codecs", damacy::routes(&shard.inner_codec_metadata, size)));
+            chains.push(("index codecs", damacy::index_routes(&shard.index_codec_metadata)));
         } else {
-            chains.push(("codecs", route::routes(&info.codec_metadata, size)));
+            chains.push(("codecs", damacy::routes(&info.codec_metadata, size)));
         }
         for (label, routes) in chains {
             let _ = writeln!(out, "  {label}:");
@@ -94,7 +130,7 @@ pub(crate) fn run(
         }
         if digest {
             let before = reader.stats();
-            let sha = reader.digest_array(&store, &info)?;
+            let sha = digest_array(&reader, &info)?;
             let s = reader.stats().since(&before);
             let by = if s.units_decoded == 0 {
                 "no chunks decoded".to_owned()

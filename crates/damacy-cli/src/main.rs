@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod discover;
 mod inspect;
 
 #[derive(Parser)]
@@ -65,6 +66,12 @@ fn main() -> ExitCode {
             let mut options = damacy::StoreOptions::default().with_anonymous(anonymous);
             options.endpoint = endpoint;
             let device = device.or_else(|| std::env::var("LOCAL_RANK").ok().and_then(|r| r.parse().ok())).unwrap_or(0);
+            let executor = match executor {
+                Executor::Auto => damacy::ExecutorKind::Auto,
+                Executor::Cpu => damacy::ExecutorKind::Cpu,
+                Executor::Gpu => damacy::ExecutorKind::Gpu,
+                Executor::Emulated => damacy::ExecutorKind::Emulated,
+            };
             inspect::run(&store, array.as_deref(), digest, (executor, device), &options)
         }
     };

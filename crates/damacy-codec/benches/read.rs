@@ -16,7 +16,9 @@
 //! reader), plus one `distinct` line per array; a readable summary goes to stderr.
 //!
 //! Readers:
-//! - `damacy`: `read_batch` of the whole batch; I/O threads = compute threads = N.
+//! - `damacy`: one plan and one `read_batch_into` per batch, into one output buffer the
+//!   bench owns and reuses; I/O threads = compute threads = N. Heap allocations per batch are
+//!   counted by a counting global allocator, apart for the plan and for the read.
 //! - `zarrs`: `retrieve_array_subset_opt` for each crop in turn, on a rayon pool of N threads
 //!   with `CodecOptions::concurrent_target(N)` (zarrs parallelises across the chunks of a crop).
 //! - `zarrs-par`: the same call for the crops of a batch in parallel on the N-thread pool,
@@ -38,7 +40,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use damacy_codec::{ArrayInfo, ReadConfig, Reader, Region, StatsSnapshot, Store, StoreOptions};
+use damacy_codec::{
+    ArrayHandle, ArrayOptions, Output, Reader, ReaderConfig, Region, StatsSnapshot, Store, StoreOptions,
+};
 use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -53,6 +57,42 @@ use zarrs::storage::byte_range::ByteRange;
 use zarrs::storage::storage_adapter::performance_metrics::PerformanceMetricsStorageAdapter;
 
 type BenchResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+/// Counts heap allocations (calls and bytes) of the whole process.
+struct Counting;
+
+static ALLOCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static ALLOC_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the counters are atomics.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ALLOC_BYTES.fetch_add(layout.size() as u64, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's layout contract is passed on as it is.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: `ptr` came from `alloc` above with this layout.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ALLOC_BYTES.fetch_add(new_size as u64, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as for `alloc`.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// (allocations, bytes) so far.
+fn allocations() -> (u64, u64) {
+    (ALLOCS.load(std::sync::atomic::Ordering::Relaxed), ALLOC_BYTES.load(std::sync::atomic::Ordering::Relaxed))
+}
 type Metered = PerformanceMetricsStorageAdapter<FilesystemStore>;
 
 /// The crop list `compare.py` writes.
@@ -78,6 +118,8 @@ struct BatchCost {
     os_read_calls: u64,
     cpu_seconds: f64,
     damacy: Option<StatsSnapshot>,
+    /// Heap allocations (calls, bytes) while planning and while reading into the output.
+    allocs: Option<[(u64, u64); 2]>,
 }
 
 /// The process's read counters (`rchar`, `syscr` of `/proc/self/io`: every byte read through
@@ -208,7 +250,7 @@ struct Distinct {
 }
 
 fn distinct(
-    info: &ArrayInfo,
+    info: &ArrayHandle,
     zarrs_array: &Array<Metered>,
     cache: &ArrayShardedReadableExtCache,
     storage: &FilesystemStore,
@@ -243,7 +285,7 @@ fn distinct(
 /// Decode the distinct chunks of one batch with the array's chain, keeping all outputs or
 /// dropping each at once; decoded MB/s (median of 5) for each.
 fn decode_probe(
-    info: &ArrayInfo,
+    info: &ArrayHandle,
     zarrs_array: &Array<Metered>,
     cache: &ArrayShardedReadableExtCache,
     pool: &rayon::ThreadPool,
@@ -306,34 +348,40 @@ fn regions(crop: &[u64], batch: &[Vec<u64>]) -> Vec<Region> {
     batch.iter().map(|o| Region::new(o.clone(), crop.to_vec())).collect()
 }
 
-/// damacy: one `read_batch` per batch.
+/// damacy: one plan and one `read_batch_into` per batch, into a buffer the bench owns.
 fn run_damacy(
     reader: &Reader,
-    store: &Store,
-    info: &ArrayInfo,
+    info: &ArrayHandle,
     crops: &Crops,
     probe: OsIo,
 ) -> BenchResult<(Vec<BatchCost>, StatsSnapshot, String)> {
     let start = reader.stats();
     let mut digest = String::new();
     for batch in &crops.batches[..crops.warmup_batches] {
-        std::hint::black_box(reader.read_batch(store, info, &regions(&crops.crop, batch))?);
+        std::hint::black_box(reader.read_batch(info, &regions(&crops.crop, batch))?);
     }
+    let mut out = Vec::new();
     let mut costs = Vec::new();
     for batch in &crops.batches[crops.warmup_batches..] {
         let regions = regions(&crops.crop, batch);
         let before = reader.stats();
         let os0 = OsIo::now();
         let t = Instant::now();
-        let out = reader.read_batch(store, info, &regions)?;
+        let a0 = allocations();
+        let plan = reader.plan(info, &regions)?;
+        let a1 = allocations();
+        out.resize(plan.nbytes(), 0);
+        let a2 = allocations();
+        reader.read_batch_into(&plan, Output::Host(&mut out))?;
+        let a3 = allocations();
         let seconds = t.elapsed().as_secs_f64();
+        let allocs = [(a1.0 - a0.0, a1.1 - a0.1), (a3.0 - a2.0, a3.1 - a2.1)];
         let os1 = OsIo::now();
         let os = os1.since(os0, probe);
         if digest.is_empty() {
-            digest = hex::encode(Sha256::digest(&out.data));
+            digest = hex::encode(Sha256::digest(&out));
         }
         std::hint::black_box(&out);
-        drop(out);
         let d = reader.stats().since(&before);
         costs.push(BatchCost {
             seconds,
@@ -343,6 +391,7 @@ fn run_damacy(
             os_read_calls: os.syscr,
             cpu_seconds: os1.cpu_seconds_since(os0),
             damacy: Some(d),
+            allocs: Some(allocs),
         });
     }
     Ok((costs, reader.stats().since(&start), digest))
@@ -389,6 +438,7 @@ fn run_zarrs(
             os_read_calls: os.syscr,
             cpu_seconds: os1.cpu_seconds_since(os0),
             damacy: None,
+            allocs: None,
         });
     }
     Ok(costs)
@@ -455,17 +505,16 @@ fn bench_array(data: &std::path::Path, name: &str, crops: &Crops, setup: &Setup)
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("zarrs-{i}")).build()?;
 
     let store = Store::open(data.to_str().ok_or("data path is not UTF-8")?, &StoreOptions::default())?;
-    let reader = Reader::new(ReadConfig::default().with_io_threads(threads).with_compute_threads(threads))?;
-    let info = reader.open_array(&store, name)?;
+    let reader = Reader::new(ReaderConfig::default().with_io_threads(threads).with_compute_threads(threads))?;
+    let info = reader.open_array(&store, name, ArrayOptions::default())?;
 
     // Check once that both read the same values before timing anything.
     if let Some(batch) = timed.first() {
-        let ours = reader.read_batch(&store, &info, &regions(&crops.crop, batch))?;
-        let per_crop = ours.data.len() / batch.len();
+        let ours = reader.read_batch(&info, &regions(&crops.crop, batch))?;
         for (i, o) in batch.iter().enumerate() {
             let subset = ArraySubset::new_with_start_shape(o.clone(), crops.crop.clone())?;
             let theirs: ArrayBytes<'static> = zarrs_array.retrieve_array_subset(&subset)?;
-            if theirs.into_fixed()?.as_ref() != &ours.data[i * per_crop..(i + 1) * per_crop] {
+            if theirs.into_fixed()?.as_ref() != ours.region(i) {
                 return Err(format!("{name}: damacy and zarrs disagree on crop {o:?}").into());
             }
         }
@@ -536,10 +585,10 @@ fn bench_array(data: &std::path::Path, name: &str, crops: &Crops, setup: &Setup)
 fn bench_damacy(store: &Store, name: &str, crops: &Crops, setup: &Setup, per_batch: &[Distinct]) -> BenchResult<()> {
     let (threads, probe) = (setup.threads, setup.probe);
     let batch_size = crops.batches.first().map_or(0, Vec::len);
-    let reader = Reader::new(ReadConfig::default().with_io_threads(threads).with_compute_threads(threads))?;
-    let info = reader.open_array(store, name)?;
+    let reader = Reader::new(ReaderConfig::default().with_io_threads(threads).with_compute_threads(threads))?;
+    let info = reader.open_array(store, name, ArrayOptions::default())?;
     let load = LoadWindow::start();
-    let (costs, whole, digest) = run_damacy(&reader, store, &info, crops, probe)?;
+    let (costs, whole, digest) = run_damacy(&reader, &info, crops, probe)?;
     let ratios: Vec<f64> =
         costs.iter().zip(per_batch).map(|(c, d)| c.bytes_read as f64 / d.chunk_bytes.max(1) as f64).collect();
     let stage = |f: &dyn Fn(&StatsSnapshot) -> Duration| {
@@ -554,6 +603,10 @@ fn bench_damacy(store: &Store, name: &str, crops: &Crops, setup: &Setup, per_bat
         "index_fetches_timed": costs.iter().filter_map(|c| c.damacy.map(|d| d.index_fetches)).sum::<u64>(),
         "index_fetches_total": whole.index_fetches,
         "index_hits_total": whole.index_hits,
+        "plan_allocs_per_batch": median_of(&costs, |c| c.allocs.map_or(f64::NAN, |a| a[0].0 as f64)),
+        "plan_alloc_bytes_per_batch": median_of(&costs, |c| c.allocs.map_or(f64::NAN, |a| a[0].1 as f64)),
+        "read_allocs_per_batch": median_of(&costs, |c| c.allocs.map_or(f64::NAN, |a| a[1].0 as f64)),
+        "read_alloc_bytes_per_batch": median_of(&costs, |c| c.allocs.map_or(f64::NAN, |a| a[1].1 as f64)),
         "io_ms": stage(&|d| d.io),
         "decode_ms": stage(&|d| d.decode),
         "assemble_ms": stage(&|d| d.assemble),

@@ -1,4 +1,7 @@
-//! An opened array: zarrs' metadata and codec chains, plus the facts the planner needs.
+//! Opening arrays: zarrs' metadata and codec chains plus the facts the planner needs
+//! ([`ArrayMeta`]), and the handle a reader hands out ([`ArrayHandle`]): it owns its store, the
+//! per-array semantics ([`ArrayOptions`]: output dtype, out-of-bounds policy, checksums) and the
+//! chain's route, all decided once, when the array is opened.
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -9,7 +12,8 @@ use zarrs::metadata_ext::codec::sharding::{ShardingCodecConfiguration, ShardingI
 use zarrs::plugin::{ExtensionName, ZarrVersion};
 use zarrs_storage::ReadableStorageTraits;
 
-use crate::dtype::Dtype;
+use crate::codec::{ChainRoute, classify};
+use crate::dtype::{Dtype, OutputDtype};
 use crate::error::{Error, Result};
 use crate::store::Store;
 
@@ -49,9 +53,11 @@ impl ShardLayout {
     }
 }
 
-/// An opened zarr array (v2 or v3) with a regular chunk grid and a fixed-size data type.
+/// The metadata of an opened zarr array (v2 or v3) with a regular chunk grid and a fixed-size
+/// data type.
 #[derive(Clone)]
-pub struct ArrayInfo {
+#[non_exhaustive]
+pub struct ArrayMeta {
     /// The array's path in its store, starting with `/`.
     pub path: String,
     /// The zarr format, 2 or 3.
@@ -70,6 +76,8 @@ pub struct ArrayInfo {
     pub codec_metadata: Vec<MetadataV3>,
     /// The sharding layout, for sharded arrays.
     pub shard: Option<ShardLayout>,
+    /// How each decode unit's chain decodes: device kernels, or the CPU and why.
+    pub route: ChainRoute,
     array: Arc<Array<dyn ReadableStorageTraits>>,
 }
 
@@ -80,9 +88,9 @@ pub fn normalize_path(path: &str) -> String {
     if trimmed.is_empty() { "/".to_owned() } else { format!("/{trimmed}") }
 }
 
-impl std::fmt::Debug for ArrayInfo {
+impl std::fmt::Debug for ArrayMeta {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArrayInfo")
+        f.debug_struct("ArrayMeta")
             .field("path", &self.path)
             .field("shape", &self.shape)
             .field("dtype", &self.dtype)
@@ -91,8 +99,8 @@ impl std::fmt::Debug for ArrayInfo {
     }
 }
 
-impl ArrayInfo {
-    /// Open the array at `path` in `store`.
+impl ArrayMeta {
+    /// Read the metadata of the array at `path` in `store`.
     pub fn open(store: &Store, path: &str) -> Result<Self> {
         let path = normalize_path(path);
         let readable: Arc<dyn ReadableStorageTraits> = store.storage().clone();
@@ -103,17 +111,24 @@ impl ArrayInfo {
             zarrs::array::ArrayCreateError::StorageError(zarrs_storage::StorageError::InvalidMetadata(
                 key,
                 message,
-            )) => Error::Metadata { path: path.clone(), message: format!("{key}: {message}") },
+            )) => Error::metadata(&path, format!("{key}: {message}")),
             zarrs::array::ArrayCreateError::StorageError(e) => {
-                Error::storage(crate::error::Location::array(&path), format!("reading metadata: {e}"))
+                Error::storage(crate::error::Location::array(store.url(), &path), e)
             }
-            other => Error::Metadata { path: path.clone(), message: other.to_string() },
+            other => Error::Metadata { path: path.clone(), message: other.to_string(), source: Some(Arc::new(other)) },
         })?;
         Self::from_array(array, path)
     }
 
+    /// The metadata of an array zarrs already opened (its store, metadata and codec chain are
+    /// used as they are).
+    pub fn from_zarrs(array: Array<dyn ReadableStorageTraits>) -> Result<Self> {
+        let path = array.path().as_str().to_owned();
+        Self::from_array(array, path)
+    }
+
     fn from_array(array: Array<dyn ReadableStorageTraits>, path: String) -> Result<Self> {
-        let meta_err = |message: String| Error::Metadata { path: path.clone(), message };
+        let meta_err = |message: String| Error::metadata(&path, message);
         let zarr_format = match array.metadata() {
             ArrayMetadata::V3(m) => {
                 if m.chunk_grid.name() != "regular" {
@@ -150,7 +165,10 @@ impl ArrayInfo {
             .find(|m| m.name() == "sharding_indexed")
             .map(|m| shard_layout(m, &chunk_shape, dtype).map_err(meta_err))
             .transpose()?;
+        let route =
+            classify(shard.as_ref().map_or(&codec_metadata, |s: &ShardLayout| &s.inner_codec_metadata), dtype.size());
         Ok(Self {
+            route,
             path,
             zarr_format,
             shape,
@@ -284,4 +302,150 @@ fn decode_shard_index(layout: &ShardLayout, encoded: &[u8]) -> Result<Vec<Option
         }
     }
     Ok(out)
+}
+
+/// Per-array semantics, bound when the array is opened: what a batch of it looks like. Build
+/// with `ArrayOptions::default().with_*(…)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct ArrayOptions {
+    /// Element type of batches. Default [`OutputDtype::Native`].
+    pub output_dtype: OutputDtype,
+    /// Regions outside the array. Default [`OutOfBounds::Error`].
+    pub out_of_bounds: OutOfBounds,
+    /// Allow casts that can lose integer values (e.g. `int32` to `float32`). Default false:
+    /// such a cast is an error when the array is opened.
+    pub allow_lossy_cast: bool,
+    /// Verify checksums (crc32c codecs, zstd content checksums) while decoding. Default true.
+    pub validate_checksums: bool,
+}
+
+impl Default for ArrayOptions {
+    fn default() -> Self {
+        Self {
+            output_dtype: OutputDtype::Native,
+            out_of_bounds: OutOfBounds::Error,
+            allow_lossy_cast: false,
+            validate_checksums: true,
+        }
+    }
+}
+
+impl ArrayOptions {
+    /// Set the output element type.
+    #[must_use]
+    pub fn with_output_dtype(mut self, dtype: OutputDtype) -> Self {
+        self.output_dtype = dtype;
+        self
+    }
+
+    /// Set the out-of-bounds policy.
+    #[must_use]
+    pub fn with_out_of_bounds(mut self, policy: OutOfBounds) -> Self {
+        self.out_of_bounds = policy;
+        self
+    }
+
+    /// Allow casts that can lose integer values.
+    #[must_use]
+    pub fn with_lossy_cast(mut self, allow: bool) -> Self {
+        self.allow_lossy_cast = allow;
+        self
+    }
+
+    /// Verify checksums while decoding (or not).
+    #[must_use]
+    pub fn with_validate_checksums(mut self, validate: bool) -> Self {
+        self.validate_checksums = validate;
+        self
+    }
+}
+
+/// What to do with a region that reaches outside its array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum OutOfBounds {
+    /// Fail with an error naming the array and the region (the default).
+    #[default]
+    Error,
+    /// Pad the part outside the array with the fill value.
+    Fill,
+}
+
+/// An open array: its store, its metadata, the options it was opened with and the element type
+/// its batches have. Cheap to clone; dereferences to [`ArrayMeta`].
+#[derive(Clone)]
+pub struct ArrayHandle {
+    inner: Arc<HandleInner>,
+}
+
+struct HandleInner {
+    store: Store,
+    meta: ArrayMeta,
+    options: ArrayOptions,
+    out_dtype: Dtype,
+}
+
+impl std::fmt::Debug for ArrayHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArrayHandle")
+            .field("store", &self.inner.store.url())
+            .field("meta", &self.inner.meta)
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}
+
+impl std::ops::Deref for ArrayHandle {
+    type Target = ArrayMeta;
+
+    fn deref(&self) -> &ArrayMeta {
+        &self.inner.meta
+    }
+}
+
+impl ArrayHandle {
+    /// Bind metadata to its store and options; refuses a cast that loses values unless the
+    /// options allow it.
+    pub(crate) fn new(store: Store, meta: ArrayMeta, options: ArrayOptions) -> Result<Self> {
+        let out_dtype = options.output_dtype.resolve(meta.dtype);
+        if !options.allow_lossy_cast
+            && let Some(reason) = meta.dtype.lossy_cast_reason(out_dtype)
+        {
+            return Err(Error::invalid(format!(
+                "output dtype {out_dtype} for array {}: {reason}; choose another output dtype or allow lossy casts",
+                meta.path
+            )));
+        }
+        Ok(Self { inner: Arc::new(HandleInner { store, meta, options, out_dtype }) })
+    }
+
+    /// The store the array lives in.
+    #[must_use]
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The array's metadata.
+    #[must_use]
+    pub fn meta(&self) -> &ArrayMeta {
+        &self.inner.meta
+    }
+
+    /// The options the array was opened with.
+    #[must_use]
+    pub fn options(&self) -> &ArrayOptions {
+        &self.inner.options
+    }
+
+    /// The element type of batches read from this array.
+    #[must_use]
+    pub fn out_dtype(&self) -> Dtype {
+        self.inner.out_dtype
+    }
+
+    /// This array with other options (the metadata is shared, not read again).
+    pub fn with_options(&self, options: ArrayOptions) -> Result<Self> {
+        Self::new(self.inner.store.clone(), self.inner.meta.clone(), options)
+    }
 }

@@ -1,10 +1,12 @@
-//! Assemble: copy each region's part of each decoded chunk into its slot of the batch
-//! buffer, with fill values and the output data type.
+//! Stage 4, assemble: each decoded unit's part of each target copied to the output (crop,
+//! steps, strides, fill value, output dtype), on the host here, or on the device through the
+//! assemble jobs built by [`device_jobs`].
 
 use crate::dtype::Dtype;
-use crate::region::{Region, copy_box};
+use crate::plan::{BatchPlan, FillBox, meet};
+use crate::region::c_strides;
 
-/// Converts runs of elements from the array's type to the batch's type.
+/// Converts runs of elements from the array's type to the output's type.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Converter {
     pub(crate) from: Dtype,
@@ -38,162 +40,231 @@ impl Converter {
         }
     }
 
-    /// Fill `dst` with copies of one element of `from` (the fill value), converted.
-    pub(crate) fn fill(self, value: &[u8], dst: &mut [u8]) {
-        let ts = self.to.size();
-        let mut one = vec![0u8; ts];
+    /// One element of `from` (the fill value), converted to `to`.
+    pub(crate) fn one(self, value: &[u8]) -> Vec<u8> {
+        let mut one = vec![0u8; self.to.size()];
         self.run(value, &mut one, 1);
-        for d in dst.chunks_exact_mut(ts) {
-            d.copy_from_slice(&one);
-        }
+        one
     }
 }
 
-/// A batch laid out for assembly: the regions, the units (chunks or inner chunks, by grid
-/// coordinates) each one touches, and where each unit's decoded bytes are (`slot`, an index
-/// into the decoded units; `None` for a missing or empty unit, which reads as fill).
-pub(crate) struct Layout<'a> {
-    pub(crate) regions: &'a [Region],
-    pub(crate) clipped: &'a [Option<Region>],
-    pub(crate) region_units: &'a [Vec<usize>],
-    pub(crate) units: &'a [Vec<u64>],
-    pub(crate) slot: &'a [Option<usize>],
-    pub(crate) unit_shape: &'a [u64],
-}
-
-impl Layout<'_> {
-    /// Whether decoded units cover region `r` entirely (no fill needed).
-    pub(crate) fn covered(&self, r: usize) -> bool {
-        self.clipped[r].as_ref().is_some_and(|c| c == &self.regions[r])
-            && self.region_units[r].iter().all(|&u| self.slot[u].is_some())
-    }
-
-    /// Array coordinates of unit `u`'s first element.
-    pub(crate) fn origin(&self, u: usize) -> Vec<u64> {
-        self.units[u].iter().zip(self.unit_shape).map(|(i, s)| i * s).collect()
-    }
-
-    /// The box `[lo, hi)` where unit `u` meets region `r`, if they meet.
-    pub(crate) fn intersection(&self, r: usize, origin: &[u64]) -> Option<(Vec<u64>, Vec<u64>)> {
-        let clipped = self.clipped[r].as_ref()?;
-        let end = clipped.end();
-        let lo: Vec<u64> = clipped.start.iter().zip(origin).map(|(a, b)| *a.max(b)).collect();
-        let hi: Vec<u64> =
-            end.iter().zip(origin.iter().zip(self.unit_shape)).map(|(e, (o, s))| (*e).min(o + s)).collect();
-        lo.iter().zip(&hi).all(|(l, h)| l < h).then_some((lo, hi))
-    }
-
-    /// For each unit, the regions that touch it.
-    pub(crate) fn unit_regions(&self) -> Vec<Vec<usize>> {
-        let mut out = vec![Vec::new(); self.units.len()];
-        for (r, units) in self.region_units.iter().enumerate() {
-            for &u in units {
-                out[u].push(r);
-            }
-        }
-        out
-    }
-}
-
-/// The batch buffer, written concurrently by the threads that assemble units. Distinct units
-/// cover disjoint parts of the array, so their writes into any region never overlap.
-pub(crate) struct BatchOut {
+/// The output, written concurrently by the threads that assemble units: a base pointer and a
+/// length. Distinct units cover disjoint elements of the array, and targets of one plan write
+/// disjoint bytes of the output, so concurrent writes never overlap.
+pub(crate) struct OutPtr {
     ptr: *mut u8,
     len: usize,
 }
 
-// SAFETY: `BatchOut` only hands out disjoint byte ranges (see `scatter_unit`), and the buffer
-// it points into outlives every use (it is created from a `&mut [u8]` borrowed for the scope of
-// the parallel pass).
-unsafe impl Send for BatchOut {}
+// SAFETY: `OutPtr` is only used to write disjoint byte ranges (see `Scatter`), and the buffer
+// it points into outlives every use (it is built from a `&mut [u8]` borrowed for the whole
+// parallel pass).
+unsafe impl Send for OutPtr {}
 // SAFETY: as above: concurrent users write disjoint ranges.
-unsafe impl Sync for BatchOut {}
+unsafe impl Sync for OutPtr {}
 
-impl BatchOut {
-    pub(crate) fn new(data: &mut [u8]) -> Self {
+impl OutPtr {
+    fn new(data: &mut [u8]) -> Self {
         Self { ptr: data.as_mut_ptr(), len: data.len() }
     }
 
-    /// The bytes `start..start + len` of the batch, for one row of one unit's part of one
-    /// region. Callers only ask for rows inside the part of a region that their unit covers.
-    #[allow(clippy::mut_from_ref)] // disjoint rows of a buffer shared by the scatter threads
-    fn row(&self, start: usize, len: usize) -> &mut [u8] {
-        assert!(start.checked_add(len).is_some_and(|end| end <= self.len), "assemble writes inside the batch");
-        // SAFETY: `start..start + len` lies inside the buffer (checked above), which outlives
-        // `self`. The row belongs to the part of one region that one unit covers; distinct
-        // units cover disjoint elements and each unit is handled by one thread, so no other
+    /// The bytes `start..start + len` of the output.
+    #[allow(clippy::mut_from_ref)] // disjoint ranges of a buffer shared by the scatter threads
+    fn bytes(&self, start: usize, len: usize) -> &mut [u8] {
+        assert!(start.checked_add(len).is_some_and(|end| end <= self.len), "assemble writes inside the output");
+        // SAFETY: the range lies inside the buffer (checked above), which outlives `self`. It
+        // belongs to one element run of one target that one unit covers; distinct units cover
+        // disjoint elements and each unit is handled by one thread at a time, so no other
         // reference to these bytes exists while this one is used.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
     }
 }
 
-/// Fill every region of the batch that decoded units do not cover with the fill value.
-pub(crate) fn prefill(layout: &Layout<'_>, fill_value: &[u8], conv: Converter, data: &mut [u8], region_bytes: usize) {
-    use rayon::prelude::*;
-    data.par_chunks_mut(region_bytes.max(1)).enumerate().for_each(|(r, out)| {
-        if !layout.covered(r) {
-            conv.fill(fill_value, out);
+/// Visit every element run of a box: `count` elements per axis, output byte offset
+/// `base + Σ i·strides`, source element `src_base + Σ i·src_strides`. Calls
+/// `run(src_element, dst_byte, n, contiguous)` once per run along the last axis, where
+/// `contiguous` says both sides are dense along it.
+fn for_each_run(
+    count: &[u64],
+    (src_base, src_strides): (usize, &[usize]),
+    (dst_base, dst_strides): (isize, &[isize]),
+    dst_elem: isize,
+    mut run: impl FnMut(usize, isize, usize, bool),
+) {
+    let rank = count.len();
+    if rank == 0 {
+        run(src_base, dst_base, 1, true);
+        return;
+    }
+    if count.contains(&0) {
+        return;
+    }
+    let last = rank - 1;
+    let contiguous = src_strides[last] == 1 && dst_strides[last] == dst_elem;
+    let n = count[last] as usize;
+    let mut idx = vec![0u64; rank];
+    loop {
+        let mut s = src_base;
+        let mut d = dst_base;
+        for a in 0..last {
+            s += idx[a] as usize * src_strides[a];
+            d += idx[a] as isize * dst_strides[a];
+        }
+        if contiguous {
+            run(s, d, n, true);
+        } else {
+            for i in 0..n {
+                run(s + i * src_strides[last], d + i as isize * dst_strides[last], 1, false);
+            }
+        }
+        let mut axis = last;
+        loop {
+            if axis == 0 {
+                return;
+            }
+            axis -= 1;
+            idx[axis] += 1;
+            if idx[axis] < count[axis] {
+                break;
+            }
+            idx[axis] = 0;
+        }
+    }
+}
+
+/// Write `value` (one element of the output type) to every element of an output box.
+fn fill_with(out: &OutPtr, b: &FillBox, value: &[u8]) {
+    let ts = value.len();
+    let zeros = vec![0usize; b.count.len()];
+    for_each_run(&b.count, (0, &zeros), (b.dst_offset as isize, &b.dst_strides), ts as isize, |_, d, n, _| {
+        for chunk in out.bytes(d as usize, n * ts).chunks_exact_mut(ts) {
+            chunk.copy_from_slice(value);
         }
     });
 }
 
-/// Scatters decoded units (or fill, for units found missing) into the batch buffer, from any
-/// number of threads at once.
+/// Scatters decoded units (or fill, for units found missing) into the output, from any number
+/// of threads at once.
 pub(crate) struct Scatter<'a> {
-    layout: &'a Layout<'a>,
-    unit_regions: Vec<Vec<usize>>,
-    fill_value: &'a [u8],
+    plan: &'a BatchPlan,
     conv: Converter,
-    region_bytes: usize,
-    out: BatchOut,
+    fill: Vec<u8>,
+    unit_strides: Vec<u64>,
+    out: OutPtr,
 }
 
 impl<'a> Scatter<'a> {
-    /// Scatter into `data` (one region of `region_bytes` after another), which must outlive
+    /// Scatter into `out` (the plan's output, [`BatchPlan::nbytes`] long), which must outlive
     /// every use of the returned value.
-    pub(crate) fn new(
-        layout: &'a Layout<'a>,
-        fill_value: &'a [u8],
-        conv: Converter,
-        region_bytes: usize,
-        data: &mut [u8],
-    ) -> Self {
-        Self { layout, unit_regions: layout.unit_regions(), fill_value, conv, region_bytes, out: BatchOut::new(data) }
+    pub(crate) fn new(plan: &'a BatchPlan, out: &mut [u8]) -> Self {
+        let conv = Converter { from: plan.array.dtype, to: plan.array.out_dtype() };
+        Self {
+            plan,
+            conv,
+            fill: conv.one(&plan.array.fill_value),
+            unit_strides: c_strides(plan.array.decode_shape()),
+            out: OutPtr::new(out),
+        }
     }
 
-    /// Copy decoded unit `u` into every region that touches it.
+    /// Fill every target that decoded units will not cover entirely (clipped targets and
+    /// targets touching a unit without bytes) with the fill value.
+    pub(crate) fn prefill(&self) {
+        use rayon::prelude::*;
+        let mut partial = vec![false; self.plan.targets.len()];
+        for unit in &self.plan.units {
+            if unit.source == crate::plan::UnitSource::Fill {
+                for &t in &unit.targets {
+                    partial[t as usize] = true;
+                }
+            }
+        }
+        self.plan.targets.par_iter().zip(partial).for_each(|(t, partial)| {
+            if partial || t.padded.is_some() {
+                fill_with(&self.out, &t.fill_box(), &self.fill);
+            }
+        });
+    }
+
+    /// Copy decoded unit `u` (native bytes of the array's type, C order) into every target it
+    /// meets.
     pub(crate) fn unit(&self, u: usize, data: &[u8]) {
         let (fs, ts) = (self.conv.from.size(), self.conv.to.size());
-        self.each_row(u, |s, dst, n| self.conv.run(&data[s * fs..(s + n) * fs], self.out.row(dst, n * ts), n));
+        self.each_run(u, |s, d, n| self.conv.run(&data[s * fs..(s + n) * fs], self.out.bytes(d, n * ts), n));
     }
 
-    /// Write the fill value where unit `u` (a chunk found missing when read) meets each region.
+    /// Write the fill value where unit `u` (a chunk found missing when read) meets each target.
     pub(crate) fn fill(&self, u: usize) {
         let ts = self.conv.to.size();
-        self.each_row(u, |_, dst, n| self.conv.fill(self.fill_value, self.out.row(dst, n * ts)));
+        self.each_run(u, |_, d, n| {
+            for chunk in self.out.bytes(d, n * ts).chunks_exact_mut(ts) {
+                chunk.copy_from_slice(&self.fill);
+            }
+        });
     }
 
-    /// How many leading elements of unit `u` (C order) the regions read: a decoder may stop
+    /// How many leading elements of unit `u` (C order) the targets read: a decoder may stop
     /// there.
     pub(crate) fn needed_elements(&self, u: usize) -> usize {
-        let mut needed = 0;
-        self.each_row(u, |s, _, n| needed = needed.max(s + n));
-        needed
+        let unit = &self.plan.units[u];
+        let shape = self.plan.array.decode_shape();
+        let mut needed = 0u64;
+        for &t in &unit.targets {
+            let target = &self.plan.targets[t as usize];
+            let Some(m) = meet(target, &unit.origin, shape) else { continue };
+            let last: u64 = m
+                .src_start
+                .iter()
+                .zip(&m.count)
+                .zip(&target.step)
+                .zip(&self.unit_strides)
+                .map(|(((s, n), step), stride)| (s + (n - 1) * step) * stride)
+                .sum();
+            needed = needed.max(last + 1);
+        }
+        needed as usize
     }
 
-    /// Visit each row where unit `u` meets a region: (element offset in the unit, byte offset in
-    /// the batch, elements).
-    fn each_row(&self, u: usize, mut row: impl FnMut(usize, usize, usize)) {
-        let layout = self.layout;
-        let ts = self.conv.to.size();
-        let origin = layout.origin(u);
-        for &r in &self.unit_regions[u] {
-            let Some((lo, hi)) = layout.intersection(r, &origin) else { continue };
-            let region = &layout.regions[r];
-            let base = r * self.region_bytes;
-            copy_box(&lo, &hi, &origin, layout.unit_shape, &region.start, &region.shape, |s, d, n| {
-                row(s, base + d * ts, n);
+    /// Visit each element run where unit `u` meets a target: (element offset in the unit, byte
+    /// offset in the output, elements).
+    fn each_run(&self, u: usize, mut row: impl FnMut(usize, usize, usize)) {
+        let unit = &self.plan.units[u];
+        let shape = self.plan.array.decode_shape();
+        let ts = self.conv.to.size() as isize;
+        for &t in &unit.targets {
+            let target = &self.plan.targets[t as usize];
+            let Some(m) = meet(target, &unit.origin, shape) else { continue };
+            let src_strides: Vec<usize> =
+                self.unit_strides.iter().zip(&target.step).map(|(s, step)| (s * step) as usize).collect();
+            let src_base: usize = m.src_start.iter().zip(&self.unit_strides).map(|(s, st)| (s * st) as usize).sum();
+            let dst_base: isize = target.dst_offset as isize
+                + m.first.iter().zip(&target.dst_strides).map(|(i, s)| *i as isize * s).sum::<isize>();
+            for_each_run(&m.count, (src_base, &src_strides), (dst_base, &target.dst_strides), ts, |s, d, n, _| {
+                row(s, d as usize, n);
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_of_a_strided_box() {
+        let mut runs = Vec::new();
+        for_each_run(&[2, 3], (5, &[10, 1]), (100, &[30, 4]), 4, |s, d, n, c| runs.push((s, d, n, c)));
+        assert_eq!(runs, vec![(5, 100, 3, true), (15, 130, 3, true)]);
+        runs.clear();
+        // Every second source element: element by element.
+        for_each_run(&[1, 2], (0, &[10, 2]), (0, &[8, 4]), 4, |s, d, n, c| runs.push((s, d, n, c)));
+        assert_eq!(runs, vec![(0, 0, 1, false), (2, 4, 1, false)]);
+    }
+
+    #[test]
+    fn fill_box_writes_only_the_box() {
+        let mut out = vec![0u8; 12];
+        fill_with(&OutPtr::new(&mut out), &FillBox { dst_offset: 1, count: vec![2, 2], dst_strides: vec![6, 2] }, &[7]);
+        assert_eq!(out, vec![0, 7, 0, 7, 0, 0, 0, 7, 0, 7, 0, 0]);
     }
 }

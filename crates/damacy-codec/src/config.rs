@@ -1,21 +1,13 @@
-//! Options of the read path, validated once when a [`crate::Reader`] is built.
+//! The reader's resources (threads, caches, budgets, executor), validated once when a
+//! [`crate::Reader`] is built. Per-array semantics (output dtype, out-of-bounds policy) are
+//! [`crate::ArrayOptions`], given when an array is opened.
 
-use crate::dtype::OutputDtype;
 use crate::error::{Error, Result};
 
-/// What to do with a region that reaches outside its array.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutOfBounds {
-    /// Fail with an error naming the array and the region (the default).
-    #[default]
-    Error,
-    /// Pad the part outside the array with the fill value.
-    Fill,
-}
-
 /// Which executor decodes chunks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Executor {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ExecutorKind {
     /// damacy's kernels on a CUDA GPU when one is usable, else the CPU (the reason is kept in
     /// [`crate::Reader::executor_note`]). The default.
     #[default]
@@ -29,7 +21,7 @@ pub enum Executor {
     Emulated,
 }
 
-impl std::str::FromStr for Executor {
+impl std::str::FromStr for ExecutorKind {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
@@ -43,17 +35,20 @@ impl std::str::FromStr for Executor {
     }
 }
 
-/// The smallest [`ReadConfig::device_buffer_bytes`].
+/// The smallest [`ReaderConfig::device_buffer_bytes`].
 pub const MIN_DEVICE_BUFFER_BYTES: u64 = 64 << 20;
-/// The smallest [`ReadConfig::host_buffer_bytes`].
+/// The smallest [`ReaderConfig::host_buffer_bytes`].
 pub const MIN_HOST_BUFFER_BYTES: u64 = 16 << 20;
 
-/// Options of the read path. Every field has a documented default; build with
-/// `ReadConfig::default().with_*(…)`.
+/// The resources of a [`crate::Reader`]. Every field has a documented default; build with
+/// `ReaderConfig::default().with_*(…)`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReadConfig {
-    /// Threads issuing storage reads. Default 8: reads wait on storage, not on the CPU.
+#[non_exhaustive]
+pub struct ReaderConfig {
+    /// Threads that fetch shard indexes. Default 8: they wait on storage, not on the CPU.
     pub n_io_threads: usize,
+    /// Chunk reads a remote store keeps in flight per batch. Default 64.
+    pub reads_in_flight: usize,
     /// Threads decoding and assembling. Default: the number of CPUs.
     pub n_compute_threads: usize,
     /// Two byte ranges of one key merge into one read when the gap between them is at most
@@ -66,15 +61,8 @@ pub struct ReadConfig {
     pub shard_index_cache_bytes: u64,
     /// Arrays whose metadata is kept open. Default 1024.
     pub metadata_cache_entries: u64,
-    /// Regions outside the array. Default [`OutOfBounds::Error`].
-    pub out_of_bounds: OutOfBounds,
-    /// Element type of batches. Default [`OutputDtype::Native`].
-    pub output_dtype: OutputDtype,
-    /// Allow casts that can lose integer values (e.g. `int32` to `float32`). Default false:
-    /// such a cast is an error when the array is first read.
-    pub allow_lossy_cast: bool,
-    /// Which executor decodes. Default [`Executor::Auto`].
-    pub executor: Executor,
+    /// Which executor decodes. Default [`ExecutorKind::Auto`].
+    pub executor: ExecutorKind,
     /// The CUDA device ordinal (a rank's `LOCAL_RANK`). Default `None`: the context current on
     /// the calling thread, else device 0.
     pub device: Option<usize>,
@@ -87,19 +75,17 @@ pub struct ReadConfig {
     pub host_buffer_bytes: u64,
 }
 
-impl Default for ReadConfig {
+impl Default for ReaderConfig {
     fn default() -> Self {
         Self {
             n_io_threads: 8,
+            reads_in_flight: 64,
             n_compute_threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             coalesce_max_gap: 64 << 10,
             coalesce_max_size: 16 << 20,
             shard_index_cache_bytes: 256 << 20,
             metadata_cache_entries: 1024,
-            out_of_bounds: OutOfBounds::Error,
-            output_dtype: OutputDtype::Native,
-            allow_lossy_cast: false,
-            executor: Executor::Auto,
+            executor: ExecutorKind::Auto,
             device: None,
             device_buffer_bytes: 1 << 30,
             host_buffer_bytes: 256 << 20,
@@ -107,8 +93,15 @@ impl Default for ReadConfig {
     }
 }
 
-impl ReadConfig {
-    /// Set the storage read threads.
+impl ReaderConfig {
+    /// Set the reads a remote store keeps in flight.
+    #[must_use]
+    pub fn with_reads_in_flight(mut self, n: usize) -> Self {
+        self.reads_in_flight = n;
+        self
+    }
+
+    /// Set the shard-index fetch threads.
     #[must_use]
     pub fn with_io_threads(mut self, n: usize) -> Self {
         self.n_io_threads = n;
@@ -137,30 +130,9 @@ impl ReadConfig {
         self
     }
 
-    /// Set the out-of-bounds policy.
-    #[must_use]
-    pub fn with_out_of_bounds(mut self, policy: OutOfBounds) -> Self {
-        self.out_of_bounds = policy;
-        self
-    }
-
-    /// Set the output element type.
-    #[must_use]
-    pub fn with_output_dtype(mut self, dtype: OutputDtype) -> Self {
-        self.output_dtype = dtype;
-        self
-    }
-
-    /// Allow casts that can lose integer values.
-    #[must_use]
-    pub fn with_lossy_cast(mut self, allow: bool) -> Self {
-        self.allow_lossy_cast = allow;
-        self
-    }
-
     /// Set the executor.
     #[must_use]
-    pub fn with_executor(mut self, executor: Executor) -> Self {
+    pub fn with_executor(mut self, executor: ExecutorKind) -> Self {
         self.executor = executor;
         self
     }
@@ -184,6 +156,9 @@ impl ReadConfig {
     pub fn validate(&self) -> Result<()> {
         if self.n_io_threads == 0 {
             return Err(Error::invalid("n_io_threads is 0; use at least 1"));
+        }
+        if self.reads_in_flight == 0 {
+            return Err(Error::invalid("reads_in_flight is 0; use at least 1"));
         }
         if self.n_compute_threads == 0 {
             return Err(Error::invalid("n_compute_threads is 0; use at least 1"));

@@ -1,12 +1,23 @@
 //! The error type of the codec crate.
+//!
+//! Kinds a caller acts on are variants or [`StorageErrorKind`]s, decided from the store's own
+//! error kinds (`std::io::ErrorKind`, opendal's `ErrorKind`), never from message text; the
+//! underlying error stays reachable through [`std::error::Error::source`].
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
+
+/// A shared, cloneable underlying error.
+pub type Source = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Where in a store something went wrong: the array, the chunk (or inner chunk), the key and
 /// the byte range, as far as they are known.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Location {
+    /// The store's URL.
+    pub store: String,
     /// The array's path inside its store (`/v3/raw`).
     pub array: String,
     /// The chunk's grid coordinates (the shard's, for a sharded array).
@@ -20,16 +31,19 @@ pub struct Location {
 }
 
 impl Location {
-    /// A location that names only an array.
+    /// A location that names only an array of a store.
     #[must_use]
-    pub fn array(path: &str) -> Self {
-        Self { array: path.to_owned(), ..Self::default() }
+    pub fn array(store: &str, path: &str) -> Self {
+        Self { store: store.to_owned(), array: path.to_owned(), ..Self::default() }
     }
 }
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "array {}", self.array)?;
+        if !self.store.is_empty() {
+            write!(f, " of {}", self.store)?;
+        }
         if let Some(chunk) = &self.chunk {
             write!(f, ", chunk {chunk:?}")?;
         }
@@ -46,6 +60,35 @@ impl fmt::Display for Location {
     }
 }
 
+/// What kind of storage failure happened: the part of a storage error a caller acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StorageErrorKind {
+    /// The object does not exist (HTTP 404, `ENOENT`).
+    NotFound,
+    /// The store refused access (HTTP 401/403, `EACCES`): check credentials.
+    PermissionDenied,
+    /// A failure that may pass (throttling, 5xx, timeouts, resets) and persisted after the
+    /// store's retries.
+    Transient,
+    /// A byte range lies beyond the end of the object (a truncated object).
+    RangeNotSatisfied,
+    /// Anything else.
+    Other,
+}
+
+impl fmt::Display for StorageErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NotFound => "not found",
+            Self::PermissionDenied => "permission denied",
+            Self::Transient => "transient failure, retries exhausted",
+            Self::RangeNotSatisfied => "byte range beyond the end of the object",
+            Self::Other => "failed",
+        })
+    }
+}
+
 /// Everything that can go wrong between a URL and a decoded batch.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -53,16 +96,19 @@ pub enum Error {
     /// An argument or configuration value is invalid; the message says which and why.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// A store, array or key does not exist.
+    /// A store or array does not exist.
     #[error("not found: {0}")]
     NotFound(String),
-    /// A storage read failed (after retries).
-    #[error("storage error at {location}: {message}")]
+    /// A storage read failed (after the store's retries).
+    #[error("storage error at {location}: {kind}: {source}")]
     Storage {
+        /// What kind of failure it was.
+        kind: StorageErrorKind,
         /// What was being read.
         location: Box<Location>,
-        /// The underlying failure.
-        message: String,
+        /// The store's own error.
+        #[source]
+        source: Source,
     },
     /// Bytes could not be decoded: a corrupt or truncated chunk, a bad checksum, a bad index.
     #[error("decode error at {location}: {message}")]
@@ -71,6 +117,9 @@ pub enum Error {
         location: Box<Location>,
         /// What was wrong with it.
         message: String,
+        /// The codec's own error, when there is one.
+        #[source]
+        source: Option<Source>,
     },
     /// Array metadata could not be read or is not valid zarr.
     #[error("invalid metadata for {path}: {message}")]
@@ -79,10 +128,25 @@ pub enum Error {
         path: String,
         /// What was wrong.
         message: String,
+        /// zarrs' own error, when there is one.
+        #[source]
+        source: Option<Source>,
     },
     /// The array uses something damacy does not support (a data type, a chunk grid, a codec).
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// The device (a CUDA driver call, a kernel launch, NVRTC) failed.
+    #[error("device error: {context}: {source}")]
+    Device {
+        /// What damacy was doing.
+        context: String,
+        /// The kernel crate's error, with the driver's result code.
+        #[source]
+        source: Arc<damacy_kernels::Error>,
+    },
+    /// A configured memory budget is too small for what was asked.
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
 }
 
 impl Error {
@@ -90,14 +154,105 @@ impl Error {
         Self::InvalidArgument(message.into())
     }
 
+    /// A decode error with a message only.
     pub(crate) fn decode(location: Location, message: impl fmt::Display) -> Self {
-        Self::Decode { location: Box::new(location), message: message.to_string() }
+        Self::Decode { location: Box::new(location), message: message.to_string(), source: None }
     }
 
-    pub(crate) fn storage(location: Location, message: impl fmt::Display) -> Self {
-        Self::Storage { location: Box::new(location), message: message.to_string() }
+    /// A decode error that keeps the codec's error as its source.
+    pub(crate) fn decode_from<E: std::error::Error + Send + Sync + 'static>(location: Location, source: E) -> Self {
+        Self::Decode { location: Box::new(location), message: source.to_string(), source: Some(Arc::new(source)) }
+    }
+
+    pub(crate) fn metadata(path: &str, message: impl Into<String>) -> Self {
+        Self::Metadata { path: path.to_owned(), message: message.into(), source: None }
+    }
+
+    /// A storage error classified from zarrs' storage error.
+    pub(crate) fn storage(location: Location, source: zarrs_storage::StorageError) -> Self {
+        let kind = storage_kind(&source);
+        Self::Storage { kind, location: Box::new(location), source: Arc::new(source) }
+    }
+
+    /// A storage error classified from opendal's error.
+    pub(crate) fn opendal(location: Location, source: opendal::Error) -> Self {
+        let kind = opendal_kind(&source);
+        Self::Storage { kind, location: Box::new(location), source: Arc::new(source) }
+    }
+
+    /// A device failure while doing `context`.
+    pub(crate) fn device(context: impl Into<String>, source: damacy_kernels::Error) -> Self {
+        Self::Device { context: context.into(), source: Arc::new(source) }
+    }
+
+    /// The storage failure kind, for storage errors.
+    #[must_use]
+    pub fn storage_kind(&self) -> Option<StorageErrorKind> {
+        match self {
+            Self::Storage { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+}
+
+/// The kind of a zarrs storage error: from the I/O error's kind, or from the opendal error an
+/// I/O error carries (see [`crate::store`]'s adapter).
+fn storage_kind(e: &zarrs_storage::StorageError) -> StorageErrorKind {
+    use zarrs_storage::StorageError as S;
+    match e {
+        S::IOError(io) => io_kind(io),
+        S::InvalidByteRangeError(_) => StorageErrorKind::RangeNotSatisfied,
+        _ => StorageErrorKind::Other,
+    }
+}
+
+pub(crate) fn io_kind(io: &std::io::Error) -> StorageErrorKind {
+    use std::io::ErrorKind as K;
+    if let Some(op) = io.get_ref().and_then(|e| e.downcast_ref::<opendal::Error>()) {
+        return opendal_kind(op);
+    }
+    match io.kind() {
+        K::NotFound => StorageErrorKind::NotFound,
+        K::PermissionDenied => StorageErrorKind::PermissionDenied,
+        K::TimedOut | K::ConnectionReset | K::ConnectionAborted | K::Interrupted | K::WouldBlock => {
+            StorageErrorKind::Transient
+        }
+        K::UnexpectedEof => StorageErrorKind::RangeNotSatisfied,
+        _ => StorageErrorKind::Other,
+    }
+}
+
+pub(crate) fn opendal_kind(e: &opendal::Error) -> StorageErrorKind {
+    use opendal::ErrorKind as K;
+    match e.kind() {
+        K::NotFound => StorageErrorKind::NotFound,
+        K::PermissionDenied => StorageErrorKind::PermissionDenied,
+        K::RangeNotSatisfied => StorageErrorKind::RangeNotSatisfied,
+        K::RateLimited => StorageErrorKind::Transient,
+        // Persistent: a temporary error that the retry layer gave up on.
+        _ if e.is_temporary() || e.is_persistent() => StorageErrorKind::Transient,
+        _ => StorageErrorKind::Other,
     }
 }
 
 /// The codec crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_come_from_error_kinds_not_text() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "not found (the text lies)");
+        let e = Error::storage(Location::default(), zarrs_storage::StorageError::IOError(Arc::new(io)));
+        assert_eq!(e.storage_kind(), Some(StorageErrorKind::PermissionDenied));
+        assert!(std::error::Error::source(&e).is_some());
+
+        let op = opendal::Error::new(opendal::ErrorKind::NotFound, "permission denied (the text lies)");
+        let wrapped = std::io::Error::other(op);
+        assert_eq!(io_kind(&wrapped), StorageErrorKind::NotFound);
+        let op = opendal::Error::new(opendal::ErrorKind::Unexpected, "503").set_temporary();
+        assert_eq!(opendal_kind(&op), StorageErrorKind::Transient);
+    }
+}

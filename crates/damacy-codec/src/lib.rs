@@ -1,37 +1,55 @@
-//! damacy-codec: the read path of damacy beside zarrs.
+//! damacy-codec: the read engine of damacy beside zarrs.
 //!
 //! zarrs has no codec-pipeline object to swap out, so this crate sits beside
 //! [`zarrs::array::Array`] and uses zarrs for metadata, data types, chunk grids, chunk keys,
-//! codec chains and storage, while planning, fetching and decoding batches of regions itself:
+//! codec chains and storage, while planning, fetching and decoding batches itself. A batch
+//! flows through one module per stage:
 //!
 //! ```text
-//! regions ─ plan (chunks, shard indexes from the cache) ─ coalesced byte-range reads
-//!         ─ decode (zarrs codec chains on rayon, or device kernels) ─ assemble ─ Batch
+//! regions ─ plan    (units, shard indexes from the cache, coalesced requests)   plan.rs
+//!         ─ fetch   (byte ranges: sync on local files, async on remote stores)   fetch.rs
+//!         ─ decode  (one Executor trait: zarrs chains on rayon, or device kernels) decode/
+//!         ─ assemble(crop, steps, fill, dtype cast: host or device)              assemble.rs
+//!         ─ output  (a caller's host slice or device buffer, or an aligned Batch) output.rs
 //! ```
 //!
-//! Start with [`Store::open`], [`Reader::new`] and [`Reader::read_batch`].
+//! Resources (threads, caches, device budgets) belong to the [`Reader`] ([`ReaderConfig`]);
+//! semantics (output dtype, out-of-bounds policy) to each opened array ([`ArrayOptions`]), and
+//! each array's codec chain is classified once, when it is opened ([`ChainRoute`]).
+//!
+//! Start with [`Store::open`], [`Reader::new`], [`Reader::open_array`] and
+//! [`Reader::read_batch`].
 
-pub mod array;
+mod array;
 mod assemble;
-pub mod config;
-mod cpu;
-pub mod device;
-pub mod discover;
-pub mod dtype;
-pub mod error;
-pub mod io;
-pub mod reader;
-pub mod region;
-pub mod route;
-pub mod shard_index;
-pub mod stats;
-pub mod store;
+mod codec;
+mod config;
+mod decode;
+mod dtype;
+mod error;
+mod fetch;
+mod output;
+mod plan;
+mod reader;
+mod region;
+mod route;
+mod shard_index;
+mod stats;
+mod store;
 
-pub use array::ArrayInfo;
-pub use config::{Executor, OutOfBounds, ReadConfig};
+pub use array::{ArrayHandle, ArrayMeta, ArrayOptions, OutOfBounds, ShardLayout, normalize_path};
+pub use codec::{ChainRoute, DeviceChain, DeviceCodec, classify};
+pub use config::{ExecutorKind, MIN_DEVICE_BUFFER_BYTES, MIN_HOST_BUFFER_BYTES, ReaderConfig};
+pub use damacy_kernels::device::{Device, DeviceBuffer, Stream};
 pub use dtype::{Dtype, OutputDtype};
-pub use error::{Error, Location, Result};
-pub use reader::{Batch, Reader};
-pub use region::Region;
+pub use error::{Error, Location, Result, Source, StorageErrorKind};
+pub use fetch::coalesce;
+pub use output::{BATCH_ALIGN, Batch, Element, HostArrayMut, Output};
+pub use plan::BatchPlan;
+pub use reader::{AxisSelection, ChunkSelection, Reader};
+pub use region::{Region, c_strides};
+pub use route::{CodecRoute, Route, describe, index_routes, routes};
+pub use shard_index::{ShardIndex, ShardIndexCache};
 pub use stats::StatsSnapshot;
 pub use store::{Store, StoreKind, StoreOptions};
+pub use zarrs_storage;

@@ -126,51 +126,6 @@ pub(crate) fn for_each_cell(lo: &[u64], hi: &[u64], cell: &[u64], mut f: impl Fn
     }
 }
 
-/// Copy the box `[lo, hi)` (array coordinates) from a C-order source block whose origin is
-/// `src_origin` and shape `src_shape` into a C-order destination block (origin `dst_origin`,
-/// shape `dst_shape`), row by row along the last axis. `copy_row(src_elem, dst_elem, n)`
-/// moves `n` elements.
-pub(crate) fn copy_box(
-    lo: &[u64],
-    hi: &[u64],
-    src_origin: &[u64],
-    src_shape: &[u64],
-    dst_origin: &[u64],
-    dst_shape: &[u64],
-    mut copy_row: impl FnMut(usize, usize, usize),
-) {
-    let rank = lo.len();
-    if rank == 0 {
-        copy_row(0, 0, 1);
-        return;
-    }
-    let src_strides = c_strides(src_shape);
-    let dst_strides = c_strides(dst_shape);
-    let row = (hi[rank - 1] - lo[rank - 1]) as usize;
-    let mut idx = lo.to_vec();
-    loop {
-        let mut s = 0u64;
-        let mut d = 0u64;
-        for a in 0..rank {
-            s += (idx[a] - src_origin[a]) * src_strides[a];
-            d += (idx[a] - dst_origin[a]) * dst_strides[a];
-        }
-        copy_row(s as usize, d as usize, row);
-        let mut axis = rank - 1;
-        loop {
-            if axis == 0 {
-                return;
-            }
-            axis -= 1;
-            idx[axis] += 1;
-            if idx[axis] < hi[axis] {
-                break;
-            }
-            idx[axis] = lo[axis];
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,16 +144,5 @@ mod tests {
         let mut cells = Vec::new();
         for_each_cell(&[3, 7], &[9, 9], &[4, 4], |c| cells.push(c.to_vec()));
         assert_eq!(cells, vec![vec![0, 1], vec![0, 2], vec![1, 1], vec![1, 2], vec![2, 1], vec![2, 2]]);
-    }
-
-    #[test]
-    fn copy_box_rows() {
-        // A 4x4 source at origin (2,2); copy [3,5)x[2,4) into a 3x3 destination at (3,2).
-        let src: Vec<u32> = (0..16).collect();
-        let mut dst = vec![99u32; 9];
-        copy_box(&[3, 2], &[5, 4], &[2, 2], &[4, 4], &[3, 2], &[3, 3], |s, d, n| {
-            dst[d..d + n].copy_from_slice(&src[s..s + n]);
-        });
-        assert_eq!(dst, vec![4, 5, 99, 8, 9, 99, 99, 99, 99]);
     }
 }

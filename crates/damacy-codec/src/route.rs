@@ -6,7 +6,7 @@ use std::fmt;
 
 use zarrs::metadata::v3::MetadataV3;
 
-use crate::device::{DeviceChain, device_chain};
+use crate::codec::{ChainRoute, DeviceChain, DeviceCodec, classify};
 
 /// Where a codec is decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub fn describe(meta: &MetadataV3) -> String {
 /// The device stage that decodes a codec, when the chain runs on the device.
 fn kernel_for(meta: &MetadataV3, chain: DeviceChain) -> &'static str {
     match meta.name() {
-        "blosc" => "blosc parse, lz4/blosclz kernels, unshuffle/bitunshuffle",
+        "blosc" if chain.codec == DeviceCodec::Blosc => "blosc parse, lz4/blosclz kernels, unshuffle/bitunshuffle",
         "crc32c" => "crc32c kernel",
         "bytes" if chain.big_endian => "raw copy kernel, byte swap",
         _ => "raw copy kernel",
@@ -77,7 +77,7 @@ fn kernel_for(meta: &MetadataV3, chain: DeviceChain) -> &'static str {
 /// element size in bytes.
 #[must_use]
 pub fn routes(chain: &[MetadataV3], dtype_size: usize) -> Vec<CodecRoute> {
-    let on_device = device_chain(chain, dtype_size);
+    let on_device = classify(chain, dtype_size);
     chain
         .iter()
         .map(|meta| {
@@ -86,8 +86,8 @@ pub fn routes(chain: &[MetadataV3], dtype_size: usize) -> Vec<CodecRoute> {
                     reason: "shard indexes are decoded on the host and cached; inner chunks follow their own chain"
                         .into(),
                 },
-                (Ok(c), _) => Route::Gpu { kernel: kernel_for(meta, *c) },
-                (Err(reason), _) => Route::Cpu { reason: reason.clone() },
+                (ChainRoute::Device(c), _) => Route::Gpu { kernel: kernel_for(meta, *c) },
+                (ChainRoute::Cpu { reason }, _) => Route::Cpu { reason: reason.clone() },
             };
             CodecRoute { codec: describe(meta), route }
         })

@@ -8,8 +8,8 @@ use std::time::Instant;
 use moka::notification::RemovalCause;
 use zarrs_storage::byte_range::ByteRange;
 
-use crate::array::{ArrayInfo, ShardLayout};
-use crate::error::{Error, Location, Result};
+use crate::array::{ArrayMeta, ShardLayout};
+use crate::error::{Error, Location, Result, StorageErrorKind};
 use crate::stats::Stats;
 use crate::store::Store;
 
@@ -57,7 +57,7 @@ impl ShardIndexCache {
 
     /// The index of shard `shard` of `array`, from the cache or fetched (once, however many
     /// callers ask concurrently).
-    pub fn get(&self, store: &Store, array: &ArrayInfo, shard: &[u64]) -> Result<Arc<ShardIndex>> {
+    pub fn get(&self, store: &Store, array: &ArrayMeta, shard: &[u64]) -> Result<Arc<ShardIndex>> {
         let Some(layout) = &array.shard else {
             return Err(Error::invalid(format!("array {} is not sharded", array.path)));
         };
@@ -91,7 +91,7 @@ impl ShardIndexCache {
 
 fn fetch_index(
     store: &Store,
-    array: &ArrayInfo,
+    array: &ArrayMeta,
     layout: &ShardLayout,
     shard: &[u64],
     stats: &Stats,
@@ -104,6 +104,7 @@ fn fetch_index(
         (ByteRange::Suffix(size), 0..size)
     };
     let location = |r: Option<std::ops::Range<u64>>| Location {
+        store: store.url().to_owned(),
         array: array.path.clone(),
         chunk: Some(shard.to_vec()),
         key: Some(key.to_string()),
@@ -119,15 +120,16 @@ fn fetch_index(
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
         Err(e) => {
-            let message = e.to_string();
+            let e = Error::storage(location(Some(described)), e);
             // A shard smaller than its index is a truncated shard, not a storage failure.
-            if message.contains("range") || message.contains("Invalid") {
-                return Err(Error::decode(
-                    location(None),
-                    format!("truncated shard: cannot read its {size}-byte index ({message})"),
-                ));
+            if e.storage_kind() == Some(StorageErrorKind::RangeNotSatisfied) {
+                return Err(Error::Decode {
+                    location: Box::new(location(None)),
+                    message: format!("truncated shard: the object is shorter than its {size}-byte index"),
+                    source: Some(std::sync::Arc::new(e)),
+                });
             }
-            return Err(Error::storage(location(Some(described)), message));
+            return Err(e);
         }
     };
     stats.add_bytes_read(bytes.len() as u64);

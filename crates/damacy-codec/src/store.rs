@@ -4,12 +4,15 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use opendal::Operator;
-use zarrs_storage::ReadableListableStorage;
-use zarrs_storage::storage_adapter::async_to_sync::{AsyncToSyncBlockOn, AsyncToSyncStorageAdapter};
+use zarrs_storage::byte_range::{ByteRange, ByteRangeIterator, InvalidByteRangeError};
+use zarrs_storage::{
+    Bytes, ListableStorageTraits, MaybeBytes, MaybeBytesIterator, ReadableListableStorage, ReadableStorageTraits,
+    StorageError, StoreKey, StoreKeys, StoreKeysPrefixes, StorePrefix,
+};
 
 use crate::error::{Error, Result};
 
@@ -18,6 +21,7 @@ use crate::error::{Error, Result};
 /// `AWS_SESSION_TOKEN`, `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_STORAGE_ACCOUNT`,
 /// `AZURE_STORAGE_KEY`) and then to the service's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StoreOptions {
     /// The service endpoint (an S3-compatible server, a GCS emulator, an Azure account URL).
     pub endpoint: Option<String>,
@@ -77,6 +81,7 @@ impl StoreOptions {
 
 /// What kind of store a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreKind {
     /// A local folder (a plain path or `file://`).
     Local,
@@ -92,28 +97,36 @@ pub enum StoreKind {
     Memory,
 }
 
-/// An open store: a synchronous zarrs storage handle and a stable identity for cache keys.
+/// An open store: a synchronous zarrs storage handle (metadata, listing), the async operator
+/// of a remote store (bulk reads), and a stable identity for cache keys. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
+    inner: Arc<StoreInner>,
+}
+
+struct StoreInner {
     url: String,
     kind: StoreKind,
     id: u64,
     storage: ReadableListableStorage,
+    remote: Option<Operator>,
     local_root: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("url", &self.url).field("kind", &self.kind).finish_non_exhaustive()
+        f.debug_struct("Store").field("url", &self.inner.url).field("kind", &self.inner.kind).finish_non_exhaustive()
     }
 }
 
 impl Store {
     /// Open the store a URL names. Local paths must exist; remote stores are opened lazily
-    /// (the first read reports a missing bucket).
+    /// (the first read reports a missing bucket). Works from plain threads and from inside a
+    /// tokio runtime.
     pub fn open(url: &str, options: &StoreOptions) -> Result<Self> {
         let (kind, rest) = split_scheme(url)?;
         let mut local_root = None;
+        let mut remote = None;
         let storage: ReadableListableStorage = if kind == StoreKind::Local {
             let path = PathBuf::from(rest);
             if !path.is_dir() {
@@ -127,50 +140,65 @@ impl Store {
             // Registers opendal's default HTTP transport (reqwest, rustls) once per process.
             opendal::install_default();
             let operator = build_operator(kind, url, rest, options)?;
-            let store = zarrs_opendal::AsyncOpendalStore::new(operator);
-            Arc::new(AsyncToSyncStorageAdapter::new(Arc::new(store), TokioBlockOn(runtime()?)))
+            remote = Some(operator.clone());
+            Arc::new(OpendalStorage { operator })
         };
         let mut hasher = DefaultHasher::new();
         url.trim_end_matches('/').hash(&mut hasher);
-        Ok(Self { url: url.to_owned(), kind, id: hasher.finish(), storage, local_root })
+        let inner = StoreInner { url: url.to_owned(), kind, id: hasher.finish(), storage, remote, local_root };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
-    /// Wrap an existing zarrs storage handle (a store the caller built itself).
+    /// Wrap an existing zarrs storage handle (a store the caller built itself); reads go
+    /// through its synchronous interface.
     #[must_use]
     pub fn from_storage(name: &str, storage: ReadableListableStorage) -> Self {
         let mut hasher = DefaultHasher::new();
         (name, Arc::as_ptr(&storage).cast::<()>() as usize).hash(&mut hasher);
-        Self { url: name.to_owned(), kind: StoreKind::Memory, id: hasher.finish(), storage, local_root: None }
+        let inner = StoreInner {
+            url: name.to_owned(),
+            kind: StoreKind::Memory,
+            id: hasher.finish(),
+            storage,
+            remote: None,
+            local_root: None,
+        };
+        Self { inner: Arc::new(inner) }
     }
 
     /// The URL the store was opened with.
     #[must_use]
     pub fn url(&self) -> &str {
-        &self.url
+        &self.inner.url
     }
 
     /// What kind of store this is.
     #[must_use]
     pub fn kind(&self) -> StoreKind {
-        self.kind
+        self.inner.kind
     }
 
     /// A stable identity (a hash of the URL), used in cache keys.
     #[must_use]
     pub fn id(&self) -> u64 {
-        self.id
+        self.inner.id
     }
 
     /// The zarrs storage handle.
     #[must_use]
     pub fn storage(&self) -> &ReadableListableStorage {
-        &self.storage
+        &self.inner.storage
+    }
+
+    /// The async operator of a remote store (`None` for local and caller-built stores).
+    pub(crate) fn remote(&self) -> Option<&Operator> {
+        self.inner.remote.as_ref()
     }
 
     /// The local folder, for a local store.
     #[must_use]
     pub fn local_root(&self) -> Option<&std::path::Path> {
-        self.local_root.as_deref()
+        self.inner.local_root.as_deref()
     }
 }
 
@@ -275,7 +303,7 @@ fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions
             Operator::new(b).map_err(op_err)?
         }
         StoreKind::Memory => Operator::new(services::Memory::default()).map_err(op_err)?,
-        StoreKind::Local => unreachable!("local stores do not use opendal"),
+        StoreKind::Local => return Err(Error::invalid(format!("{url:?} is a local path, not a remote store"))),
     };
     let retries = options.retries.unwrap_or(StoreOptions::DEFAULT_RETRIES);
     Ok(operator.layer(
@@ -287,29 +315,219 @@ fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions
     ))
 }
 
-/// Runs opendal's futures on one shared multi-threaded tokio runtime.
-struct TokioBlockOn(&'static tokio::runtime::Runtime);
-
-/// The process's I/O runtime, started on first use; failing to start it is an error, not a
-/// panic.
-fn runtime() -> Result<&'static tokio::runtime::Runtime> {
-    static RUNTIME: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("damacy-io")
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| Error::invalid(format!("cannot start the I/O runtime for remote stores: {e}")))
+/// The process's I/O runtime, started on first use in each process (a child forked after the
+/// parent started one gets its own); failing to start it is an error, not a panic.
+pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RUNTIME: Mutex<Option<(u32, &'static tokio::runtime::Runtime)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut slot = RUNTIME.lock().map_err(|_| Error::invalid("the I/O runtime lock is poisoned"))?;
+    if let Some((owner, rt)) = *slot
+        && owner == pid
+    {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("damacy-io")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::invalid(format!("cannot start the I/O runtime for remote stores: {e}")))?;
+    // A runtime inherited from the parent of a fork has no threads here; it is left alone
+    // (dropping it could wait on threads that do not exist), and this process gets its own.
+    let rt: &'static tokio::runtime::Runtime = Box::leak(Box::new(rt));
+    *slot = Some((pid, rt));
+    Ok(rt)
 }
 
-impl AsyncToSyncBlockOn for TokioBlockOn {
-    fn block_on<F: core::future::Future>(&self, future: F) -> F::Output {
-        self.0.block_on(future)
+/// Run a future to completion on the calling thread, with the I/O runtime's reactor and timers.
+/// Never calls `Runtime::block_on`, so it works from plain threads and from threads of any
+/// tokio runtime (an async caller should use the `_async` entry points, which do not block
+/// its worker).
+pub(crate) fn block_on<F: core::future::Future>(future: F) -> Result<F::Output> {
+    let rt = runtime()?;
+    let _context = rt.enter();
+    Ok(futures::executor::block_on(future))
+}
+
+/// Run `f` on a thread of its own and await its result without blocking the caller's
+/// executor: the bridge from the synchronous engine to the `_async` entry points.
+pub(crate) async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    let (tx, rx) = futures::channel::oneshot::channel();
+    std::thread::Builder::new()
+        .name("damacy-async".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .map_err(|e| Error::invalid(format!("cannot start a thread for an async call: {e}")))?;
+    rx.await.map_err(|_| Error::invalid("an async call's thread ended without a result"))?
+}
+
+/// zarrs' synchronous storage traits over an opendal operator, keeping opendal's error (and its
+/// kind) as the source of the `std::io::Error` zarrs carries, so callers can tell a 404 from a
+/// 403 from a timeout without reading messages.
+struct OpendalStorage {
+    operator: Operator,
+}
+
+fn io_error(e: opendal::Error) -> StorageError {
+    let kind = match e.kind() {
+        opendal::ErrorKind::NotFound => std::io::ErrorKind::NotFound,
+        opendal::ErrorKind::PermissionDenied => std::io::ErrorKind::PermissionDenied,
+        _ => std::io::ErrorKind::Other,
+    };
+    StorageError::IOError(Arc::new(std::io::Error::new(kind, e)))
+}
+
+fn not_found_is_none<T>(r: std::result::Result<T, opendal::Error>) -> std::result::Result<Option<T>, StorageError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == opendal::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error(e)),
+    }
+}
+
+fn run<F: core::future::Future>(future: F) -> std::result::Result<F::Output, StorageError> {
+    block_on(future).map_err(|e| StorageError::Other(e.to_string()))
+}
+
+/// Read `range` of `path` (the whole object for `None`) with one request; `None` when the
+/// object does not exist. A short answer is an `UnexpectedEof` I/O error, never data.
+pub(crate) async fn read_range(
+    op: &Operator,
+    path: &str,
+    range: Option<std::ops::Range<u64>>,
+) -> std::result::Result<Option<Bytes>, opendal::Error> {
+    let result = match &range {
+        Some(r) => op.read_with(path).range(r.clone()).await,
+        None => op.read(path).await,
+    };
+    let buf = match result {
+        Ok(b) => b,
+        Err(e) if e.kind() == opendal::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let bytes = buf.to_bytes();
+    if let Some(r) = range
+        && bytes.len() as u64 != r.end - r.start
+    {
+        return Err(opendal::Error::new(
+            opendal::ErrorKind::RangeNotSatisfied,
+            format!("{} bytes returned for range {}..{}", bytes.len(), r.start, r.end),
+        ));
+    }
+    Ok(Some(bytes))
+}
+
+impl ReadableStorageTraits for OpendalStorage {
+    fn get_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        byte_ranges: ByteRangeIterator<'a>,
+    ) -> std::result::Result<MaybeBytesIterator<'a>, StorageError> {
+        let ranges: Vec<ByteRange> = byte_ranges.collect();
+        let op = &self.operator;
+        let path = key.as_str();
+        let fetched = run(async move {
+            let needs_size = ranges.iter().any(|r| matches!(r, ByteRange::Suffix(_) | ByteRange::FromStart(_, None)));
+            let size = if needs_size {
+                match not_found_is_none(op.stat(path).await)? {
+                    Some(m) => Some(m.content_length()),
+                    None => return Ok(None),
+                }
+            } else {
+                None
+            };
+            let mut out = Vec::with_capacity(ranges.len());
+            for r in ranges {
+                let range = match (r, size) {
+                    (ByteRange::FromStart(s, Some(n)), _) => s..s + n,
+                    (r, Some(size)) => {
+                        let in_bounds = match r {
+                            ByteRange::Suffix(n) => n <= size,
+                            ByteRange::FromStart(s, _) => s <= size,
+                        };
+                        if !in_bounds {
+                            return Err(InvalidByteRangeError::new(r, size).into());
+                        }
+                        r.to_range(size)
+                    }
+                    (_, None) => return Err(StorageError::Other("byte range needs the object size".into())),
+                };
+                match read_range(op, path, Some(range)).await {
+                    Ok(Some(bytes)) => out.push(bytes),
+                    Ok(None) => return Ok(None),
+                    Err(e) => return Err(io_error(e)),
+                }
+            }
+            Ok(Some(out))
+        })??;
+        Ok(fetched.map(|v| -> Box<dyn Iterator<Item = std::result::Result<Bytes, StorageError>> + 'a> {
+            Box::new(v.into_iter().map(Ok))
+        }))
+    }
+
+    fn get(&self, key: &StoreKey) -> std::result::Result<MaybeBytes, StorageError> {
+        run(read_range(&self.operator, key.as_str(), None))?.map_err(io_error)
+    }
+
+    fn size_key(&self, key: &StoreKey) -> std::result::Result<Option<u64>, StorageError> {
+        Ok(run(async { not_found_is_none(self.operator.stat(key.as_str()).await) })??.map(|m| m.content_length()))
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        true
+    }
+}
+
+impl OpendalStorage {
+    fn entries(&self, prefix: &StorePrefix, recursive: bool) -> std::result::Result<Vec<opendal::Entry>, StorageError> {
+        let listed =
+            run(async { not_found_is_none(self.operator.list_with(prefix.as_str()).recursive(recursive).await) })??;
+        Ok(listed.unwrap_or_default())
+    }
+}
+
+impl ListableStorageTraits for OpendalStorage {
+    fn list(&self) -> std::result::Result<StoreKeys, StorageError> {
+        self.list_prefix(&StorePrefix::root())
+    }
+
+    fn list_prefix(&self, prefix: &StorePrefix) -> std::result::Result<StoreKeys, StorageError> {
+        let mut keys = Vec::new();
+        for e in self.entries(prefix, true)? {
+            if e.metadata().mode() == opendal::EntryMode::FILE {
+                keys.push(StoreKey::try_from(e.path())?);
+            }
+        }
+        keys.sort();
+        Ok(keys)
+    }
+
+    fn list_dir(&self, prefix: &StorePrefix) -> std::result::Result<StoreKeysPrefixes, StorageError> {
+        let (mut keys, mut prefixes) = (Vec::new(), Vec::new());
+        for e in self.entries(prefix, false)? {
+            match e.metadata().mode() {
+                opendal::EntryMode::FILE => keys.push(StoreKey::try_from(e.path())?),
+                opendal::EntryMode::DIR => {
+                    let p = StorePrefix::try_from(e.path())?;
+                    if &p != prefix {
+                        prefixes.push(p);
+                    }
+                }
+                opendal::EntryMode::Unknown => {}
+            }
+        }
+        keys.sort();
+        prefixes.sort();
+        Ok(StoreKeysPrefixes::new(keys, prefixes))
+    }
+
+    fn size_prefix(&self, prefix: &StorePrefix) -> std::result::Result<u64, StorageError> {
+        let mut total = 0;
+        for key in self.list_prefix(prefix)? {
+            total += self.size_key(&key)?.unwrap_or(0);
+        }
+        Ok(total)
     }
 }
 

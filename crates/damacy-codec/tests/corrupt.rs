@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::fixtures_dir;
-use damacy_codec::{Error, ReadConfig, Reader, Region, Store, StoreOptions};
+use damacy_codec::{ArrayOptions, Error, Reader, ReaderConfig, Region, Store, StoreOptions};
 
 /// Copy one fixture array into a scratch store.
 fn scratch(array: &str) -> tempfile::TempDir {
@@ -35,11 +35,11 @@ fn flip_byte(path: &Path, offset_from_start: Option<usize>, offset_from_end: Opt
     std::fs::write(path, bytes).unwrap();
 }
 
-fn read_whole(dir: &Path, array: &str) -> Result<Vec<u8>, Error> {
+fn read_whole(dir: &Path, array: &str) -> Result<damacy_codec::Batch, Error> {
     let store = Store::open(dir.to_str().unwrap(), &StoreOptions::default())?;
-    let reader = Reader::new(ReadConfig::default())?;
-    let info = reader.open_array(&store, array)?;
-    reader.read_region(&store, &info, &Region::whole(&info.shape))
+    let reader = Reader::new(ReaderConfig::default())?;
+    let info = reader.open_array(&store, array, ArrayOptions::default())?;
+    reader.read_region(&info, &Region::whole(&info.shape))
 }
 
 #[test]
@@ -120,12 +120,12 @@ fn metadata_that_is_not_json() {
 #[test]
 fn chunks_shared_by_a_batch_decode_once_and_indexes_are_fetched_once() {
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-    let reader = Reader::new(ReadConfig::default()).unwrap();
-    let array = reader.open_array(&store, "v3/sharded_zstd_index_end").unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
+    let array = reader.open_array(&store, "v3/sharded_zstd_index_end", ArrayOptions::default()).unwrap();
     // Eight crops inside inner chunks (2,0,0) and (2,0,1): two inner chunks of shard (1,0,0).
     let crops: Vec<Region> = (0..8).map(|i| Region::new(vec![16 + i % 4, i, 5], vec![4, 8, 10])).collect();
     let before = reader.stats();
-    reader.read_batch(&store, &array, &crops).unwrap();
+    reader.read_batch(&array, &crops).unwrap();
     let s = reader.stats().since(&before);
     assert_eq!(s.units_decoded, 2, "{s:?}");
     assert_eq!(s.index_fetches, 1, "{s:?}");
@@ -133,7 +133,7 @@ fn chunks_shared_by_a_batch_decode_once_and_indexes_are_fetched_once() {
 
     // The next batch on the same shard hits the cache.
     let before = reader.stats();
-    reader.read_batch(&store, &array, &crops[..2]).unwrap();
+    reader.read_batch(&array, &crops[..2]).unwrap();
     let s = reader.stats().since(&before);
     assert_eq!((s.index_fetches, s.index_hits), (0, 1), "{s:?}");
 }
@@ -141,15 +141,15 @@ fn chunks_shared_by_a_batch_decode_once_and_indexes_are_fetched_once() {
 #[test]
 fn concurrent_batches_fetch_each_index_once() {
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-    let reader = Reader::new(ReadConfig::default()).unwrap();
-    let array = reader.open_array(&store, "v3/sharded_blosc_index_end").unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
+    let array = reader.open_array(&store, "v3/sharded_blosc_index_end", ArrayOptions::default()).unwrap();
     std::thread::scope(|s| {
         for t in 0..8u64 {
-            let (reader, store, array) = (&reader, &store, &array);
+            let (reader, array) = (&reader, &array);
             s.spawn(move || {
                 let crops: Vec<Region> =
                     (0..3).map(|i| Region::new(vec![(t * 5 + i * 13) % 32, (t * 7) % 64, 0], vec![8, 8, 20])).collect();
-                reader.read_batch(store, array, &crops).unwrap();
+                reader.read_batch(array, &crops).unwrap();
             });
         }
     });
@@ -163,28 +163,38 @@ fn concurrent_batches_fetch_each_index_once() {
 fn output_dtype_casts() {
     use damacy_codec::{Dtype, OutputDtype};
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-    let native = Reader::new(ReadConfig::default()).unwrap();
-    let array = native.open_array(&store, "v3/bytes_le_uint16_r3").unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
+    let array = reader.open_array(&store, "v3/bytes_le_uint16_r3", ArrayOptions::default()).unwrap();
     let region = Region::whole(&array.shape);
-    let raw = native.read_region(&store, &array, &region).unwrap();
-    let expect: Vec<f32> = raw.chunks_exact(2).map(|b| f32::from(u16::from_le_bytes([b[0], b[1]]))).collect();
+    let raw = reader.read_region(&array, &region).unwrap();
+    let expect: Vec<f32> = raw.as_slice::<u16>().unwrap().iter().map(|&v| f32::from(v)).collect();
     for to in [Dtype::F32, Dtype::F64, Dtype::I32, Dtype::U32] {
-        let reader = Reader::new(ReadConfig::default().with_output_dtype(OutputDtype::Cast(to))).unwrap();
-        let out = reader.read_region(&store, &array, &region).unwrap();
-        let got: Vec<f32> = out.chunks_exact(to.size()).map(|b| to.read_f64(b) as f32).collect();
+        // One reader, one array per output dtype (semantics are per array, resources shared).
+        let cast = array.with_options(ArrayOptions::default().with_output_dtype(OutputDtype::Cast(to))).unwrap();
+        let out = reader.read_region(&cast, &region).unwrap();
+        assert_eq!(out.dtype, to);
+        let got: Vec<f32> = out.bytes().chunks_exact(to.size()).map(|b| to.read_f64(b) as f32).collect();
         assert_eq!(got, expect, "{to}");
     }
-    // uint16 does not fit float16 or bfloat16 exactly: refused unless allowed.
-    let strict = Reader::new(ReadConfig::default().with_output_dtype(OutputDtype::Cast(Dtype::F16))).unwrap();
-    let err = strict.open_array(&store, "v3/bytes_le_uint16_r3").unwrap_err().to_string();
+    assert_eq!(
+        reader
+            .read_region(
+                &array.with_options(ArrayOptions::default().with_output_dtype(OutputDtype::Cast(Dtype::F32))).unwrap(),
+                &region
+            )
+            .unwrap()
+            .as_slice::<f32>()
+            .unwrap(),
+        expect.as_slice()
+    );
+    // uint16 does not fit float16 or bfloat16 exactly: refused when the array is opened.
+    let strict = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(Dtype::F16));
+    let err = reader.open_array(&store, "v3/bytes_le_uint16_r3", strict).unwrap_err().to_string();
     assert!(err.contains("float16") && err.contains("uint16"), "refused when the array is opened: {err}");
-    let err = strict.read_region(&store, &array, &region).unwrap_err().to_string();
-    assert!(err.contains("float16") && err.contains("uint16"), "{err}");
-    let lossy =
-        Reader::new(ReadConfig::default().with_output_dtype(OutputDtype::Cast(Dtype::BF16)).with_lossy_cast(true))
-            .unwrap();
-    let out = lossy.read_region(&store, &array, &region).unwrap();
-    assert_eq!(out.len(), raw.len());
-    let first = Dtype::BF16.read_f64(&out[..2]);
+    let lossy = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(Dtype::BF16)).with_lossy_cast(true);
+    let out = reader.read_region(&reader.open_array(&store, "v3/bytes_le_uint16_r3", lossy).unwrap(), &region).unwrap();
+    assert_eq!(out.bytes().len(), raw.bytes().len());
+    let first = Dtype::BF16.read_f64(&out.bytes()[..2]);
     assert!((first - f64::from(expect[0])).abs() <= f64::from(expect[0]).abs() / 128.0 + 1.0);
+    assert!(out.as_slice::<f32>().is_err(), "typed views check the dtype");
 }

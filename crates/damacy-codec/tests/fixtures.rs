@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{SplitMix, fixtures_dir, manifest};
-use damacy_codec::{OutOfBounds, ReadConfig, Reader, Region, Store, StoreOptions};
+use damacy_codec::{ArrayOptions, OutOfBounds, Reader, ReaderConfig, Region, Store, StoreOptions};
 use sha2::{Digest, Sha256};
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
 
@@ -74,10 +74,10 @@ fn zarrs_reproduces_every_digest() {
 #[test]
 fn damacy_reproduces_every_digest() {
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-    let reader = Reader::new(ReadConfig::default()).unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
     for e in manifest() {
-        let array = reader.open_array(&store, &e.path).unwrap();
-        let digest = reader.digest_array(&store, &array).unwrap_or_else(|err| panic!("{}: {err}", e.path));
+        let array = reader.open_array(&store, &e.path, ArrayOptions::default()).unwrap();
+        let digest = common::digest(&reader, &array).unwrap_or_else(|err| panic!("{}: {err}", e.path));
         assert_eq!(digest, e.sha256, "damacy disagrees with zarr-python on {}", e.path);
     }
 }
@@ -86,10 +86,10 @@ fn damacy_reproduces_every_digest() {
 fn random_regions_match_zarrs() {
     let zstore = Arc::new(zarrs::filesystem::FilesystemStore::new(fixtures_dir()).unwrap());
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-    let reader = Reader::new(ReadConfig::default().with_coalescing(256, 1 << 20)).unwrap();
+    let reader = Reader::new(ReaderConfig::default().with_coalescing(256, 1 << 20)).unwrap();
     let mut rng = SplitMix(7);
     for e in manifest() {
-        let array = reader.open_array(&store, &e.path).unwrap();
+        let array = reader.open_array(&store, &e.path, ArrayOptions::default()).unwrap();
         let zarray = Array::open(zstore.clone(), &format!("/{}", e.path)).unwrap();
         for _ in 0..3 {
             // One shape per batch, several regions, some overlapping the same chunks.
@@ -100,15 +100,9 @@ fn random_regions_match_zarrs() {
                     Region::new(start, shape.clone())
                 })
                 .collect();
-            let batch = reader.read_batch(&store, &array, &regions).unwrap();
-            let per = batch.data.len() / regions.len();
+            let batch = reader.read_batch(&array, &regions).unwrap();
             for (i, r) in regions.iter().enumerate() {
-                assert_eq!(
-                    &batch.data[i * per..(i + 1) * per],
-                    zarrs_bytes(&zarray, r).as_slice(),
-                    "{} region {r}",
-                    e.path
-                );
+                assert_eq!(batch.region(i), zarrs_bytes(&zarray, r).as_slice(), "{} region {r}", e.path);
             }
         }
     }
@@ -117,24 +111,142 @@ fn random_regions_match_zarrs() {
 #[test]
 fn out_of_bounds_regions_error_or_fill() {
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-    let strict = Reader::new(ReadConfig::default()).unwrap();
-    let array = strict.open_array(&store, "v3/missing_chunks_fill").unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
+    let array = reader.open_array(&store, "v3/missing_chunks_fill", ArrayOptions::default()).unwrap();
     let region = Region::new(vec![25, 35], vec![10, 10]);
-    let err = strict.read_batch(&store, &array, std::slice::from_ref(&region)).unwrap_err().to_string();
+    let err = reader.read_batch(&array, std::slice::from_ref(&region)).unwrap_err().to_string();
     assert!(err.contains("v3/missing_chunks_fill") && err.contains("25:35"), "{err}");
 
-    let padded = Reader::new(ReadConfig::default().with_out_of_bounds(OutOfBounds::Fill)).unwrap();
-    let data = padded.read_region(&store, &array, &region).unwrap();
-    let values: Vec<i16> = data.chunks_exact(2).map(|b| i16::from_ne_bytes([b[0], b[1]])).collect();
+    // The same reader, the same array opened with the other policy: semantics are per array.
+    let padded = array.with_options(ArrayOptions::default().with_out_of_bounds(OutOfBounds::Fill)).unwrap();
+    let data = reader.read_region(&padded, &region).unwrap();
     // Rows 25..30, columns 35..40 are inside (never written: fill -7); the rest is padding.
-    assert!(values.iter().all(|&v| v == -7), "{values:?}");
+    assert!(data.as_slice::<i16>().unwrap().iter().all(|&v| v == -7), "{data:?}");
     let zarray = Array::open(
         Arc::new(zarrs::filesystem::FilesystemStore::new(fixtures_dir()).unwrap()),
         "/v3/missing_chunks_fill",
     )
     .unwrap();
-    let inside = padded.read_region(&store, &array, &Region::new(vec![5, 5], vec![20, 30])).unwrap();
-    assert_eq!(inside, zarrs_bytes(&zarray, &Region::new(vec![5, 5], vec![20, 30])));
+    let inside = reader.read_region(&padded, &Region::new(vec![5, 5], vec![20, 30])).unwrap();
+    assert_eq!(inside.bytes(), zarrs_bytes(&zarray, &Region::new(vec![5, 5], vec![20, 30])));
+}
+
+/// `read_batch_into` a caller's slice equals `read_batch`, and allocates nothing that grows
+/// with the batch (the plan is reused).
+#[test]
+fn read_batch_into_a_caller_slice() {
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
+    for path in ["v3/sharded_zstd_index_end", "v3/blosc_lz4_byte_ts2_large", "v2/zlib_C"] {
+        let array = reader.open_array(&store, path, ArrayOptions::default()).unwrap();
+        let shape: Vec<u64> = array.shape.iter().map(|&s| s.div_ceil(2)).collect();
+        let regions = vec![
+            Region::new(vec![0; shape.len()], shape.clone()),
+            Region::new(shape.iter().map(|s| s / 2).collect(), shape.clone()),
+        ];
+        let want = reader.read_batch(&array, &regions).unwrap();
+        let plan = reader.plan(&array, &regions).unwrap();
+        assert_eq!(plan.shape(), want.shape.as_slice());
+        let mut out = vec![0xEEu8; plan.nbytes()];
+        reader.read_batch_into(&plan, damacy_codec::Output::Host(&mut out)).unwrap();
+        assert_eq!(out, want.bytes(), "{path}");
+        let err = reader.read_batch_into(&plan, damacy_codec::Output::Host(&mut out[1..])).unwrap_err();
+        assert!(err.to_string().contains("needs"), "{err}");
+    }
+}
+
+/// Chunk-level reads (zarr-python's pipeline contract): strided selections of chunks into a
+/// strided output equal zarrs' reads of the same elements; elements outside the selection stay.
+#[test]
+#[allow(clippy::needless_range_loop)] // per-axis arithmetic over several arrays
+fn chunk_selections_into_a_strided_array_match_zarrs() {
+    use damacy_codec::{AxisSelection, ChunkSelection, HostArrayMut};
+    let zstore = Arc::new(zarrs::filesystem::FilesystemStore::new(fixtures_dir()).unwrap());
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
+    let mut rng = SplitMix(21);
+    let mut checked = 0;
+    for e in manifest().iter().filter(|e| e.shape.len() >= 2 && e.dtype != "bool") {
+        let array = reader.open_array(&store, &e.path, ArrayOptions::default()).unwrap();
+        let zarray = Array::open(zstore.clone(), &format!("/{}", e.path)).unwrap();
+        let whole = zarrs_bytes(&zarray, &Region::whole(&e.shape));
+        let size = array.dtype.size();
+        let rank = e.shape.len();
+        // One chunk (shard), a random strided selection inside it.
+        let chunk: Vec<u64> = array.grid_shape.iter().map(|&g| rng.below(g)).collect();
+        let mut sel = Vec::new();
+        for a in 0..rank {
+            let origin = chunk[a] * array.chunk_shape[a];
+            let extent = array.chunk_shape[a].min(e.shape[a] - origin);
+            let step = 1 + rng.below(3);
+            let start = rng.below(extent);
+            let count = 1 + rng.below((extent - start).div_ceil(step));
+            sel.push(AxisSelection { start, step, count });
+        }
+        // The output: twice as large as the selection along each axis, written every second
+        // element of the last axis (a strided view), pre-filled with a marker.
+        let out_shape: Vec<u64> = sel.iter().map(|s| s.count * 2).collect();
+        let n: u64 = out_shape.iter().product();
+        let mut data = vec![0xA5u8; n as usize * size];
+        let c = damacy_codec::c_strides(&out_shape);
+        let strides: Vec<isize> = c.iter().map(|s| (*s as usize * size) as isize).collect();
+        let out_sel: Vec<AxisSelection> = sel
+            .iter()
+            .enumerate()
+            .map(|(a, s)| AxisSelection { start: u64::from(a == 0), step: 2, count: s.count })
+            .collect();
+        let request = ChunkSelection { chunk: chunk.clone(), selection: sel.clone(), out_selection: out_sel.clone() };
+        let mut out = HostArrayMut::strided(&mut data, 0, out_shape.clone(), strides, array.out_dtype());
+        reader
+            .read_chunks_into(&array, std::slice::from_ref(&request), &mut out)
+            .unwrap_or_else(|err| panic!("{}: {err}", e.path));
+        // Check every output element: selected ones equal the array, others keep the marker.
+        let wc = damacy_codec::c_strides(&e.shape);
+        let mut idx = vec![0u64; rank];
+        loop {
+            let o: usize = idx.iter().zip(&c).map(|(i, s)| (i * s) as usize).sum::<usize>() * size;
+            let mut hit = Some(0usize);
+            for a in 0..rank {
+                let k = idx[a]
+                    .checked_sub(out_sel[a].start)
+                    .filter(|k| k % 2 == 0)
+                    .map(|k| k / 2)
+                    .filter(|k| *k < sel[a].count);
+                match (k, hit) {
+                    (Some(k), Some(acc)) => {
+                        let coord = chunk[a] * array.chunk_shape[a] + sel[a].start + k * sel[a].step;
+                        hit = Some(acc + (coord * wc[a]) as usize);
+                    }
+                    _ => hit = None,
+                }
+            }
+            match hit {
+                Some(w) => assert_eq!(&data[o..o + size], &whole[w * size..(w + 1) * size], "{} at {idx:?}", e.path),
+                None => assert!(
+                    data[o..o + size].iter().all(|&b| b == 0xA5),
+                    "{} wrote outside the selection at {idx:?}",
+                    e.path
+                ),
+            }
+            let mut axis = rank;
+            loop {
+                if axis == 0 {
+                    break;
+                }
+                axis -= 1;
+                idx[axis] += 1;
+                if idx[axis] < out_shape[axis] {
+                    break;
+                }
+                idx[axis] = 0;
+            }
+            if axis == 0 && idx.iter().all(|&i| i == 0) {
+                break;
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 40, "{checked}");
 }
 
 /// The GPU route's exact logic (host parse, stream tables, launches, statuses) on the kernel
@@ -142,19 +254,18 @@ fn out_of_bounds_regions_error_or_fill() {
 #[cfg(feature = "emulate")]
 #[test]
 fn emulated_device_route_reproduces_every_digest() {
-    use damacy_codec::Executor;
-    use damacy_codec::device::device_chain;
+    use damacy_codec::{ChainRoute, ExecutorKind};
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-    let reader = Reader::new(ReadConfig::default().with_executor(Executor::Emulated)).unwrap();
+    let reader = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated)).unwrap();
     assert!(reader.executor_note().contains("emulator"), "{}", reader.executor_note());
     let mut on_device = 0;
     for e in manifest() {
-        let array = reader.open_array(&store, &e.path).unwrap();
+        let array = reader.open_array(&store, &e.path, ArrayOptions::default()).unwrap();
         let before = reader.stats();
-        let digest = reader.digest_array(&store, &array).unwrap_or_else(|err| panic!("{}: {err}", e.path));
+        let digest = common::digest(&reader, &array).unwrap_or_else(|err| panic!("{}: {err}", e.path));
         assert_eq!(digest, e.sha256, "emulated device route disagrees with zarr-python on {}", e.path);
         let s = reader.stats().since(&before);
-        if device_chain(array.decode_chain_metadata(), array.dtype.size()).is_ok() {
+        if matches!(array.route, ChainRoute::Device(_)) {
             assert_eq!(s.units_decoded_device, s.units_decoded, "{}: every chunk on the device", e.path);
             on_device += usize::from(s.units_decoded > 0);
         } else {
@@ -170,19 +281,18 @@ fn emulated_device_route_reproduces_every_digest() {
 #[cfg(feature = "emulate")]
 #[test]
 fn emulated_device_batches_equal_cpu_batches() {
-    use damacy_codec::device::device_chain;
-    use damacy_codec::{Dtype, Executor, OutputDtype};
+    use damacy_codec::{ChainRoute, Dtype, ExecutorKind, OutputDtype};
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
     let mut rng = SplitMix(99);
     let mut compared = 0;
+    let cpu = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Cpu)).unwrap();
+    let dev = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated)).unwrap();
     for out in [OutputDtype::Native, OutputDtype::Cast(Dtype::F32)] {
-        let config =
-            ReadConfig::default().with_out_of_bounds(OutOfBounds::Fill).with_output_dtype(out).with_lossy_cast(true);
-        let cpu = Reader::new(config.clone().with_executor(Executor::Cpu)).unwrap();
-        let dev = Reader::new(config.with_executor(Executor::Emulated)).unwrap();
+        let options =
+            ArrayOptions::default().with_out_of_bounds(OutOfBounds::Fill).with_output_dtype(out).with_lossy_cast(true);
         for e in manifest() {
-            let array = cpu.open_array(&store, &e.path).unwrap();
-            if device_chain(array.decode_chain_metadata(), array.dtype.size()).is_err()
+            let array = cpu.open_array(&store, &e.path, options).unwrap();
+            if !matches!(array.route, ChainRoute::Device(_))
                 || (out != OutputDtype::Native && matches!(array.dtype, Dtype::I64 | Dtype::U64 | Dtype::F64))
             {
                 continue;
@@ -198,8 +308,8 @@ fn emulated_device_batches_equal_cpu_batches() {
                 })
                 .collect();
             let before = dev.stats();
-            let want = cpu.read_batch(&store, &array, &regions).unwrap();
-            let got = dev.read_batch(&store, &array, &regions).unwrap();
+            let want = cpu.read_batch(&array, &regions).unwrap();
+            let got = dev.read_batch(&array, &regions).unwrap();
             assert_eq!(got, want, "{} {out:?} {regions:?}", e.path);
             let s = dev.stats().since(&before);
             assert_eq!(s.units_decoded_device, s.units_decoded, "{}", e.path);
@@ -207,4 +317,69 @@ fn emulated_device_batches_equal_cpu_batches() {
         }
     }
     assert!(compared >= 100, "{compared}");
+}
+
+/// Missing chunks on the device route become fill jobs (no detour through the host), a batch
+/// larger than the batch buffer is decoded exactly once, and a device output in a caller's
+/// buffer equals the host batch.
+#[cfg(feature = "emulate")]
+#[test]
+fn emulated_device_route_fills_missing_chunks_and_decodes_big_batches_once() {
+    use damacy_codec::{Dtype, ExecutorKind, Output, OutputDtype};
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let cpu = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Cpu)).unwrap();
+    let dev = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated)).unwrap();
+    // Non-sharded chunks absent from the store: the keys are missing when read.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("a");
+    std::fs::create_dir_all(root.join("c/1")).unwrap();
+    std::fs::copy(fixtures_dir().join("v3/crc32c_bytes/zarr.json"), root.join("zarr.json")).unwrap();
+    for key in ["c/0/0", "c/1/2", "c/2/1"] {
+        std::fs::create_dir_all(root.join(key).parent().unwrap()).unwrap();
+        std::fs::copy(fixtures_dir().join("v3/crc32c_bytes").join(key), root.join(key)).unwrap();
+    }
+    let scratch = Store::open(dir.path().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let array = dev.open_array(&scratch, "a", ArrayOptions::default()).unwrap();
+    assert!(matches!(array.route, damacy_codec::ChainRoute::Device(_)), "{:?}", array.route);
+    let regions = vec![Region::whole(&array.shape), Region::new(vec![10, 10], vec![50, 40])];
+    let array = array.with_options(ArrayOptions::default().with_out_of_bounds(OutOfBounds::Fill)).unwrap();
+    let before = dev.stats();
+    let got = dev.read_batch(&array, &regions).unwrap();
+    let s = dev.stats().since(&before);
+    assert_eq!(got, cpu.read_batch(&array, &regions).unwrap());
+    assert_eq!((s.units_decoded, s.units_decoded_device), (3, 3), "{s:?}");
+    assert!(s.units_filled >= 6, "{s:?}");
+
+    // 64 float64 copies of a whole array: larger than the 16 MiB batch buffer of the default
+    // 64 MiB... budget; every unit is decoded once, assembled on the host.
+    let small = Reader::new(
+        ReaderConfig::default().with_executor(ExecutorKind::Emulated).with_buffer_bytes(64 << 20, 16 << 20),
+    )
+    .unwrap();
+    let options = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(Dtype::F64));
+    let array = small.open_array(&store, "v3/blosc_lz4_byte_ts2_large", options).unwrap();
+    let whole = Region::whole(&array.shape);
+    let regions = vec![whole.clone(); (17 << 20) / (whole.num_elements() as usize * 8) + 1];
+    let plan = small.plan(&array, &regions).unwrap();
+    assert!(plan.nbytes() > 16 << 20, "{}", plan.nbytes());
+    let before = small.stats();
+    let got = small.read_batch(&array, &regions).unwrap();
+    let s = small.stats().since(&before);
+    assert_eq!(s.units_decoded as usize, plan.num_units(), "each unit decoded exactly once: {s:?}");
+    assert_eq!(s.units_decoded_device, s.units_decoded);
+    let want =
+        cpu.read_batch(&cpu.open_array(&store, "v3/blosc_lz4_byte_ts2_large", options).unwrap(), &regions).unwrap();
+    assert!(got == want);
+
+    // Into a caller's device buffer on the caller's stream.
+    let device = small.device().unwrap();
+    let regions = vec![whole.clone(), whole];
+    let plan = small.plan(&array, &regions).unwrap();
+    let mut buffer = device.alloc(plan.nbytes() + 64).unwrap();
+    let stream = device.new_stream().unwrap();
+    small.read_batch_into(&plan, Output::Device { buffer: &mut buffer, offset: 64, stream: &stream }).unwrap();
+    stream.synchronize().unwrap();
+    let mut host = vec![0u8; plan.nbytes()];
+    device.download(&buffer, 64, &mut host).unwrap();
+    assert_eq!(host, small.read_batch(&array, &regions).unwrap().bytes());
 }

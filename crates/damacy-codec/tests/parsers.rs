@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::fixtures_dir;
-use damacy_codec::{ReadConfig, Reader, Region, Store, StoreOptions};
+use damacy_codec::{ArrayOptions, Reader, ReaderConfig, Region, Store, StoreOptions};
 use proptest::prelude::*;
 use zarrs_storage::store::MemoryStore;
 use zarrs_storage::{StoreKey, WritableStorageTraits};
@@ -31,7 +31,7 @@ proptest! {
     #[test]
     fn metadata_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         let store = memory_store(&[("a/zarr.json", bytes)]);
-        let _ = damacy_codec::ArrayInfo::open(&store, "a");
+        let _ = damacy_codec::ArrayMeta::open(&store, "a");
     }
 
     #[test]
@@ -47,18 +47,18 @@ proptest! {
         meta["codecs"][0]["configuration"]["chunk_shape"] = serde_json::json!(inner);
         meta["data_type"] = serde_json::json!(dtype);
         let store = memory_store(&[("a/zarr.json", serde_json::to_vec(&meta).unwrap())]);
-        if let Ok(info) = damacy_codec::ArrayInfo::open(&store, "a") {
+        let reader = Reader::new(ReaderConfig::default()).unwrap();
+        if let Ok(info) = reader.open_array(&store, "a", ArrayOptions::default()) {
             // Whatever opened must also read (all fill: there are no chunks) or error cleanly.
-            let reader = Reader::new(ReadConfig::default()).unwrap();
             let region = Region::new(vec![0; info.shape.len()], info.shape.iter().map(|&s| s.clamp(1, 3)).collect());
-            let _ = reader.read_region(&store, &info, &region);
+            let _ = reader.read_region(&info, &region);
         }
     }
 
     #[test]
     fn shard_index_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), exact in any::<bool>()) {
         let local = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-        let info = damacy_codec::ArrayInfo::open(&local, "v3/sharded_zstd_index_end").unwrap();
+        let info = damacy_codec::ArrayMeta::open(&local, "v3/sharded_zstd_index_end").unwrap();
         let layout = info.shard.as_ref().unwrap();
         let mut bytes = bytes;
         if exact {
@@ -89,9 +89,9 @@ proptest! {
         let meta_key = format!("a/{meta_name}");
         let chunk_key = format!("a/{zero_key}");
         let store = memory_store(&[(meta_key.as_str(), meta), (chunk_key.as_str(), bytes)]);
-        let reader = Reader::new(ReadConfig::default()).unwrap();
-        let info = reader.open_array(&store, "a").unwrap();
+        let reader = Reader::new(ReaderConfig::default()).unwrap();
+        let info = reader.open_array(&store, "a", ArrayOptions::default()).unwrap();
         let region = Region::new(vec![0; info.shape.len()], info.shape.iter().map(|&s| s.min(4)).collect());
-        let _ = reader.read_region(&store, &info, &region);
+        let _ = reader.read_region(&info, &region);
     }
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{SplitMix, fixtures_dir, manifest};
-use damacy_codec::{ReadConfig, Reader, Region, Store, StoreOptions};
+use damacy_codec::{ArrayOptions, Reader, ReaderConfig, Region, Store, StoreOptions};
 
 /// The store URL and options of a service, or the reason it is not available.
 fn service(url_var: &str, skip_var: &str) -> Result<String, String> {
@@ -25,16 +25,18 @@ fn s3_options() -> StoreOptions {
 /// Every fixture's digest over the remote store, and random batches equal to the local read.
 fn check_store(remote: &Store) {
     let local = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-    let reader = Reader::new(ReadConfig::default()).unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
     let mut rng = SplitMix(11);
     let entries = manifest();
     for e in &entries {
-        let array = reader.open_array(remote, &e.path).unwrap_or_else(|err| panic!("{}: {err}", e.path));
-        assert_eq!(reader.digest_array(remote, &array).unwrap(), e.sha256, "{} over {}", e.path, remote.url());
+        let array = reader
+            .open_array(remote, &e.path, ArrayOptions::default())
+            .unwrap_or_else(|err| panic!("{}: {err}", e.path));
+        assert_eq!(common::digest(&reader, &array).unwrap(), e.sha256, "{} over {}", e.path, remote.url());
     }
     for e in entries.iter().filter(|e| e.shard_shape.is_some() || e.path.contains("blosc_lz4")) {
-        let remote_array = reader.open_array(remote, &e.path).unwrap();
-        let local_array = reader.open_array(&local, &e.path).unwrap();
+        let remote_array = reader.open_array(remote, &e.path, ArrayOptions::default()).unwrap();
+        let local_array = reader.open_array(&local, &e.path, ArrayOptions::default()).unwrap();
         let shape: Vec<u64> = e.shape.iter().map(|&s| 1 + rng.below(s)).collect();
         let regions: Vec<Region> = (0..4)
             .map(|_| {
@@ -42,8 +44,8 @@ fn check_store(remote: &Store) {
             })
             .collect();
         assert_eq!(
-            reader.read_batch(remote, &remote_array, &regions).unwrap(),
-            reader.read_batch(&local, &local_array, &regions).unwrap(),
+            reader.read_batch(&remote_array, &regions).unwrap(),
+            reader.read_batch(&local_array, &regions).unwrap(),
             "{}",
             e.path
         );
@@ -71,12 +73,12 @@ fn s3_store_reproduces_every_digest() {
 #[test]
 fn remote_errors_name_the_store() {
     let Ok(url) = service("DAMACY_TEST_S3_URL", "DAMACY_TEST_S3_SKIP") else { return };
-    let reader = Reader::new(ReadConfig::default()).unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
     let store = Store::open(&url, &s3_options()).unwrap();
-    let err = reader.open_array(&store, "v3/no_such_array").unwrap_err().to_string();
+    let err = reader.open_array(&store, "v3/no_such_array", ArrayOptions::default()).unwrap_err().to_string();
     assert!(err.contains("/v3/no_such_array") && err.contains("not found"), "{err}");
     // A bucket that does not exist.
     let missing = Store::open("s3://no-such-bucket-here", &s3_options().with_retries(0)).unwrap();
-    let err = reader.open_array(&missing, "v3/zstd_l3_ck").unwrap_err().to_string();
+    let err = reader.open_array(&missing, "v3/zstd_l3_ck", ArrayOptions::default()).unwrap_err().to_string();
     assert!(err.contains("/v3/zstd_l3_ck"), "{err}");
 }

@@ -1,33 +1,60 @@
 //! damacy streams regions of zarr arrays (random crops, tiles, rows) into batched tensors for
 //! training, one pipeline per rank.
 //!
-//! This crate is the user-facing facade. Today it offers the host read path of
-//! [`damacy_codec`] ([`Reader`], [`Store`], [`Region`]) and the per-rank sample plans of
-//! [`damacy_sampler`] (re-exported as [`sampler`]); the batched `Pipeline` builds on both.
+//! This crate is the user-facing facade: the read engine of [`damacy_codec`] ([`Reader`],
+//! [`Store`], [`ArrayHandle`], [`Region`], [`BatchPlan`], [`Output`]) and the per-rank sample
+//! plans of [`damacy_sampler`] under [`sampler`] (its `Batch` of sample indexes lives there,
+//! apart from the decoded [`Batch`] here).
 //!
 //! ```
-//! use damacy::{ReadConfig, Reader, Region, Store, StoreOptions};
+//! use damacy::{ArrayOptions, OutputDtype, Dtype, ReaderConfig, Reader, Region, Store, StoreOptions};
 //! # fn main() -> Result<(), damacy::Error> {
 //! # let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures");
 //! let store = Store::open(root, &StoreOptions::default())?;
-//! let reader = Reader::new(ReadConfig::default())?;
-//! let array = reader.open_array(&store, "v3/zstd_l3_ck")?;
-//! let tile = reader.read_region(&store, &array, &Region::new(vec![0, 0, 0], vec![16, 16, 8]))?;
-//! assert_eq!(tile.len(), 16 * 16 * 8 * 2);
+//! let reader = Reader::new(ReaderConfig::default())?;
+//! let options = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(Dtype::F32));
+//! let array = reader.open_array(&store, "v3/zstd_l3_ck", options)?;
+//! let tile = reader.read_region(&array, &Region::new(vec![0, 0, 0], vec![16, 16, 8]))?;
+//! assert_eq!(tile.as_slice::<f32>()?.len(), 16 * 16 * 8);
 //! # Ok(()) }
 //! ```
 
+pub use damacy_codec::zarrs_storage;
 pub use damacy_codec::{
-    ArrayInfo, Batch, Dtype, Executor, Location, OutOfBounds, OutputDtype, ReadConfig, Reader, Region, StatsSnapshot,
-    Store, StoreKind, StoreOptions,
+    ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, Batch, BatchPlan, ChainRoute, ChunkSelection,
+    CodecRoute, Device, DeviceBuffer, DeviceChain, DeviceCodec, Dtype, Element, ExecutorKind, HostArrayMut, Location,
+    OutOfBounds, Output, OutputDtype, Reader, ReaderConfig, Region, Route, ShardLayout, StatsSnapshot,
+    StorageErrorKind, Store, StoreKind, StoreOptions, Stream, describe, index_routes, normalize_path, routes,
 };
 pub use damacy_sampler as sampler;
 
-/// Everything that can go wrong in damacy.
+/// Everything that can go wrong in damacy: one type at the facade.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// From the read path (stores, metadata, decoding).
+    /// From the read engine (stores, metadata, decoding, the device).
     #[error(transparent)]
     Codec(#[from] damacy_codec::Error),
+    /// From a sample plan.
+    #[error(transparent)]
+    Sampler(#[from] damacy_sampler::SamplerError),
 }
+
+impl Error {
+    /// The storage failure kind, for storage errors.
+    #[must_use]
+    pub fn storage_kind(&self) -> Option<StorageErrorKind> {
+        match self {
+            Error::Codec(e) => e.storage_kind(),
+            Error::Sampler(_) => None,
+        }
+    }
+}
+
+/// The read engine's error type, for matching on its variants.
+pub use damacy_codec::Error as CodecError;
+
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Error>();
+};

@@ -50,3 +50,10 @@ impl SplitMix {
         if n == 0 { 0 } else { self.next() % n }
     }
 }
+
+/// SHA-256 of an array's whole decoded bytes (C order, little-endian), read in one batch.
+pub fn digest(reader: &damacy_codec::Reader, array: &damacy_codec::ArrayHandle) -> Result<String, damacy_codec::Error> {
+    use sha2::{Digest, Sha256};
+    let batch = reader.read_region(array, &damacy_codec::Region::whole(&array.shape))?;
+    Ok(hex::encode(Sha256::digest(batch.bytes())))
+}

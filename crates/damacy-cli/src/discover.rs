@@ -1,15 +1,17 @@
-//! Finding the arrays in a store, and their stored sizes.
+//! Finding the arrays in a store, and their stored sizes: what `damacy inspect` shows of a
+//! store, through the store's zarrs storage handle.
 
-use zarrs_storage::{StoreKey, StorePrefix};
+use damacy::Store;
+use damacy::zarrs_storage::{ListableStorageTraits, ReadableStorageTraits, StoreKey, StorePrefix};
 
-use crate::error::{Error, Result};
-use crate::store::Store;
+type Result<T> = std::result::Result<T, String>;
 
 /// The paths (`/a/b`) of every zarr array (v2 or v3) in the store, sorted.
-pub fn list_arrays(store: &Store) -> Result<Vec<String>> {
-    let keys = store.storage().list().map_err(|e| {
-        Error::invalid(format!("cannot list store {}: {e}; name the array to inspect instead", store.url()))
-    })?;
+pub(crate) fn list_arrays(store: &Store) -> Result<Vec<String>> {
+    let keys = store
+        .storage()
+        .list()
+        .map_err(|e| format!("cannot list store {}: {e}; name the array to inspect instead", store.url()))?;
     let mut arrays = Vec::new();
     for key in keys {
         let k = key.as_str();
@@ -34,18 +36,18 @@ pub fn list_arrays(store: &Store) -> Result<Vec<String>> {
 }
 
 fn is_v3_array(store: &Store, key: &StoreKey) -> Result<bool> {
-    let Some(bytes) = store.storage().get(key).map_err(|e| Error::invalid(format!("cannot read {key}: {e}")))? else {
+    let Some(bytes) = store.storage().get(key).map_err(|e| format!("cannot read {key}: {e}"))? else {
         return Ok(false);
     };
-    let json: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::Metadata { path: key.to_string(), message: format!("not JSON: {e}") })?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("invalid metadata {key}: not JSON: {e}"))?;
     Ok(json.get("node_type").and_then(|v| v.as_str()) == Some("array"))
 }
 
 /// Bytes stored under an array's prefix, metadata excluded; `None` when the store cannot
 /// list.
 #[must_use]
-pub fn stored_bytes(store: &Store, array_path: &str) -> Option<u64> {
+pub(crate) fn stored_bytes(store: &Store, array_path: &str) -> Option<u64> {
     let trimmed = array_path.trim_matches('/');
     let prefix = if trimmed.is_empty() { StorePrefix::root() } else { StorePrefix::new(format!("{trimmed}/")).ok()? };
     let keys = store.storage().list_prefix(&prefix).ok()?;

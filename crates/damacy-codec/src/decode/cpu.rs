@@ -1,24 +1,25 @@
 //! The CPU executor: zarrs' own codec chains decode each chunk (or inner chunk), in parallel
-//! over chunks. The most common chain of zarr-python data, `bytes` + `zstd`, takes a fast path
-//! with one reused zstd decompression context per thread (zarrs creates one per chunk).
+//! over chunks. Its strategy is fused: each read is decoded and scattered into the output by the
+//! thread it is handed to as soon as its bytes arrive, so reads of some chunks overlap the
+//! decoding of others and decoded bytes stay in one reused buffer per thread. The most common
+//! chain of zarr-python data, `bytes` + `zstd`, takes a fast path with one reused zstd
+//! decompression context per thread (zarrs creates one per chunk).
 
 use std::cell::RefCell;
 use std::num::NonZeroU64;
+use std::sync::Arc;
 use std::time::Instant;
 
-use rayon::prelude::*;
 use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions};
 use zarrs_storage::Bytes;
 
-use crate::array::ArrayInfo;
-use crate::error::{Error, Location, Result};
+use super::{Ctx, Executor};
+use crate::array::ArrayMeta;
+use crate::assemble::Scatter;
+use crate::error::{Error, Result, Source};
+use crate::fetch::for_each_read;
+use crate::plan::{BatchPlan, UnitSource};
 use crate::stats::Stats;
-
-/// One unit to decode: its encoded bytes and where they came from (for errors).
-pub(crate) struct EncodedUnit {
-    pub(crate) bytes: Bytes,
-    pub(crate) location: Location,
-}
 
 /// A chain the CPU executor decodes without zarrs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +28,7 @@ enum FastPath {
     Zstd { big_endian: bool },
 }
 
-fn fast_path(array: &ArrayInfo) -> Option<FastPath> {
+fn fast_path(array: &ArrayMeta) -> Option<FastPath> {
     match array.decode_chain_metadata() {
         [bytes, zstd] if bytes.name() == "bytes" && zstd.name() == "zstd" => {
             let endian = bytes.configuration().and_then(|c| c.get("endian")).and_then(|v| v.as_str());
@@ -108,13 +109,10 @@ pub(crate) struct CpuDecoder {
 }
 
 impl CpuDecoder {
-    pub(crate) fn new(array: &ArrayInfo) -> Result<Self> {
+    pub(crate) fn new(array: &ArrayMeta, validate_checksums: bool) -> Result<Self> {
         let mut shape = Vec::with_capacity(array.decode_shape().len());
         for &s in array.decode_shape() {
-            shape.push(
-                NonZeroU64::new(s)
-                    .ok_or_else(|| Error::Metadata { path: array.path.clone(), message: "zero-sized chunk".into() })?,
-            );
+            shape.push(NonZeroU64::new(s).ok_or_else(|| Error::metadata(&array.path, "zero-sized chunk"))?);
         }
         Ok(Self {
             chain: array.decode_chain(),
@@ -122,7 +120,7 @@ impl CpuDecoder {
             data_type: array.zarrs().data_type().clone(),
             fill_value: array.zarrs().fill_value().clone(),
             // Parallelism is across units; each decode runs on one thread.
-            options: CodecOptions::default().with_concurrent_target(1),
+            options: CodecOptions::default().with_concurrent_target(1).with_validate_checksums(validate_checksums),
             expected: array.decode_shape().iter().product::<u64>() as usize * array.dtype.size(),
             fast: fast_path(array),
             size: array.dtype.size(),
@@ -133,16 +131,16 @@ impl CpuDecoder {
     /// allocation where the codec allows. `needed` elements are all the caller reads: a zstd
     /// frame without a content checksum is decoded only that far (later blocks are skipped); any
     /// other unit is decoded whole.
-    pub(crate) fn decode(&self, unit: &EncodedUnit, out: &mut Vec<u8>, needed: usize) -> Result<()> {
+    pub(crate) fn decode(&self, bytes: &Bytes, out: &mut Vec<u8>, needed: usize) -> Result<(), Source> {
         let expected = self.expected;
         if let Some(FastPath::Zstd { big_endian }) = self.fast {
             let want = (needed * self.size).min(expected);
-            let result = if want < expected && !zstd_has_checksum(&unit.bytes) {
-                zstd_decode_prefix(&unit.bytes, want, out)
+            let result = if want < expected && !zstd_has_checksum(bytes) {
+                zstd_decode_prefix(bytes, want, out)
             } else {
-                zstd_decode(&unit.bytes, expected, out)
+                zstd_decode(bytes, expected, out)
             };
-            result.map_err(|e| Error::decode(unit.location.clone(), e))?;
+            result.map_err(|e| -> Source { Arc::new(Message(e)) })?;
             if big_endian {
                 for element in out.chunks_exact_mut(self.size) {
                     element.reverse();
@@ -152,20 +150,11 @@ impl CpuDecoder {
         }
         let decoded = self
             .chain
-            .decode(
-                std::borrow::Cow::Borrowed(&unit.bytes),
-                &self.shape,
-                &self.data_type,
-                &self.fill_value,
-                &self.options,
-            )
-            .map_err(|e| Error::decode(unit.location.clone(), e))?;
-        let raw = decoded.into_fixed().map_err(|e| Error::decode(unit.location.clone(), e))?;
+            .decode(std::borrow::Cow::Borrowed(bytes), &self.shape, &self.data_type, &self.fill_value, &self.options)
+            .map_err(|e| -> Source { Arc::new(e) })?;
+        let raw = decoded.into_fixed().map_err(|e| -> Source { Arc::new(e) })?;
         if raw.len() != expected {
-            return Err(Error::decode(
-                unit.location.clone(),
-                format!("decoded {} bytes, expected {expected}", raw.len()),
-            ));
+            return Err(Arc::new(Message(format!("decoded {} bytes, expected {expected}", raw.len()))));
         }
         *out = raw.into_owned();
         Ok(())
@@ -177,11 +166,26 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// A decode failure that is only a message (the zstd fast path's).
+#[derive(Debug)]
+struct Message(String);
+
+impl std::fmt::Display for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Message {}
+
 /// Decode one unit into this thread's reused buffer and hand the bytes to `consume` while they
-/// are hot; counts the unit and its decode time.
+/// are hot; counts the unit and its decode time. A failure is a decode error at the unit's
+/// location (built only then).
 pub(crate) fn decode_scratch(
     decoder: &CpuDecoder,
-    unit: &EncodedUnit,
+    plan: &BatchPlan,
+    u: usize,
+    bytes: &Bytes,
     needed: usize,
     stats: &Stats,
     consume: impl FnOnce(&[u8]),
@@ -189,7 +193,11 @@ pub(crate) fn decode_scratch(
     SCRATCH.with(|cell| {
         let mut buf = cell.borrow_mut();
         let started = Instant::now();
-        decoder.decode(unit, &mut buf, needed)?;
+        decoder.decode(bytes, &mut buf, needed).map_err(|source| Error::Decode {
+            location: Box::new(plan.unit_location(u)),
+            message: source.to_string(),
+            source: Some(source),
+        })?;
         stats.add_decode(started.elapsed());
         stats.add_units_decoded(1);
         stats.add_bytes_decoded(buf.len() as u64);
@@ -198,21 +206,36 @@ pub(crate) fn decode_scratch(
     })
 }
 
-/// Decode every unit on the current rayon pool and hand each decoded unit, while it is still
-/// in this thread's reused buffer, to `consume(unit index, bytes)`. Nothing decoded is kept:
-/// a batch never holds all of its chunks' decoded bytes at once.
-pub(crate) fn decode_each(
-    array: &ArrayInfo,
-    units: &[EncodedUnit],
-    stats: &Stats,
-    needed: impl Fn(usize) -> usize + Sync,
-    consume: impl Fn(usize, &[u8]) + Sync,
-) -> Result<()> {
-    let decoder = CpuDecoder::new(array)?;
-    units
-        .par_iter()
-        .enumerate()
-        .try_for_each(|(k, unit)| decode_scratch(&decoder, unit, needed(k), stats, |b| consume(k, b)))
+/// The CPU executor (see the module documentation).
+#[derive(Debug, Default)]
+pub(crate) struct CpuExecutor;
+
+impl Executor for CpuExecutor {
+    fn read_host(&self, ctx: &Ctx<'_>, plan: &BatchPlan, out: &mut [u8]) -> Result<()> {
+        let stats = ctx.stats;
+        let decoder = CpuDecoder::new(&plan.array, plan.array.options().validate_checksums)?;
+        let scatter = Scatter::new(plan, out);
+        let started = Instant::now();
+        ctx.compute.install(|| scatter.prefill());
+        stats.add_assemble(started.elapsed());
+        stats.add_units_filled(plan.units.iter().filter(|u| u.source == UnitSource::Fill).count() as u64);
+        for_each_read(plan, stats, ctx.compute, ctx.in_flight, |task, parts| {
+            for (&i, bytes) in task.requests.iter().zip(parts) {
+                let u = plan.requests[i].unit;
+                match bytes {
+                    None => {
+                        stats.add_units_filled(1);
+                        scatter.fill(u);
+                    }
+                    Some(bytes) => {
+                        let needed = scatter.needed_elements(u);
+                        decode_scratch(&decoder, plan, u, &bytes, needed, stats, |decoded| scatter.unit(u, decoded))?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 #[cfg(test)]

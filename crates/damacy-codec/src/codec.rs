@@ -1,0 +1,172 @@
+//! Codec chains classified once, when an array is opened: a chain whose every codec has a device
+//! stage becomes a [`DeviceChain`] (one [`DeviceCodec`] variant plus byte order and checksum);
+//! anything else decodes on the CPU with zarrs' own chain, and [`ChainRoute::Cpu`] says why.
+//! Classification reads zarrs' typed codec configurations, never JSON by hand.
+
+use std::fmt;
+
+use zarrs::metadata::Endianness;
+use zarrs::metadata::v3::MetadataV3;
+use zarrs::metadata_ext::codec::blosc::{BloscCodecConfiguration, BloscCompressor};
+use zarrs::metadata_ext::codec::bytes::BytesCodecConfiguration;
+
+/// The bytes-to-bytes codec a device chain decodes with a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeviceCodec {
+    /// No compression: the chunk's bytes are its elements (a copy kernel).
+    Raw,
+    /// blosc with lz4, lz4hc, blosclz or memcpyed blocks and any shuffle.
+    Blosc,
+}
+
+/// A chain the device decodes: `bytes`, then at most one compressor, then at most a crc32c.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct DeviceChain {
+    /// The compressor.
+    pub codec: DeviceCodec,
+    /// A final crc32c, checked by a kernel.
+    pub crc32c: bool,
+    /// Stored elements are big-endian (and wider than one byte).
+    pub big_endian: bool,
+}
+
+/// How the chunks of an array decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChainRoute {
+    /// Device kernels (on a GPU, or the host emulator).
+    Device(DeviceChain),
+    /// zarrs' codec chain on the host, for this reason.
+    Cpu {
+        /// Why the device cannot decode this chain.
+        reason: String,
+    },
+}
+
+impl fmt::Display for ChainRoute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChainRoute::Device(c) => write!(f, "device ({:?}{})", c.codec, if c.crc32c { " + crc32c" } else { "" }),
+            ChainRoute::Cpu { reason } => write!(f, "cpu ({reason})"),
+        }
+    }
+}
+
+fn bytes_big_endian(meta: &MetadataV3, dtype_size: usize) -> Result<bool, String> {
+    let Some(_) = meta.configuration() else { return Ok(false) };
+    let BytesCodecConfiguration::V1(config) =
+        meta.to_typed_configuration::<BytesCodecConfiguration>().map_err(|e| format!("bytes configuration: {e}"))?
+    else {
+        return Err("unknown bytes configuration version".into());
+    };
+    Ok(config.endian == Some(Endianness::Big) && dtype_size > 1)
+}
+
+fn blosc_has_kernel(meta: &MetadataV3) -> Result<(), String> {
+    let cname = match meta.to_typed_configuration::<BloscCodecConfiguration>() {
+        Ok(BloscCodecConfiguration::V1(c)) => c.cname,
+        Ok(BloscCodecConfiguration::Numcodecs(c)) => c.cname,
+        Ok(_) => return Err("unknown blosc configuration version".into()),
+        Err(e) => return Err(format!("blosc configuration: {e}")),
+    };
+    match cname {
+        BloscCompressor::LZ4 | BloscCompressor::LZ4HC | BloscCompressor::BloscLZ => Ok(()),
+        other => Err(format!(
+            "blosc with cname {} has no device kernel yet (lz4, lz4hc and blosclz do)",
+            format!("{other:?}").to_lowercase()
+        )),
+    }
+}
+
+/// Classify the codec chain of one decode unit (a chunk, or an inner chunk of a shard).
+/// `dtype_size` is the element size in bytes.
+#[must_use]
+pub fn classify(chain: &[MetadataV3], dtype_size: usize) -> ChainRoute {
+    match device_chain(chain, dtype_size) {
+        Ok(c) => ChainRoute::Device(c),
+        Err(reason) => ChainRoute::Cpu { reason },
+    }
+}
+
+fn device_chain(chain: &[MetadataV3], dtype_size: usize) -> Result<DeviceChain, String> {
+    let mut out = DeviceChain { codec: DeviceCodec::Raw, crc32c: false, big_endian: false };
+    let mut seen_bytes = false;
+    for (i, meta) in chain.iter().enumerate() {
+        match meta.name() {
+            "bytes" if !seen_bytes => {
+                seen_bytes = true;
+                out.big_endian = bytes_big_endian(meta, dtype_size)?;
+            }
+            "blosc" if seen_bytes && out.codec == DeviceCodec::Raw && !out.crc32c => {
+                blosc_has_kernel(meta)?;
+                out.codec = DeviceCodec::Blosc;
+            }
+            "crc32c" if seen_bytes && i + 1 == chain.len() => out.crc32c = true,
+            "crc32c" => return Err("crc32c is not the last codec; the device route verifies it only there".into()),
+            "blosc" | "bytes" => return Err(format!("{} appears out of the order bytes, blosc, crc32c", meta.name())),
+            "transpose" => return Err("the chain has a transpose, which the device route does not run yet".into()),
+            "sharding_indexed" => return Err("nested sharding runs on the CPU".into()),
+            name => return Err(format!("{name} has no device kernel yet")),
+        }
+    }
+    if !seen_bytes {
+        return Err("the chain has no bytes codec".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(json: &str) -> Vec<MetadataV3> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn device(json: &str, size: usize) -> DeviceChain {
+        match classify(&meta(json), size) {
+            ChainRoute::Device(c) => c,
+            ChainRoute::Cpu { reason } => panic!("{json}: {reason}"),
+        }
+    }
+
+    fn cpu(json: &str) -> String {
+        match classify(&meta(json), 2) {
+            ChainRoute::Cpu { reason } => reason,
+            ChainRoute::Device(c) => panic!("{json}: {c:?}"),
+        }
+    }
+
+    #[test]
+    fn chains_that_route_to_the_device() {
+        let c = device(r#"[{"name":"bytes","configuration":{"endian":"big"}}]"#, 2);
+        assert_eq!(c, DeviceChain { codec: DeviceCodec::Raw, crc32c: false, big_endian: true });
+        let c = device(r#"[{"name":"bytes","configuration":{"endian":"big"}}]"#, 1);
+        assert!(!c.big_endian, "one-byte elements have no byte order");
+        let c = device(
+            r#"[{"name":"bytes"},{"name":"blosc","configuration":{"cname":"lz4hc","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}},{"name":"crc32c"}]"#,
+            4,
+        );
+        assert!(c.codec == DeviceCodec::Blosc && c.crc32c && !c.big_endian);
+    }
+
+    #[test]
+    fn chains_that_stay_on_the_cpu_say_why() {
+        assert!(
+            cpu(r#"[{"name":"bytes"},{"name":"zstd","configuration":{"level":0,"checksum":false}}]"#).contains("zstd")
+        );
+        let e = cpu(
+            r#"[{"name":"bytes"},{"name":"blosc","configuration":{"cname":"zlib","clevel":5,"shuffle":"noshuffle","blocksize":0}}]"#,
+        );
+        assert!(e.contains("zlib"), "{e}");
+        assert!(
+            cpu(r#"[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes"}]"#).contains("transpose")
+        );
+        let e = cpu(
+            r#"[{"name":"bytes"},{"name":"crc32c"},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"noshuffle","blocksize":0}}]"#,
+        );
+        assert!(e.contains("crc32c is not the last"), "{e}");
+    }
+}

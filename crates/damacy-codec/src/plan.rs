@@ -1,0 +1,396 @@
+//! Stage 1, plan: what a batch reads and where each element goes, built once per batch.
+//!
+//! A [`BatchPlan`] holds named parts: the *targets* (the boxes of the array the caller asked
+//! for, each with where its elements go in the output: a byte offset and byte strides), the
+//! *units* (chunks, or inner chunks of shards, each decoded once however many targets touch
+//! it), and the *requests* (the byte range of each unit that has bytes), coalesced into
+//! *reads*. Error locations are built from these only when an error happens.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use zarrs_storage::StoreKey;
+
+use crate::array::{ArrayHandle, OutOfBounds};
+use crate::dtype::Dtype;
+use crate::error::{Error, Location, Result};
+use crate::fetch::{ReadTask, plan_reads};
+use crate::region::{Region, c_strides};
+use crate::shard_index::{ShardIndex, ShardIndexCache};
+
+/// A strided box of the array and where its elements go: element `i` (a multi-index below
+/// `count`) is array element `start + i·step` and output byte `dst_offset + Σ i·dst_strides`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Target {
+    pub(crate) start: Vec<u64>,
+    pub(crate) step: Vec<u64>,
+    pub(crate) count: Vec<u64>,
+    pub(crate) dst_offset: usize,
+    pub(crate) dst_strides: Vec<isize>,
+    /// The box of the output to fill with the fill value before units are copied, when the
+    /// target was clipped to the array (the requested box, of which `count` is the part inside).
+    pub(crate) padded: Option<FillBox>,
+}
+
+/// A box of the output: byte offset, extent and byte strides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FillBox {
+    pub(crate) dst_offset: usize,
+    pub(crate) count: Vec<u64>,
+    pub(crate) dst_strides: Vec<isize>,
+}
+
+impl Target {
+    /// The output box of the whole target (padding included).
+    pub(crate) fn fill_box(&self) -> FillBox {
+        self.padded.clone().unwrap_or_else(|| FillBox {
+            dst_offset: self.dst_offset,
+            count: self.count.clone(),
+            dst_strides: self.dst_strides.clone(),
+        })
+    }
+}
+
+/// Where a target meets a unit: along each axis, the first target index inside the unit, how
+/// many, and the element of the unit it starts at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Meet {
+    pub(crate) first: Vec<u64>,
+    pub(crate) count: Vec<u64>,
+    pub(crate) src_start: Vec<u64>,
+}
+
+/// The part of target `t` inside the unit with origin `origin` and shape `shape`.
+#[allow(clippy::many_single_char_names)] // the arithmetic reads as the formula in the doc
+pub(crate) fn meet(t: &Target, origin: &[u64], shape: &[u64]) -> Option<Meet> {
+    let rank = t.start.len();
+    let mut m =
+        Meet { first: Vec::with_capacity(rank), count: Vec::with_capacity(rank), src_start: Vec::with_capacity(rank) };
+    for a in 0..rank {
+        let (st, step, n, o, s) = (t.start[a], t.step[a], t.count[a], origin[a], shape[a]);
+        if o + s <= st {
+            return None;
+        }
+        let lo = if o > st { (o - st).div_ceil(step) } else { 0 };
+        let hi = n.min((o + s - st).div_ceil(step));
+        if lo >= hi {
+            return None;
+        }
+        m.first.push(lo);
+        m.count.push(hi - lo);
+        m.src_start.push(st + lo * step - o);
+    }
+    Some(m)
+}
+
+/// Where a unit's bytes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnitSource {
+    /// Request `n` of the plan.
+    Read(usize),
+    /// A missing shard or an empty inner chunk: the fill value, without a read.
+    Fill,
+}
+
+/// One decode unit: a chunk, or an inner chunk of a shard.
+#[derive(Debug, Clone)]
+pub(crate) struct Unit {
+    /// Grid coordinates of the unit (inner-chunk coordinates across the whole array, for a
+    /// sharded array).
+    pub(crate) coords: Vec<u64>,
+    /// Array coordinates of its first element.
+    pub(crate) origin: Vec<u64>,
+    pub(crate) source: UnitSource,
+    /// The targets it meets.
+    pub(crate) targets: Vec<u32>,
+}
+
+/// One byte range of one key that a unit needs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ReadRequest {
+    pub(crate) key: StoreKey,
+    /// `None`: the whole key.
+    pub(crate) range: Option<Range<u64>>,
+    /// The unit the bytes belong to.
+    pub(crate) unit: usize,
+}
+
+/// Everything one batch reads and writes, planned before any chunk byte is read. Build one with
+/// [`crate::Reader::plan`]; read it with [`crate::Reader::read_batch_into`].
+#[derive(Debug, Clone)]
+pub struct BatchPlan {
+    pub(crate) array: ArrayHandle,
+    pub(crate) targets: Vec<Target>,
+    pub(crate) units: Vec<Unit>,
+    pub(crate) requests: Vec<ReadRequest>,
+    pub(crate) reads: Vec<ReadTask>,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) nbytes: usize,
+    /// Whether the targets cover every byte of a contiguous output (a batch of regions), so
+    /// the output may be assembled elsewhere and copied whole.
+    pub(crate) dense: bool,
+    /// The shard indexes of the batch, kept for its whole read.
+    pub(crate) _indexes: Vec<Arc<ShardIndex>>,
+}
+
+impl BatchPlan {
+    /// The array read.
+    #[must_use]
+    pub fn array(&self) -> &ArrayHandle {
+        &self.array
+    }
+
+    /// The output's shape: `[regions, region shape…]` for a batch of regions.
+    #[must_use]
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// The output's element type.
+    #[must_use]
+    pub fn dtype(&self) -> Dtype {
+        self.array.out_dtype()
+    }
+
+    /// Bytes the output holds.
+    #[must_use]
+    pub fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+
+    /// Decode units (chunks or inner chunks) the batch touches, each counted once.
+    #[must_use]
+    pub fn num_units(&self) -> usize {
+        self.units.len()
+    }
+
+    /// Units with bytes to read (the rest are fill).
+    #[must_use]
+    pub fn num_requests(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Storage reads after coalescing.
+    #[must_use]
+    pub fn num_reads(&self) -> usize {
+        self.reads.len()
+    }
+
+    /// Where unit `u` lives, for error messages (built only when one happens).
+    pub(crate) fn unit_location(&self, u: usize) -> Location {
+        let array = &self.array;
+        let unit = &self.units[u].coords;
+        let (chunk, inner) = match &array.shard {
+            Some(l) => (
+                unit.iter().zip(&l.chunks_per_shard).map(|(u, c)| u / c).collect(),
+                Some(unit.iter().zip(&l.chunks_per_shard).map(|(u, c)| u % c).collect()),
+            ),
+            None => (unit.clone(), None),
+        };
+        let request = match self.units[u].source {
+            UnitSource::Read(r) => Some(&self.requests[r]),
+            UnitSource::Fill => None,
+        };
+        Location {
+            store: array.store().url().to_owned(),
+            array: array.path.clone(),
+            chunk: Some(chunk),
+            inner_chunk: inner,
+            key: request.map(|r| r.key.to_string()),
+            byte_range: request.and_then(|r| r.range.clone()),
+        }
+    }
+}
+
+/// The targets of a batch of equally shaped regions: region `r` goes to bytes
+/// `r·region_bytes…` of a C-order output. Applies the array's out-of-bounds policy.
+pub(crate) fn region_targets(array: &ArrayHandle, regions: &[Region]) -> Result<(Vec<Target>, Vec<u64>)> {
+    let Some(first) = regions.first() else {
+        return Err(Error::invalid("a batch needs at least one region"));
+    };
+    let size = array.out_dtype().size();
+    let strides: Vec<isize> = c_strides(&first.shape).iter().map(|s| (s * size as u64) as isize).collect();
+    let region_bytes = first.num_elements() as usize * size;
+    let mut targets = Vec::with_capacity(regions.len());
+    for (r, region) in regions.iter().enumerate() {
+        region.validate(&array.path, &array.shape)?;
+        if region.shape != first.shape {
+            return Err(Error::invalid(format!(
+                "regions of one batch must have one shape: {region} has shape {:?}, the first {:?}",
+                region.shape, first.shape
+            )));
+        }
+        let whole = FillBox { dst_offset: r * region_bytes, count: region.shape.clone(), dst_strides: strides.clone() };
+        if region.is_inside(&array.shape) {
+            targets.push(Target {
+                start: region.start.clone(),
+                step: vec![1; region.shape.len()],
+                count: region.shape.clone(),
+                dst_offset: whole.dst_offset,
+                dst_strides: strides.clone(),
+                padded: None,
+            });
+            continue;
+        }
+        if array.options().out_of_bounds == OutOfBounds::Error {
+            return Err(Error::invalid(format!(
+                "region {region} is outside array {} of shape {:?} (open the array with out_of_bounds Fill to pad with the fill value)",
+                array.path, array.shape
+            )));
+        }
+        let inside = region.clip(&array.shape);
+        let (start, count, offset) = match inside {
+            Some(c) => {
+                let skip: isize =
+                    c.start.iter().zip(&region.start).zip(&strides).map(|((c, r), s)| (c - r) as isize * s).sum();
+                (c.start, c.shape, whole.dst_offset as isize + skip)
+            }
+            // Wholly outside: nothing to read, everything to fill.
+            None => (region.start.clone(), vec![0; region.shape.len()], whole.dst_offset as isize),
+        };
+        targets.push(Target {
+            start,
+            step: vec![1; region.shape.len()],
+            count,
+            dst_offset: offset as usize,
+            dst_strides: strides.clone(),
+            padded: Some(whole),
+        });
+    }
+    let mut shape = vec![regions.len() as u64];
+    shape.extend_from_slice(&first.shape);
+    Ok((targets, shape))
+}
+
+/// Build the plan of `targets`: the units each touches (each once), their sources (through the
+/// shard-index cache, fetched in parallel on `pool`), the requests and the coalesced reads.
+pub(crate) fn build(
+    array: &ArrayHandle,
+    targets: Vec<Target>,
+    shape: Vec<u64>,
+    nbytes: usize,
+    index_cache: &ShardIndexCache,
+    pool: &rayon::ThreadPool,
+    (max_gap, max_size): (u64, u64),
+) -> Result<BatchPlan> {
+    let unit_shape = array.decode_shape().to_vec();
+    let mut ids: HashMap<Vec<u64>, usize> = HashMap::new();
+    let mut units: Vec<Unit> = Vec::new();
+    for (t, target) in targets.iter().enumerate() {
+        if target.count.contains(&0) {
+            continue;
+        }
+        let lo = &target.start;
+        let hi: Vec<u64> =
+            target.start.iter().zip(&target.step).zip(&target.count).map(|((s, st), n)| s + (n - 1) * st + 1).collect();
+        crate::region::for_each_cell(lo, &hi, &unit_shape, |cell| {
+            let origin: Vec<u64> = cell.iter().zip(&unit_shape).map(|(c, s)| c * s).collect();
+            if meet(target, &origin, &unit_shape).is_none() {
+                return;
+            }
+            let id = *ids.entry(cell.to_vec()).or_insert_with(|| {
+                units.push(Unit { coords: cell.to_vec(), origin, source: UnitSource::Fill, targets: Vec::new() });
+                units.len() - 1
+            });
+            units[id].targets.push(t as u32);
+        });
+    }
+    let (requests, indexes) = locate(array, &mut units, index_cache, pool)?;
+    let reads = plan_reads(&requests, max_gap, max_size);
+    Ok(BatchPlan {
+        array: array.clone(),
+        targets,
+        units,
+        requests,
+        reads,
+        shape,
+        nbytes,
+        dense: true,
+        _indexes: indexes,
+    })
+}
+
+/// Set each unit's source and return the requests: one whole-key read per chunk of an
+/// unsharded array; for a sharded array, the inner chunk's byte range from the shard index.
+fn locate(
+    array: &ArrayHandle,
+    units: &mut [Unit],
+    index_cache: &ShardIndexCache,
+    pool: &rayon::ThreadPool,
+) -> Result<(Vec<ReadRequest>, Vec<Arc<ShardIndex>>)> {
+    let mut requests = Vec::with_capacity(units.len());
+    let Some(layout) = &array.shard else {
+        for (u, unit) in units.iter_mut().enumerate() {
+            unit.source = UnitSource::Read(requests.len());
+            requests.push(ReadRequest { key: array.chunk_key(&unit.coords), range: None, unit: u });
+        }
+        return Ok((requests, Vec::new()));
+    };
+    let cps = &layout.chunks_per_shard;
+    let mut shard_ids: HashMap<Vec<u64>, usize> = HashMap::new();
+    let mut shards: Vec<Vec<u64>> = Vec::new();
+    let unit_shard: Vec<usize> = units
+        .iter()
+        .map(|u| {
+            let s: Vec<u64> = u.coords.iter().zip(cps).map(|(u, c)| u / c).collect();
+            *shard_ids.entry(s.clone()).or_insert_with(|| {
+                shards.push(s);
+                shards.len() - 1
+            })
+        })
+        .collect();
+    let indexes: Vec<Arc<ShardIndex>> = pool
+        .install(|| shards.par_iter().map(|s| index_cache.get(array.store(), array, s)).collect::<Result<Vec<_>>>())?;
+    let strides = c_strides(cps);
+    for (u, (unit, s)) in units.iter_mut().zip(unit_shard).enumerate() {
+        let Some(entries) = indexes[s].as_ref() else { continue };
+        let inner: u64 = unit.coords.iter().zip(cps).zip(&strides).map(|((u, c), st)| (u % c) * st).sum();
+        if let Some((offset, nbytes)) = entries.get(inner as usize).copied().flatten() {
+            unit.source = UnitSource::Read(requests.len());
+            requests.push(ReadRequest {
+                key: array.chunk_key(&shards[s]),
+                range: Some(offset..offset + nbytes),
+                unit: u,
+            });
+        }
+    }
+    Ok((requests, indexes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(start: &[u64], step: &[u64], count: &[u64]) -> Target {
+        Target {
+            start: start.to_vec(),
+            step: step.to_vec(),
+            count: count.to_vec(),
+            dst_offset: 0,
+            dst_strides: vec![0; start.len()],
+            padded: None,
+        }
+    }
+
+    #[test]
+    fn meets_with_steps() {
+        // Elements 3, 6, 9, 12, 15 along one axis; a unit covering [8, 16).
+        let t = target(&[3], &[3], &[5]);
+        assert_eq!(meet(&t, &[8], &[8]), Some(Meet { first: vec![2], count: vec![3], src_start: vec![1] }));
+        assert_eq!(meet(&t, &[16], &[8]), None);
+        assert_eq!(meet(&t, &[0], &[3]), None, "element 3 lies in the next unit");
+        // Step larger than the unit: a unit between two selected elements is not met.
+        let sparse = target(&[0], &[10], &[3]);
+        assert_eq!(meet(&sparse, &[4], &[4]), None);
+        assert_eq!(meet(&sparse, &[8], &[4]), Some(Meet { first: vec![1], count: vec![1], src_start: vec![2] }));
+    }
+
+    #[test]
+    fn meets_plain_boxes() {
+        let t = target(&[3, 7], &[1, 1], &[6, 2]);
+        let m = meet(&t, &[4, 8], &[4, 4]).unwrap();
+        assert_eq!(m, Meet { first: vec![1, 1], count: vec![4, 1], src_start: vec![0, 0] });
+    }
+}
