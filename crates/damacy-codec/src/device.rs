@@ -227,7 +227,7 @@ impl DeviceExecutor {
         let DeviceState { decoder, assembler, batch } = &mut *guard;
         let wave = match decoder.decode_wave(&inputs) {
             Ok(w) => w,
-            Err(damacy_kernels::Error::OutOfMemory(_)) => return Ok(None),
+            Err(damacy_kernels::Error::WaveFull { .. }) => return Ok(None),
             Err(e) => return Err(kernel_error(&e)),
         };
         stats.add_device_parse(wave.stats.decompress_parse);

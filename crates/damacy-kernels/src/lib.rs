@@ -36,12 +36,16 @@ pub mod decode;
 pub mod device;
 mod error;
 mod kernel;
+mod launch;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
+mod wire;
 
 pub use assemble::{AssembleJob, Assembler, DType, assemble};
-pub use blosc::{BloscCodec, BloscHeader, Shuffle};
-pub use decode::{ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, WaveStats};
+pub use blosc::{BloscCodec, BloscHeader, FrameErrorKind, Shuffle};
+pub use decode::{
+    ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, WaveFootprint, WavePlan, WaveStats,
+};
 pub use device::{Device, DeviceBuffer, DeviceKind};
 pub use error::{Error, Result, StreamStatus};
 pub use kernel::Kernel;
