@@ -241,7 +241,7 @@ fn write_kernel_signatures(kernels: &Path, out: &Path) {
     );
     for file in files {
         let text = std::fs::read_to_string(&file).expect("kernel source is readable");
-        let code: String = text.lines().map(|l| format!("{} ", strip_line_comment(l))).collect();
+        let code: String = text.lines().flat_map(|l| [strip_line_comment(l), " "]).collect();
         let mut rest = code.as_str();
         while let Some(at) = rest.find("extern \"C\" __global__") {
             rest = &rest[at..];

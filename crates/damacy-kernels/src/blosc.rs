@@ -428,6 +428,7 @@ mod tests {
         let n = f.len() as u32;
         f[12..16].copy_from_slice(&n.to_le_bytes());
         let e = plan_frame(&f).unwrap_err();
+        assert_eq!(e.kind, FrameErrorKind::Unsupported);
         assert!(e.reason.contains("zstd"), "{}", e.reason);
     }
 

@@ -687,33 +687,42 @@ impl Decoder {
             unsafe { self.readback.copy_to_host(&slot.output, r.start, &slot.staging, (k % 2) * half, r.len())? };
             self.readback.record(false)
         };
-        let mut pending: std::collections::VecDeque<Event> = std::collections::VecDeque::with_capacity(2);
-        for k in 0..pieces.min(2) {
-            pending.push_back(queue(k)?);
-        }
-        let mut first = 0usize; // first target that may still overlap the current piece
-        for k in 0..pieces {
-            let Some(ready) = pending.pop_front() else { break };
-            ready.synchronize()?;
-            let r = piece(k);
-            // SAFETY: the copy into this half finished (`ready`); the copy of the next piece
-            // writes the other half.
-            let bytes = unsafe { slot.staging.range((k % 2) * half, r.len()) }?;
-            for (_, range, dst) in &mut targets[first..] {
-                if range.start >= r.end {
-                    break;
+        let mut copy_out = || -> Result<()> {
+            let mut pending: std::collections::VecDeque<Event> = std::collections::VecDeque::with_capacity(2);
+            for k in 0..pieces.min(2) {
+                pending.push_back(queue(k)?);
+            }
+            let mut first = 0usize; // first target that may still overlap the current piece
+            for k in 0..pieces {
+                let Some(ready) = pending.pop_front() else { break };
+                ready.synchronize()?;
+                let r = piece(k);
+                // SAFETY: the copy into this half finished (`ready`); the copy of the next piece
+                // writes the other half.
+                let bytes = unsafe { slot.staging.range((k % 2) * half, r.len()) }?;
+                for (_, range, dst) in &mut targets[first..] {
+                    if range.start >= r.end {
+                        break;
+                    }
+                    let (a, b) = (range.start.max(r.start), range.end.min(r.end));
+                    if a < b {
+                        dst[a - range.start..b - range.start].copy_from_slice(&bytes[a - r.start..b - r.start]);
+                    }
                 }
-                let (a, b) = (range.start.max(r.start), range.end.min(r.end));
-                if a < b {
-                    dst[a - range.start..b - range.start].copy_from_slice(&bytes[a - r.start..b - r.start]);
+                while first < targets.len() && targets[first].1.end <= r.end {
+                    first += 1;
+                }
+                if k + 2 < pieces {
+                    pending.push_back(queue(k + 2)?);
                 }
             }
-            while first < targets.len() && targets[first].1.end <= r.end {
-                first += 1;
-            }
-            if k + 2 < pieces {
-                pending.push_back(queue(k + 2)?);
-            }
+            Ok(())
+        };
+        if let Err(e) = copy_out() {
+            // Pieces still queued write into the staging buffer: let them finish before the
+            // slot can be staged again (this stream only; its error, if any, is `e` again).
+            let _ = self.readback.synchronize();
+            return Err(e);
         }
         for (idx, _, bytes) in targets {
             out[idx] = Ok(bytes);
@@ -904,7 +913,7 @@ impl Decoder {
         let src_total = src_total as u64;
         let dst_total = outp.len() as u64;
         let streams = inp.ptr::<StreamDesc>(descs_at)?;
-        let status = inp.ptr::<u32>(status_at)?;
+        let status_words = inp.ptr::<u32>(status_at)?;
         let actual = inp.ptr::<u32>(actual_at)?;
         let dev = &self.device;
         // SAFETY (every launch below): all pointers address the slot's input and output
@@ -919,7 +928,7 @@ impl Decoder {
                 streams,
                 ids: inp.ptr(ids_at[SLOT_CRC])?,
                 n_ids: n,
-                status,
+                status: status_words,
                 actual,
             };
             unsafe { args.launch(dev, compute, (n, 1), &uses[..1])? };
@@ -933,8 +942,17 @@ impl Decoder {
             let ids = inp.ptr::<u32>(ids_at[slot_k])?;
             match slot_k {
                 SLOT_LZ4 => {
-                    let args =
-                        Lz4DecodeArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual };
+                    let args = Lz4DecodeArgs {
+                        src_base,
+                        src_total,
+                        dst_base,
+                        dst_total,
+                        streams,
+                        ids,
+                        n_ids,
+                        status: status_words,
+                        actual,
+                    };
                     unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_LZ4_WARPS_PER_BLOCK), 1), &uses)? };
                 }
                 SLOT_BLOSCLZ => {
@@ -946,14 +964,23 @@ impl Decoder {
                         streams,
                         ids,
                         n_ids,
-                        status,
+                        status: status_words,
                         actual,
                     };
                     unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_BLOSCLZ_WARPS_PER_BLOCK), 1), &uses)? };
                 }
                 _ => {
-                    let args =
-                        MemcpyArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual };
+                    let args = MemcpyArgs {
+                        src_base,
+                        src_total,
+                        dst_base,
+                        dst_total,
+                        streams,
+                        ids,
+                        n_ids,
+                        status: status_words,
+                        actual,
+                    };
                     unsafe { args.launch(dev, compute, (n_ids, 1), &uses)? };
                 }
             }
@@ -970,7 +997,7 @@ impl Decoder {
                 dst_total,
                 jobs: inp.ptr(jobs_at)?,
                 n_jobs,
-                status,
+                status: status_words,
             };
             unsafe { args.launch(dev, compute, (n_jobs, 1), &uses)? };
             stats.launches += 1;

@@ -205,3 +205,19 @@ impl Error {
 
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(all(test, feature = "cuda"))]
+mod tests {
+    use super::*;
+
+    /// A driver failure keeps its call, its `CUresult` and cudarc's error as `source()`.
+    #[test]
+    fn driver_errors_keep_the_call_the_code_and_the_source() {
+        use cudarc::driver::{DriverError, sys::cudaError_enum};
+        let e = Error::driver("cuMemcpyHtoDAsync", DriverError(cudaError_enum::CUDA_ERROR_ILLEGAL_ADDRESS));
+        assert!(matches!(e, Error::Cuda { call: "cuMemcpyHtoDAsync", code: 700, .. }));
+        // Not formatted: cudarc's `Display` asks the (absent) driver for the message.
+        let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<DriverError>());
+        assert_eq!(source.map(|d| d.0), Some(cudaError_enum::CUDA_ERROR_ILLEGAL_ADDRESS));
+    }
+}

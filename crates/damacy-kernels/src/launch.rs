@@ -141,21 +141,21 @@ const fn str_eq(a: &str, b: &str) -> bool {
     true
 }
 
-const fn params_eq(a: &[Param], b: &[Param]) -> bool {
-    if a.len() != b.len() {
+const fn params_eq(lhs: &[Param], rhs: &[Param]) -> bool {
+    if lhs.len() != rhs.len() {
         return false;
     }
-    let mut i = 0;
-    while i < a.len() {
-        let same = match (a[i], b[i]) {
-            (Param::Ptr(x), Param::Ptr(y)) => str_eq(x, y),
+    let mut k = 0;
+    while k < lhs.len() {
+        let same = match (lhs[k], rhs[k]) {
+            (Param::Ptr(l), Param::Ptr(r)) => str_eq(l, r),
             (Param::U32, Param::U32) | (Param::U64, Param::U64) => true,
             _ => false,
         };
         if !same {
             return false;
         }
-        i += 1;
+        k += 1;
     }
     true
 }

@@ -82,7 +82,7 @@ pub struct CudaBackend {
     stream: Arc<CudaStream>,
     /// Every stream made by [`CudaBackend::new_stream`] that is still alive, for
     /// `Device::synchronize_all` (which must not synchronise the whole context: other libraries,
-    /// PyTorch among them, share the primary context).
+    /// `PyTorch` among them, share the primary context).
     streams: Mutex<Vec<Weak<CudaStream>>>,
     arch: (i32, i32),
     functions: Mutex<HashMap<Kernel, CudaFunction>>,

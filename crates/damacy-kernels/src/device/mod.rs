@@ -156,7 +156,7 @@ impl Stream {
         }
         let from = src.ptr as usize + src_offset;
         let to = dst.device_ptr() + dst_offset as u64;
-        match &self.imp {
+        let copied: Result<()> = match &self.imp {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             StreamImpl::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -165,10 +165,11 @@ impl Stream {
             #[cfg(feature = "cuda")]
             // SAFETY: forwarded contract; `from..from+len` is pinned memory we own.
             StreamImpl::Cuda(s) => unsafe { cuda::copy_h2d_async(s, from as *const u8, len, to) },
-        }?;
-        let used = Arc::new(self.record(false)?);
-        src.uses.add(self.key(), &used);
-        dst.uses.add(self.key(), &used);
+        };
+        copied?;
+        let event = Arc::new(self.record(false)?);
+        src.uses.add(self.key(), &event);
+        dst.uses.add(self.key(), &event);
         Ok(())
     }
 
@@ -195,7 +196,7 @@ impl Stream {
         }
         let from = src.device_ptr() + src_offset as u64;
         let to = dst.ptr as usize + dst_offset;
-        match &self.imp {
+        let copied: Result<()> = match &self.imp {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             StreamImpl::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -204,10 +205,11 @@ impl Stream {
             #[cfg(feature = "cuda")]
             // SAFETY: forwarded contract; `to..to+len` is pinned memory we own.
             StreamImpl::Cuda(s) => unsafe { cuda::copy_d2h_async(s, from, to as *mut u8, len) },
-        }?;
-        let used = Arc::new(self.record(false)?);
-        src.uses.add(self.key(), &used);
-        dst.uses.add(self.key(), &used);
+        };
+        copied?;
+        let event = Arc::new(self.record(false)?);
+        src.uses.add(self.key(), &event);
+        dst.uses.add(self.key(), &event);
         Ok(())
     }
 
@@ -369,7 +371,7 @@ impl Device {
 
     /// Waits until the work on every stream of this device finished: the default stream and
     /// every live stream made by [`Device::new_stream`]. Other work in the CUDA context (other
-    /// libraries' streams, e.g. PyTorch's on the shared primary context) is not waited for.
+    /// libraries' streams, e.g. `PyTorch`'s on the shared primary context) is not waited for.
     pub fn synchronize_all(&self) -> Result<()> {
         match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
@@ -516,9 +518,9 @@ impl Device {
             #[allow(unreachable_patterns)]
             _ => Err(Error::InvalidArgument("the stream belongs to another backend".into())),
         }?;
-        let used = Arc::new(stream.record(false)?);
+        let event = Arc::new(stream.record(false)?);
         for b in uses {
-            b.uses.add(stream.key(), &used);
+            b.uses.add(stream.key(), &event);
         }
         Ok(())
     }
@@ -543,6 +545,7 @@ impl Device {
     }
 
     /// Compiles and loads `kernels` now (a no-op on the emulator).
+    #[cfg_attr(not(feature = "cuda"), allow(clippy::unnecessary_wraps))]
     pub(crate) fn prepare(&self, kernels: &[Kernel]) -> Result<()> {
         match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
@@ -570,7 +573,7 @@ fn check_range(offset: usize, len: usize, total: usize, what: &str) -> Result<()
 /// The queued device work that uses a buffer: the last event recorded after a use, one per
 /// stream (a later event on a stream marks everything before it too). Dropping a buffer orders
 /// its free after these events only — never a device- or context-wide synchronize, since other
-/// libraries (PyTorch) share the primary context.
+/// libraries (`PyTorch`) share the primary context.
 #[derive(Debug, Default)]
 struct Uses(Mutex<Vec<(usize, Arc<Event>)>>);
 
@@ -615,11 +618,9 @@ impl Drop for DeviceBuffer {
             #[cfg(feature = "cuda")]
             Mem::Cuda(slice) => {
                 for e in self.uses.take() {
-                    let ordered = match &e.imp {
-                        EventImpl::Cuda(ev) => cuda::free_after(slice, ev).is_ok(),
-                        #[allow(unreachable_patterns)]
-                        _ => false,
-                    };
+                    #[allow(irrefutable_let_patterns)]
+                    let ordered =
+                        if let EventImpl::Cuda(ev) = &e.imp { cuda::free_after(slice, ev).is_ok() } else { false };
                     if !ordered {
                         // Could not order the free on the device: wait on the host instead.
                         let _ = e.synchronize();
@@ -751,7 +752,7 @@ impl DeviceBuffer {
             return Err(Error::InvalidArgument(format!("offset {offset} past the end of a {}-byte buffer", self.len)));
         }
         let addr = self.device_ptr() + offset as u64;
-        if addr % std::mem::align_of::<T>() as u64 != 0 {
+        if !addr.is_multiple_of(std::mem::align_of::<T>() as u64) {
             return Err(Error::InvalidArgument(format!(
                 "offset {offset} is not aligned for a {}-byte aligned table",
                 std::mem::align_of::<T>()
@@ -855,6 +856,40 @@ mod tests {
         let other = device.new_stream().unwrap();
         other.wait(&s.record(false).unwrap()).unwrap();
         assert!(other.synchronize().is_err());
+    }
+
+    /// Dropping a buffer waits for the work that uses it and for nothing else: not for other
+    /// work on the device (a context-wide synchronize would wait for `PyTorch`'s streams too).
+    #[test]
+    fn dropping_a_buffer_waits_for_its_own_uses_only() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let device = Device::emulated(0);
+        let busy = device.new_stream().unwrap();
+        let reached = Arc::new(AtomicBool::new(false));
+        let flag = reached.clone();
+        emu(&busy)
+            .enqueue(Box::new(move || {
+                std::thread::sleep(std::time::Duration::from_millis(400));
+                flag.store(true, Ordering::SeqCst);
+                Ok(())
+            }))
+            .unwrap();
+        // Buffers no queued work uses are freed at once, while `busy` still sleeps.
+        drop(device.alloc(4096).unwrap());
+        drop(device.alloc_pinned(4096).unwrap());
+        let idle = device.alloc(4096).unwrap();
+        let mut host = [0u8; 16];
+        device.download(&idle, 0, &mut host).unwrap();
+        drop(idle);
+        assert!(!reached.load(Ordering::SeqCst), "a drop waited for unrelated work");
+        // A buffer that a copy queued behind the pause uses waits for that copy.
+        let pinned = device.alloc_pinned(4096).unwrap();
+        let dst = device.alloc(4096).unwrap();
+        // SAFETY: both buffers wait for the copy when dropped; the host does not write `pinned`.
+        unsafe { busy.copy_to_device(&pinned, 0, &dst, 0, 4096).unwrap() };
+        drop(pinned);
+        assert!(reached.load(Ordering::SeqCst), "the pinned source was freed before its copy ran");
+        drop(dst);
     }
 
     #[test]
