@@ -261,8 +261,16 @@ impl Assembler {
     pub fn new(device: &Device, max_jobs: usize) -> Result<Self> {
         let max_jobs = max_jobs.max(1);
         device.prepare(&[Kernel::Assemble])?;
-        let table = device.alloc(max_jobs.saturating_mul(JOB_BYTES))?;
+        let table = device.alloc(Self::device_bytes(max_jobs))?;
         Ok(Self { device: device.clone(), table, max_jobs, kernel_time: std::time::Duration::ZERO })
+    }
+
+    /// Device bytes an assembler for `max_jobs` jobs allocates (its job table and status
+    /// words), for budget planners.
+    #[must_use]
+    pub const fn device_bytes(max_jobs: usize) -> usize {
+        let jobs = if max_jobs == 0 { 1 } else { max_jobs };
+        jobs.saturating_mul(JOB_BYTES)
     }
 
     /// Device time of the last [`Assembler::run`]'s kernels (timing events on CUDA, wall clock

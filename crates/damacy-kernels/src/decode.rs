@@ -158,9 +158,12 @@ impl DecodeConfig {
         self
     }
 
-    /// Bytes of per-stream tables: a stream descriptor, an id, a status word, an actual-size
-    /// word and (at most one per stream) a shuffle job; plus alignment padding.
-    fn meta_bytes(&self) -> usize {
+    /// Bytes of one wave's tables (uploaded with the encoded bytes, so counted in both the
+    /// device and the pinned host footprint): per stream a stream descriptor, an id, a status
+    /// word, an actual-size word and at most one shuffle job, plus alignment padding. Computed
+    /// from the wire structs' sizes; budget planners should use this rather than a copy of it.
+    #[must_use]
+    pub fn table_bytes(&self) -> usize {
         const PER_STREAM: usize = size_of::<StreamDesc>() + 3 * size_of::<u32>() + size_of::<ShuffleJobDesc>();
         self.wave_streams.saturating_mul(PER_STREAM).saturating_add(1024)
     }
@@ -176,7 +179,7 @@ impl DecodeConfig {
     #[must_use]
     pub fn device_bytes(&self) -> usize {
         self.wave_src_bytes
-            .saturating_add(self.meta_bytes())
+            .saturating_add(self.table_bytes())
             .saturating_add(self.wave_dst_bytes.saturating_mul(2))
             .saturating_mul(self.slots)
     }
@@ -186,7 +189,7 @@ impl DecodeConfig {
     #[must_use]
     pub fn host_bytes(&self) -> usize {
         self.wave_src_bytes
-            .saturating_add(self.meta_bytes())
+            .saturating_add(self.table_bytes())
             .saturating_add(self.wave_streams.saturating_mul(8))
             .saturating_mul(self.slots)
     }
@@ -480,7 +483,7 @@ impl Decoder {
                 "the decoder needs {need} device bytes ({} slots × (wave_src_bytes {} + tables {} + 2 × wave_dst_bytes {})) but device_budget_bytes is {}: raise the budget or shrink the waves",
                 config.slots,
                 config.wave_src_bytes,
-                config.meta_bytes(),
+                config.table_bytes(),
                 config.wave_dst_bytes,
                 config.device_budget_bytes
             )));
@@ -491,7 +494,7 @@ impl Decoder {
                 "the decoder needs {host} bytes of pinned host memory ({} slots × (wave_src_bytes {} + tables {} + status {})) but host_budget_bytes is {}: raise the budget or shrink the waves",
                 config.slots,
                 config.wave_src_bytes,
-                config.meta_bytes(),
+                config.table_bytes(),
                 config.wave_streams * 8,
                 config.host_budget_bytes
             )));
@@ -502,9 +505,9 @@ impl Decoder {
         let mut slots = Vec::with_capacity(config.slots);
         for _ in 0..config.slots {
             slots.push(Slot {
-                staging: device.alloc_pinned(config.wave_src_bytes + config.meta_bytes())?,
+                staging: device.alloc_pinned(config.wave_src_bytes + config.table_bytes())?,
                 readback: device.alloc_pinned(config.wave_streams * 8)?,
-                input: device.alloc(config.wave_src_bytes + config.meta_bytes())?,
+                input: device.alloc(config.wave_src_bytes + config.table_bytes())?,
                 output: device.alloc(config.wave_dst_bytes * 2)?,
                 done: None,
             });

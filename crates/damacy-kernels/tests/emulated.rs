@@ -482,3 +482,14 @@ fn read_back_in_many_pieces_is_exact() {
         }
     }
 }
+
+/// Budget planners read the sizes from the crate rather than copying them.
+#[test]
+fn footprints_are_published_for_budget_planners() {
+    let cfg = DecodeConfig::default().with_wave_streams(1000).with_slots(1);
+    // 32-byte stream descriptor, three u32 words and a 32-byte shuffle job per stream.
+    assert_eq!(cfg.table_bytes(), 1000 * 76 + 1024);
+    assert_eq!(cfg.device_bytes(), cfg.wave_src_bytes + cfg.table_bytes() + 2 * cfg.wave_dst_bytes);
+    // A 240-byte job descriptor and a status word per job.
+    assert_eq!(damacy_kernels::Assembler::device_bytes(4096), 4096 * 244);
+}
