@@ -70,8 +70,14 @@ typedef long long dmc_i64;
 // No source: write the fill value to every element of the region.
 #define DMC_ASM_FILL 2
 
+// ---- Device wire formats ----
+// Every struct below has a `#[repr(C)]` twin in crates/damacy-kernels/src/wire.rs. The crate's
+// build script compiles these definitions with the host C++ compiler (DMC_LAYOUT_PROBE), measures
+// every field and fails the build when a size or an offset differs from the Rust twin's: change
+// both sides together. One field per line.
+
 // One decode stream: a byte range of the wave's source buffer that decodes into a byte range
-// of the wave's destination buffer. Laid out identically in Rust (`#[repr(C)] StreamDesc`).
+// of the wave's destination buffer (Rust: `StreamDesc`).
 struct dmc_stream {
     dmc_u64 src_off;
     dmc_u64 dst_off;
@@ -81,7 +87,8 @@ struct dmc_stream {
     dmc_u32 flags;
 };
 
-// One unshuffle job: a blosc block of `len` bytes at `src_off` (shuffled) → `dst_off`.
+// One unshuffle job: a blosc block of `len` bytes at `src_off` (shuffled) → `dst_off`
+// (Rust: `ShuffleJobDesc`).
 struct dmc_shuffle_job {
     dmc_u64 src_off;
     dmc_u64 dst_off;
@@ -91,7 +98,8 @@ struct dmc_shuffle_job {
     dmc_u32 stream;  // status slot to write (the chunk's first stream)
 };
 
-// One assemble job: copy an N-d region from the decoded buffer into the batch buffer (or fill).
+// One assemble job: copy an N-d region from the decoded buffer into the batch buffer (or fill)
+// (Rust: `AssembleJobDesc`).
 struct dmc_assemble_job {
     dmc_u64 src_off;                         // byte offset of the region origin in src
     dmc_u64 dst_off;                         // byte offset of the region origin in dst
@@ -105,6 +113,9 @@ struct dmc_assemble_job {
     dmc_u32 dst_dtype;
     dmc_u32 flags;
 };
+
+// The build script's layout probe stops here: what follows is device code.
+#ifndef DMC_LAYOUT_PROBE
 
 __device__ __forceinline__ dmc_u64 dmc_min_u64(dmc_u64 a, dmc_u64 b) { return a < b ? a : b; }
 __device__ __forceinline__ dmc_u32 dmc_min_u32(dmc_u32 a, dmc_u32 b) { return a < b ? a : b; }
@@ -142,5 +153,7 @@ __device__ __forceinline__ dmc_u32 dmc_load_le32(const dmc_u8* p) {
 
 // Lane index within the warp.
 __device__ __forceinline__ dmc_u32 dmc_lane() { return threadIdx.x & (DMC_WARP_SIZE - 1); }
+
+#endif  // DMC_LAYOUT_PROBE
 
 #endif  // DMC_COMMON_CUH

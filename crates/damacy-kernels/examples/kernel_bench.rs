@@ -131,7 +131,7 @@ fn open_device(kind: &str) -> Result<(Device, &'static str), String> {
             {
                 damacy_kernels::nvrtc::load()?;
                 let d = Device::cuda(Some(0)).map_err(|e| e.to_string())?;
-                d.warm_up().map_err(|e| format!("compiling the kernels: {e}"))?;
+                d.prepare_kernels().map_err(|e| format!("compiling the kernels: {e}"))?;
                 Ok((d, "gpu"))
             }
             #[cfg(not(feature = "cuda"))]

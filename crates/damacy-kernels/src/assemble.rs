@@ -2,9 +2,11 @@
 //! value, byte order, transpose (any axis permutation, as strides) and dtype cast in one kernel.
 
 use crate::consts as c;
-use crate::device::{Arg, Device, DeviceBuffer};
+use crate::device::{Device, DeviceBuffer};
 use crate::error::{Error, Result, StreamStatus};
 use crate::kernel::Kernel;
+use crate::launch::{AssembleArgs, KernelArgs};
+use crate::wire::{AssembleJobDesc, MAX_RANK};
 
 /// Element types the assemble kernel reads and writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -215,32 +217,32 @@ impl AssembleJob {
         Ok(())
     }
 
-    fn encode(&self, out: &mut Vec<u8>) {
-        let r = self.shape.len();
-        out.extend_from_slice(&(self.src_offset as u64).to_le_bytes());
-        out.extend_from_slice(&(self.dst_offset as u64).to_le_bytes());
-        for k in 0..8 {
-            out.extend_from_slice(&(if k < r { self.src_strides[k] } else { 0 }).to_le_bytes());
-        }
-        for k in 0..8 {
-            out.extend_from_slice(&(if k < r { self.dst_strides[k] } else { 0 }).to_le_bytes());
-        }
-        for k in 0..8 {
-            out.extend_from_slice(&(if k < r { self.shape[k] } else { 1 }).to_le_bytes());
-        }
-        out.extend_from_slice(&self.n_elems().to_le_bytes());
-        out.extend_from_slice(&self.fill_bits.unwrap_or(0).to_le_bytes());
-        out.extend_from_slice(&(r as u32).to_le_bytes());
-        out.extend_from_slice(&self.src_dtype.code().to_le_bytes());
-        out.extend_from_slice(&self.dst_dtype.code().to_le_bytes());
-        let flags = if self.big_endian { c::DMC_ASM_BYTESWAP } else { 0 }
-            | if self.fill_bits.is_some() { c::DMC_ASM_FILL } else { 0 };
-        out.extend_from_slice(&flags.to_le_bytes());
+    /// The job's device descriptor (`struct dmc_assemble_job`); the job was validated (rank
+    /// at most [`MAX_RANK`], strides of the same rank).
+    fn desc(&self) -> AssembleJobDesc {
+        let r = self.shape.len().min(MAX_RANK);
+        let mut d = AssembleJobDesc {
+            src_off: self.src_offset as u64,
+            dst_off: self.dst_offset as u64,
+            shape: [1; MAX_RANK],
+            n_elems: self.n_elems(),
+            fill_bits: self.fill_bits.unwrap_or(0),
+            rank: r as u32,
+            src_dtype: self.src_dtype.code(),
+            dst_dtype: self.dst_dtype.code(),
+            flags: if self.big_endian { c::DMC_ASM_BYTESWAP } else { 0 }
+                | if self.fill_bits.is_some() { c::DMC_ASM_FILL } else { 0 },
+            ..AssembleJobDesc::default()
+        };
+        d.src_stride[..r].copy_from_slice(&self.src_strides[..r]);
+        d.dst_stride[..r].copy_from_slice(&self.dst_strides[..r]);
+        d.shape[..r].copy_from_slice(&self.shape[..r]);
+        d
     }
 }
 
-/// Size of one encoded job (`struct dmc_assemble_job`).
-const JOB_BYTES: usize = 240;
+/// Device bytes per job: its descriptor and its status word.
+const JOB_BYTES: usize = size_of::<AssembleJobDesc>() + size_of::<u32>();
 /// Jobs per launch (grid.y limit of CUDA).
 const JOBS_PER_LAUNCH: usize = 65_535;
 
@@ -254,11 +256,21 @@ pub struct Assembler {
 }
 
 impl Assembler {
-    /// Preallocates room for `max_jobs` jobs per call.
+    /// Preallocates room for `max_jobs` jobs per call, and compiles (or loads from the kernel
+    /// caches) the assemble kernel so that the first call does not pay NVRTC.
     pub fn new(device: &Device, max_jobs: usize) -> Result<Self> {
         let max_jobs = max_jobs.max(1);
-        let table = device.alloc(max_jobs * (JOB_BYTES + 4))?;
+        device.prepare(&[Kernel::Assemble])?;
+        let table = device.alloc(Self::device_bytes(max_jobs))?;
         Ok(Self { device: device.clone(), table, max_jobs, kernel_time: std::time::Duration::ZERO })
+    }
+
+    /// Device bytes an assembler for `max_jobs` jobs allocates (its job table and status
+    /// words), for budget planners.
+    #[must_use]
+    pub const fn device_bytes(max_jobs: usize) -> usize {
+        let jobs = if max_jobs == 0 { 1 } else { max_jobs };
+        jobs.saturating_mul(JOB_BYTES)
     }
 
     /// Device time of the last [`Assembler::run`]'s kernels (timing events on CUDA, wall clock
@@ -269,7 +281,9 @@ impl Assembler {
     }
 
     /// Copies every job's region from `src` into `dst`. The outer error is a device failure;
-    /// per job, an invalid job (out of bounds, bad rank) is reported and skipped.
+    /// per job, an invalid job (out of bounds, bad rank) is reported as
+    /// [`Error::InvalidArgument`] and skipped, and a job the kernel reports failing is
+    /// [`Error::Assemble`].
     pub fn run(&mut self, src: &DeviceBuffer, dst: &mut DeviceBuffer, jobs: &[AssembleJob]) -> Result<Vec<Result<()>>> {
         if jobs.len() > self.max_jobs {
             return Err(Error::InvalidArgument(format!(
@@ -284,12 +298,12 @@ impl Assembler {
         if valid.is_empty() {
             return Ok(results);
         }
-        let mut bytes = Vec::with_capacity(valid.len() * JOB_BYTES + valid.len() * 4);
-        for &i in &valid {
-            jobs[i].encode(&mut bytes);
-        }
+        let descs: Vec<AssembleJobDesc> = valid.iter().map(|&i| jobs[i].desc()).collect();
+        let mut bytes: Vec<u8> = Vec::with_capacity(valid.len() * JOB_BYTES);
+        bytes.extend_from_slice(bytemuck::cast_slice(&descs));
         let status_at = bytes.len();
-        bytes.resize(bytes.len() + 4 * valid.len(), 0);
+        // The kernel writes a job's status only when the job fails.
+        bytes.extend_from_slice(bytemuck::cast_slice(&vec![c::DMC_STATUS_OK; valid.len()]));
         self.device.upload(&bytes, &mut self.table, 0)?;
         let max_elems = valid.iter().map(|&i| jobs[i].n_elems()).max().unwrap_or(0);
         let bx = max_elems.div_ceil(u64::from(c::DMC_ASSEMBLE_THREADS)).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB))
@@ -299,19 +313,20 @@ impl Assembler {
         let mut first = 0usize;
         while first < valid.len() {
             let n = (valid.len() - first).min(JOBS_PER_LAUNCH);
-            let args = [
-                src.ptr_at(0)?,
-                Arg::U64(src.len() as u64),
-                dst.ptr_at(0)?,
-                Arg::U64(dst.len() as u64),
-                self.table.ptr_at(first * JOB_BYTES)?,
-                Arg::U32(n as u32),
-                self.table.ptr_at(status_at + 4 * first)?,
-            ];
-            // SAFETY: src/dst are live buffers of this device with their true lengths; the job
-            // table and status slots were just uploaded; every job was validated against the
-            // buffer lengths (and the kernel re-checks each element).
-            unsafe { self.device.launch(Kernel::Assemble, (bx, n as u32), &args)? };
+            let args = AssembleArgs {
+                src: src.ptr(0)?,
+                src_total: src.len() as u64,
+                dst: dst.ptr(0)?,
+                dst_total: dst.len() as u64,
+                jobs: self.table.ptr(first * size_of::<AssembleJobDesc>())?,
+                n_jobs: n as u32,
+                status: self.table.ptr(status_at + 4 * first)?,
+            };
+            // SAFETY: src/dst are live buffers of this device with their true lengths, passed as
+            // `uses` with the job table; the table and status slots were just uploaded; every
+            // job was validated against the buffer lengths (and the kernel re-checks each
+            // element).
+            unsafe { args.launch(&self.device, stream, (bx, n as u32), &[src, &*dst, &self.table])? };
             first += n;
         }
         let ended = stream.record(true)?;
@@ -324,8 +339,7 @@ impl Assembler {
                 .and_then(|b| b.try_into().ok())
                 .map_or(c::DMC_STATUS_PENDING, u32::from_le_bytes);
             if code != c::DMC_STATUS_OK {
-                results[i] =
-                    Err(Error::InvalidArgument(format!("assemble job {i}: {}", StreamStatus::from_code(code))));
+                results[i] = Err(Error::Assemble { job: i, status: StreamStatus::from_code(code) });
             }
         }
         Ok(results)

@@ -96,17 +96,30 @@ pub struct BloscHeader {
     pub cbytes: u32,
 }
 
-/// Why a frame could not be parsed: the byte offset in the frame and the reason.
+/// Why a frame could not be parsed: the byte offset in the frame, the kind and the reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameError {
     /// Byte offset inside the frame.
     pub offset: usize,
+    /// Whether the frame is malformed or well formed but beyond the GPU route.
+    pub kind: FrameErrorKind,
     /// What is wrong.
     pub reason: String,
 }
 
+/// The kind of a [`FrameError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FrameErrorKind {
+    /// The bytes are not a valid blosc1 frame.
+    Malformed,
+    /// A valid frame this crate has no kernel for (e.g. a zstd or zlib compressor): route the
+    /// chunk to the CPU executor.
+    Unsupported,
+}
+
 fn ferr(offset: usize, reason: impl Into<String>) -> FrameError {
-    FrameError { offset, reason: reason.into() }
+    FrameError { offset, kind: FrameErrorKind::Malformed, reason: reason.into() }
 }
 
 fn le32(b: &[u8], at: usize) -> Result<u32, FrameError> {
@@ -263,7 +276,11 @@ pub fn plan_frame(frame: &[u8]) -> Result<FramePlan, FrameError> {
         BloscCodec::Lz4 => StreamCodec::Lz4,
         BloscCodec::BloscLz => StreamCodec::BloscLz,
         other => {
-            return Err(ferr(2, format!("compressor {} has no GPU kernel", other.name())));
+            return Err(FrameError {
+                offset: 2,
+                kind: FrameErrorKind::Unsupported,
+                reason: format!("compressor {} has no GPU kernel", other.name()),
+            });
         }
     };
     let nblocks = header.nblocks();
@@ -411,6 +428,7 @@ mod tests {
         let n = f.len() as u32;
         f[12..16].copy_from_slice(&n.to_le_bytes());
         let e = plan_frame(&f).unwrap_err();
+        assert_eq!(e.kind, FrameErrorKind::Unsupported);
         assert!(e.reason.contains("zstd"), "{}", e.reason);
     }
 

@@ -231,7 +231,7 @@ impl KernelCache {
     ///
     /// # Errors
     /// [`Error::NoDevice`] when NVRTC cannot be loaded, [`Error::Compile`] (with NVRTC's log) or
-    /// [`Error::Cuda`] when compilation fails, [`Error::InvalidArgument`] for a negative
+    /// [`Error::Nvrtc`] when an NVRTC call fails, [`Error::InvalidArgument`] for a negative
     /// architecture number. Disk problems are never errors. A failed compile is not cached: the
     /// next request tries again.
     pub fn image(&self, kernel: Kernel, arch: (i32, i32)) -> Result<Arc<Vec<u8>>> {

@@ -10,11 +10,17 @@
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use crate::blosc::{self, FrameShuffle, FrameStream, Shuffle, StreamCodec};
+use crate::blosc::{self, FrameErrorKind, FrameShuffle, FrameStream, Shuffle, StreamCodec};
 use crate::consts as c;
-use crate::device::{Arg, Device, DeviceBuffer, Event, PinnedBuffer, Stream};
+use crate::device::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::error::{Error, Result, StreamStatus};
 use crate::kernel::Kernel;
+use crate::launch::{BloscLzDecodeArgs, Crc32cArgs, KernelArgs, Lz4DecodeArgs, MemcpyArgs, UnshuffleArgs};
+use crate::wire::{ShuffleJobDesc, StreamDesc};
+
+/// The kernels a decoder launches; [`Decoder::new`] prepares them.
+const DECODE_KERNELS: [Kernel; 5] =
+    [Kernel::Crc32c, Kernel::Lz4Decode, Kernel::BloscLzDecode, Kernel::Memcpy, Kernel::Unshuffle];
 
 /// How a chunk's bytes are encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,9 +158,20 @@ impl DecodeConfig {
         self
     }
 
-    /// Bytes of per-stream tables: descriptor 32, id 4, status 4, actual 4, shuffle job 32.
-    fn meta_bytes(&self) -> usize {
-        self.wave_streams.saturating_mul(80).saturating_add(1024)
+    /// Bytes of one wave's tables (uploaded with the encoded bytes, so counted in both the
+    /// device and the pinned host footprint): per stream a stream descriptor, an id, a status
+    /// word, an actual-size word and at most one shuffle job, plus alignment padding. Computed
+    /// from the wire structs' sizes; budget planners should use this rather than a copy of it.
+    #[must_use]
+    pub fn table_bytes(&self) -> usize {
+        const PER_STREAM: usize = size_of::<StreamDesc>() + 3 * size_of::<u32>() + size_of::<ShuffleJobDesc>();
+        self.wave_streams.saturating_mul(PER_STREAM).saturating_add(1024)
+    }
+
+    /// What one wave of this configuration holds.
+    #[must_use]
+    pub fn wave_capacity(&self) -> WaveFootprint {
+        WaveFootprint { src_bytes: self.wave_src_bytes, dst_bytes: self.wave_dst_bytes, streams: self.wave_streams }
     }
 
     /// Device bytes this configuration allocates: per slot, the encoded wave with its tables and
@@ -162,7 +179,7 @@ impl DecodeConfig {
     #[must_use]
     pub fn device_bytes(&self) -> usize {
         self.wave_src_bytes
-            .saturating_add(self.meta_bytes())
+            .saturating_add(self.table_bytes())
             .saturating_add(self.wave_dst_bytes.saturating_mul(2))
             .saturating_mul(self.slots)
     }
@@ -172,7 +189,7 @@ impl DecodeConfig {
     #[must_use]
     pub fn host_bytes(&self) -> usize {
         self.wave_src_bytes
-            .saturating_add(self.meta_bytes())
+            .saturating_add(self.table_bytes())
             .saturating_add(self.wave_streams.saturating_mul(8))
             .saturating_mul(self.slots)
     }
@@ -196,6 +213,63 @@ pub struct WaveStats {
     /// Device time of the kernels: from the first launch of a wave to the end of its last
     /// kernel, summed over waves (timing events on CUDA; wall clock on the emulator).
     pub kernel_time: Duration,
+}
+
+/// What chunks need of a wave's buffers: encoded bytes, decoded bytes and streams (each chunk's
+/// bytes are counted 16-byte aligned, as they are laid out in the wave).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WaveFootprint {
+    /// Encoded bytes uploaded.
+    pub src_bytes: usize,
+    /// Decoded bytes produced.
+    pub dst_bytes: usize,
+    /// Streams (blosc splits, raw chunks, crc32c checks).
+    pub streams: usize,
+}
+
+impl WaveFootprint {
+    /// Whether this footprint fits in `capacity`.
+    #[must_use]
+    pub fn fits_in(&self, capacity: &WaveFootprint) -> bool {
+        self.src_bytes <= capacity.src_bytes && self.dst_bytes <= capacity.dst_bytes && self.streams <= capacity.streams
+    }
+
+    fn plus(self, o: WaveFootprint) -> WaveFootprint {
+        WaveFootprint {
+            src_bytes: self.src_bytes.saturating_add(o.src_bytes),
+            dst_bytes: self.dst_bytes.saturating_add(o.dst_bytes),
+            streams: self.streams.saturating_add(o.streams),
+        }
+    }
+}
+
+/// How a list of chunks would be decoded, from the host parse alone (no device work): see
+/// [`Decoder::plan_waves`].
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct WavePlan {
+    /// Waves [`Decoder::decode_to_host`] would run for the chunks that can be decoded (0 when
+    /// none can).
+    pub waves: usize,
+    /// What the decodable chunks need together.
+    pub total: WaveFootprint,
+    /// What one wave of the decoder holds.
+    pub capacity: WaveFootprint,
+    /// The chunks that cannot be decoded on the device, by index, with the error a decode would
+    /// report for them: malformed ([`Error::Decode`]), without a kernel ([`Error::Unsupported`]),
+    /// or larger than a wave alone ([`Error::WaveFull`] with `chunk: Some(i)`).
+    pub rejected: Vec<(usize, Error)>,
+}
+
+impl WavePlan {
+    /// Whether [`Decoder::decode_wave`] takes these chunks in one wave (it fails with
+    /// [`Error::WaveFull`] otherwise): the decodable chunks fit together and none is rejected
+    /// for its size.
+    #[must_use]
+    pub fn fits_in_one_wave(&self) -> bool {
+        self.total.fits_in(&self.capacity) && !self.rejected.iter().any(|(_, e)| matches!(e, Error::WaveFull { .. }))
+    }
 }
 
 /// Decoded chunks copied back to the host.
@@ -266,12 +340,9 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
             crc,
         },
         ChunkEncoding::Blosc => {
-            let p = blosc::plan_frame(payload).map_err(|e| {
-                if e.reason.contains("has no GPU kernel") {
-                    Error::Unsupported { chunk: index, what: format!("blosc {}", e.reason) }
-                } else {
-                    Error::Decode { chunk: index, what: "blosc frame", offset: e.offset, reason: e.reason }
-                }
+            let p = blosc::plan_frame(payload).map_err(|e| match e.kind {
+                FrameErrorKind::Unsupported => Error::Unsupported { chunk: index, what: format!("blosc {}", e.reason) },
+                _ => Error::Decode { chunk: index, what: "blosc frame", offset: e.offset, reason: e.reason },
             })?;
             ChunkPlan {
                 typesize: u32::from(p.header.typesize),
@@ -301,26 +372,41 @@ const ALIGN: usize = 16;
 /// Per chunk of a wave: its index in the batch and its decoded range or error.
 type WaveResults = Vec<(usize, Result<Range<usize>>)>;
 
+/// Parsed chunks split into waves, and the chunks that go in none.
+#[derive(Debug, Default)]
+struct Partition {
+    waves: Vec<Vec<(usize, ChunkPlan)>>,
+    rejected: Vec<(usize, Error)>,
+    total: WaveFootprint,
+}
+
 fn align_up(v: usize) -> usize {
     v.div_ceil(ALIGN) * ALIGN
 }
 
+/// Which id list (and launch) a stream belongs to; also `WaveStats::streams`' index.
+const SLOT_LZ4: usize = 0;
+const SLOT_BLOSCLZ: usize = 1;
+const SLOT_RAW: usize = 2;
+const SLOT_CRC: usize = 3;
+
 fn codec_slot(codec: StreamCodec) -> usize {
     match codec {
-        StreamCodec::Lz4 => 0,
-        StreamCodec::BloscLz => 1,
-        StreamCodec::Raw => 2,
+        StreamCodec::Lz4 => SLOT_LZ4,
+        StreamCodec::BloscLz => SLOT_BLOSCLZ,
+        StreamCodec::Raw => SLOT_RAW,
     }
 }
 
-const SLOT_CRC: usize = 3;
 const SLOT_NAMES: [&str; 4] = ["lz4", "blosclz", "raw", "crc32c"];
 
-fn push_u64(v: &mut Vec<u8>, x: u64) {
-    v.extend_from_slice(&x.to_le_bytes());
-}
-fn push_u32(v: &mut Vec<u8>, x: u32) {
-    v.extend_from_slice(&x.to_le_bytes());
+/// Appends `items` to `tables` as bytes, starting at a 16-byte aligned offset; returns that
+/// offset.
+fn push_table<T: bytemuck::Pod>(tables: &mut Vec<u8>, items: &[T]) -> usize {
+    tables.resize(align_up(tables.len()), 0);
+    let at = tables.len();
+    tables.extend_from_slice(bytemuck::cast_slice(items));
+    at
 }
 
 /// Book-keeping of one stream for error reports.
@@ -397,7 +483,7 @@ impl Decoder {
                 "the decoder needs {need} device bytes ({} slots × (wave_src_bytes {} + tables {} + 2 × wave_dst_bytes {})) but device_budget_bytes is {}: raise the budget or shrink the waves",
                 config.slots,
                 config.wave_src_bytes,
-                config.meta_bytes(),
+                config.table_bytes(),
                 config.wave_dst_bytes,
                 config.device_budget_bytes
             )));
@@ -408,17 +494,20 @@ impl Decoder {
                 "the decoder needs {host} bytes of pinned host memory ({} slots × (wave_src_bytes {} + tables {} + status {})) but host_budget_bytes is {}: raise the budget or shrink the waves",
                 config.slots,
                 config.wave_src_bytes,
-                config.meta_bytes(),
+                config.table_bytes(),
                 config.wave_streams * 8,
                 config.host_budget_bytes
             )));
         }
+        // Compile (or load from the kernel caches) what the decoder launches now, so that the
+        // first batch does not pay NVRTC.
+        device.prepare(&DECODE_KERNELS)?;
         let mut slots = Vec::with_capacity(config.slots);
         for _ in 0..config.slots {
             slots.push(Slot {
-                staging: device.alloc_pinned(config.wave_src_bytes + config.meta_bytes())?,
+                staging: device.alloc_pinned(config.wave_src_bytes + config.table_bytes())?,
                 readback: device.alloc_pinned(config.wave_streams * 8)?,
-                input: device.alloc(config.wave_src_bytes + config.meta_bytes())?,
+                input: device.alloc(config.wave_src_bytes + config.table_bytes())?,
                 output: device.alloc(config.wave_dst_bytes * 2)?,
                 done: None,
             });
@@ -471,63 +560,93 @@ impl Decoder {
         (plans, t.elapsed())
     }
 
-    /// Per-chunk footprint in a wave: (src bytes, dst bytes, streams).
-    fn footprint(p: &ChunkPlan) -> (usize, usize, usize) {
-        (align_up(p.payload_len), align_up(p.decoded_len), p.streams.len() + usize::from(p.crc.is_some()))
+    /// A chunk's footprint in a wave.
+    fn footprint(p: &ChunkPlan) -> WaveFootprint {
+        WaveFootprint {
+            src_bytes: align_up(p.payload_len),
+            dst_bytes: align_up(p.decoded_len),
+            streams: p.streams.len() + usize::from(p.crc.is_some()),
+        }
     }
 
-    fn fits_alone(&self, p: &ChunkPlan) -> bool {
-        let (s, d, n) = Self::footprint(p);
-        s <= self.config.wave_src_bytes && d <= self.config.wave_dst_bytes && n <= self.config.wave_streams
-    }
-
-    /// Splits the parsed chunks into waves (greedy, in order); chunks that failed to parse or
-    /// cannot fit in any wave get their error in `out`.
-    fn partition(&self, plans: Vec<Result<ChunkPlan>>, out: &mut [Result<Vec<u8>>]) -> Vec<Vec<(usize, ChunkPlan)>> {
-        let mut waves = Vec::new();
+    /// Splits the parsed chunks into waves (greedy, in order). Chunks that failed to parse or
+    /// cannot fit in any wave are returned with their error; the total footprint counts the
+    /// chunks that can be decoded.
+    fn partition(&self, plans: Vec<Result<ChunkPlan>>) -> Partition {
+        let capacity = self.config.wave_capacity();
+        let mut part = Partition::default();
         let mut wave: Vec<(usize, ChunkPlan)> = Vec::new();
-        let (mut s, mut d, mut n) = (0usize, 0usize, 0usize);
+        let mut used = WaveFootprint::default();
         for (i, plan) in plans.into_iter().enumerate() {
             let p = match plan {
                 Ok(p) => p,
                 Err(e) => {
-                    out[i] = Err(e);
+                    part.rejected.push((i, e));
                     continue;
                 }
             };
-            let (ps, pd, pn) = Self::footprint(&p);
-            if !self.fits_alone(&p) {
-                out[i] = Err(Error::OutOfMemory(format!(
-                    "chunk {i} needs {ps} encoded bytes, {pd} decoded bytes and {pn} streams; a wave holds {}, {} and {}: raise DecodeConfig's wave sizes",
-                    self.config.wave_src_bytes, self.config.wave_dst_bytes, self.config.wave_streams
-                )));
+            let need = Self::footprint(&p);
+            if !need.fits_in(&capacity) {
+                part.rejected.push((i, Error::WaveFull { chunk: Some(i), needed: need, capacity }));
                 continue;
             }
-            if s + ps > self.config.wave_src_bytes
-                || d + pd > self.config.wave_dst_bytes
-                || n + pn > self.config.wave_streams
-            {
-                waves.push(std::mem::take(&mut wave));
-                (s, d, n) = (0, 0, 0);
+            part.total = part.total.plus(need);
+            if !used.plus(need).fits_in(&capacity) {
+                part.waves.push(std::mem::take(&mut wave));
+                used = WaveFootprint::default();
             }
-            (s, d, n) = (s + ps, d + pd, n + pn);
+            used = used.plus(need);
             wave.push((i, p));
         }
         if !wave.is_empty() {
-            waves.push(wave);
+            part.waves.push(wave);
         }
-        waves
+        part
+    }
+
+    /// Decides, from the host parse alone (blosc headers and block offsets; nothing is copied
+    /// or launched), how `chunks` would be decoded: how many waves they need, whether
+    /// [`Decoder::decode_wave`] takes them in one, and which chunks the device route cannot
+    /// take at all. Lets a caller choose its route before it decodes anything.
+    ///
+    /// ```
+    /// # #[cfg(feature = "emulate")] {
+    /// use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device};
+    /// let device = Device::emulated(0);
+    /// let decoder = Decoder::new(&device, DecodeConfig::default().with_wave_dst_bytes(1 << 20).with_slots(1))?;
+    /// let chunk = vec![7u8; 768 << 10];
+    /// let plan = decoder.plan_waves(&[ChunkInput::raw(&chunk), ChunkInput::raw(&chunk)]);
+    /// assert_eq!(plan.waves, 2);
+    /// assert!(!plan.fits_in_one_wave());
+    /// # }
+    /// # Ok::<(), damacy_kernels::Error>(())
+    /// ```
+    #[must_use]
+    pub fn plan_waves(&self, chunks: &[ChunkInput<'_>]) -> WavePlan {
+        let (plans, _) = self.parse(chunks);
+        let part = self.partition(plans);
+        WavePlan {
+            waves: part.waves.len(),
+            total: part.total,
+            capacity: self.config.wave_capacity(),
+            rejected: part.rejected,
+        }
     }
 
     /// Decodes `chunks` and copies the results back to the host, in as many waves as needed;
-    /// up to [`DecodeConfig::slots`] waves are in flight at once.
+    /// up to [`DecodeConfig::slots`] waves are in flight at once. The decoded bytes come back
+    /// through pinned memory (the idle staging buffer of the wave's slot), in pieces that
+    /// overlap the device-to-host copy of one with the host copy of the previous.
     pub fn decode_to_host(&mut self, chunks: &[ChunkInput<'_>]) -> Result<HostDecoded> {
         let (plans, parse_time) = self.parse(chunks);
         let mut stats = WaveStats { decompress_parse: parse_time, ..WaveStats::default() };
         let mut out: Vec<Result<Vec<u8>>> = (0..chunks.len()).map(|_| Ok(Vec::new())).collect();
-        let waves = self.partition(plans, &mut out);
+        let part = self.partition(plans);
+        for (i, e) in part.rejected {
+            out[i] = Err(e);
+        }
         let mut in_flight: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
-        for wave in &waves {
+        for wave in &part.waves {
             if in_flight.len() == self.slots.len()
                 && let Some(p) = in_flight.pop_front()
             {
@@ -541,47 +660,102 @@ impl Decoder {
         Ok(HostDecoded { chunks: out, stats })
     }
 
-    /// Waits for a submitted wave, then copies its decoded bytes to the host (one copy of the
-    /// wave's decoded region, on the read-back stream so later waves keep the device busy).
+    /// Waits for a submitted wave, then copies its decoded bytes to the host through pinned
+    /// memory: the slot's staging buffer is idle once its wave finished (its upload completed
+    /// before the kernels ran, and the slot is not reused before this returns), so its two
+    /// halves serve as bounce buffers. Piece k+1 is copied down on the read-back stream while
+    /// the host copies piece k out into the chunks' vectors.
     fn collect_to_host(&mut self, p: Pending, out: &mut [Result<Vec<u8>>], stats: &mut WaveStats) -> Result<()> {
-        let slot = p.slot;
+        let slot_index = p.slot;
         let (results, wstats) = self.finish(p)?;
         merge_stats(stats, &wstats);
-        let total = results.iter().filter_map(|r| r.1.as_ref().ok().map(|r| r.end)).max().unwrap_or(0);
-        let mut host = vec![0u8; total];
-        self.device.download_on(&self.readback, &self.slots[slot].output, 0, &mut host)?;
+        // Decoded chunks in output order, each with the vector it is copied into.
+        let mut targets: Vec<(usize, Range<usize>, Vec<u8>)> = Vec::with_capacity(results.len());
         for (idx, r) in results {
-            out[idx] = r.map(|range| host[range].to_vec());
+            match r {
+                Ok(range) => targets.push((idx, range.clone(), vec![0u8; range.len()])),
+                Err(e) => out[idx] = Err(e),
+            }
+        }
+        targets.sort_by_key(|t| t.1.start);
+        let total = targets.iter().map(|t| t.1.end).max().unwrap_or(0);
+        let slot = &self.slots[slot_index];
+        let half = (slot.staging.len() / 2).max(1);
+        let pieces = total.div_ceil(half);
+        let piece = |k: usize| (k * half)..((k + 1) * half).min(total);
+        let queue = |k: usize| -> Result<Event> {
+            let r = piece(k);
+            // SAFETY: the host reads this half of the staging buffer only after the event
+            // recorded below; the other half is not touched by this copy.
+            unsafe { self.readback.copy_to_host(&slot.output, r.start, &slot.staging, (k % 2) * half, r.len())? };
+            self.readback.record(false)
+        };
+        let mut copy_out = || -> Result<()> {
+            let mut pending: std::collections::VecDeque<Event> = std::collections::VecDeque::with_capacity(2);
+            for k in 0..pieces.min(2) {
+                pending.push_back(queue(k)?);
+            }
+            let mut first = 0usize; // first target that may still overlap the current piece
+            for k in 0..pieces {
+                let Some(ready) = pending.pop_front() else { break };
+                ready.synchronize()?;
+                let r = piece(k);
+                // SAFETY: the copy into this half finished (`ready`); the copy of the next piece
+                // writes the other half.
+                let bytes = unsafe { slot.staging.range((k % 2) * half, r.len()) }?;
+                for (_, range, dst) in &mut targets[first..] {
+                    if range.start >= r.end {
+                        break;
+                    }
+                    let (a, b) = (range.start.max(r.start), range.end.min(r.end));
+                    if a < b {
+                        dst[a - range.start..b - range.start].copy_from_slice(&bytes[a - r.start..b - r.start]);
+                    }
+                }
+                while first < targets.len() && targets[first].1.end <= r.end {
+                    first += 1;
+                }
+                if k + 2 < pieces {
+                    pending.push_back(queue(k + 2)?);
+                }
+            }
+            Ok(())
+        };
+        if let Err(e) = copy_out() {
+            // Pieces still queued write into the staging buffer: let them finish before the
+            // slot can be staged again (this stream only; its error, if any, is `e` again).
+            let _ = self.readback.synchronize();
+            return Err(e);
+        }
+        for (idx, _, bytes) in targets {
+            out[idx] = Ok(bytes);
         }
         Ok(())
     }
 
     /// Decodes `chunks` as one wave and leaves the bytes on the device. Fails with
-    /// [`Error::OutOfMemory`] when they do not fit in one wave (see [`DecodeConfig`]).
+    /// [`Error::WaveFull`] when they do not fit in one wave (see [`DecodeConfig`];
+    /// [`Decoder::plan_waves`] tells beforehand); chunks that cannot be decoded get their error
+    /// in [`DecodedWave::chunks`].
     pub fn decode_wave(&mut self, chunks: &[ChunkInput<'_>]) -> Result<DecodedWave<'_>> {
         let (plans, parse_time) = self.parse(chunks);
         let mut stats = WaveStats { decompress_parse: parse_time, ..WaveStats::default() };
+        let capacity = self.config.wave_capacity();
         let mut out: Vec<Result<Range<usize>>> = Vec::with_capacity(chunks.len());
         let mut wave = Vec::new();
-        let (mut s, mut d, mut n) = (0usize, 0usize, 0usize);
+        let mut need = WaveFootprint::default();
         for (i, p) in plans.into_iter().enumerate() {
             match p {
                 Ok(p) => {
-                    let (ps, pd, pn) = Self::footprint(&p);
-                    s += ps;
-                    d += pd;
-                    n += pn;
+                    need = need.plus(Self::footprint(&p));
                     wave.push((i, p));
                     out.push(Ok(0..0));
                 }
                 Err(e) => out.push(Err(e)),
             }
         }
-        if s > self.config.wave_src_bytes || d > self.config.wave_dst_bytes || n > self.config.wave_streams {
-            return Err(Error::OutOfMemory(format!(
-                "the batch needs {s} encoded bytes, {d} decoded bytes and {n} streams; a wave holds {}, {} and {}: use decode_to_host or raise the wave sizes",
-                self.config.wave_src_bytes, self.config.wave_dst_bytes, self.config.wave_streams
-            )));
+        if !need.fits_in(&capacity) {
+            return Err(Error::WaveFull { chunk: None, needed: need, capacity });
         }
         let mut slot = self.next_slot;
         if !wave.is_empty() {
@@ -620,38 +794,38 @@ impl Decoder {
         }
         let src_total = src_cursor;
         stats.bytes_uploaded = src_total;
-        // Stream table, id lists per codec, shuffle jobs; offsets relative to `src_total`.
-        let mut descs: Vec<u8> = Vec::new();
+        // Stream table, id lists per codec, shuffle jobs.
+        let mut descs: Vec<StreamDesc> = Vec::new();
         let mut ids: [Vec<u32>; 4] = Default::default();
         let mut infos: Vec<StreamInfo> = Vec::new();
-        let mut jobs: Vec<u8> = Vec::new();
-        let mut n_jobs = 0u32;
+        let mut jobs: Vec<ShuffleJobDesc> = Vec::new();
         let mut first_stream: Vec<u32> = Vec::with_capacity(wave.len());
         for (w, (idx, p)) in wave.iter().enumerate() {
             first_stream.push(infos.len() as u32);
             let (cs, cd) = (chunk_src[w] as u64, chunk_dst[w] as u64);
             if let Some(crc) = p.crc {
-                let sid = infos.len() as u32;
-                push_u64(&mut descs, cs);
-                push_u64(&mut descs, 0);
-                push_u32(&mut descs, p.payload_len as u32);
-                push_u32(&mut descs, 0);
-                push_u32(&mut descs, SLOT_CRC as u32);
-                push_u32(&mut descs, crc);
-                ids[SLOT_CRC].push(sid);
+                ids[SLOT_CRC].push(infos.len() as u32);
+                descs.push(StreamDesc {
+                    src_off: cs,
+                    dst_off: 0,
+                    src_len: p.payload_len as u32,
+                    dst_len: 0,
+                    codec: SLOT_CRC as u32,
+                    flags: crc,
+                });
                 infos.push(StreamInfo { chunk: *idx, slot: SLOT_CRC, src: (0, p.payload_len as u32), expected: crc });
             }
             for s in &p.streams {
-                let sid = infos.len() as u32;
                 let slot = codec_slot(s.codec);
-                let dst = cd + u64::from(s.dst_off) + if s.to_scratch { scratch_base } else { 0 };
-                push_u64(&mut descs, cs + u64::from(s.src_off));
-                push_u64(&mut descs, dst);
-                push_u32(&mut descs, s.src_len);
-                push_u32(&mut descs, s.dst_len);
-                push_u32(&mut descs, slot as u32);
-                push_u32(&mut descs, 0);
-                ids[slot].push(sid);
+                ids[slot].push(infos.len() as u32);
+                descs.push(StreamDesc {
+                    src_off: cs + u64::from(s.src_off),
+                    dst_off: cd + u64::from(s.dst_off) + if s.to_scratch { scratch_base } else { 0 },
+                    src_len: s.src_len,
+                    dst_len: s.dst_len,
+                    codec: slot as u32,
+                    flags: 0,
+                });
                 infos.push(StreamInfo {
                     chunk: *idx,
                     slot,
@@ -661,48 +835,47 @@ impl Decoder {
             }
             for sh in &p.shuffles {
                 let off = cd + u64::from(sh.off);
-                push_u64(&mut jobs, scratch_base + off);
-                push_u64(&mut jobs, off);
-                push_u32(&mut jobs, sh.len);
-                push_u32(&mut jobs, p.typesize);
-                push_u32(&mut jobs, if sh.mode == Shuffle::Bit { c::DMC_SHUFFLE_BIT } else { c::DMC_SHUFFLE_BYTE });
-                push_u32(&mut jobs, first_stream[w]);
-                n_jobs += 1;
+                jobs.push(ShuffleJobDesc {
+                    src_off: scratch_base + off,
+                    dst_off: off,
+                    len: sh.len,
+                    typesize: p.typesize,
+                    mode: if sh.mode == Shuffle::Bit { c::DMC_SHUFFLE_BIT } else { c::DMC_SHUFFLE_BYTE },
+                    stream: first_stream[w],
+                });
             }
         }
         let n_streams = infos.len();
         for (k, v) in ids.iter().enumerate() {
             stats.streams[k] += v.len();
         }
-        // Tables follow the source region in the same upload.
-        let mut tables: Vec<u8> = Vec::with_capacity(descs.len() + 12 * n_streams + jobs.len() + 128);
-        let descs_at = src_total;
-        tables.extend_from_slice(&descs);
+        // Tables follow the source region in the same upload; offsets below are relative to
+        // the start of the tables, then moved past the source region.
+        let mut tables: Vec<u8> = Vec::with_capacity(
+            n_streams * (size_of::<StreamDesc>() + 3 * size_of::<u32>())
+                + jobs.len() * size_of::<ShuffleJobDesc>()
+                + 128,
+        );
+        let descs_at = src_total + push_table(&mut tables, &descs);
         let mut ids_at = [0usize; 4];
         for (k, v) in ids.iter().enumerate() {
-            tables.resize(align_up(tables.len()), 0);
-            ids_at[k] = src_total + tables.len();
-            for id in v {
-                push_u32(&mut tables, *id);
-            }
+            ids_at[k] = src_total + push_table(&mut tables, v);
         }
-        tables.resize(align_up(tables.len()), 0);
-        let jobs_at = src_total + tables.len();
-        tables.extend_from_slice(&jobs);
-        tables.resize(align_up(tables.len()), 0);
-        let status_at = src_total + tables.len();
-        for _ in 0..n_streams {
-            push_u32(&mut tables, c::DMC_STATUS_PENDING);
-        }
-        let actual_at = src_total + tables.len();
-        tables.resize(tables.len() + 4 * n_streams, 0);
+        let jobs_at = src_total + push_table(&mut tables, &jobs);
+        let status_at = src_total + push_table(&mut tables, &vec![c::DMC_STATUS_PENDING; n_streams]);
+        let actual_at = src_total + push_table(&mut tables, &vec![0u32; n_streams]);
         let upload_len = src_total + tables.len();
         let slot = &mut self.slots[slot_index];
         if upload_len > slot.staging.len() || 8 * n_streams > slot.readback.len() {
-            return Err(Error::OutOfMemory(format!(
-                "wave tables need {upload_len} bytes, the staging buffer holds {}",
-                slot.staging.len()
-            )));
+            return Err(Error::WaveFull {
+                chunk: None,
+                needed: WaveFootprint { src_bytes: upload_len, dst_bytes: dst_cursor, streams: n_streams },
+                capacity: WaveFootprint {
+                    src_bytes: slot.staging.len(),
+                    dst_bytes: self.config.wave_dst_bytes,
+                    streams: slot.readback.len() / 8,
+                },
+            });
         }
         // Stage: chunk payloads (in parallel, into disjoint ranges of pinned memory), then tables.
         // SAFETY: the slot's previous wave finished (its `done` event was synchronised above),
@@ -728,69 +901,108 @@ impl Decoder {
             }
         }
         let slot = &self.slots[slot_index];
-        // SAFETY: staging and input stay alive (owned by self; dropping them synchronises) and
-        // the host writes the staging buffer again only after this slot's `done` event.
+        // SAFETY: both buffers record the copy as a use (their drop waits for it), and the host
+        // writes the staging buffer again only after this slot's `done` event.
         unsafe { self.copy.copy_to_device(&slot.staging, 0, &slot.input, 0, upload_len)? };
         let uploaded = self.copy.record(false)?;
         let compute = self.device.default_stream();
         compute.wait(&uploaded)?;
         let started = compute.record(true)?;
 
-        let inp = &slot.input;
-        let outp = &slot.output;
-        let src = inp.ptr_at(0)?;
-        let dst = outp.ptr_at(0)?;
-        let out_total = Arg::U64(outp.len() as u64);
-        let streams = inp.ptr_at(descs_at)?;
-        let status_ptr = inp.ptr_at(status_at)?;
-        let actual = inp.ptr_at(actual_at)?;
-        let kernels = [Kernel::Lz4Decode, Kernel::BloscLzDecode, Kernel::Memcpy];
-        if !ids[SLOT_CRC].is_empty() {
-            let n = ids[SLOT_CRC].len() as u32;
-            let args = [
-                src,
-                Arg::U64(src_total as u64),
+        let (inp, outp) = (&slot.input, &slot.output);
+        let uses = [inp, outp];
+        let src_base = inp.ptr::<u8>(0)?;
+        let dst_base = outp.ptr::<u8>(0)?;
+        let src_total = src_total as u64;
+        let dst_total = outp.len() as u64;
+        let streams = inp.ptr::<StreamDesc>(descs_at)?;
+        let status_words = inp.ptr::<u32>(status_at)?;
+        let actual = inp.ptr::<u32>(actual_at)?;
+        let dev = &self.device;
+        // SAFETY (every launch below): all pointers address the slot's input and output
+        // buffers, which are passed as `uses` (so they outlive the launches); every stream's
+        // range lies inside `src_total` and the output by construction, and the kernels re-check
+        // each descriptor against the totals.
+        let n = ids[SLOT_CRC].len() as u32;
+        if n > 0 {
+            let args = Crc32cArgs {
+                base: src_base,
+                total: src_total,
                 streams,
-                inp.ptr_at(ids_at[SLOT_CRC])?,
-                Arg::U32(n),
-                status_ptr,
+                ids: inp.ptr(ids_at[SLOT_CRC])?,
+                n_ids: n,
+                status: status_words,
                 actual,
-            ];
-            // SAFETY: all pointers address the slot's buffers, alive until `done`; the streams'
-            // ranges lie inside `src_total` by construction (and the kernel re-checks them).
-            unsafe { self.device.launch(Kernel::Crc32c, (n, 1), &args)? };
+            };
+            unsafe { args.launch(dev, compute, (n, 1), &uses[..1])? };
             stats.launches += 1;
         }
-        for (slot, k) in kernels.iter().enumerate() {
-            let n = ids[slot].len() as u32;
-            if n == 0 {
+        for slot_k in [SLOT_LZ4, SLOT_BLOSCLZ, SLOT_RAW] {
+            let n_ids = ids[slot_k].len() as u32;
+            if n_ids == 0 {
                 continue;
             }
-            let grid = match k {
-                Kernel::Lz4Decode => n.div_ceil(c::DMC_LZ4_WARPS_PER_BLOCK),
-                Kernel::BloscLzDecode => n.div_ceil(c::DMC_BLOSCLZ_WARPS_PER_BLOCK),
-                _ => n,
-            };
-            let args = [
-                src,
-                Arg::U64(src_total as u64),
-                dst,
-                out_total,
-                streams,
-                inp.ptr_at(ids_at[slot])?,
-                Arg::U32(n),
-                status_ptr,
-                actual,
-            ];
-            // SAFETY: as above; destinations lie inside the output buffer by construction.
-            unsafe { self.device.launch(*k, (grid, 1), &args)? };
+            let ids = inp.ptr::<u32>(ids_at[slot_k])?;
+            match slot_k {
+                SLOT_LZ4 => {
+                    let args = Lz4DecodeArgs {
+                        src_base,
+                        src_total,
+                        dst_base,
+                        dst_total,
+                        streams,
+                        ids,
+                        n_ids,
+                        status: status_words,
+                        actual,
+                    };
+                    unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_LZ4_WARPS_PER_BLOCK), 1), &uses)? };
+                }
+                SLOT_BLOSCLZ => {
+                    let args = BloscLzDecodeArgs {
+                        src_base,
+                        src_total,
+                        dst_base,
+                        dst_total,
+                        streams,
+                        ids,
+                        n_ids,
+                        status: status_words,
+                        actual,
+                    };
+                    unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_BLOSCLZ_WARPS_PER_BLOCK), 1), &uses)? };
+                }
+                _ => {
+                    let args = MemcpyArgs {
+                        src_base,
+                        src_total,
+                        dst_base,
+                        dst_total,
+                        streams,
+                        ids,
+                        n_ids,
+                        status: status_words,
+                        actual,
+                    };
+                    unsafe { args.launch(dev, compute, (n_ids, 1), &uses)? };
+                }
+            }
             stats.launches += 1;
         }
-        if n_jobs > 0 {
-            let args = [dst, out_total, dst, out_total, inp.ptr_at(jobs_at)?, Arg::U32(n_jobs), status_ptr];
-            // SAFETY: jobs read the scratch half and write the output half of the same buffer,
-            // disjoint ranges by construction.
-            unsafe { self.device.launch(Kernel::Unshuffle, (n_jobs, 1), &args)? };
+        if !jobs.is_empty() {
+            let n_jobs = jobs.len() as u32;
+            // Jobs read the scratch half and write the output half of the same buffer: disjoint
+            // ranges by construction.
+            let args = UnshuffleArgs {
+                src_base: dst_base,
+                src_total: dst_total,
+                dst_base,
+                dst_total,
+                jobs: inp.ptr(jobs_at)?,
+                n_jobs,
+                status: status_words,
+            };
+            unsafe { args.launch(dev, compute, (n_jobs, 1), &uses)? };
             stats.launches += 1;
         }
         let ended = compute.record(true)?;

@@ -28,7 +28,7 @@ impl Kernel {
 
     /// The `extern "C"` entry point name.
     #[must_use]
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Kernel::Lz4Decode => "dmc_lz4_decode",
             Kernel::BloscLzDecode => "dmc_blosclz_decode",

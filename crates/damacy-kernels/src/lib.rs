@@ -1,12 +1,15 @@
 //! damacy's GPU decode foundation: CUDA kernels for blosc (lz4, lz4hc, blosclz, memcpyed; byte
 //! and bit shuffle), raw `bytes`, crc32c and the assemble step, the host parse that turns blosc
 //! frames into a flat stream table, and one device interface with two backends — CUDA
-//! (cudarc, kernels compiled by NVRTC at first use) and a host emulator that runs the very same
-//! `.cu` files on the CPU.
+//! (cudarc, kernels compiled by NVRTC when the [`Decoder`] or [`Assembler`] that launches them
+//! is built, or all at once by [`Device::prepare_kernels`]) and a host emulator that runs the
+//! very same `.cu` files on the CPU.
 //!
 //! The kernel sources live in the workspace's top-level `kernels/` folder; they are embedded in
-//! this crate ([`Kernel::source`]) and compiled for the device's own architecture when first
-//! launched.
+//! this crate ([`Kernel::source`]) and compiled for the device's own architecture. The tables
+//! uploaded to the device are `#[repr(C)]` structs whose layout the build checks against the C
+//! definitions in `kernels/common.cuh`, and each kernel has one typed launcher used by both
+//! backends.
 //!
 //! ```no_run
 //! # #[cfg(feature = "emulate")] {
@@ -24,7 +27,7 @@
 // `Device` can exist: the backend-specific code paths are then unused.
 #![cfg_attr(
     not(any(feature = "emulate", feature = "cuda")),
-    allow(unused_variables, dead_code, unused_imports, clippy::unnecessary_wraps)
+    allow(unused_variables, dead_code, unused_imports, unreachable_code, clippy::unnecessary_wraps)
 )]
 
 pub mod assemble;
@@ -36,12 +39,16 @@ pub mod decode;
 pub mod device;
 mod error;
 mod kernel;
+mod launch;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
+mod wire;
 
 pub use assemble::{AssembleJob, Assembler, DType, assemble};
-pub use blosc::{BloscCodec, BloscHeader, Shuffle};
-pub use decode::{ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, WaveStats};
+pub use blosc::{BloscCodec, BloscHeader, FrameErrorKind, Shuffle};
+pub use decode::{
+    ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, WaveFootprint, WavePlan, WaveStats,
+};
 pub use device::{Device, DeviceBuffer, DeviceKind};
 pub use error::{Error, Result, StreamStatus};
 pub use kernel::Kernel;

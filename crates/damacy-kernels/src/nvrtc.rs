@@ -95,7 +95,7 @@ pub fn version() -> Result<(i32, i32)> {
     // SAFETY: the library is loaded (checked above); both pointers are valid for writes.
     unsafe { sys::nvrtcVersion(&raw mut major, &raw mut minor) }
         .result()
-        .map_err(|e| Error::Cuda(format!("nvrtcVersion: {e}")))?;
+        .map_err(|e| Error::nvrtc("nvrtcVersion", e))?;
     Ok((major, minor))
 }
 
@@ -104,45 +104,55 @@ fn chars_to_string(v: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// An NVRTC program, destroyed on drop: on success and on every error path.
+struct Program(sys::nvrtcProgram);
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` was created by `nvrtcCreateProgram`, is destroyed only here, and is
+        // not used afterwards. A failure to destroy leaves nothing to do.
+        let _ = unsafe { result::destroy_program(self.0) };
+    }
+}
+
 /// Compiles `kernel` for `arch` (`sm_90`, `compute_90`, …) with extra NVRTC options; the log is
-/// returned on success too.
+/// returned on success too. The NVRTC program is freed on every path.
 pub fn compile(kernel: Kernel, arch: &str, extra_options: &[&str]) -> Result<Compiled> {
     load().map_err(Error::NoDevice)?;
     let src = CString::new(kernel.source())
         .map_err(|_| Error::InvalidArgument(format!("{} contains a NUL byte", kernel.file())))?;
     let name = CString::new(kernel.file()).map_err(|_| Error::InvalidArgument("kernel file name".into()))?;
-    let prog = result::create_program(src.as_c_str(), Some(name.as_c_str()))
-        .map_err(|e| Error::Cuda(format!("nvrtcCreateProgram: {e}")))?;
+    let prog = Program(
+        result::create_program(src.as_c_str(), Some(name.as_c_str()))
+            .map_err(|e| Error::nvrtc("nvrtcCreateProgram", e))?,
+    );
     let mut opts: Vec<String> = vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()];
     opts.extend(extra_options.iter().map(|s| (*s).to_string()));
     // SAFETY: `prog` is a live program; the options contain no NUL bytes (built above).
-    let compiled = unsafe { result::compile_program(prog, &opts) };
+    let compiled = unsafe { result::compile_program(prog.0, &opts) };
     // SAFETY: `prog` is live.
-    let log = unsafe { result::get_program_log(prog) }.map(|l| chars_to_string(&l)).unwrap_or_default();
-    let out = match compiled {
-        Err(_) => Err(Error::Compile { kernel: kernel.file(), arch: arch.to_string(), log: log.clone() }),
+    let log = unsafe { result::get_program_log(prog.0) }.map(|l| chars_to_string(&l)).unwrap_or_default();
+    match compiled {
+        Err(_) => Err(Error::Compile { kernel: kernel.file(), arch: arch.to_string(), log }),
         Ok(()) if arch.starts_with("sm_") => {
             let mut size = 0usize;
             // SAFETY: `prog` compiled successfully; `size` is valid for writes.
-            unsafe { sys::nvrtcGetCUBINSize(prog, &raw mut size) }
+            unsafe { sys::nvrtcGetCUBINSize(prog.0, &raw mut size) }
                 .result()
-                .map_err(|e| Error::Cuda(format!("nvrtcGetCUBINSize: {e}")))?;
+                .map_err(|e| Error::nvrtc("nvrtcGetCUBINSize", e))?;
             let mut image = vec![0u8; size];
             // SAFETY: `image` has the size NVRTC reported.
-            unsafe { sys::nvrtcGetCUBIN(prog, image.as_mut_ptr().cast()) }
+            unsafe { sys::nvrtcGetCUBIN(prog.0, image.as_mut_ptr().cast()) }
                 .result()
-                .map_err(|e| Error::Cuda(format!("nvrtcGetCUBIN: {e}")))?;
+                .map_err(|e| Error::nvrtc("nvrtcGetCUBIN", e))?;
             Ok(Compiled { image, log })
         }
         Ok(()) => {
             // SAFETY: `prog` compiled successfully.
-            let ptx = unsafe { result::get_ptx(prog) }.map_err(|e| Error::Cuda(format!("nvrtcGetPTX: {e}")))?;
+            let ptx = unsafe { result::get_ptx(prog.0) }.map_err(|e| Error::nvrtc("nvrtcGetPTX", e))?;
             Ok(Compiled { image: ptx.iter().map(|&c| c as u8).collect(), log })
         }
-    };
-    // SAFETY: `prog` is live and not used afterwards.
-    let _ = unsafe { result::destroy_program(prog) };
-    out
+    }
 }
 
 /// The NVRTC log as one string with the program name, for messages.

@@ -375,3 +375,121 @@ fn shuffled_schedule_catches_a_missing_barrier() {
     assert!(selftest(0, false), "fixed order runs thread t-1 before t: the race is hidden");
     assert!(!selftest(0x5EED, false), "a shuffled order must expose the missing barrier");
 }
+
+/// The route is decided before anything is decoded: `plan_waves` (host parse only) says how many
+/// waves `decode_to_host` runs and whether `decode_wave` takes the chunks, and a batch larger
+/// than a wave is `Error::WaveFull`, not `OutOfMemory`.
+#[test]
+fn plan_waves_decides_the_route_before_decoding() {
+    let device = Device::emulated(0);
+    let cfg = DecodeConfig::default()
+        .with_wave_src_bytes(64 << 10)
+        .with_wave_dst_bytes(64 << 10)
+        .with_wave_streams(64)
+        .with_slots(2)
+        .with_device_budget_bytes(8 << 20)
+        .with_host_budget_bytes(4 << 20);
+    let mut dec = Decoder::new(&device, cfg).unwrap();
+    let datas: Vec<Vec<u8>> = (0..5).map(|i| test_data(40_000, (i % 4) as u8, i)).collect();
+    let raw: Vec<_> = datas.iter().map(|d| ChunkInput::raw(d)).collect();
+
+    // One chunk fits in a wave.
+    let one = dec.plan_waves(&raw[..1]);
+    assert_eq!(one.waves, 1);
+    assert!(one.fits_in_one_wave());
+    assert!(one.rejected.is_empty());
+    assert_eq!(one.total.dst_bytes, 40_000);
+    assert_eq!(one.capacity.dst_bytes, 64 << 10);
+
+    // Two 40 kB chunks do not share a 64 KiB wave: five need five waves.
+    let plan = dec.plan_waves(&raw);
+    assert_eq!(plan.waves, 5);
+    assert!(!plan.fits_in_one_wave());
+    assert_eq!(plan.total.dst_bytes, 5 * 40_000);
+    match dec.decode_wave(&raw) {
+        Err(Error::WaveFull { chunk: None, needed, capacity }) => {
+            assert_eq!(needed.dst_bytes, 5 * 40_000);
+            assert_eq!(capacity.dst_bytes, 64 << 10);
+        }
+        other => panic!("expected WaveFull, got {other:?}"),
+    }
+    let out = dec.decode_to_host(&raw).unwrap();
+    assert_eq!(out.stats.waves, plan.waves);
+    for (r, d) in out.chunks.iter().zip(&datas) {
+        assert_eq!(r.as_ref().unwrap(), d);
+    }
+
+    // A chunk larger than a wave, a malformed frame and an unsupported codec are rejected up
+    // front with the errors a decode reports; the others still plan and decode.
+    let big = test_data(100_000, 1, 9);
+    // An lz4 frame relabelled as zstd (compressor code 4 in the flags' top bits).
+    let mut zstd = blosc_compress(&datas[0], 5, 1, 4, "lz4", 0);
+    zstd[2] = (zstd[2] & 0x1f) | (4 << 5);
+    let junk = vec![0xffu8; 64];
+    let inputs = [ChunkInput::raw(&big), ChunkInput::blosc(&junk), ChunkInput::blosc(&zstd), raw[1]];
+    let plan = dec.plan_waves(&inputs);
+    assert_eq!(plan.waves, 1);
+    let kinds: Vec<(usize, &str)> = plan
+        .rejected
+        .iter()
+        .map(|(i, e)| {
+            (
+                *i,
+                match e {
+                    Error::WaveFull { chunk: Some(c), .. } if c == i => "full",
+                    Error::Decode { .. } => "decode",
+                    Error::Unsupported { .. } => "unsupported",
+                    other => panic!("unexpected rejection {other:?}"),
+                },
+            )
+        })
+        .collect();
+    assert_eq!(kinds, [(0, "full"), (1, "decode"), (2, "unsupported")]);
+    assert!(!plan.fits_in_one_wave(), "a chunk larger than a wave never fits");
+    let out = dec.decode_to_host(&inputs).unwrap();
+    assert!(matches!(out.chunks[0], Err(Error::WaveFull { chunk: Some(0), .. })));
+    assert!(matches!(out.chunks[1], Err(Error::Decode { chunk: 1, .. })));
+    assert!(matches!(out.chunks[2], Err(Error::Unsupported { chunk: 2, .. })));
+    assert_eq!(out.chunks[3].as_ref().unwrap(), &datas[1]);
+}
+
+/// `decode_to_host` reads back through pinned bounce buffers in pieces: a wave whose decoded
+/// bytes span many pieces (a tiny staging buffer, chunks straddling piece boundaries) comes back
+/// intact under shuffled stream timing.
+#[test]
+fn read_back_in_many_pieces_is_exact() {
+    for seed in SEEDS {
+        let device = Device::emulated(seed);
+        let cfg = DecodeConfig::default()
+            .with_wave_src_bytes(4 << 10)
+            .with_wave_dst_bytes(256 << 10)
+            .with_wave_streams(8)
+            .with_slots(2)
+            .with_device_budget_bytes(8 << 20)
+            .with_host_budget_bytes(4 << 20);
+        let mut dec = Decoder::new(&device, cfg).unwrap();
+        let datas: Vec<Vec<u8>> = (0..6).map(|i| test_data(30_001 + 17 * i, 1, i as u64)).collect();
+        let frames: Vec<Vec<u8>> = datas.iter().map(|d| blosc_compress(d, 9, 1, 1, "lz4", 0)).collect();
+        let inputs: Vec<_> = frames.iter().map(|f| ChunkInput::blosc(f)).collect();
+        let plan = dec.plan_waves(&inputs);
+        assert!(plan.rejected.is_empty(), "{:?}", plan.rejected);
+        let out = dec.decode_to_host(&inputs).unwrap();
+        assert_eq!(out.stats.waves, plan.waves);
+        // Each wave decodes far more bytes than half the ~6 KiB staging buffer holds.
+        assert!(plan.total.dst_bytes / plan.waves > 8 << 10, "{plan:?}");
+        for (i, (r, d)) in out.chunks.iter().zip(&datas).enumerate() {
+            assert_eq!(r.as_ref().unwrap(), d, "chunk {i}, seed {seed}");
+        }
+    }
+}
+
+/// Budget planners read the sizes from the crate rather than copying them.
+#[test]
+fn footprints_are_published_for_budget_planners() {
+    let cfg = DecodeConfig::default().with_wave_streams(1000).with_slots(1);
+    // 32-byte stream descriptor, three u32 words and a 32-byte shuffle job per stream.
+    assert_eq!(cfg.table_bytes(), 1000 * 76 + 1024);
+    assert_eq!(cfg.device_bytes(), cfg.wave_src_bytes + cfg.table_bytes() + 2 * cfg.wave_dst_bytes);
+    // A 240-byte job descriptor and a status word per job.
+    assert_eq!(damacy_kernels::Assembler::device_bytes(4096), 4096 * 244);
+}

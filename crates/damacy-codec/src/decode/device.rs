@@ -11,7 +11,6 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use damacy_kernels::BloscHeader;
 use damacy_kernels::assemble::{AssembleJob, Assembler, DType};
 use damacy_kernels::decode::{ChunkInput, DecodeConfig, Decoder};
 use damacy_kernels::device::{Device, DeviceBuffer, Stream};
@@ -31,7 +30,7 @@ use crate::stats::Stats;
 /// Jobs per assemble call (its job table is allocated once, at construction).
 const ASSEMBLE_JOBS: usize = 4096;
 /// Device bytes of the assemble job table and its statuses (`damacy_kernels::assemble`).
-const ASSEMBLE_TABLE_BYTES: u64 = ASSEMBLE_JOBS as u64 * 244;
+const ASSEMBLE_TABLE_BYTES: u64 = Assembler::device_bytes(ASSEMBLE_JOBS) as u64;
 
 /// How the device executor spends its budgets: a quarter of the device budget for the batch
 /// buffer (larger batches are assembled on the host), the assemble job table, and the rest for
@@ -50,7 +49,7 @@ impl Budget {
         let batch_bytes = device_bytes / 4;
         let slots = 2u64;
         let streams = 64u64 << 10;
-        let meta = streams * 80 + 1024;
+        let meta = DecodeConfig::default().with_wave_streams(streams as usize).table_bytes() as u64;
         let per_slot = (device_bytes - batch_bytes).saturating_sub(ASSEMBLE_TABLE_BYTES) / slots;
         // Per slot: the encoded wave (src), its tables (meta) and twice the decoded wave (dst and
         // its unshuffle scratch); encoded waves get a quarter of the decoded size.
@@ -154,26 +153,6 @@ impl Encoded {
                 if chain.crc32c { input.with_crc32c() } else { input }
             })
             .collect()
-    }
-
-    /// Whether every input fits one decode wave, judged from the headers alone (nothing is
-    /// decoded): encoded bytes, decoded bytes and streams against the wave's capacities. The
-    /// stream count of a blosc chunk is bounded by its blocks times its split streams.
-    fn fits_one_wave(&self, chain: DeviceChain, expected: usize, config: &DecodeConfig) -> bool {
-        const ALIGN: usize = 256;
-        let (mut src, mut dst, mut streams) = (0usize, 0usize, 0usize);
-        for b in &self.bytes {
-            src += b.len().div_ceil(ALIGN) * ALIGN;
-            dst += expected.div_ceil(ALIGN) * ALIGN;
-            streams += usize::from(chain.crc32c)
-                + match chain.codec {
-                    DeviceCodec::Raw => 1,
-                    DeviceCodec::Blosc => {
-                        BloscHeader::parse(b).map_or(1, |h| h.nblocks() as usize * usize::from(h.typesize.max(1)))
-                    }
-                };
-        }
-        src <= config.wave_src_bytes && dst <= config.wave_dst_bytes && streams <= config.wave_streams
     }
 }
 
@@ -396,8 +375,7 @@ impl Executor for DeviceExecutor {
         let state = &mut *guard;
         // Decided before decoding: assemble on the device only when the whole batch fits one
         // wave and the batch buffer.
-        if !plan.dense || plan.nbytes > state.batch.len() || !enc.fits_one_wave(chain, expected, state.decoder.config())
-        {
+        if !plan.dense || plan.nbytes > state.batch.len() || !state.decoder.plan_waves(&inputs).fits_in_one_wave() {
             return Self::decode_to_host_and_scatter(state, ctx, plan, &enc, &inputs, chain, out);
         }
         let started = Instant::now();
@@ -437,36 +415,20 @@ impl Executor for DeviceExecutor {
         let started = Instant::now();
         let mut guard = self.lock()?;
         let DeviceState { decoder, assembler, .. } = &mut *guard;
-        // Fills first, then each wave's copies, straight into the caller's buffer.
+        // Fills first, then each wave's copies, straight into the caller's buffer. Waves are the
+        // longest runs of units that fit one wave, judged by the host parse before decoding.
         let (fills, _) = assemble_jobs(plan, &[], &enc.missing, chain, offset);
-        let mut first = true;
-        let mut done = 0usize;
-        let all = Encoded { units: enc.units.clone(), bytes: enc.bytes.clone(), missing: Vec::new() };
-        while done < all.units.len() || first {
-            // The longest prefix of what is left that fits one wave (at least one unit).
-            let mut end = all.units.len();
-            loop {
-                let part = Encoded {
-                    units: all.units[done..end].to_vec(),
-                    bytes: all.bytes[done..end].to_vec(),
-                    missing: Vec::new(),
-                };
-                if end <= done + 1 || part.fits_one_wave(chain, expected, decoder.config()) {
-                    break;
-                }
-                end = done + (end - done) / 2;
+        let inputs = enc.inputs(chain, expected);
+        let (mut start, mut first) = (0usize, true);
+        while first || start < inputs.len() {
+            let mut end = inputs.len();
+            while end > start + 1 && !decoder.plan_waves(&inputs[start..end]).fits_in_one_wave() {
+                end = start + (end - start) / 2;
             }
-            let part = Encoded {
-                units: all.units[done..end].to_vec(),
-                bytes: all.bytes[done..end].to_vec(),
-                missing: Vec::new(),
-            };
-            let inputs = part.inputs(chain, expected);
-            let wave = decoder.decode_wave(&inputs).map_err(|e| Error::device("decoding a batch", e))?;
+            let wave = decoder.decode_wave(&inputs[start..end]).map_err(|e| Error::device("decoding a batch", e))?;
             ctx.stats.add_device_parse(wave.stats.decompress_parse);
-            let mut decoded = Vec::with_capacity(part.units.len());
-            for (k, result) in wave.chunks.iter().enumerate() {
-                let u = part.units[k];
+            let mut decoded = Vec::with_capacity(end - start);
+            for (result, &u) in wave.chunks.iter().zip(&enc.units[start..end]) {
                 match result {
                     Ok(range) => decoded.push((u, range.start)),
                     Err(e) => return Err(Error::decode(plan.unit_location(u), e)),
@@ -479,7 +441,7 @@ impl Executor for DeviceExecutor {
             let (_, copies) = assemble_jobs(plan, &decoded, &[], chain, offset);
             run_jobs(assembler, wave.output, buffer, &copies, plan)?;
             count_decoded(ctx.stats, decoded.len(), decoded.len() * expected);
-            done = end;
+            start = end;
         }
         let ready =
             self.device.default_stream().record(false).map_err(|e| Error::device("recording a batch event", e))?;

@@ -1,13 +1,16 @@
 //! The CUDA backend (cudarc, driver and NVRTC loaded at run time).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg, sys};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig, PinnedHostSlice,
+    sys,
+};
 
-use super::Arg;
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
+use crate::launch::KernelArgs;
 
 /// Why no CUDA device can be used, or `None` when one can. Makes no cudarc call that could
 /// panic: the driver library's presence is checked first.
@@ -35,20 +38,22 @@ pub fn current_context_device() -> Result<Option<usize>> {
     }
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: the driver is loaded and initialised (checked above); `ctx` is valid for writes.
-    unsafe { sys::cuCtxGetCurrent(&raw mut ctx) }.result().map_err(|e| Error::Cuda(format!("cuCtxGetCurrent: {e}")))?;
+    unsafe { sys::cuCtxGetCurrent(&raw mut ctx) }.result().map_err(cuda_err("cuCtxGetCurrent"))?;
     if ctx.is_null() {
         return Ok(None);
     }
     let mut dev: sys::CUdevice = 0;
     // SAFETY: a context is current; `dev` is valid for writes.
-    unsafe { sys::cuCtxGetDevice(&raw mut dev) }.result().map_err(|e| Error::Cuda(format!("cuCtxGetDevice: {e}")))?;
-    let n = CudaContext::device_count().map_err(|e| Error::Cuda(e.to_string()))?;
+    unsafe { sys::cuCtxGetDevice(&raw mut dev) }.result().map_err(cuda_err("cuCtxGetDevice"))?;
+    let n = CudaContext::device_count().map_err(cuda_err("cuDeviceGetCount"))?;
     for i in 0..n {
-        if cudarc::driver::result::device::get(i).map_err(|e| Error::Cuda(e.to_string()))? == dev {
+        if cudarc::driver::result::device::get(i).map_err(cuda_err("cuDeviceGet"))? == dev {
             return Ok(Some(i as usize));
         }
     }
-    Err(Error::Cuda("the current context's device has no ordinal".into()))
+    Err(Error::NoDevice(format!(
+        "the current CUcontext's device ({dev}) is not among the {n} devices the driver lists"
+    )))
 }
 
 /// Which device to bind (ARCHITECTURE §5): `requested` (`Config.device`) retains that device's
@@ -75,6 +80,10 @@ pub(crate) fn binding(requested: Option<usize>, current: Option<usize>, count: u
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// Every stream made by [`CudaBackend::new_stream`] that is still alive, for
+    /// `Device::synchronize_all` (which must not synchronise the whole context: other libraries,
+    /// `PyTorch` among them, share the primary context).
+    streams: Mutex<Vec<Weak<CudaStream>>>,
     arch: (i32, i32),
     functions: Mutex<HashMap<Kernel, CudaFunction>>,
 }
@@ -88,8 +97,21 @@ impl std::fmt::Debug for CudaBackend {
     }
 }
 
-fn cuda_err(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
-    move |e| Error::Cuda(format!("{what}: {e}"))
+/// Maps a failed driver call to [`Error::Cuda`], keeping its `CUresult`.
+fn cuda_err(call: &'static str) -> impl FnOnce(DriverError) -> Error {
+    move |e| Error::driver(call, e)
+}
+
+/// Like [`cuda_err`] for allocations: the driver's out-of-memory code is
+/// [`Error::OutOfMemory`], any other code stays a driver error.
+fn alloc_err(call: &'static str, len: usize) -> impl FnOnce(DriverError) -> Error {
+    move |e| {
+        if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
+            Error::OutOfMemory(format!("{call} of {len} bytes: the device has no more memory"))
+        } else {
+            Error::driver(call, e)
+        }
+    }
 }
 
 impl CudaBackend {
@@ -103,18 +125,19 @@ impl CudaBackend {
         let mut cur: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: the driver is initialised; `cur` is valid for writes.
         unsafe { sys::cuCtxGetCurrent(&raw mut cur) }.result().map_err(cuda_err("cuCtxGetCurrent"))?;
-        let ctx = CudaContext::new(dev).map_err(cuda_err("retaining the primary context"))?;
+        let ctx = CudaContext::new(dev).map_err(cuda_err("cuDevicePrimaryCtxRetain"))?;
         if !cur.is_null() && ctx.cu_ctx() != cur {
             return Err(Error::InvalidArgument(format!(
                 "the current CUcontext is not device {dev}'s primary context; damacy shares primary contexts only"
             )));
         }
-        let arch = ctx.compute_capability().map_err(cuda_err("compute capability"))?;
-        // SAFETY: this backend synchronises its stream explicitly before buffers are reused or
-        // read back, so cudarc's per-buffer event tracking is not needed.
+        let arch = ctx.compute_capability().map_err(cuda_err("cuDeviceGetAttribute(COMPUTE_CAPABILITY)"))?;
+        // SAFETY: buffers are addressed through raw device pointers in kernel arguments, which
+        // cudarc cannot see; damacy tracks every buffer's uses itself (one event per stream
+        // that used it, see `device::Uses`) and orders the free after them.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(cuda_err("cuStreamCreate"))?;
-        Ok(Self { ctx, stream, arch, functions: Mutex::new(HashMap::new()) })
+        Ok(Self { ctx, stream, streams: Mutex::new(Vec::new()), arch, functions: Mutex::new(HashMap::new()) })
     }
 
     pub(crate) fn describe(&self) -> String {
@@ -127,48 +150,50 @@ impl CudaBackend {
     }
 
     pub(crate) fn new_stream(&self) -> Result<Arc<CudaStream>> {
-        self.ctx.new_stream().map_err(cuda_err("cuStreamCreate"))
+        let s = self.ctx.new_stream().map_err(cuda_err("cuStreamCreate"))?;
+        let mut list = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(&s));
+        Ok(s)
     }
 
-    /// Waits for all work in the context (every stream of this backend).
-    pub(crate) fn synchronize_context(&self) -> Result<()> {
-        self.ctx.synchronize().map_err(cuda_err("cuCtxSynchronize"))
+    /// Waits for the work on this backend's streams (the default one and every live one made
+    /// by [`CudaBackend::new_stream`]); work of other libraries in the context is not waited for.
+    pub(crate) fn synchronize_streams(&self) -> Result<()> {
+        let live: Vec<Arc<CudaStream>> =
+            self.streams.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
+        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))?;
+        live.iter().try_for_each(|s| s.synchronize().map_err(cuda_err("cuStreamSynchronize")))
     }
 
     pub(crate) fn alloc(&self, len: usize) -> Result<CudaSlice<u8>> {
-        let slice = self
-            .stream
-            .alloc_zeros::<u8>(len.max(1))
-            .map_err(|e| Error::OutOfMemory(format!("cuMemAlloc of {len} bytes: {e}")))?;
+        let slice = self.stream.alloc_zeros::<u8>(len.max(1)).map_err(alloc_err("cuMemAllocAsync", len))?;
         // The allocation and its zeroing are ordered on the default stream only (stream-ordered
         // allocation): finish them before any other stream (the decoder's copy stream) writes
         // the buffer. Allocation happens at construction, never per batch, so this costs once.
-        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize after cuMemAllocAsync"))?;
+        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))?;
         Ok(slice)
     }
 
-    /// `len` zeroed bytes of page-locked host memory; free with [`Self::free_pinned`].
-    pub(crate) fn alloc_pinned(&self, len: usize) -> Result<*mut u8> {
-        self.ctx.bind_to_thread().map_err(cuda_err("binding the context"))?;
-        // SAFETY: the context is current; the returned allocation has `len.max(1)` bytes.
-        let p = unsafe { cudarc::driver::result::malloc_host(len.max(1), 0) }
-            .map_err(|e| Error::OutOfMemory(format!("cuMemHostAlloc of {len} bytes: {e}")))?
-            .cast::<u8>();
-        // SAFETY: `p` points to `len.max(1)` writable bytes.
-        unsafe { std::ptr::write_bytes(p, 0, len.max(1)) };
-        Ok(p)
-    }
-
-    pub(crate) fn free_pinned(&self, ptr: *mut u8) {
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: `ptr` came from `alloc_pinned` and the device finished with it (the caller
-            // synchronised the context).
-            let _ = unsafe { cudarc::driver::result::free_host(ptr.cast()) };
+    /// `len` zeroed bytes of page-locked host memory (cudarc's `PinnedHostSlice`, freed on
+    /// drop), with its address.
+    pub(crate) fn alloc_pinned(&self, len: usize) -> Result<(PinnedHostSlice<u8>, *mut u8)> {
+        let len = len.max(1);
+        if isize::try_from(len).is_err() {
+            return Err(Error::InvalidArgument(format!("a pinned allocation of {len} bytes")));
         }
+        // SAFETY: the bytes are zeroed below before anyone reads them. Flags 0: plain cached
+        // page-locked memory (not write-combined: the host reads the read-back buffers).
+        let mut slice =
+            unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len, 0) }.map_err(alloc_err("cuMemHostAlloc", len))?;
+        let ptr = slice.as_mut_ptr().map_err(cuda_err("cuEventSynchronize"))?;
+        // SAFETY: `ptr` points to `len` writable bytes that nothing else uses yet.
+        unsafe { std::ptr::write_bytes(ptr, 0, len) };
+        Ok((slice, ptr))
     }
 
     pub(crate) fn function(&self, kernel: Kernel) -> Result<CudaFunction> {
-        let mut map = self.functions.lock().map_err(|_| Error::Cuda("function table poisoned".into()))?;
+        let mut map = self.functions.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(f) = map.get(&kernel) {
             return Ok(f.clone());
         }
@@ -182,52 +207,27 @@ impl CudaBackend {
         Ok(f)
     }
 
+    /// Launches `args`' kernel on `stream`.
+    ///
     /// # Safety
-    /// As [`super::Device::launch`].
-    pub(crate) unsafe fn launch(
+    /// As [`super::Device::launch_on`].
+    pub(crate) unsafe fn launch<A: KernelArgs>(
         &self,
         stream: &Arc<CudaStream>,
-        kernel: Kernel,
         grid: (u32, u32),
-        args: &[Arg],
+        args: &A,
     ) -> Result<()> {
-        let f = self.function(kernel)?;
-        let wide: Vec<u64> = args
-            .iter()
-            .filter_map(|a| match a {
-                Arg::Ptr(p) | Arg::U64(p) => Some(*p),
-                Arg::U32(_) => None,
-            })
-            .collect();
-        let narrow: Vec<u32> = args
-            .iter()
-            .filter_map(|a| match a {
-                Arg::U32(v) => Some(*v),
-                _ => None,
-            })
-            .collect();
+        let f = self.function(A::KERNEL)?;
         let mut b = stream.launch_builder(&f);
-        let (mut iw, mut in_) = (0, 0);
-        for a in args {
-            match a {
-                Arg::Ptr(_) | Arg::U64(_) => {
-                    b.arg(&wide[iw]);
-                    iw += 1;
-                }
-                Arg::U32(_) => {
-                    b.arg(&narrow[in_]);
-                    in_ += 1;
-                }
-            }
-        }
+        args.push_args(&mut b);
         let cfg = LaunchConfig {
             grid_dim: (grid.0, grid.1, 1),
-            block_dim: (kernel.block_threads(), 1, 1),
+            block_dim: (A::KERNEL.block_threads(), 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: the argument list matches the kernel's parameters (built by this crate's
-        // launchers) and the pointers address live buffers per this function's contract.
-        unsafe { b.launch(cfg) }.map(|_| ()).map_err(cuda_err(kernel.name()))
+        // SAFETY: the argument list is the kernel's own (checked against its `.cu` signature at
+        // compile time) and the pointers address live buffers per this function's contract.
+        unsafe { b.launch(cfg) }.map(|_| ()).map_err(cuda_err("cuLaunchKernel"))
     }
 }
 
@@ -237,23 +237,29 @@ pub(crate) fn record(stream: &Arc<CudaStream>, timed: bool) -> Result<cudarc::dr
     stream.record_event(Some(flags)).map_err(cuda_err("cuEventRecord"))
 }
 
+/// Makes `slice`'s own stream (the one its stream-ordered free is queued on) wait for `event`,
+/// so the free runs after the work the event marks without blocking the host.
+pub(crate) fn free_after(slice: &CudaSlice<u8>, event: &CudaEvent) -> Result<()> {
+    slice.stream().wait(event).map_err(cuda_err("cuStreamWaitEvent"))
+}
+
 /// Copies pageable `src` to device address `dst` on `stream` and waits for it.
 pub(crate) fn upload_sync(stream: &Arc<CudaStream>, src: &[u8], dst: u64) -> Result<()> {
-    stream.context().bind_to_thread().map_err(cuda_err("binding the context"))?;
+    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
     // SAFETY: `dst..dst+src.len()` lies inside a live allocation (checked by the caller); we
     // synchronise before `src` can go away.
     unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream()) }
-        .map_err(cuda_err("host-to-device copy"))?;
+        .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
     stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
 }
 
 /// Copies device address `src` to pageable `dst` on `stream` and waits for it.
 pub(crate) fn download_sync(stream: &Arc<CudaStream>, src: u64, dst: &mut [u8]) -> Result<()> {
-    stream.context().bind_to_thread().map_err(cuda_err("binding the context"))?;
+    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
     // SAFETY: `src..src+dst.len()` lies inside a live allocation (checked by the caller); we
     // synchronise before `dst` can be read or go away.
     unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }
-        .map_err(cuda_err("device-to-host copy"))?;
+        .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
     stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
 }
 
@@ -263,13 +269,13 @@ pub(crate) fn download_sync(stream: &Arc<CudaStream>, src: u64, dst: &mut [u8]) 
 /// `src..src+len` is pinned host memory and `dst..dst+len` device memory, both alive and
 /// untouched by the host until the copy finished.
 pub(crate) unsafe fn copy_h2d_async(stream: &Arc<CudaStream>, src: *const u8, len: usize, dst: u64) -> Result<()> {
-    stream.context().bind_to_thread().map_err(cuda_err("binding the context"))?;
+    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
     // SAFETY: the caller's contract.
     unsafe {
         let src = std::slice::from_raw_parts(src, len);
         cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream())
     }
-    .map_err(cuda_err("host-to-device copy"))
+    .map_err(cuda_err("cuMemcpyHtoDAsync"))
 }
 
 /// Queues a copy of `len` device bytes at `src` to pinned host memory at `dst`.
@@ -277,13 +283,13 @@ pub(crate) unsafe fn copy_h2d_async(stream: &Arc<CudaStream>, src: *const u8, le
 /// # Safety
 /// As [`copy_h2d_async`], the other way round.
 pub(crate) unsafe fn copy_d2h_async(stream: &Arc<CudaStream>, src: u64, dst: *mut u8, len: usize) -> Result<()> {
-    stream.context().bind_to_thread().map_err(cuda_err("binding the context"))?;
+    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
     // SAFETY: the caller's contract.
     unsafe {
         let dst = std::slice::from_raw_parts_mut(dst, len);
         cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream())
     }
-    .map_err(cuda_err("device-to-host copy"))
+    .map_err(cuda_err("cuMemcpyDtoHAsync"))
 }
 
 /// The raw device address of a slice.

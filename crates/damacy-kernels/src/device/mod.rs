@@ -9,8 +9,11 @@ pub mod cuda;
 #[cfg(feature = "emulate")]
 mod emu;
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
+use crate::launch::{DevPtr, KernelArgs};
 
 /// Which backend a [`Device`] runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,17 +54,6 @@ enum Backend {
     #[cfg(not(any(feature = "emulate", feature = "cuda")))]
     #[allow(dead_code)]
     Never(std::convert::Infallible),
-}
-
-/// A kernel argument: a device address or a scalar (the kernels take nothing else).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Arg {
-    /// A device address (`const T*` / `T*` in the kernel).
-    Ptr(u64),
-    /// `dmc_u32`.
-    U32(u32),
-    /// `dmc_u64`.
-    U64(u64),
 }
 
 /// A queue of device work: a non-blocking CUDA stream, or a worker thread on the emulator.
@@ -123,9 +115,7 @@ impl Stream {
             #[cfg(feature = "emulate")]
             (StreamImpl::Emu(s), EventImpl::Emu(e)) => s.wait(e.clone()),
             #[cfg(feature = "cuda")]
-            (StreamImpl::Cuda(s), EventImpl::Cuda(e)) => {
-                s.wait(e).map_err(|e| Error::Cuda(format!("cuStreamWaitEvent: {e}")))
-            }
+            (StreamImpl::Cuda(s), EventImpl::Cuda(e)) => s.wait(e).map_err(|e| Error::driver("cuStreamWaitEvent", e)),
             #[allow(unreachable_patterns)]
             _ => Err(Error::InvalidArgument("the event belongs to another backend".into())),
         }
@@ -139,17 +129,18 @@ impl Stream {
             #[cfg(feature = "emulate")]
             StreamImpl::Emu(s) => s.synchronize(),
             #[cfg(feature = "cuda")]
-            StreamImpl::Cuda(s) => s.synchronize().map_err(|e| Error::Cuda(format!("cuStreamSynchronize: {e}"))),
+            StreamImpl::Cuda(s) => s.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e)),
         }
     }
 
     /// Queues a copy of `src[src_offset..+len]` (pinned) to `dst[dst_offset..+len]` on this
     /// stream and returns at once.
     ///
+    /// Both buffers record the copy as a use: dropping either waits for it.
+    ///
     /// # Safety
     /// Until an event recorded on this stream after this call is complete, the host must not
-    /// write `src`'s range and neither buffer may be dropped (dropping a buffer synchronises the
-    /// device first, so dropping is safe; writing is not).
+    /// write `src`'s range (dropping either buffer is safe: it waits for the copy).
     pub(crate) unsafe fn copy_to_device(
         &self,
         src: &PinnedBuffer,
@@ -165,7 +156,7 @@ impl Stream {
         }
         let from = src.ptr as usize + src_offset;
         let to = dst.device_ptr() + dst_offset as u64;
-        match &self.imp {
+        let copied: Result<()> = match &self.imp {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             StreamImpl::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -174,11 +165,18 @@ impl Stream {
             #[cfg(feature = "cuda")]
             // SAFETY: forwarded contract; `from..from+len` is pinned memory we own.
             StreamImpl::Cuda(s) => unsafe { cuda::copy_h2d_async(s, from as *const u8, len, to) },
-        }
+        };
+        copied?;
+        let event = Arc::new(self.record(false)?);
+        src.uses.add(self.key(), &event);
+        dst.uses.add(self.key(), &event);
+        Ok(())
     }
 
     /// Queues a copy of `src[src_offset..+len]` to `dst[dst_offset..+len]` (pinned) on this
     /// stream and returns at once.
+    ///
+    /// Both buffers record the copy as a use: dropping either waits for it.
     ///
     /// # Safety
     /// Until an event recorded on this stream after this call is complete, the host must not read
@@ -198,7 +196,7 @@ impl Stream {
         }
         let from = src.device_ptr() + src_offset as u64;
         let to = dst.ptr as usize + dst_offset;
-        match &self.imp {
+        let copied: Result<()> = match &self.imp {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             StreamImpl::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
@@ -207,6 +205,23 @@ impl Stream {
             #[cfg(feature = "cuda")]
             // SAFETY: forwarded contract; `to..to+len` is pinned memory we own.
             StreamImpl::Cuda(s) => unsafe { cuda::copy_d2h_async(s, from, to as *mut u8, len) },
+        };
+        copied?;
+        let event = Arc::new(self.record(false)?);
+        src.uses.add(self.key(), &event);
+        dst.uses.add(self.key(), &event);
+        Ok(())
+    }
+
+    /// Identifies the queue (clones share it) for per-buffer use tracking.
+    fn key(&self) -> usize {
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            StreamImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            StreamImpl::Emu(s) => Arc::as_ptr(s) as usize,
+            #[cfg(feature = "cuda")]
+            StreamImpl::Cuda(s) => Arc::as_ptr(s) as usize,
         }
     }
 
@@ -234,7 +249,7 @@ impl Event {
             #[cfg(feature = "emulate")]
             EventImpl::Emu(e) => e.wait_done().map(|_| ()),
             #[cfg(feature = "cuda")]
-            EventImpl::Cuda(e) => e.synchronize().map_err(|e| Error::Cuda(format!("cuEventSynchronize: {e}"))),
+            EventImpl::Cuda(e) => e.synchronize().map_err(|e| Error::driver("cuEventSynchronize", e)),
         }
     }
 
@@ -262,7 +277,7 @@ impl Event {
             }
             #[cfg(feature = "cuda")]
             (EventImpl::Cuda(end), EventImpl::Cuda(start)) => {
-                let ms = start.elapsed_ms(end).map_err(|e| Error::Cuda(format!("cuEventElapsedTime: {e}")))?;
+                let ms = start.elapsed_ms(end).map_err(|e| Error::driver("cuEventElapsedTime", e))?;
                 Ok(std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
             }
             #[allow(unreachable_patterns)]
@@ -354,7 +369,9 @@ impl Device {
         }
     }
 
-    /// Waits until the work on every stream of this device finished.
+    /// Waits until the work on every stream of this device finished: the default stream and
+    /// every live stream made by [`Device::new_stream`]. Other work in the CUDA context (other
+    /// libraries' streams, e.g. `PyTorch`'s on the shared primary context) is not waited for.
     pub fn synchronize_all(&self) -> Result<()> {
         match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
@@ -370,7 +387,7 @@ impl Device {
                 live.iter().try_for_each(|s| s.synchronize())
             }
             #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => c.synchronize_context(),
+            Backend::Cuda(c) => c.synchronize_streams(),
         }
     }
 
@@ -384,7 +401,7 @@ impl Device {
             #[cfg(feature = "cuda")]
             Backend::Cuda(c) => Mem::Cuda(c.alloc(len)?),
         };
-        Ok(DeviceBuffer { mem, len, device: self.clone() })
+        Ok(DeviceBuffer { mem, len, uses: Uses::default() })
     }
 
     /// Allocates `len` zeroed bytes of page-locked host memory (an aligned host allocation on
@@ -400,11 +417,11 @@ impl Device {
             }
             #[cfg(feature = "cuda")]
             Backend::Cuda(c) => {
-                let p = c.alloc_pinned(len)?;
-                (p, PinnedMem::Cuda)
+                let (slice, p) = c.alloc_pinned(len)?;
+                (p, PinnedMem::Cuda(slice))
             }
         };
-        Ok(PinnedBuffer { ptr, len, mem, device: self.clone() })
+        Ok(PinnedBuffer { ptr, len, mem, uses: Uses::default() })
     }
 
     /// Copies `src` to `dst[offset..offset + src.len()]` on the default stream; returns when the
@@ -467,29 +484,22 @@ impl Device {
         }
     }
 
-    /// Launches `kernel` on the default stream, on a `grid.0 × grid.1` grid of
-    /// `kernel.block_threads()`-thread blocks. Returns without waiting for it.
+    /// Launches `args`' kernel on `stream`, on a `grid.0 × grid.1` grid of
+    /// `block_threads()`-thread blocks, and returns without waiting for it. `uses` are the
+    /// buffers the pointer arguments address: each records the launch as a use, and dropping it
+    /// waits for the launch.
     ///
     /// # Safety
     /// Every pointer argument must be the address of a live buffer of this device (or inside
-    /// one), and the sizes passed alongside must describe those buffers: kernels trust them as
-    /// their bounds. The buffers must stay alive and unwritten by the host until the launch
-    /// finished (synchronise the stream or an event recorded after it).
-    pub(crate) unsafe fn launch(&self, kernel: Kernel, grid: (u32, u32), args: &[Arg]) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.launch_on(&self.inner.default, kernel, grid, args) }
-    }
-
-    /// [`Device::launch`] on `stream`.
-    ///
-    /// # Safety
-    /// As [`Device::launch`].
-    pub(crate) unsafe fn launch_on(
+    /// one) listed in `uses`, and the sizes passed alongside must describe those buffers:
+    /// kernels trust them as their bounds. The host must not write those buffers until the
+    /// launch finished (synchronise the stream or an event recorded after it).
+    pub(crate) unsafe fn launch_on<A: KernelArgs>(
         &self,
         stream: &Stream,
-        kernel: Kernel,
         grid: (u32, u32),
-        args: &[Arg],
+        args: A,
+        uses: &[&DeviceBuffer],
     ) -> Result<()> {
         if grid.0 == 0 || grid.1 == 0 {
             return Ok(());
@@ -497,18 +507,22 @@ impl Device {
         match (&self.inner.backend, &stream.imp) {
             #[cfg(feature = "emulate")]
             (Backend::Emulated { seed, .. }, StreamImpl::Emu(s)) => {
-                let (seed, args) = (*seed, args.to_vec());
-                // SAFETY: forwarded contract of this function: the buffers outlive the launch.
-                s.enqueue(Box::new(move || {
-                    unsafe { emu::launch(kernel, grid, seed, &args) }.map_err(|e| e.to_string())
-                }))
+                let seed = *seed;
+                // SAFETY: forwarded contract of this function: the buffers outlive the launch
+                // (their drop waits for the event recorded below).
+                s.enqueue(Box::new(move || unsafe { emu::launch(&args, grid, seed) }.map_err(|e| e.to_string())))
             }
             #[cfg(feature = "cuda")]
             // SAFETY: forwarded contract of this function.
-            (Backend::Cuda(c), StreamImpl::Cuda(s)) => unsafe { c.launch(s, kernel, grid, args) },
+            (Backend::Cuda(c), StreamImpl::Cuda(s)) => unsafe { c.launch(s, grid, &args) },
             #[allow(unreachable_patterns)]
             _ => Err(Error::InvalidArgument("the stream belongs to another backend".into())),
+        }?;
+        let event = Arc::new(stream.record(false)?);
+        for b in uses {
+            b.uses.add(stream.key(), &event);
         }
+        Ok(())
     }
 
     /// Waits until all work issued on the default stream finished.
@@ -516,21 +530,33 @@ impl Device {
         self.inner.default.synchronize()
     }
 
-    /// Compiles (or loads from the caches) every kernel now, instead of at first launch.
-    /// A no-op on the emulator.
+    /// Compiles (or loads from the kernel caches) and loads every kernel now, so that no launch
+    /// pays the NVRTC compile. [`Decoder::new`](crate::Decoder::new) and
+    /// [`Assembler::new`](crate::Assembler::new) prepare the kernels they launch; call this to
+    /// prepare all of them up front. A no-op on the emulator.
+    pub fn prepare_kernels(&self) -> Result<()> {
+        self.prepare(&Kernel::ALL)
+    }
+
+    /// [`Device::prepare_kernels`] under its former name.
+    #[deprecated(note = "renamed to `prepare_kernels`")]
     pub fn warm_up(&self) -> Result<()> {
+        self.prepare_kernels()
+    }
+
+    /// Compiles and loads `kernels` now (a no-op on the emulator).
+    #[cfg_attr(not(feature = "cuda"), allow(clippy::unnecessary_wraps))]
+    pub(crate) fn prepare(&self, kernels: &[Kernel]) -> Result<()> {
         match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => Ok(()),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => {
-                for k in Kernel::ALL {
-                    c.function(k)?;
-                }
+            Backend::Emulated { .. } => {
+                let _ = kernels;
                 Ok(())
             }
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(c) => kernels.iter().try_for_each(|&k| c.function(k).map(drop)),
         }
     }
 }
@@ -544,39 +570,89 @@ fn check_range(offset: usize, len: usize, total: usize, what: &str) -> Result<()
     }
 }
 
-/// A device allocation (host memory on the emulator), freed on drop. Dropping waits for the
-/// device's queued work first, so no queued kernel or copy can outlive its buffer.
+/// The queued device work that uses a buffer: the last event recorded after a use, one per
+/// stream (a later event on a stream marks everything before it too). Dropping a buffer orders
+/// its free after these events only — never a device- or context-wide synchronize, since other
+/// libraries (`PyTorch`) share the primary context.
+#[derive(Debug, Default)]
+struct Uses(Mutex<Vec<(usize, Arc<Event>)>>);
+
+impl Uses {
+    /// Records `event` (on the stream with key `stream`) as the buffer's latest use there.
+    fn add(&self, stream: usize, event: &Arc<Event>) {
+        let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        list.retain(|(s, e)| *s != stream && !e.is_complete());
+        list.push((stream, event.clone()));
+    }
+
+    /// The events of the uses that may still be in flight.
+    fn take(&mut self) -> Vec<Arc<Event>> {
+        std::mem::take(self.0.get_mut().unwrap_or_else(PoisonError::into_inner)).into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Blocks until every recorded use finished.
+    fn wait_all(&mut self) {
+        for e in self.take() {
+            // An error here belongs to the work that failed and was (or will be) reported to
+            // whoever waits on it; the memory is freed either way.
+            let _ = e.synchronize();
+        }
+    }
+}
+
+/// A device allocation (host memory on the emulator), freed on drop. The buffer tracks the
+/// device work queued on it (one event per stream that used it) and its free is ordered after
+/// that work: on CUDA the stream-ordered free waits for those events on the device without
+/// blocking the host; on the emulator the drop waits for them.
 #[derive(Debug)]
 pub struct DeviceBuffer {
     mem: Mem,
     len: usize,
-    device: Device,
+    uses: Uses,
 }
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        // An error here was already reported to whoever synchronised last; the memory is freed
-        // either way.
-        let _ = self.device.synchronize_all();
+        match &self.mem {
+            Mem::Host(_) => self.uses.wait_all(),
+            #[cfg(feature = "cuda")]
+            Mem::Cuda(slice) => {
+                for e in self.uses.take() {
+                    #[allow(irrefutable_let_patterns)]
+                    let ordered =
+                        if let EventImpl::Cuda(ev) = &e.imp { cuda::free_after(slice, ev).is_ok() } else { false };
+                    if !ordered {
+                        // Could not order the free on the device: wait on the host instead.
+                        let _ = e.synchronize();
+                    }
+                }
+            }
+        }
     }
 }
 
-/// Page-locked host memory (an aligned host allocation on the emulator): the source and target
-/// of asynchronous copies. Dropping waits for the device's queued work first.
+/// Page-locked host memory (cudarc's `PinnedHostSlice`; an aligned host allocation on the
+/// emulator): the source and target of asynchronous copies. Dropping waits for the copies
+/// queued on it (and nothing else) before the memory is freed.
 #[derive(Debug)]
 pub struct PinnedBuffer {
     ptr: *mut u8,
     len: usize,
+    /// Owns the allocation `ptr` points into; freed when dropped, after `drop` waited for the
+    /// buffer's uses.
+    #[allow(dead_code)]
     mem: PinnedMem,
-    device: Device,
+    uses: Uses,
 }
 
+/// Owns the allocation; freed on drop (the fields are never read, only dropped).
 #[derive(Debug)]
+#[allow(dead_code)]
 enum PinnedMem {
     #[cfg_attr(not(feature = "emulate"), allow(dead_code))]
-    Host(#[allow(dead_code)] HostAlloc), // owns the allocation; freed on drop
+    Host(HostAlloc),
     #[cfg(feature = "cuda")]
-    Cuda,
+    Cuda(cudarc::driver::PinnedHostSlice<u8>),
 }
 
 // SAFETY: PinnedBuffer owns its allocation exclusively, like Box<[u8]>; the device side only
@@ -609,6 +685,18 @@ impl PinnedBuffer {
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
+    /// `len` bytes at `offset`, for the host to read.
+    ///
+    /// # Safety
+    /// No device copy into this range may be in flight (an event recorded after the last one
+    /// must be complete); copies into other ranges may.
+    pub(crate) unsafe fn range(&self, offset: usize, len: usize) -> Result<&[u8]> {
+        check_range(offset, len, self.len, "host read of pinned memory")?;
+        // SAFETY: the range lies inside the live allocation (checked above; zeroed at
+        // allocation, so initialised); no concurrent device write to it per the contract.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.add(offset), len) })
+    }
+
     /// The bytes, for the host to write.
     ///
     /// # Safety
@@ -621,18 +709,8 @@ impl PinnedBuffer {
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
-        let _ = self.device.synchronize_all();
-        match &self.mem {
-            PinnedMem::Host(_) => {}
-            #[cfg(feature = "cuda")]
-            PinnedMem::Cuda =>
-            {
-                #[allow(irrefutable_let_patterns)]
-                if let Backend::Cuda(c) = &self.device.inner.backend {
-                    c.free_pinned(self.ptr);
-                }
-            }
-        }
+        // The host frees this memory right after: every queued copy must have finished.
+        self.uses.wait_all();
     }
 }
 
@@ -667,12 +745,20 @@ impl DeviceBuffer {
         }
     }
 
-    /// The device address of byte `offset`, or an error past the end.
-    pub(crate) fn ptr_at(&self, offset: usize) -> Result<Arg> {
+    /// The device address of the `T` at byte `offset`, for a kernel argument; an error past the
+    /// end or at an offset not aligned for `T`.
+    pub(crate) fn ptr<T>(&self, offset: usize) -> Result<DevPtr<T>> {
         if offset > self.len {
             return Err(Error::InvalidArgument(format!("offset {offset} past the end of a {}-byte buffer", self.len)));
         }
-        Ok(Arg::Ptr(self.device_ptr() + offset as u64))
+        let addr = self.device_ptr() + offset as u64;
+        if !addr.is_multiple_of(std::mem::align_of::<T>() as u64) {
+            return Err(Error::InvalidArgument(format!(
+                "offset {offset} is not aligned for a {}-byte aligned table",
+                std::mem::align_of::<T>()
+            )));
+        }
+        Ok(DevPtr::new(addr))
     }
 }
 
@@ -770,6 +856,40 @@ mod tests {
         let other = device.new_stream().unwrap();
         other.wait(&s.record(false).unwrap()).unwrap();
         assert!(other.synchronize().is_err());
+    }
+
+    /// Dropping a buffer waits for the work that uses it and for nothing else: not for other
+    /// work on the device (a context-wide synchronize would wait for `PyTorch`'s streams too).
+    #[test]
+    fn dropping_a_buffer_waits_for_its_own_uses_only() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let device = Device::emulated(0);
+        let busy = device.new_stream().unwrap();
+        let reached = Arc::new(AtomicBool::new(false));
+        let flag = reached.clone();
+        emu(&busy)
+            .enqueue(Box::new(move || {
+                std::thread::sleep(std::time::Duration::from_millis(400));
+                flag.store(true, Ordering::SeqCst);
+                Ok(())
+            }))
+            .unwrap();
+        // Buffers no queued work uses are freed at once, while `busy` still sleeps.
+        drop(device.alloc(4096).unwrap());
+        drop(device.alloc_pinned(4096).unwrap());
+        let idle = device.alloc(4096).unwrap();
+        let mut host = [0u8; 16];
+        device.download(&idle, 0, &mut host).unwrap();
+        drop(idle);
+        assert!(!reached.load(Ordering::SeqCst), "a drop waited for unrelated work");
+        // A buffer that a copy queued behind the pause uses waits for that copy.
+        let pinned = device.alloc_pinned(4096).unwrap();
+        let dst = device.alloc(4096).unwrap();
+        // SAFETY: both buffers wait for the copy when dropped; the host does not write `pinned`.
+        unsafe { busy.copy_to_device(&pinned, 0, &dst, 0, 4096).unwrap() };
+        drop(pinned);
+        assert!(reached.load(Ordering::SeqCst), "the pinned source was freed before its copy ran");
+        drop(dst);
     }
 
     #[test]
