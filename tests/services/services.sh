@@ -83,6 +83,8 @@ http {
     listen 127.0.0.1:$http_port;
     root ../../fixtures;
     location / { }
+    # A prefix that refuses every request, for the tests of storage error kinds.
+    location /forbidden/ { return 403; }
   }
 }
 CONF

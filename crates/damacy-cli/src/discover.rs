@@ -66,3 +66,14 @@ pub(crate) fn stored_bytes(store: &Store, array_path: &str) -> Option<u64> {
     }
     Some(total)
 }
+
+/// Whether the store's root is itself an array (the URL points at an array, not at a group or
+/// a folder of arrays): a v3 `zarr.json` whose node type is `array`, or a v2 `.zarray`.
+pub(crate) fn root_is_array(store: &Store) -> Result<bool> {
+    let v3 = StoreKey::new("zarr.json").map_err(|e| e.to_string())?;
+    if is_v3_array(store, &v3)? {
+        return Ok(true);
+    }
+    let v2 = StoreKey::new(".zarray").map_err(|e| e.to_string())?;
+    Ok(store.storage().size_key(&v2).map_err(|e| format!("cannot read .zarray: {e}"))?.is_some())
+}

@@ -75,11 +75,8 @@ pub(crate) fn run(
     let paths = match array {
         Some(p) => vec![damacy::normalize_path(p)],
         // A URL that points at an array inspects that array, whether or not the store lists.
-        None => match reader.open_array(&store, "/", ArrayOptions::default()) {
-            Ok(_) => vec!["/".to_owned()],
-            Err(damacy::CodecError::NotFound(_)) => discover::list_arrays(&store)?,
-            Err(e) => return Err(e.into()),
-        },
+        None if discover::root_is_array(&store)? => vec!["/".to_owned()],
+        None => discover::list_arrays(&store)?,
     };
     if paths.is_empty() {
         return Err(format!("no zarr arrays in {url}").into());

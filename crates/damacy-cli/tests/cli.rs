@@ -118,6 +118,28 @@ fn inspect_digest_over_http_and_s3() {
     }
 }
 
+/// A URL that points at an array inspects that array: on a local folder (which can list) and
+/// over HTTP (which cannot).
+#[test]
+fn inspect_a_url_that_points_at_an_array() {
+    let path = "v3/sharded_zstd_index_end";
+    let expected = format!("sha256 {}", manifest_digest(path));
+    let local = fixtures().join(path);
+    let (ok, stdout, stderr) = damacy(&["inspect", local.to_str().unwrap(), "--digest", "--executor", "cpu"]);
+    assert!(ok && stdout.contains(&expected) && stdout.starts_with("executor"), "{stdout}{stderr}");
+    assert!(stdout.contains("1 arrays"), "{stdout}");
+    match std::env::var("DAMACY_TEST_HTTP_URL") {
+        Ok(url) => {
+            let (ok, stdout, stderr) = damacy(&["inspect", &format!("{url}/{path}"), "--digest", "--executor", "cpu"]);
+            assert!(ok && stdout.contains(&expected), "{stdout}{stderr}");
+            // A URL at no array over a store that cannot list: one clear line.
+            let (ok, _, stderr) = damacy(&["inspect", &format!("{url}/v3")]);
+            assert!(!ok && stderr.contains("cannot list"), "{stderr}");
+        }
+        Err(_) => eprintln!("skipped http: DAMACY_TEST_HTTP_URL is not set (run `make test`)"),
+    }
+}
+
 #[cfg(feature = "emulate")]
 #[test]
 fn inspect_digest_through_the_emulated_device_route() {

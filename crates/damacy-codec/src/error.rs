@@ -73,6 +73,8 @@ pub enum StorageErrorKind {
     Transient,
     /// A byte range lies beyond the end of the object (a truncated object).
     RangeNotSatisfied,
+    /// The store itself is misconfigured or missing: no such bucket, a bad endpoint or region.
+    Config,
     /// Anything else.
     Other,
 }
@@ -84,6 +86,7 @@ impl fmt::Display for StorageErrorKind {
             Self::PermissionDenied => "permission denied",
             Self::Transient => "transient failure, retries exhausted",
             Self::RangeNotSatisfied => "byte range beyond the end of the object",
+            Self::Config => "store misconfigured (bucket, endpoint, region or credentials)",
             Self::Other => "failed",
         })
     }
@@ -228,9 +231,11 @@ pub(crate) fn opendal_kind(e: &opendal::Error) -> StorageErrorKind {
         K::NotFound => StorageErrorKind::NotFound,
         K::PermissionDenied => StorageErrorKind::PermissionDenied,
         K::RangeNotSatisfied => StorageErrorKind::RangeNotSatisfied,
+        K::ConfigInvalid => StorageErrorKind::Config,
         K::RateLimited => StorageErrorKind::Transient,
-        // Persistent: a temporary error that the retry layer gave up on.
-        _ if e.is_temporary() || e.is_persistent() => StorageErrorKind::Transient,
+        // 5xx, timeouts and resets are temporary; after the retry layer gave up on them they
+        // are marked persistent.
+        K::Unexpected if e.is_temporary() || e.is_persistent() => StorageErrorKind::Transient,
         _ => StorageErrorKind::Other,
     }
 }

@@ -306,6 +306,14 @@ fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions
         StoreKind::Local => return Err(Error::invalid(format!("{url:?} is a local path, not a remote store"))),
     };
     let retries = options.retries.unwrap_or(StoreOptions::DEFAULT_RETRIES);
+    // Each store has an HTTP client of its own instead of opendal's process-wide one: its
+    // pooled connections belong to this process's I/O runtime, so a child forked after the
+    // parent read something opens stores whose connections work.
+    let client = reqwest::Client::builder()
+        .build()
+        .map_err(|e| Error::invalid(format!("cannot build the HTTP client for {url:?}: {e}")))?;
+    let transport = opendal::HttpTransporter::new(opendal_http_transport_reqwest::ReqwestTransport::new(client));
+    let operator = operator.with_context(opendal::OperationContext::new().with_http_transport(transport));
     Ok(operator.layer(
         opendal::layers::RetryLayer::new()
             .with_max_times(retries)
