@@ -141,8 +141,7 @@ fn remote_reads_inside_a_tokio_runtime() {
         let whole = Region::whole(&array.shape);
         reader.read_batch_async(&array, vec![whole]).await.unwrap()
     });
-    use sha2::Digest;
-    assert_eq!(hex::encode(sha2::Sha256::digest(batch.bytes())), entry.sha256);
+    assert_eq!(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(batch.bytes())), entry.sha256);
 }
 
 /// A reader built in a forked child works, although the parent had started its I/O runtime and
@@ -167,7 +166,7 @@ fn a_reader_in_a_forked_child() {
     if pid == 0 {
         let ok = std::panic::catch_unwind(|| read(&url) == entry.sha256).unwrap_or(false);
         // SAFETY: ends the child at once, without running the parent's atexit handlers.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        unsafe { libc::_exit(i32::from(!ok)) };
     }
     let mut status = 0;
     // SAFETY: waits for the child forked above.
