@@ -1,5 +1,5 @@
 //! damacy's GPU decode foundation: CUDA kernels for blosc (lz4, lz4hc, blosclz, memcpyed; byte
-//! and bit shuffle), raw `bytes`, crc32c and the assemble step, the host parse that turns blosc
+//! and bit shuffle), zstd, raw `bytes`, crc32c and the assemble step, the host parse that turns blosc
 //! frames into a flat stream table, and one device interface with two backends — CUDA
 //! (cudarc, kernels compiled by NVRTC at first use) and a host emulator that runs the very same
 //! `.cu` files on the CPU.
@@ -38,6 +38,7 @@ mod error;
 mod kernel;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
+pub mod zstd;
 
 pub use assemble::{AssembleJob, Assembler, DType, assemble};
 pub use blosc::{BloscCodec, BloscHeader, Shuffle};
@@ -45,3 +46,4 @@ pub use decode::{ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, 
 pub use device::{Device, DeviceBuffer, DeviceKind};
 pub use error::{Error, Result, StreamStatus};
 pub use kernel::Kernel;
+pub use zstd::{ZstdDecoder, ZstdInput, ZstdModes, ZstdParseError, ZstdPlan};

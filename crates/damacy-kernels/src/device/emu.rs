@@ -37,6 +37,21 @@ unsafe extern "C" {
         status: u64,
         actual: u64,
     ) -> i32;
+    fn dmc_emu_dmc_zstd_decode(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        src: u64,
+        src_total: u64,
+        dst: u64,
+        dst_total: u64,
+        streams: u64,
+        ids: u64,
+        n_ids: u32,
+        status: u64,
+        actual: u64,
+    ) -> i32;
     fn dmc_emu_dmc_memcpy(
         gx: u32,
         gy: u32,
@@ -116,6 +131,9 @@ pub(super) unsafe fn launch(kernel: Kernel, grid: (u32, u32), seed: u64, args: &
         },
         (Kernel::BloscLzDecode, &[P(s), D(st), P(d), D(dt), P(t), P(i), W(n), P(stat), P(a)]) => unsafe {
             dmc_emu_dmc_blosclz_decode(gx, gy, bx, seed, s, st, d, dt, t, i, n, stat, a)
+        },
+        (Kernel::ZstdDecode, &[P(s), D(st), P(d), D(dt), P(t), P(i), W(n), P(stat), P(a)]) => unsafe {
+            dmc_emu_dmc_zstd_decode(gx, gy, bx, seed, s, st, d, dt, t, i, n, stat, a)
         },
         (Kernel::Memcpy, &[P(s), D(st), P(d), D(dt), P(t), P(i), W(n), P(stat), P(a)]) => unsafe {
             dmc_emu_dmc_memcpy(gx, gy, bx, seed, s, st, d, dt, t, i, n, stat, a)
