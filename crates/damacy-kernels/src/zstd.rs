@@ -345,7 +345,10 @@ fn parse_frame(bytes: &[u8], at: usize, modes: &mut ZstdModes) -> Result<ZstdFra
             return Err(err(ip, "reserved block type"));
         }
         if bsize > block_max {
-            return Err(err(ip, format!("a block of {bsize} bytes exceeds the frame's maximum block size {block_max}")));
+            return Err(err(
+                ip,
+                format!("a block of {bsize} bytes exceeds the frame's maximum block size {block_max}"),
+            ));
         }
         ip += 3;
         let stored = if btype == 1 { 1 } else { bsize as usize };
@@ -544,9 +547,54 @@ impl ZstdDecoder {
     /// Decodes a batch of zstd chunks; per chunk its bytes or an error naming the chunk and
     /// why. The outer error is a device failure.
     pub fn decode_to_host(&mut self, inputs: &[ZstdInput<'_>]) -> Result<ZstdResults> {
+        let plans = self.plan_batch(inputs);
+        let mut modes = ZstdModes::default();
+        for p in plans.iter().flatten() {
+            modes.add(&p.modes);
+        }
+        self.last_modes = modes;
+        let batch = Batch::new(inputs, &plans);
+        if batch.owner.is_empty() {
+            return Ok(plans.into_iter().map(|p| p.map(|p| vec![0u8; p.decoded_len])).collect());
+        }
+        let (words, decoded) = self.run(inputs, &plans, &batch)?;
+        let n = batch.owner.len();
+        let word = |k: usize| u32::from_le_bytes([words[4 * k], words[4 * k + 1], words[4 * k + 2], words[4 * k + 3]]);
+        let mut failed: Vec<Option<Error>> = (0..inputs.len()).map(|_| None).collect();
+        for (k, (chunk, src, expected)) in batch.owner.iter().enumerate() {
+            let st = StreamStatus::from_code(word(k));
+            if st != StreamStatus::Ok && failed[*chunk].is_none() {
+                failed[*chunk] = Some(Error::Stream {
+                    chunk: *chunk,
+                    codec: "zstd",
+                    src_start: src.start,
+                    src_end: src.end,
+                    status: st,
+                    actual: word(n + k),
+                    expected: *expected,
+                });
+            }
+        }
+        Ok(plans
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let p = p?;
+                if let Some(e) = failed[i].take() {
+                    return Err(e);
+                }
+                let (_, d0) =
+                    batch.placed[i].ok_or_else(|| Error::InvalidArgument("chunk lost its placement".into()))?;
+                Ok(decoded[d0..d0 + p.decoded_len].to_vec())
+            })
+            .collect())
+    }
+
+    /// The host parse of every chunk (rayon), with the decoder's size limit applied.
+    fn plan_batch(&self, inputs: &[ZstdInput<'_>]) -> Vec<Result<ZstdPlan>> {
         use rayon::prelude::*;
         let max = self.max_chunk_len;
-        let plans: Vec<Result<ZstdPlan>> = inputs
+        inputs
             .par_iter()
             .enumerate()
             .map(|(i, inp)| {
@@ -567,117 +615,97 @@ impl ZstdDecoder {
                 }
                 Ok(p)
             })
-            .collect();
-        let mut modes = ZstdModes::default();
-        for p in plans.iter().flatten() {
-            modes.add(&p.modes);
+            .collect()
+    }
+
+    /// Uploads payloads and tables, launches the kernel over every job, and returns the status
+    /// and size words and the decoded bytes.
+    fn run(&self, inputs: &[ZstdInput<'_>], plans: &[Result<ZstdPlan>], batch: &Batch) -> Result<(Vec<u8>, Vec<u8>)> {
+        let n = batch.owner.len();
+        if n > u32::MAX as usize / 2 {
+            return Err(Error::InvalidArgument(format!("{n} zstd jobs in one batch")));
         }
-        self.last_modes = modes;
-        // Layout: chunk payloads then the tables in one upload; outputs in one buffer.
-        let align = |v: usize| v.div_ceil(16) * 16;
-        let (mut src_total, mut dst_total) = (0usize, 0usize);
-        let mut placed: Vec<Option<(usize, usize)>> = Vec::with_capacity(inputs.len());
-        for (inp, p) in inputs.iter().zip(&plans) {
-            match p {
-                Ok(p) => {
-                    placed.push(Some((src_total, dst_total)));
-                    src_total += align(inp.bytes.len());
-                    dst_total += align(p.decoded_len);
-                }
-                Err(_) => placed.push(None),
+        let descs_at = batch.src_total;
+        let ids_at = (descs_at + batch.descs.len()).div_ceil(16) * 16;
+        let status_at = ids_at + 4 * n;
+        let actual_at = status_at + 4 * n;
+        let mut stage = vec![0u8; actual_at + 4 * n];
+        for ((inp, at), p) in inputs.iter().zip(&batch.placed).zip(plans) {
+            if let (Some((s0, _)), Ok(_)) = (at, p) {
+                stage[*s0..*s0 + inp.bytes.len()].copy_from_slice(inp.bytes);
             }
         }
+        stage[descs_at..descs_at + batch.descs.len()].copy_from_slice(&batch.descs);
+        for k in 0..n {
+            stage[ids_at + 4 * k..ids_at + 4 * k + 4].copy_from_slice(&(k as u32).to_le_bytes());
+            stage[status_at + 4 * k..status_at + 4 * k + 4].copy_from_slice(&c::DMC_STATUS_PENDING.to_le_bytes());
+        }
+        let mut input = self.device.alloc(stage.len())?;
+        self.device.upload(&stage, &mut input, 0)?;
+        let output = self.device.alloc(batch.dst_total.max(1))?;
+        let args = [
+            input.ptr_at(0)?,
+            Arg::U64(batch.src_total as u64),
+            output.ptr_at(0)?,
+            Arg::U64(batch.dst_total as u64),
+            input.ptr_at(descs_at)?,
+            input.ptr_at(ids_at)?,
+            Arg::U32(n as u32),
+            input.ptr_at(status_at)?,
+            input.ptr_at(actual_at)?,
+        ];
+        let grid = (n as u32).div_ceil(c::DMC_ZSTD_WARPS_PER_BLOCK);
+        // SAFETY: every pointer addresses `input` or `output`, alive until the downloads below
+        // complete (they run after the launch on the same stream); the job table places every
+        // job inside `src_total` and `dst_total` by construction, and the kernel re-checks each
+        // descriptor against them.
+        unsafe { self.device.launch(Kernel::ZstdDecode, (grid, 1), &args)? };
+        let mut words = vec![0u8; 8 * n];
+        self.device.download(&input, status_at, &mut words)?;
+        let mut decoded = vec![0u8; batch.dst_total];
+        self.device.download(&output, 0, &mut decoded)?;
+        Ok((words, decoded))
+    }
+}
+
+/// Where a batch's chunks and jobs go: per chunk its (source, output) offsets, the job table
+/// (`dmc_stream` records) and per job its chunk, source range and expected size.
+struct Batch {
+    placed: Vec<Option<(usize, usize)>>,
+    descs: Vec<u8>,
+    owner: Vec<(usize, Range<usize>, u32)>,
+    src_total: usize,
+    dst_total: usize,
+}
+
+impl Batch {
+    fn new(inputs: &[ZstdInput<'_>], plans: &[Result<ZstdPlan>]) -> Self {
+        let align = |v: usize| v.div_ceil(16) * 16;
+        let (mut src_total, mut dst_total) = (0usize, 0usize);
+        let mut placed = Vec::with_capacity(inputs.len());
         let mut descs: Vec<u8> = Vec::new();
-        let mut owner: Vec<(usize, Range<usize>, u32)> = Vec::new();
-        for (i, (p, at)) in plans.iter().zip(&placed).enumerate() {
-            let (Ok(p), Some((s0, d0))) = (p, at) else { continue };
+        let mut owner = Vec::new();
+        for (i, (inp, p)) in inputs.iter().zip(plans).enumerate() {
+            let Ok(p) = p else {
+                placed.push(None);
+                continue;
+            };
+            let (s0, d0) = (src_total, dst_total);
+            placed.push(Some((s0, d0)));
+            src_total += align(inp.bytes.len());
+            dst_total += align(p.decoded_len);
+            let flags = if inp.verify_checksum { c::DMC_ZSTD_VERIFY_CHECKSUM } else { 0 };
             for j in &p.jobs {
                 descs.extend_from_slice(&((s0 + j.src.start) as u64).to_le_bytes());
                 descs.extend_from_slice(&((d0 + j.dst.start) as u64).to_le_bytes());
                 descs.extend_from_slice(&(j.src.len() as u32).to_le_bytes());
                 descs.extend_from_slice(&(j.dst.len() as u32).to_le_bytes());
                 descs.extend_from_slice(&0u32.to_le_bytes());
-                let flags = if inputs[i].verify_checksum { c::DMC_ZSTD_VERIFY_CHECKSUM } else { 0 };
                 descs.extend_from_slice(&flags.to_le_bytes());
                 owner.push((i, j.src.clone(), j.dst.len() as u32));
             }
         }
-        let n = owner.len();
-        let mut out: ZstdResults = Vec::with_capacity(inputs.len());
-        if n > 0 {
-            if n > u32::MAX as usize / 2 {
-                return Err(Error::InvalidArgument(format!("{n} zstd jobs in one batch")));
-            }
-            let descs_at = src_total;
-            let ids_at = align(descs_at + descs.len());
-            let status_at = ids_at + 4 * n;
-            let actual_at = status_at + 4 * n;
-            let upload_len = actual_at + 4 * n;
-            let mut stage = vec![0u8; upload_len];
-            for ((inp, at), p) in inputs.iter().zip(&placed).zip(&plans) {
-                if let (Some((s0, _)), Ok(_)) = (at, p) {
-                    stage[*s0..*s0 + inp.bytes.len()].copy_from_slice(inp.bytes);
-                }
-            }
-            stage[descs_at..descs_at + descs.len()].copy_from_slice(&descs);
-            for k in 0..n {
-                stage[ids_at + 4 * k..ids_at + 4 * k + 4].copy_from_slice(&(k as u32).to_le_bytes());
-                stage[status_at + 4 * k..status_at + 4 * k + 4].copy_from_slice(&c::DMC_STATUS_PENDING.to_le_bytes());
-            }
-            let mut input = self.device.alloc(upload_len)?;
-            self.device.upload(&stage, &mut input, 0)?;
-            let output = self.device.alloc(dst_total.max(1))?;
-            let args = [
-                input.ptr_at(0)?,
-                Arg::U64(src_total as u64),
-                output.ptr_at(0)?,
-                Arg::U64(dst_total as u64),
-                input.ptr_at(descs_at)?,
-                input.ptr_at(ids_at)?,
-                Arg::U32(n as u32),
-                input.ptr_at(status_at)?,
-                input.ptr_at(actual_at)?,
-            ];
-            let grid = (n as u32).div_ceil(c::DMC_ZSTD_WARPS_PER_BLOCK);
-            // SAFETY: every pointer addresses `input` or `output`, alive until the downloads
-            // below complete (downloads wait for the launch on the same stream); the job table
-            // places every job inside `src_total` and `dst_total` by construction, and the
-            // kernel re-checks each descriptor against them.
-            unsafe { self.device.launch(Kernel::ZstdDecode, (grid, 1), &args)? };
-            let mut words = vec![0u8; 8 * n];
-            self.device.download(&input, status_at, &mut words)?;
-            let mut decoded = vec![0u8; dst_total];
-            self.device.download(&output, 0, &mut decoded)?;
-            let word = |k: usize| u32::from_le_bytes([words[4 * k], words[4 * k + 1], words[4 * k + 2], words[4 * k + 3]]);
-            let mut failed: Vec<Option<Error>> = (0..inputs.len()).map(|_| None).collect();
-            for (k, (chunk, src, expected)) in owner.iter().enumerate() {
-                let st = StreamStatus::from_code(word(k));
-                if st != StreamStatus::Ok && failed[*chunk].is_none() {
-                    failed[*chunk] = Some(Error::Stream {
-                        chunk: *chunk,
-                        codec: "zstd",
-                        src_start: src.start,
-                        src_end: src.end,
-                        status: st,
-                        actual: word(n + k),
-                        expected: *expected,
-                    });
-                }
-            }
-            for (i, p) in plans.into_iter().enumerate() {
-                out.push(match (p, failed[i].take(), placed[i]) {
-                    (Err(e), _, _) => Err(e),
-                    (Ok(_), Some(e), _) => Err(e),
-                    (Ok(p), None, Some((_, d0))) => Ok(decoded[d0..d0 + p.decoded_len].to_vec()),
-                    (Ok(_), None, None) => Err(Error::InvalidArgument("chunk lost its placement".into())),
-                });
-            }
-        } else {
-            for p in plans {
-                out.push(p.map(|p| vec![0u8; p.decoded_len]));
-            }
-        }
-        Ok(out)
+        Self { placed, descs, owner, src_total, dst_total }
     }
 }
 

@@ -34,7 +34,7 @@ fn data(len: usize, kind: u8, seed: u64) -> Vec<u8> {
     match kind % 6 {
         0 => (0..len).map(|_| next() as u8).collect(),
         1 => (0..len).map(|i| ((i / 7) as u8).wrapping_mul(3)).collect(),
-        2 => (0..len).map(|i| if next() % 5 == 0 { next() as u8 } else { (i % 13) as u8 }).collect(),
+        2 => (0..len).map(|i| if next().is_multiple_of(5) { next() as u8 } else { (i % 13) as u8 }).collect(),
         3 => (0..len).map(|i| ((i as f32 * 0.01).sin() * 1000.0) as i16 as u8).collect(),
         4 => (0..len).map(|_| b"the quick brown fox jumps "[(next() % 26) as usize]).collect(),
         _ => {
@@ -135,7 +135,7 @@ fn level_cases() -> Vec<Case> {
     for level in -5..=22 {
         for (k, &n) in sizes.iter().enumerate() {
             let i = k + (level + 5) as usize;
-            cases.push(natural_case(n, (i % 6) as u8, level, i % 2 == 0, i % 3 != 0));
+            cases.push(natural_case(n, (i % 6) as u8, level, i.is_multiple_of(2), !i.is_multiple_of(3)));
         }
     }
     cases
@@ -218,9 +218,8 @@ const LL_BASE: [u32; 36] = [
 ];
 const LL_BITS: [u32; 36] =
     [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
-const ML_BASE_32: [u32; 21] = [
-    35, 37, 39, 41, 43, 47, 51, 59, 67, 83, 99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539,
-];
+const ML_BASE_32: [u32; 21] =
+    [35, 37, 39, 41, 43, 47, 51, 59, 67, 83, 99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539];
 const ML_BITS_32: [u32; 21] = [1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
 
 fn ml_code(code: usize) -> (u32, u32) {
@@ -248,7 +247,12 @@ enum Lits<'a> {
     Rle(u8, usize),
     /// Huffman with direct weights (written as a tree description unless `treeless`), 1 or 4
     /// streams.
-    Huffman { lits: &'a [u8], weights: &'a [(u8, u8)], streams: usize, treeless: bool },
+    Huffman {
+        lits: &'a [u8],
+        weights: &'a [(u8, u8)],
+        streams: usize,
+        treeless: bool,
+    },
 }
 
 /// Huffman codes (value, length) per symbol from (symbol, weight) pairs, plus the direct
@@ -260,7 +264,7 @@ fn huffman(weights: &[(u8, u8)]) -> (Vec<Option<(u32, u32)>>, Vec<u8>) {
     }
     let last = weights.iter().map(|p| p.0).max().unwrap() as usize;
     let sum: u32 = w.iter().map(|&x| if x > 0 { 1u32 << (x - 1) } else { 0 }).sum();
-    let log = 31 - sum.leading_zeros();
+    let log = sum.ilog2();
     assert_eq!(sum, 1 << log, "weights must sum to a power of two");
     let mut codes = vec![None; 256];
     let mut idx = 0u32;
@@ -555,14 +559,16 @@ fn crafted_cases() -> Vec<Case> {
     let mut rep = [1u32, 4, 8];
     let mut blocks = vec![raw_block(&history, false)];
     let lits2: Vec<u8> = (0..50 * 17 + 9).map(|_| next() as u8).collect();
-    let seqs2: Vec<Seq> =
-        (0..50).map(|_| Seq { ll: 16 + (next() % 2) as u32, ofv: 512 + (next() % 512) as u32, ml: 41 + (next() % 2) as u32 }).collect();
+    let seqs2: Vec<Seq> = (0..50)
+        .map(|_| Seq { ll: 16 + (next() % 2) as u32, ofv: 512 + (next() % 512) as u32, ml: 41 + (next() % 2) as u32 })
+        .collect();
     let used: u32 = seqs2.iter().map(|s| s.ll).sum();
     let lits2 = &lits2[..used as usize + 9];
     blocks.push(comp_block(&compressed_block(&Lits::Raw(lits2), &seqs2, Tables::Rle), false));
     execute(&mut out, lits2, &seqs2, &mut rep);
-    let seqs3: Vec<Seq> =
-        (0..300).map(|_| Seq { ll: 16 + (next() % 2) as u32, ofv: 512 + (next() % 512) as u32, ml: 41 + (next() % 2) as u32 }).collect();
+    let seqs3: Vec<Seq> = (0..300)
+        .map(|_| Seq { ll: 16 + (next() % 2) as u32, ofv: 512 + (next() % 512) as u32, ml: 41 + (next() % 2) as u32 })
+        .collect();
     let n3: u32 = seqs3.iter().map(|s| s.ll).sum::<u32>() + 3;
     let lits3 = vec![0xAB; n3 as usize];
     blocks.push(comp_block(&compressed_block(&Lits::Rle(0xAB, n3 as usize), &seqs3, Tables::Repeat), false));
@@ -574,25 +580,39 @@ fn crafted_cases() -> Vec<Case> {
     let alphabet = b"abcdddd";
     let lits5: Vec<u8> = (0..3000).map(|_| alphabet[(next() % 7) as usize]).collect();
     blocks.push(comp_block(
-        &compressed_block(&Lits::Huffman { lits: &lits5, weights: &weights, streams: 4, treeless: false }, &[], Tables::Rle),
+        &compressed_block(
+            &Lits::Huffman { lits: &lits5, weights: &weights, streams: 4, treeless: false },
+            &[],
+            Tables::Rle,
+        ),
         false,
     ));
     execute(&mut out, &lits5, &[], &mut rep);
     let lits6: Vec<u8> = (0..700).map(|_| alphabet[(next() % 7) as usize]).collect();
-    let seqs6: Vec<Seq> = (0..20).map(|_| Seq { ll: 24 + (next() % 4) as u32, ofv: 600 + (next() % 400) as u32, ml: 35 }).collect();
+    let seqs6: Vec<Seq> =
+        (0..20).map(|_| Seq { ll: 24 + (next() % 4) as u32, ofv: 600 + (next() % 400) as u32, ml: 35 }).collect();
     let n6: u32 = seqs6.iter().map(|s| s.ll).sum::<u32>() + 11;
     let lits6 = &lits6[..n6 as usize];
     blocks.push(comp_block(
-        &compressed_block(&Lits::Huffman { lits: lits6, weights: &weights, streams: 1, treeless: true }, &seqs6, Tables::Rle),
+        &compressed_block(
+            &Lits::Huffman { lits: lits6, weights: &weights, streams: 1, treeless: true },
+            &seqs6,
+            Tables::Rle,
+        ),
         false,
     ));
     execute(&mut out, lits6, &seqs6, &mut rep);
     let lits7: Vec<u8> = (0..2000).map(|_| alphabet[(next() % 7) as usize]).collect();
-    let seqs7: Vec<Seq> = (0..60).map(|_| Seq { ll: 24 + (next() % 4) as u32, ofv: 600 + (next() % 400) as u32, ml: 35 }).collect();
+    let seqs7: Vec<Seq> =
+        (0..60).map(|_| Seq { ll: 24 + (next() % 4) as u32, ofv: 600 + (next() % 400) as u32, ml: 35 }).collect();
     let n7: u32 = seqs7.iter().map(|s| s.ll).sum::<u32>() + 1;
     let lits7 = &lits7[..n7 as usize];
     blocks.push(comp_block(
-        &compressed_block(&Lits::Huffman { lits: lits7, weights: &weights, streams: 4, treeless: true }, &seqs7, Tables::Repeat),
+        &compressed_block(
+            &Lits::Huffman { lits: lits7, weights: &weights, streams: 4, treeless: true },
+            &seqs7,
+            Tables::Repeat,
+        ),
         false,
     ));
     execute(&mut out, lits7, &seqs7, &mut rep);
@@ -601,7 +621,10 @@ fn crafted_cases() -> Vec<Case> {
     for (h, what) in [
         (PLAIN, "crafted modes, 4-byte content size"),
         (Header { checksum: true, fcs_bytes: 0, ..PLAIN }, "crafted modes, checksum, no content size"),
-        (Header { fcs_bytes: 8, did_bytes: 2, dict: 0, ..PLAIN }, "crafted modes, 8-byte content size, zero dictionary id"),
+        (
+            Header { fcs_bytes: 8, did_bytes: 2, dict: 0, ..PLAIN },
+            "crafted modes, 8-byte content size, zero dictionary id",
+        ),
     ] {
         cases.push(Case {
             frame: frame(h, &blocks, &out),
@@ -612,7 +635,9 @@ fn crafted_cases() -> Vec<Case> {
         });
     }
     // Content size field widths on small single-segment and multi-segment frames.
-    for (n, fcs_bytes, single) in [(0usize, 1usize, true), (200, 1, true), (300, 2, true), (70_000, 4, true), (700, 2, false)] {
+    for (n, fcs_bytes, single) in
+        [(0usize, 1usize, true), (200, 1, true), (300, 2, true), (70_000, 4, true), (700, 2, false)]
+    {
         let d = data(n, 2, n as u64);
         let blocks: Vec<Vec<u8>> = if n == 0 {
             vec![raw_block(&[], true)]
@@ -641,13 +666,25 @@ fn crafted_cases() -> Vec<Case> {
     chunk.extend(compress(&a, -3, false, true));
     chunk.extend(skippable(3, 7));
     let mut expect = [a.clone(), b.clone(), cc.clone(), a.clone()].concat();
-    cases.push(Case { frame: chunk, expect: expect.clone(), give_len: true, verify: true, what: "4 frames, 3 skippable".into() });
+    cases.push(Case {
+        frame: chunk,
+        expect: expect.clone(),
+        give_len: true,
+        verify: true,
+        what: "4 frames, 3 skippable".into(),
+    });
     let mut chunk = Vec::new();
     for part in [&a, &b, &cc] {
         chunk.extend(compress(part, 5, true, true));
     }
     expect = [a, b, cc].concat();
-    cases.push(Case { frame: chunk, expect, give_len: false, verify: true, what: "3 frames with content sizes".into() });
+    cases.push(Case {
+        frame: chunk,
+        expect,
+        give_len: false,
+        verify: true,
+        what: "3 frames with content sizes".into(),
+    });
     cases
 }
 
@@ -662,7 +699,16 @@ fn crafted_frames_match_libzstd() {
 /// FSE-compressed weights, predefined and FSE tables, repeated tables across blocks.
 fn natural_mode_cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    for (n, kind, level) in [(300_000, 4u8, 19), (300_000, 5, 3), (600, 4, 3), (40, 2, 3), (900_000, 2, 12), (200_000, 4, 1), (300, 4, 3), (200, 4, 9)] {
+    for (n, kind, level) in [
+        (300_000, 4u8, 19),
+        (300_000, 5, 3),
+        (600, 4, 3),
+        (40, 2, 3),
+        (900_000, 2, 12),
+        (200_000, 4, 1),
+        (300, 4, 3),
+        (200, 4, 9),
+    ] {
         cases.push(natural_case(n, kind, level, true, true));
     }
     cases
@@ -719,7 +765,9 @@ fn dictionaries_are_a_clear_error() {
     let f = zstd::bulk::Compressor::with_dictionary(3, &dict).unwrap().compress(&d).unwrap();
     let r = decode(&Device::emulated(0), &[ZstdInput::new(&f)]);
     match &r[0] {
-        Err(Error::Unsupported { chunk: 0, what }) => assert!(what.contains("zstd dictionaries are not supported"), "{what}"),
+        Err(Error::Unsupported { chunk: 0, what }) => {
+            assert!(what.contains("zstd dictionaries are not supported"), "{what}");
+        }
         other => panic!("expected the dictionary error, got {other:?}"),
     }
 }
@@ -773,7 +821,8 @@ fn truncated_frames_are_errors() {
     let device = Device::emulated(3);
     for (f, d) in corpus() {
         let cuts: Vec<usize> = (0..40).map(|k| k * f.len() / 40).chain([f.len() - 1, f.len() - 4, 1, 5]).collect();
-        let inputs: Vec<ZstdInput<'_>> = cuts.iter().map(|&n| ZstdInput::new(&f[..n]).with_expected_len(d.len())).collect();
+        let inputs: Vec<ZstdInput<'_>> =
+            cuts.iter().map(|&n| ZstdInput::new(&f[..n]).with_expected_len(d.len())).collect();
         for (r, n) in decode(&device, &inputs).iter().zip(&cuts) {
             assert!(r.is_err(), "a frame cut to {n} of {} bytes decoded", f.len());
         }
@@ -790,7 +839,7 @@ fn corrupt_frames_never_crash() {
         let mut bad = Vec::new();
         for _ in 0..60 {
             let mut g = f.clone();
-            for _ in 0..1 + next() % 3 {
+            for _ in 0..=(next() % 3) {
                 let at = (next() as usize) % g.len();
                 g[at] ^= 1 << (next() % 8);
             }
@@ -871,14 +920,18 @@ proptest! {
 #[test]
 fn emulator_runs_realistic_chunks() {
     let device = Device::emulated(0);
-    for (n, kind, level) in [(64 << 10, 5u8, 3), (256 << 10, 5, 3), (256 << 10, 4, 3), (1 << 20, 5, 3), (1 << 20, 3, 9)] {
+    for (n, kind, level) in [(64 << 10, 5u8, 3), (256 << 10, 5, 3), (256 << 10, 4, 3), (1 << 20, 5, 3), (1 << 20, 3, 9)]
+    {
         let d = data(n, kind, 1);
         let f = compress(&d, level, true, true);
         let t = std::time::Instant::now();
         let r = decode(&device, &[ZstdInput::new(&f).with_checksum_verification()]);
         let dt = t.elapsed();
         assert_eq!(r[0].as_ref().unwrap(), &d);
-        eprintln!("emulated zstd: {} KiB (kind {kind}, level {level}, {} bytes compressed) in {dt:.2?}", n >> 10, f.len());
+        eprintln!(
+            "emulated zstd: {} KiB (kind {kind}, level {level}, {} bytes compressed) in {dt:.2?}",
+            n >> 10,
+            f.len()
+        );
     }
 }
-
