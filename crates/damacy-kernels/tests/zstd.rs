@@ -180,6 +180,118 @@ fn windows_past_8_mib() {
     check(&[Case { frame, expect: d, give_len: false, verify: true, what: "9 MiB match distance".into() }]);
 }
 
+/// Files under `dir`, recursively, skipping metadata.
+fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !name.starts_with('.') && name != "zarr.json" {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The zstd frames of the fixture corpus written by zarr-python/numcodecs: v3 `zstd` chunks
+/// (alone, after `transpose`, before `crc32c`), inner chunks of sharded zstd arrays, v2 zstd.
+fn fixture_frames() -> Vec<(String, Vec<u8>)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut frames = Vec::new();
+    for version in ["v2", "v3"] {
+        let Ok(rd) = std::fs::read_dir(root.join(version)) else { continue };
+        let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+        dirs.sort();
+        for dir in dirs {
+            let name = format!("{version}/{}", dir.file_name().unwrap().to_string_lossy());
+            if version == "v2" {
+                let Ok(meta) = std::fs::read_to_string(dir.join(".zarray")) else { continue };
+                let m: serde_json::Value = serde_json::from_str(&meta).unwrap();
+                if m["compressor"]["id"] == "zstd" && m["filters"].is_null() {
+                    frames.extend(files(&dir).into_iter().map(|f| (name.clone(), std::fs::read(f).unwrap())));
+                }
+                continue;
+            }
+            let Ok(meta) = std::fs::read_to_string(dir.join("zarr.json")) else { continue };
+            let m: serde_json::Value = serde_json::from_str(&meta).unwrap();
+            let codecs = m["codecs"].as_array().unwrap();
+            let names: Vec<&str> = codecs.iter().map(|c| c["name"].as_str().unwrap()).collect();
+            if names == ["sharding_indexed"] {
+                let cfg = &codecs[0]["configuration"];
+                let inner: Vec<&str> =
+                    cfg["codecs"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+                if inner != ["bytes", "zstd"] {
+                    continue;
+                }
+                let outer = m["chunk_grid"]["configuration"]["chunk_shape"].as_array().unwrap();
+                let n: u64 = outer
+                    .iter()
+                    .zip(cfg["chunk_shape"].as_array().unwrap())
+                    .map(|(o, i)| o.as_u64().unwrap().div_ceil(i.as_u64().unwrap()))
+                    .product();
+                let index_len = 16 * n as usize + 4;
+                for f in files(&dir.join("c")) {
+                    let shard = std::fs::read(f).unwrap();
+                    let index = if cfg["index_location"] == "start" {
+                        &shard[..index_len]
+                    } else {
+                        &shard[shard.len() - index_len..]
+                    };
+                    for e in index[..16 * n as usize].chunks(16) {
+                        let off = u64::from_le_bytes(e[..8].try_into().unwrap());
+                        let len = u64::from_le_bytes(e[8..].try_into().unwrap());
+                        if off != u64::MAX {
+                            frames.push((name.clone(), shard[off as usize..(off + len) as usize].to_vec()));
+                        }
+                    }
+                }
+            } else if let Some(z) = names.iter().position(|&c| c == "zstd") {
+                let strip = if names[z + 1..] == ["crc32c"] {
+                    4
+                } else if z + 1 == names.len() {
+                    0
+                } else {
+                    continue;
+                };
+                for f in files(&dir.join("c")) {
+                    let b = std::fs::read(f).unwrap();
+                    frames.push((name.clone(), b[..b.len() - strip].to_vec()));
+                }
+            }
+        }
+    }
+    frames
+}
+
+#[test]
+fn zstd_fixtures_match_libzstd() {
+    let frames = fixture_frames();
+    let arrays: std::collections::BTreeSet<&str> = frames.iter().map(|f| f.0.as_str()).collect();
+    assert!(arrays.len() >= 11, "zstd fixtures found: {arrays:?}");
+    eprintln!("{} zstd frames from {} fixture arrays: {arrays:?}", frames.len(), arrays.len());
+    let cases: Vec<Case> = frames
+        .iter()
+        .map(|(name, f)| {
+            let expect = zstd::bulk::decompress(f, 64 << 20).unwrap();
+            Case {
+                give_len: parse(f, None).is_err(),
+                frame: f.clone(),
+                expect,
+                verify: true,
+                what: format!("fixture {name}"),
+            }
+        })
+        .collect();
+    check(&cases);
+}
+
 // ---------------------------------------------------------------------------------------------
 // A small zstd writer for frames libzstd does not produce on its own.
 
