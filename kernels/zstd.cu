@@ -88,11 +88,15 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_highbit(dmc_u32 x) { return 31u - (d
 // ---- Backward bit reader (FSE and Huffman bitstreams) ----
 // Bits are numbered from the first byte's least significant bit; reading n bits takes bits
 // [pos-n, pos) as a number (the first bit read is its most significant) and lowers pos. Bits
-// below 0 read as zeros, so a reader may overrun; callers check `pos` at the end.
+// below 0 read as zeros, so a reader may overrun; callers check `pos` at the end. A 64-bit
+// cache holds bits [lo, lo+64) (bytes outside the stream as zeros) and is refilled, with
+// bounds-checked byte loads, when a read reaches below it.
 struct dmc_zbr {
     const dmc_u8* p;
     dmc_u32 len;
     dmc_i64 pos;
+    dmc_i64 lo;
+    dmc_u64 cache;
 };
 
 // Starts a reader on [p, p+len): the last byte's highest set bit marks the end. False when the
@@ -101,28 +105,33 @@ __device__ __forceinline__ bool dmc_zbr_init(dmc_zbr* r, const dmc_u8* p, dmc_u3
     r->p = p;
     r->len = len;
     r->pos = 0;
+    r->cache = 0;
+    r->lo = 1;  // empty: the first read refills
     if (len == 0) return false;
     const dmc_u32 last = p[len - 1];
     if (last == 0) return false;
     r->pos = (dmc_i64)(len - 1) * 8 + (dmc_i64)dmc_zstd_highbit(last);
+    r->lo = r->pos + 1;
     return true;
 }
 
 // The n (<= 32) bits below pos, without consuming them.
-__device__ __forceinline__ dmc_u32 dmc_zbr_peek(const dmc_zbr* r, dmc_u32 n) {
-    if (n == 0) return 0;
-    const dmc_i64 lo = r->pos - (dmc_i64)n;
-    const dmc_i64 start = lo < 0 ? 0 : lo;
-    if (r->pos <= 0) return 0;
-    const dmc_u32 b = (dmc_u32)(start >> 3);
-    const dmc_u32 sh = (dmc_u32)(start & 7);
-    dmc_u64 v = 0;
-    const dmc_u32 last = (dmc_u32)((r->pos - 1) >> 3);  // last byte holding a wanted bit
-    for (dmc_u32 i = b; i <= last && i < r->len; i++) v |= (dmc_u64)r->p[i] << (8 * (i - b));
-    v >>= sh;
-    const dmc_u32 have = (dmc_u32)(r->pos - start);  // bits actually present (<= n)
-    v &= (have >= 64) ? ~0ull : ((1ull << have) - 1);
-    return (dmc_u32)(v << (n - have));
+__device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
+    if (r->pos <= 0 || n == 0) return 0;
+    if (r->pos - (dmc_i64)n < r->lo) {
+        // Refill: the 8 bytes ending at the byte that holds bit pos-1.
+        const dmc_i64 top = ((r->pos + 7) >> 3);  // one past the last byte needed
+        const dmc_i64 first = top - 8;
+        dmc_u64 v = 0;
+        for (dmc_i64 k = 0; k < 8; k++) {
+            const dmc_i64 i = first + k;
+            if (i >= 0 && i < (dmc_i64)r->len) v |= (dmc_u64)r->p[i] << (8 * k);
+        }
+        r->cache = v;
+        r->lo = first * 8;
+    }
+    // lo <= pos - 57 after a refill, so the shift is in [0, 64 - n].
+    return (dmc_u32)((r->cache >> (r->pos - (dmc_i64)n - r->lo)) & ((1ull << n) - 1));
 }
 
 __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
