@@ -668,6 +668,45 @@ impl ZstdDecoder {
     }
 }
 
+/// One job as the kernel reads it: `struct dmc_stream` of `kernels/common.cuh` (the stream
+/// record every decode kernel takes), so a wave decoder can give zstd jobs a codec slot of its
+/// stream table as they are.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct StreamDesc {
+    src_off: u64,
+    dst_off: u64,
+    src_len: u32,
+    dst_len: u32,
+    /// Unused by the zstd kernel.
+    codec: u32,
+    /// `DMC_ZSTD_VERIFY_CHECKSUM` or 0.
+    flags: u32,
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<StreamDesc>() == 32);
+    assert!(std::mem::offset_of!(StreamDesc, dst_off) == 8);
+    assert!(std::mem::offset_of!(StreamDesc, src_len) == 16);
+    assert!(std::mem::offset_of!(StreamDesc, dst_len) == 20);
+    assert!(std::mem::offset_of!(StreamDesc, codec) == 24);
+    assert!(std::mem::offset_of!(StreamDesc, flags) == 28);
+};
+
+impl StreamDesc {
+    /// The record's bytes in the device's (little-endian) layout.
+    fn to_le_bytes(self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[..8].copy_from_slice(&self.src_off.to_le_bytes());
+        b[8..16].copy_from_slice(&self.dst_off.to_le_bytes());
+        b[16..20].copy_from_slice(&self.src_len.to_le_bytes());
+        b[20..24].copy_from_slice(&self.dst_len.to_le_bytes());
+        b[24..28].copy_from_slice(&self.codec.to_le_bytes());
+        b[28..].copy_from_slice(&self.flags.to_le_bytes());
+        b
+    }
+}
+
 /// Where a batch's chunks and jobs go: per chunk its (source, output) offsets, the job table
 /// (`dmc_stream` records) and per job its chunk, source range and expected size.
 struct Batch {
@@ -696,12 +735,15 @@ impl Batch {
             dst_total += align(p.decoded_len);
             let flags = if inp.verify_checksum { c::DMC_ZSTD_VERIFY_CHECKSUM } else { 0 };
             for j in &p.jobs {
-                descs.extend_from_slice(&((s0 + j.src.start) as u64).to_le_bytes());
-                descs.extend_from_slice(&((d0 + j.dst.start) as u64).to_le_bytes());
-                descs.extend_from_slice(&(j.src.len() as u32).to_le_bytes());
-                descs.extend_from_slice(&(j.dst.len() as u32).to_le_bytes());
-                descs.extend_from_slice(&0u32.to_le_bytes());
-                descs.extend_from_slice(&flags.to_le_bytes());
+                let d = StreamDesc {
+                    src_off: (s0 + j.src.start) as u64,
+                    dst_off: (d0 + j.dst.start) as u64,
+                    src_len: j.src.len() as u32,
+                    dst_len: j.dst.len() as u32,
+                    codec: 0,
+                    flags,
+                };
+                descs.extend_from_slice(&d.to_le_bytes());
                 owner.push((i, j.src.clone(), j.dst.len() as u32));
             }
         }
