@@ -1,5 +1,5 @@
 //! damacy's GPU decode foundation: CUDA kernels for blosc (lz4, lz4hc, blosclz, memcpyed; byte
-//! and bit shuffle), raw `bytes`, crc32c and the assemble step, the host parse that turns blosc
+//! and bit shuffle), zstd, raw `bytes`, crc32c and the assemble step, the host parse that turns blosc
 //! frames into a flat stream table, and one device interface with two backends — CUDA
 //! (cudarc, kernels compiled by NVRTC when the [`Decoder`] or [`Assembler`] that launches them
 //! is built, or all at once by [`Device::prepare_kernels`]) and a host emulator that runs the
@@ -43,6 +43,7 @@ mod launch;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 mod wire;
+pub mod zstd;
 
 pub use assemble::{AssembleJob, Assembler, DType, assemble};
 pub use blosc::{BloscCodec, BloscHeader, FrameErrorKind, Shuffle};
@@ -52,3 +53,4 @@ pub use decode::{
 pub use device::{Device, DeviceBuffer, DeviceKind};
 pub use error::{Error, Result, StreamStatus};
 pub use kernel::Kernel;
+pub use zstd::{ZstdDecoder, ZstdInput, ZstdModes, ZstdParseError, ZstdPlan};

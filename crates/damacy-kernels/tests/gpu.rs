@@ -68,3 +68,30 @@ fn gpu_pipelined_waves_over_streams_and_events() {
     let Some(device) = gpu() else { return };
     run_pipelined_waves(&device);
 }
+
+#[test]
+fn gpu_zstd_matches_libzstd_and_corruption_is_a_status() {
+    use damacy_kernels::{ZstdDecoder, ZstdInput};
+    let Some(device) = gpu() else { return };
+    let mut datas = Vec::new();
+    let mut frames = Vec::new();
+    for (i, level) in [-5, -1, 0, 1, 3, 7, 12, 19, 22].into_iter().enumerate() {
+        for kind in 0..4u8 {
+            let d = test_data([1usize, 300, 70_000, 300_000][usize::from(kind)] + i * 131, kind + i as u8, i as u64);
+            frames.push(zstd::bulk::compress(&d, level).unwrap());
+            datas.push(d);
+        }
+    }
+    let mut decoder = ZstdDecoder::new(&device).unwrap();
+    let inputs: Vec<_> = frames.iter().map(|f| ZstdInput::new(f).with_checksum_verification()).collect();
+    for (r, d) in decoder.decode_to_host(&inputs).unwrap().iter().zip(&datas) {
+        assert_eq!(r.as_ref().unwrap(), d);
+    }
+    let mut bad = frames[10].clone();
+    let n = bad.len();
+    bad[n / 2] ^= 0x55;
+    let r = decoder.decode_to_host(&[ZstdInput::new(&bad)]).unwrap();
+    if let Ok(v) = &r[0] {
+        assert_eq!(Some(v.clone()), zstd::bulk::decompress(&bad, v.len()).ok());
+    }
+}
