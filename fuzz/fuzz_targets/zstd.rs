@@ -3,15 +3,25 @@
 //! hang or an access out of bounds. The first two bytes pick the expected decoded size.
 #![no_main]
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use damacy_kernels::zstd::parse;
-use damacy_kernels::{Device, ZstdDecoder, ZstdInput};
+use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device};
 use libfuzzer_sys::fuzz_target;
 
-fn device() -> &'static Device {
-    static DEVICE: OnceLock<Device> = OnceLock::new();
-    DEVICE.get_or_init(|| Device::emulated(0))
+/// Waves of 2 MiB: every chunk the target decodes fits in one.
+fn config() -> DecodeConfig {
+    DecodeConfig::default()
+        .with_wave_src_bytes(2 << 20)
+        .with_wave_dst_bytes(2 << 20)
+        .with_wave_streams(1 << 12)
+        .with_slots(1)
+}
+
+/// One decoder (its buffers pooled) for every iteration.
+fn decoder() -> Option<&'static Mutex<Decoder>> {
+    static DECODER: OnceLock<Option<Mutex<Decoder>>> = OnceLock::new();
+    DECODER.get_or_init(|| Decoder::new(&Device::emulated(0), config()).ok().map(Mutex::new)).as_ref()
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -29,13 +39,13 @@ fuzz_target!(|data: &[u8]| {
     if plan.decoded_len > 1 << 20 {
         return; // keep iterations fast: the kernel's bounds do not depend on the size
     }
-    let Ok(mut decoder) = ZstdDecoder::new(device()) else { return };
-    let mut input = ZstdInput::new(bytes).with_checksum_verification();
+    let Some(Ok(mut decoder)) = decoder().map(Mutex::lock) else { return };
+    let mut input = ChunkInput::zstd(bytes).with_checksum_verification();
     if let Some(e) = expected {
         input = input.with_expected_len(e);
     }
     if let Ok(out) = decoder.decode_to_host(&[input]) {
-        if let Some(Ok(v)) = out.first() {
+        if let Some(Ok(v)) = out.chunks.first() {
             assert_eq!(v.len(), plan.decoded_len);
         }
     }

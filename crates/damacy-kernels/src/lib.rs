@@ -1,6 +1,7 @@
-//! damacy's GPU decode foundation: CUDA kernels for blosc (lz4, lz4hc, blosclz, memcpyed; byte
-//! and bit shuffle), zstd, raw `bytes`, crc32c and the assemble step, the host parse that turns blosc
-//! frames into a flat stream table, and one device interface with two backends — CUDA
+//! damacy's GPU decode foundation: CUDA kernels for blosc (lz4, lz4hc, blosclz, zstd, memcpyed;
+//! byte and bit shuffle), zstd, raw `bytes`, crc32c and the assemble step, the host parse that
+//! turns blosc and zstd frames into a flat stream table, and one device interface with two
+//! backends — CUDA
 //! (cudarc, kernels compiled by NVRTC when the [`Decoder`] or [`Assembler`] that launches them
 //! is built, or all at once by [`Device::prepare_kernels`]) and a host emulator that runs the
 //! very same `.cu` files on the CPU.
@@ -53,4 +54,4 @@ pub use decode::{
 pub use device::{Device, DeviceBuffer, DeviceKind};
 pub use error::{Error, Result, StreamStatus};
 pub use kernel::Kernel;
-pub use zstd::{ZstdDecoder, ZstdInput, ZstdModes, ZstdParseError, ZstdPlan};
+pub use zstd::{ZstdModes, ZstdParseError, ZstdPlan};

@@ -1,72 +1,36 @@
 //! Zstandard (RFC 8878) on the device: the host parse that splits a chunk's frames into jobs
-//! with known output ranges, and a batched decoder that runs `kernels/zstd.cu` on them.
+//! with known output ranges. The [`Decoder`](crate::Decoder) turns each job into one stream of
+//! its wave (codec zstd, one warp of `kernels/zstd.cu` per stream), beside the lz4, blosclz and
+//! raw streams of the same wave.
 //!
 //! A chunk holds one or more zstd frames, possibly with skippable frames between them. The host
 //! walks the frame and block headers (cheap: a few bytes per 128 KiB block), rejects what the
 //! kernel cannot decode (dictionaries, truncated or malformed framing) with an error that names
 //! the byte, and cuts the chunk into *jobs*: runs of consecutive frames whose output offset is
 //! known, from the frames' content sizes or, where a frame omits its size, from the size the
-//! caller expects. Each job is one [`Kernel::ZstdDecode`] warp; jobs of all chunks of a batch
-//! decode in one launch.
+//! caller expects. Each job is one [`Kernel::ZstdDecode`](crate::Kernel::ZstdDecode) warp; the
+//! jobs of all chunks of a wave decode in one launch.
 //!
 //! ```no_run
 //! # #[cfg(feature = "emulate")] {
-//! use damacy_kernels::{Device, ZstdDecoder, ZstdInput};
+//! use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device};
 //! let device = Device::emulated(0);
-//! let mut decoder = ZstdDecoder::new(&device)?;
+//! let mut decoder = Decoder::new(&device, DecodeConfig::default())?;
 //! let frame: Vec<u8> = std::fs::read("chunk.zst")?;
-//! let out = decoder.decode_to_host(&[ZstdInput::new(&frame).with_checksum_verification()])?;
-//! let bytes: &Vec<u8> = out[0].as_ref().map_err(|e| e.to_string())?;
+//! let plan = damacy_kernels::zstd::parse(&frame, None)?;
+//! println!("{} frames, {} jobs", plan.frames.len(), plan.jobs.len());
+//! let out = decoder.decode_to_host(&[ChunkInput::zstd(&frame).with_checksum_verification()])?;
+//! let bytes: &Vec<u8> = out.chunks[0].as_ref().map_err(|e| e.to_string())?;
 //! # }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use std::ops::Range;
 
-use crate::consts as c;
-use crate::device::Device;
-use crate::error::{Error, Result, StreamStatus};
-use crate::launch::{KernelArgs, ZstdDecodeArgs};
-use crate::wire::StreamDesc;
-
 const MAGIC: u32 = 0xFD2F_B528;
 const SKIPPABLE_MASK: u32 = 0xFFFF_FFF0;
 const SKIPPABLE: u32 = 0x184D_2A50;
 const BLOCK_MAX: u64 = 128 * 1024;
-
-/// One zstd chunk to decode.
-#[derive(Clone, Copy, Debug)]
-pub struct ZstdInput<'a> {
-    /// The chunk's bytes: one or more zstd frames, skippable frames allowed.
-    pub bytes: &'a [u8],
-    /// The decoded size the caller expects (from the chunk shape and dtype, or blosc's header).
-    /// Required when a frame omits its content size; otherwise a mismatch is an error.
-    pub expected_len: Option<usize>,
-    /// Verify the XXH64 content checksum of every frame that carries one.
-    pub verify_checksum: bool,
-}
-
-impl<'a> ZstdInput<'a> {
-    /// A chunk with no expected size and no checksum verification.
-    #[must_use]
-    pub fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes, expected_len: None, verify_checksum: false }
-    }
-
-    /// Sets the expected decoded size.
-    #[must_use]
-    pub fn with_expected_len(mut self, len: usize) -> Self {
-        self.expected_len = Some(len);
-        self
-    }
-
-    /// Verifies the frames' content checksums.
-    #[must_use]
-    pub fn with_checksum_verification(mut self) -> Self {
-        self.verify_checksum = true;
-        self
-    }
-}
 
 /// Why the host parse rejected a chunk.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -455,7 +419,7 @@ fn plan_jobs(frames: &[ZstdFrame], expected: Option<usize>) -> Result<(Vec<ZstdJ
         (None, None) => {
             return Err(err(
                 0,
-                "a zstd frame without a content size needs the expected decoded size (ZstdInput::with_expected_len)",
+                "a zstd frame without a content size needs the expected decoded size (ChunkInput::with_expected_len)",
             ));
         }
     };
@@ -508,210 +472,6 @@ fn plan_jobs(frames: &[ZstdFrame], expected: Option<usize>) -> Result<(Vec<ZstdJ
         b = e;
     }
     Ok((jobs, total as usize))
-}
-
-/// A batched zstd decoder on one device.
-///
-/// Each call stages the batch's frames and job table in one upload, runs one
-/// [`Kernel::ZstdDecode`] launch over every job of every chunk, and reads back the status words
-/// and the decoded bytes. Buffers are allocated per call (a wave decoder will pool them).
-#[derive(Debug)]
-pub struct ZstdDecoder {
-    device: Device,
-    max_chunk_len: usize,
-    last_modes: ZstdModes,
-}
-
-/// Per-chunk results of [`ZstdDecoder::decode_to_host`].
-pub type ZstdResults = Vec<Result<Vec<u8>>>;
-
-impl ZstdDecoder {
-    /// A decoder on `device` accepting chunks that decode to at most 1 GiB each.
-    pub fn new(device: &Device) -> Result<Self> {
-        device.prepare(&[crate::kernel::Kernel::ZstdDecode])?;
-        Ok(Self { device: device.clone(), max_chunk_len: 1 << 30, last_modes: ZstdModes::default() })
-    }
-
-    /// Sets the largest decoded size per chunk (default 1 GiB, at most 4 GiB − 1); larger
-    /// chunks are per-chunk errors instead of allocations.
-    #[must_use]
-    pub fn with_max_chunk_len(mut self, len: usize) -> Self {
-        self.max_chunk_len = len.min(MAX_DECODED_LEN);
-        self
-    }
-
-    /// Block, literal and table modes of the chunks of the last call that parsed.
-    #[must_use]
-    pub fn last_modes(&self) -> ZstdModes {
-        self.last_modes
-    }
-
-    /// Decodes a batch of zstd chunks; per chunk its bytes or an error naming the chunk and
-    /// why. The outer error is a device failure.
-    pub fn decode_to_host(&mut self, inputs: &[ZstdInput<'_>]) -> Result<ZstdResults> {
-        let plans = self.plan_batch(inputs);
-        let mut modes = ZstdModes::default();
-        for p in plans.iter().flatten() {
-            modes.add(&p.modes);
-        }
-        self.last_modes = modes;
-        let batch = Batch::new(inputs, &plans);
-        if batch.owner.is_empty() {
-            return Ok(plans.into_iter().map(|p| p.map(|p| vec![0u8; p.decoded_len])).collect());
-        }
-        let (words, decoded) = self.run(inputs, &plans, &batch)?;
-        let n = batch.owner.len();
-        let word = |k: usize| u32::from_le_bytes([words[4 * k], words[4 * k + 1], words[4 * k + 2], words[4 * k + 3]]);
-        let mut failed: Vec<Option<Error>> = (0..inputs.len()).map(|_| None).collect();
-        for (k, (chunk, src, expected)) in batch.owner.iter().enumerate() {
-            let st = StreamStatus::from_code(word(k));
-            if st != StreamStatus::Ok && failed[*chunk].is_none() {
-                failed[*chunk] = Some(Error::Stream {
-                    chunk: *chunk,
-                    codec: "zstd",
-                    src_start: src.start,
-                    src_end: src.end,
-                    status: st,
-                    actual: word(n + k),
-                    expected: *expected,
-                });
-            }
-        }
-        Ok(plans
-            .into_iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let p = p?;
-                if let Some(e) = failed[i].take() {
-                    return Err(e);
-                }
-                let (_, d0) =
-                    batch.placed[i].ok_or_else(|| Error::InvalidArgument("chunk lost its placement".into()))?;
-                Ok(decoded[d0..d0 + p.decoded_len].to_vec())
-            })
-            .collect())
-    }
-
-    /// The host parse of every chunk (rayon), with the decoder's size limit applied.
-    fn plan_batch(&self, inputs: &[ZstdInput<'_>]) -> Vec<Result<ZstdPlan>> {
-        use rayon::prelude::*;
-        let max = self.max_chunk_len;
-        inputs
-            .par_iter()
-            .enumerate()
-            .map(|(i, inp)| {
-                let p = parse(inp.bytes, inp.expected_len).map_err(|e| {
-                    if e.unsupported {
-                        Error::Unsupported { chunk: i, what: e.reason }
-                    } else {
-                        Error::Decode { chunk: i, what: "zstd frame", offset: e.offset, reason: e.reason }
-                    }
-                })?;
-                if p.decoded_len > max {
-                    return Err(Error::Decode {
-                        chunk: i,
-                        what: "zstd frame",
-                        offset: 0,
-                        reason: format!("decodes to {} bytes, over the decoder's limit of {max}", p.decoded_len),
-                    });
-                }
-                Ok(p)
-            })
-            .collect()
-    }
-
-    /// Uploads payloads and tables, launches the kernel over every job, and returns the status
-    /// and size words and the decoded bytes.
-    fn run(&self, inputs: &[ZstdInput<'_>], plans: &[Result<ZstdPlan>], batch: &Batch) -> Result<(Vec<u8>, Vec<u8>)> {
-        let n = batch.owner.len();
-        if n > u32::MAX as usize / 2 {
-            return Err(Error::InvalidArgument(format!("{n} zstd jobs in one batch")));
-        }
-        let descs_at = batch.src_total;
-        let desc_bytes: &[u8] = bytemuck::cast_slice(&batch.descs);
-        let ids_at = (descs_at + desc_bytes.len()).div_ceil(16) * 16;
-        let status_at = ids_at + 4 * n;
-        let actual_at = status_at + 4 * n;
-        let mut stage = vec![0u8; actual_at + 4 * n];
-        for ((inp, at), p) in inputs.iter().zip(&batch.placed).zip(plans) {
-            if let (Some((s0, _)), Ok(_)) = (at, p) {
-                stage[*s0..*s0 + inp.bytes.len()].copy_from_slice(inp.bytes);
-            }
-        }
-        stage[descs_at..descs_at + desc_bytes.len()].copy_from_slice(desc_bytes);
-        for k in 0..n {
-            stage[ids_at + 4 * k..ids_at + 4 * k + 4].copy_from_slice(&(k as u32).to_le_bytes());
-            stage[status_at + 4 * k..status_at + 4 * k + 4].copy_from_slice(&c::DMC_STATUS_PENDING.to_le_bytes());
-        }
-        let mut input = self.device.alloc(stage.len())?;
-        self.device.upload(&stage, &mut input, 0)?;
-        let output = self.device.alloc(batch.dst_total.max(1))?;
-        let args = ZstdDecodeArgs {
-            src_base: input.ptr(0)?,
-            src_total: batch.src_total as u64,
-            dst_base: output.ptr(0)?,
-            dst_total: batch.dst_total as u64,
-            streams: input.ptr(descs_at)?,
-            ids: input.ptr(ids_at)?,
-            n_ids: n as u32,
-            status: input.ptr(status_at)?,
-            actual: input.ptr(actual_at)?,
-        };
-        let grid = (n as u32).div_ceil(c::DMC_ZSTD_WARPS_PER_BLOCK);
-        // SAFETY: every pointer addresses `input` or `output`, which the launch records as uses
-        // (their drop waits for it); the job table places every job inside `src_total` and
-        // `dst_total` by construction, and the kernel re-checks each descriptor against them.
-        unsafe { args.launch(&self.device, self.device.default_stream(), (grid, 1), &[&input, &output])? };
-        let mut words = vec![0u8; 8 * n];
-        self.device.download(&input, status_at, &mut words)?;
-        let mut decoded = vec![0u8; batch.dst_total];
-        self.device.download(&output, 0, &mut decoded)?;
-        Ok((words, decoded))
-    }
-}
-
-/// Where a batch's chunks and jobs go: per chunk its (source, output) offsets, the job table
-/// (`dmc_stream` records) and per job its chunk, source range and expected size.
-struct Batch {
-    placed: Vec<Option<(usize, usize)>>,
-    descs: Vec<StreamDesc>,
-    owner: Vec<(usize, Range<usize>, u32)>,
-    src_total: usize,
-    dst_total: usize,
-}
-
-impl Batch {
-    fn new(inputs: &[ZstdInput<'_>], plans: &[Result<ZstdPlan>]) -> Self {
-        let align = |v: usize| v.div_ceil(16) * 16;
-        let (mut src_total, mut dst_total) = (0usize, 0usize);
-        let mut placed = Vec::with_capacity(inputs.len());
-        let mut descs: Vec<StreamDesc> = Vec::new();
-        let mut owner = Vec::new();
-        for (i, (inp, p)) in inputs.iter().zip(plans).enumerate() {
-            let Ok(p) = p else {
-                placed.push(None);
-                continue;
-            };
-            let (s0, d0) = (src_total, dst_total);
-            placed.push(Some((s0, d0)));
-            src_total += align(inp.bytes.len());
-            dst_total += align(p.decoded_len);
-            let flags = if inp.verify_checksum { c::DMC_ZSTD_VERIFY_CHECKSUM } else { 0 };
-            for j in &p.jobs {
-                let d = StreamDesc {
-                    src_off: (s0 + j.src.start) as u64,
-                    dst_off: (d0 + j.dst.start) as u64,
-                    src_len: j.src.len() as u32,
-                    dst_len: j.dst.len() as u32,
-                    codec: 0,
-                    flags,
-                };
-                descs.push(d);
-                owner.push((i, j.src.clone(), j.dst.len() as u32));
-            }
-        }
-        Self { placed, descs, owner, src_total, dst_total }
-    }
 }
 
 #[cfg(test)]

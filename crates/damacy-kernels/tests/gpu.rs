@@ -4,7 +4,10 @@
 
 mod common;
 
-use common::{blosc_compress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_pipelined_waves, test_data};
+use common::{
+    blosc_compress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_mixed_codec_waves, run_pipelined_waves,
+    test_data,
+};
 use damacy_kernels::{ChunkInput, Device, Error};
 
 fn gpu() -> Option<Device> {
@@ -28,7 +31,7 @@ fn gpu() -> Option<Device> {
 fn gpu_blosc_fixtures_match_manifest_digests() {
     let Some(device) = gpu() else { return };
     let (checked, unsupported) = run_blosc_fixtures(&device);
-    assert_eq!(checked, 72);
+    assert_eq!(checked, 96);
     assert!(unsupported > 0);
 }
 
@@ -71,7 +74,6 @@ fn gpu_pipelined_waves_over_streams_and_events() {
 
 #[test]
 fn gpu_zstd_matches_libzstd_and_corruption_is_a_status() {
-    use damacy_kernels::{ZstdDecoder, ZstdInput};
     let Some(device) = gpu() else { return };
     let mut datas = Vec::new();
     let mut frames = Vec::new();
@@ -82,16 +84,21 @@ fn gpu_zstd_matches_libzstd_and_corruption_is_a_status() {
             datas.push(d);
         }
     }
-    let mut decoder = ZstdDecoder::new(&device).unwrap();
-    let inputs: Vec<_> = frames.iter().map(|f| ZstdInput::new(f).with_checksum_verification()).collect();
-    for (r, d) in decoder.decode_to_host(&inputs).unwrap().iter().zip(&datas) {
+    let inputs: Vec<_> = frames.iter().map(|f| ChunkInput::zstd(f).with_checksum_verification()).collect();
+    for (r, d) in decode_host(&device, &inputs).iter().zip(&datas) {
         assert_eq!(r.as_ref().unwrap(), d);
     }
     let mut bad = frames[10].clone();
     let n = bad.len();
     bad[n / 2] ^= 0x55;
-    let r = decoder.decode_to_host(&[ZstdInput::new(&bad)]).unwrap();
+    let r = decode_host(&device, &[ChunkInput::zstd(&bad)]);
     if let Ok(v) = &r[0] {
         assert_eq!(Some(v.clone()), zstd::bulk::decompress(&bad, v.len()).ok());
     }
+}
+
+#[test]
+fn gpu_every_codec_in_one_wave() {
+    let Some(device) = gpu() else { return };
+    run_mixed_codec_waves(&device);
 }

@@ -10,7 +10,7 @@
 #![allow(clippy::doc_markdown, clippy::missing_panics_doc, clippy::too_many_lines, clippy::cast_lossless)]
 
 use damacy_kernels::zstd::parse;
-use damacy_kernels::{Device, Error, StreamStatus, ZstdDecoder, ZstdInput, ZstdModes};
+use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device, Error, StreamStatus, ZstdModes};
 use proptest::prelude::*;
 use zstd::zstd_safe::CParameter;
 
@@ -68,8 +68,18 @@ fn reference(frame: &[u8], cap: usize) -> Option<Vec<u8>> {
     r.ok().map(|_| out)
 }
 
-fn decode(device: &Device, inputs: &[ZstdInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
-    ZstdDecoder::new(device).unwrap().decode_to_host(inputs).unwrap()
+/// Waves large enough for the 10 MiB chunk of `windows_past_8_mib`, one slot.
+fn config() -> DecodeConfig {
+    DecodeConfig::default()
+        .with_wave_src_bytes(16 << 20)
+        .with_wave_dst_bytes(16 << 20)
+        .with_wave_streams(1 << 14)
+        .with_slots(1)
+}
+
+/// Decodes the chunks through the wave decoder (zstd streams of the wave's stream table).
+fn decode(device: &Device, inputs: &[ChunkInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
+    Decoder::new(device, config()).unwrap().decode_to_host(inputs).unwrap().chunks
 }
 
 /// One chunk and the bytes it must decode to.
@@ -92,10 +102,10 @@ fn check(cases: &[Case]) -> ZstdModes {
         let p = parse(&c.frame, c.give_len.then_some(c.expect.len())).unwrap_or_else(|e| panic!("{}: {e}", c.what));
         modes.add(&p.modes);
     }
-    let inputs: Vec<ZstdInput<'_>> = cases
+    let inputs: Vec<ChunkInput<'_>> = cases
         .iter()
         .map(|c| {
-            let mut i = ZstdInput::new(&c.frame);
+            let mut i = ChunkInput::zstd(&c.frame);
             if c.give_len {
                 i = i.with_expected_len(c.expect.len());
             }
@@ -875,7 +885,7 @@ fn dictionaries_are_a_clear_error() {
     let dict = zstd::dict::from_samples(&samples, 4096).unwrap();
     let d = data(3000, 4, 1000);
     let f = zstd::bulk::Compressor::with_dictionary(3, &dict).unwrap().compress(&d).unwrap();
-    let r = decode(&Device::emulated(0), &[ZstdInput::new(&f)]);
+    let r = decode(&Device::emulated(0), &[ChunkInput::zstd(&f)]);
     match &r[0] {
         Err(Error::Unsupported { chunk: 0, what }) => {
             assert!(what.contains("zstd dictionaries are not supported"), "{what}");
@@ -891,7 +901,7 @@ fn checksum_mismatch_is_reported_when_verified() {
     let n = f.len();
     f[n - 2] ^= 0x10;
     let device = Device::emulated(0);
-    let r = decode(&device, &[ZstdInput::new(&f).with_checksum_verification(), ZstdInput::new(&f)]);
+    let r = decode(&device, &[ChunkInput::zstd(&f).with_checksum_verification(), ChunkInput::zstd(&f)]);
     assert_eq!(status_of(&r[0]), Some(StreamStatus::ChecksumMismatch), "{:?}", r[0].as_ref().err());
     assert_eq!(r[1].as_ref().unwrap(), &d, "unverified checksums are skipped");
 }
@@ -904,10 +914,10 @@ fn size_disagreements_are_errors() {
     let r = decode(
         &Device::emulated(0),
         &[
-            ZstdInput::new(&with).with_expected_len(9_999),
-            ZstdInput::new(&without),
-            ZstdInput::new(&without).with_expected_len(10_001),
-            ZstdInput::new(&without).with_expected_len(9_000),
+            ChunkInput::zstd(&with).with_expected_len(9_999),
+            ChunkInput::zstd(&without),
+            ChunkInput::zstd(&without).with_expected_len(10_001),
+            ChunkInput::zstd(&without).with_expected_len(9_000),
         ],
     );
     assert!(matches!(&r[0], Err(Error::Decode { chunk: 0, .. })), "{:?}", r[0]);
@@ -933,8 +943,8 @@ fn truncated_frames_are_errors() {
     let device = Device::emulated(3);
     for (f, d) in corpus() {
         let cuts: Vec<usize> = (0..40).map(|k| k * f.len() / 40).chain([f.len() - 1, f.len() - 4, 1, 5]).collect();
-        let inputs: Vec<ZstdInput<'_>> =
-            cuts.iter().map(|&n| ZstdInput::new(&f[..n]).with_expected_len(d.len())).collect();
+        let inputs: Vec<ChunkInput<'_>> =
+            cuts.iter().map(|&n| ChunkInput::zstd(&f[..n]).with_expected_len(d.len())).collect();
         for (r, n) in decode(&device, &inputs).iter().zip(&cuts) {
             assert!(r.is_err(), "a frame cut to {n} of {} bytes decoded", f.len());
         }
@@ -957,8 +967,8 @@ fn corrupt_frames_never_crash() {
             }
             bad.push(g);
         }
-        let inputs: Vec<ZstdInput<'_>> =
-            bad.iter().map(|g| ZstdInput::new(g).with_expected_len(d.len()).with_checksum_verification()).collect();
+        let inputs: Vec<ChunkInput<'_>> =
+            bad.iter().map(|g| ChunkInput::zstd(g).with_expected_len(d.len()).with_checksum_verification()).collect();
         for (r, g) in decode(&device, &inputs).iter().zip(&bad) {
             if let Ok(v) = r {
                 let reference = reference(g, d.len());
@@ -1001,7 +1011,7 @@ proptest! {
         content_size in any::<bool>(),
     ) {
         let frame = compress(&d, level, checksum, content_size);
-        let mut input = ZstdInput::new(&frame);
+        let mut input = ChunkInput::zstd(&frame);
         if !content_size { input = input.with_expected_len(d.len()); }
         if checksum { input = input.with_checksum_verification(); }
         let r = decode(&Device::emulated(0x5EED), &[input]);
@@ -1020,7 +1030,7 @@ proptest! {
             let at = (next() as usize) % f.len();
             f[at] = next() as u8;
         }
-        let r = decode(&Device::emulated(0), &[ZstdInput::new(&f).with_expected_len(d.len()).with_checksum_verification()]);
+        let r = decode(&Device::emulated(0), &[ChunkInput::zstd(&f).with_expected_len(d.len()).with_checksum_verification()]);
         if let Ok(v) = &r[0] {
             let reference = reference(&f, d.len());
             prop_assert_eq!(Some(v), reference.as_ref());
@@ -1037,7 +1047,7 @@ fn emulator_runs_realistic_chunks() {
         let d = data(n, kind, 1);
         let f = compress(&d, level, true, true);
         let t = std::time::Instant::now();
-        let r = decode(&device, &[ZstdInput::new(&f).with_checksum_verification()]);
+        let r = decode(&device, &[ChunkInput::zstd(&f).with_checksum_verification()]);
         let dt = t.elapsed();
         assert_eq!(r[0].as_ref().unwrap(), &d);
         eprintln!(
