@@ -40,6 +40,7 @@ demo:
 	$(CARGO) build --release -p damacy-cli --features emulate
 	./target/release/damacy inspect fixtures --digest
 	./target/release/damacy inspect fixtures v3/sharded_blosc_index_end --digest --executor emulated
+	./target/release/damacy inspect fixtures v3/sharded_zstd_index_end --digest --executor emulated
 
 lint:
 	$(CARGO) fmt --all --check
