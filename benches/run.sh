@@ -34,5 +34,8 @@ run sampler-plan cargo bench -p damacy-sampler --bench plan
 run sampler-locality cargo run --release -q -p damacy-sampler --example locality
 # Kernel throughput needs a GPU; without one it says so and times the emulator (labelled).
 run kernels cargo bench -p damacy-kernels --features emulate --bench kernels
+# zstd on the kernel emulator and libzstd (what zarrs' zstd codec calls) on the same frames;
+# emulator time is not GPU time.
+run zstd cargo bench -p damacy-kernels --features emulate --bench zstd
 # CPU read path against zarrs, tensorstore and zarr-python + zarrs-python (writes cpu_read.md).
 "$root/.venv/bin/python" benches/read/compare.py
