@@ -24,8 +24,8 @@ run() {  # name command...
   local name=$1; shift
   local out="$results/$name.md"
   echo "== $name: $*" >&2
-  # Build lines and criterion's progress lines are noise in a results file.
-  { header "$name" "$*"; "$@" 2>&1 | grep -vE '^ *(Compiling|Benchmarking|Finished|Running) ' || true; echo '```'; } >"$out.tmp"
+  # Build lines, cargo's lock waits and criterion's progress lines are noise in a results file.
+  { header "$name" "$*"; "$@" 2>&1 | grep -vE '^ *(Compiling|Benchmarking|Finished|Running|Blocking) ' || true; echo '```'; } >"$out.tmp"
   mv "$out.tmp" "$out"
   echo "   -> $out" >&2
 }

@@ -160,4 +160,13 @@ fn main() {
             }
         }
     }
+    println!("notes:");
+    println!("- level 0 is libzstd's default level (3): the level-0 and level-3 rows decode identical frames,");
+    println!("  so their differences are run-to-run noise (the load average above says how busy the machine was).");
+    if side == "emulator" {
+        println!("- {side} ÷ CPU: how many times longer the host emulator takes than one CPU core running libzstd");
+        println!("  on the same frames. It measures the emulator (one fiber per CUDA thread, one block at a time,");
+        println!("  on one core), not a GPU: no GPU was available for this run.");
+        println!("- noise is stored by libzstd as raw blocks: those rows time copies, not entropy decoding.");
+    }
 }
