@@ -513,7 +513,7 @@ impl Bench {
         match self.verify(inputs, expected) {
             Ok(stats) => {
                 row["verified"] = json!(true);
-                row["streams"] = json!({"lz4": stats.streams[0], "blosclz": stats.streams[1], "raw": stats.streams[2], "crc32c": stats.streams[3]});
+                row["streams"] = json!({"lz4": stats.streams[0], "blosclz": stats.streams[1], "raw": stats.streams[2], "crc32c": stats.streams[3], "zstd": stats.streams[4]});
                 row["launches"] = json!(stats.launches);
             }
             Err(e) => {
