@@ -41,7 +41,7 @@ pub use array::{ArrayHandle, ArrayMeta, ArrayOptions, OutOfBounds, ShardLayout, 
 pub use codec::{ChainRoute, DeviceChain, DeviceCodec, classify};
 pub use config::{ExecutorKind, MIN_DEVICE_BUFFER_BYTES, MIN_HOST_BUFFER_BYTES, ReaderConfig};
 pub use damacy_kernels::device::{Device, DeviceBuffer, Stream};
-pub use dtype::{Dtype, OutputDtype};
+pub use dtype::{Dtype, OutputDtype, UnknownDtype};
 pub use error::{Error, Location, Result, Source, StorageErrorKind};
 pub use fetch::coalesce;
 pub use output::{BATCH_ALIGN, Batch, Element, HostArrayMut, Output};

@@ -24,7 +24,8 @@ pub use damacy_codec::{
     ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, Batch, BatchPlan, ChainRoute, ChunkSelection,
     CodecRoute, Device, DeviceBuffer, DeviceChain, DeviceCodec, Dtype, Element, ExecutorKind, HostArrayMut, Location,
     OutOfBounds, Output, OutputDtype, Reader, ReaderConfig, Region, Route, ShardLayout, StatsSnapshot,
-    StorageErrorKind, Store, StoreKind, StoreOptions, Stream, describe, index_routes, normalize_path, routes,
+    StorageErrorKind, Store, StoreKind, StoreOptions, Stream, UnknownDtype, describe, index_routes, normalize_path,
+    routes,
 };
 pub use damacy_sampler as sampler;
 
