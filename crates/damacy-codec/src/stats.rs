@@ -26,6 +26,7 @@ pub struct Stats {
 
 /// A copy of the counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StatsSnapshot {
     /// Regions read.
     pub regions: u64,
