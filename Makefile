@@ -40,6 +40,7 @@ demo:
 	$(CARGO) build --release -p damacy-cli --features emulate
 	./target/release/damacy inspect fixtures --digest
 	./target/release/damacy inspect fixtures v3/sharded_blosc_index_end --digest --executor emulated
+	./target/release/damacy inspect fixtures v3/sharded_zstd_index_end --digest --executor emulated
 
 lint:
 	$(CARGO) fmt --all --check
@@ -80,7 +81,7 @@ bench: venv nvrtc
 FUZZ_SECONDS ?= 60
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz
-	for t in shard_index metadata chunk; do \
+	for t in shard_index metadata chunk zstd; do \
 		RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run --fuzz-dir fuzz $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
 

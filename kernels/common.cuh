@@ -20,6 +20,7 @@ typedef long long dmc_i64;
 #define DMC_WARP_SIZE 32
 #define DMC_LZ4_WARPS_PER_BLOCK 4
 #define DMC_BLOSCLZ_WARPS_PER_BLOCK 4
+#define DMC_ZSTD_WARPS_PER_BLOCK 2
 #define DMC_MEMCPY_THREADS 256
 #define DMC_SHUFFLE_THREADS 256
 #define DMC_CRC32C_THREADS 256
@@ -42,8 +43,18 @@ typedef long long dmc_i64;
 #define DMC_STATUS_CRC_MISMATCH 5
 // The stream descriptor itself is out of bounds of the wave buffers.
 #define DMC_STATUS_BAD_DESCRIPTOR 6
+// Malformed compressed data (zstd: a bad header, table, bitstream or reserved field).
+#define DMC_STATUS_CORRUPT 7
+// The stored content checksum (zstd XXH64) does not match the decoded data.
+#define DMC_STATUS_CHECKSUM_MISMATCH 8
+// A valid feature this decoder does not implement (zstd dictionaries).
+#define DMC_STATUS_UNSUPPORTED 9
 // Stream not processed (initial value written by the host).
 #define DMC_STATUS_PENDING 255
+
+// ---- zstd stream flags (dmc_stream.flags of zstd streams) ----
+// Verify the XXH64 content checksum of every frame that carries one.
+#define DMC_ZSTD_VERIFY_CHECKSUM 1
 
 // ---- Shuffle modes ----
 #define DMC_SHUFFLE_BYTE 1

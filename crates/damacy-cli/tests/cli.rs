@@ -152,3 +152,21 @@ fn inspect_digest_through_the_emulated_device_route() {
         assert!(stdout.contains("by device kernels"), "{path}: {stdout}");
     }
 }
+
+/// zstd inside shards, zstd behind a crc32c and blosc-zstd: every chunk by the zstd kernel.
+#[cfg(feature = "emulate")]
+#[test]
+fn inspect_digest_of_zstd_arrays_through_the_emulated_device_route() {
+    for path in ["v3/sharded_zstd_index_end", "v3/crc32c_zstd", "v3/blosc_zstd_bit_ts2_large"] {
+        let (ok, stdout, stderr) =
+            damacy(&["inspect", fixtures().to_str().unwrap(), path, "--digest", "--executor", "emulated"]);
+        assert!(ok, "{stderr}");
+        assert!(stdout.contains(&format!("sha256 {}", manifest_digest(path))), "{path}: {stdout}");
+        assert!(stdout.contains("zstd kernel"), "{path}: the route names the kernel: {stdout}");
+        let decoded = stdout.split(" chunks decoded").next().and_then(|s| s.rsplit(' ').next()).unwrap_or("?");
+        assert!(
+            stdout.contains(&format!("({decoded} chunks by device kernels)")),
+            "{path}: every decoded chunk on the device: {stdout}"
+        );
+    }
+}

@@ -9,6 +9,7 @@ use zarrs::metadata::Endianness;
 use zarrs::metadata::v3::MetadataV3;
 use zarrs::metadata_ext::codec::blosc::{BloscCodecConfiguration, BloscCompressor};
 use zarrs::metadata_ext::codec::bytes::BytesCodecConfiguration;
+use zarrs::metadata_ext::codec::zstd::ZstdCodecConfiguration;
 
 /// The bytes-to-bytes codec a device chain decodes with a kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,11 +17,15 @@ use zarrs::metadata_ext::codec::bytes::BytesCodecConfiguration;
 pub enum DeviceCodec {
     /// No compression: the chunk's bytes are its elements (a copy kernel).
     Raw,
-    /// blosc with lz4, lz4hc, blosclz or memcpyed blocks and any shuffle.
+    /// blosc with lz4, lz4hc, blosclz, zstd or memcpyed blocks and any shuffle.
     Blosc,
+    /// zstd: one or more frames per chunk, the XXH64 content checksum verified when the array's
+    /// options validate checksums.
+    Zstd,
 }
 
-/// A chain the device decodes: `bytes`, then at most one compressor, then at most a crc32c.
+/// A chain the device decodes: `bytes`, then at most one compressor (blosc or zstd), then at
+/// most a crc32c.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct DeviceChain {
@@ -72,11 +77,21 @@ fn blosc_has_kernel(meta: &MetadataV3) -> Result<(), String> {
         Err(e) => return Err(format!("blosc configuration: {e}")),
     };
     match cname {
-        BloscCompressor::LZ4 | BloscCompressor::LZ4HC | BloscCompressor::BloscLZ => Ok(()),
+        BloscCompressor::LZ4 | BloscCompressor::LZ4HC | BloscCompressor::BloscLZ | BloscCompressor::Zstd => Ok(()),
         other => Err(format!(
-            "blosc with cname {} has no device kernel yet (lz4, lz4hc and blosclz do)",
+            "blosc with cname {} has no device kernel yet (lz4, lz4hc, blosclz and zstd do)",
             format!("{other:?}").to_lowercase()
         )),
+    }
+}
+
+/// Checks that a zstd codec's configuration is one zarrs knows (its level does not matter to
+/// decoding; whether frames carry a checksum is read from each frame).
+fn zstd_config(meta: &MetadataV3) -> Result<(), String> {
+    match meta.to_typed_configuration::<ZstdCodecConfiguration>() {
+        Ok(ZstdCodecConfiguration::V1(_) | ZstdCodecConfiguration::Numcodecs(_)) => Ok(()),
+        Ok(_) => Err("unknown zstd configuration version".into()),
+        Err(e) => Err(format!("zstd configuration: {e}")),
     }
 }
 
@@ -103,9 +118,15 @@ fn device_chain(chain: &[MetadataV3], dtype_size: usize) -> Result<DeviceChain, 
                 blosc_has_kernel(meta)?;
                 out.codec = DeviceCodec::Blosc;
             }
+            "zstd" if seen_bytes && out.codec == DeviceCodec::Raw && !out.crc32c => {
+                zstd_config(meta)?;
+                out.codec = DeviceCodec::Zstd;
+            }
             "crc32c" if seen_bytes && i + 1 == chain.len() => out.crc32c = true,
             "crc32c" => return Err("crc32c is not the last codec; the device route verifies it only there".into()),
-            "blosc" | "bytes" => return Err(format!("{} appears out of the order bytes, blosc, crc32c", meta.name())),
+            "blosc" | "zstd" | "bytes" => {
+                return Err(format!("{} appears out of the order bytes, blosc or zstd, crc32c", meta.name()));
+            }
             "transpose" => return Err("the chain has a transpose, which the device route does not run yet".into()),
             "sharding_indexed" => return Err("nested sharding runs on the CPU".into()),
             name => return Err(format!("{name} has no device kernel yet")),
@@ -150,13 +171,29 @@ mod tests {
             4,
         );
         assert!(c.codec == DeviceCodec::Blosc && c.crc32c && !c.big_endian);
+        let c = device(r#"[{"name":"bytes"},{"name":"zstd","configuration":{"level":0,"checksum":false}}]"#, 2);
+        assert_eq!(c, DeviceChain { codec: DeviceCodec::Zstd, crc32c: false, big_endian: false });
+        let c = device(
+            r#"[{"name":"bytes","configuration":{"endian":"big"}},{"name":"zstd","configuration":{"level":3,"checksum":true}},{"name":"crc32c"}]"#,
+            4,
+        );
+        assert_eq!(c, DeviceChain { codec: DeviceCodec::Zstd, crc32c: true, big_endian: true });
+        let c = device(
+            r#"[{"name":"bytes"},{"name":"blosc","configuration":{"cname":"zstd","clevel":5,"shuffle":"bitshuffle","typesize":2,"blocksize":0}}]"#,
+            2,
+        );
+        assert_eq!(c.codec, DeviceCodec::Blosc);
     }
 
     #[test]
     fn chains_that_stay_on_the_cpu_say_why() {
-        assert!(
-            cpu(r#"[{"name":"bytes"},{"name":"zstd","configuration":{"level":0,"checksum":false}}]"#).contains("zstd")
+        let e = cpu(
+            r#"[{"name":"bytes"},{"name":"zstd","configuration":{"level":0,"checksum":false}},{"name":"zstd","configuration":{"level":0,"checksum":false}}]"#,
         );
+        assert!(e.contains("zstd appears out of the order"), "{e}");
+        let e = cpu(r#"[{"name":"bytes"},{"name":"zstd","configuration":{"level":0,"checksum":false,"dict":1}}]"#);
+        assert!(e.contains("zstd configuration"), "{e}");
+        assert!(cpu(r#"[{"name":"bytes"},{"name":"gzip","configuration":{"level":5}}]"#).contains("gzip"));
         let e = cpu(
             r#"[{"name":"bytes"},{"name":"blosc","configuration":{"cname":"zlib","clevel":5,"shuffle":"noshuffle","blocksize":0}}]"#,
         );

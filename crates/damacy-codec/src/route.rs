@@ -63,8 +63,16 @@ pub fn describe(meta: &MetadataV3) -> String {
 
 /// The device stage that decodes a codec, when the chain runs on the device.
 fn kernel_for(meta: &MetadataV3, chain: DeviceChain) -> &'static str {
+    let cname = meta.configuration().and_then(|c| c.get("cname")).and_then(|v| v.as_str());
     match meta.name() {
-        "blosc" if chain.codec == DeviceCodec::Blosc => "blosc parse, lz4/blosclz kernels, unshuffle/bitunshuffle",
+        "blosc" if chain.codec == DeviceCodec::Blosc => match cname {
+            Some("zstd") => "blosc parse, zstd frame parse, zstd kernel, unshuffle/bitunshuffle",
+            Some("blosclz") => "blosc parse, blosclz kernel, unshuffle/bitunshuffle",
+            _ => "blosc parse, lz4 kernel, unshuffle/bitunshuffle",
+        },
+        "zstd" if chain.codec == DeviceCodec::Zstd => {
+            "zstd frame parse, zstd kernel (XXH64 when checksums are validated)"
+        }
         "crc32c" => "crc32c kernel",
         "bytes" if chain.big_endian => "raw copy kernel, byte swap",
         _ => "raw copy kernel",

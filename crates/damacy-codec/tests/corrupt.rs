@@ -198,3 +198,148 @@ fn output_dtype_casts() {
     assert!((first - f64::from(expect[0])).abs() <= f64::from(expect[0]).abs() / 128.0 + 1.0);
     assert!(out.as_slice::<f32>().is_err(), "typed views check the dtype");
 }
+
+/// The same failures on the device route (the GPU route's exact logic, on the kernel emulator):
+/// corrupt zstd and blosc-zstd chunks are decode errors naming the array and the chunk, found by
+/// the host parse or reported by the kernel as a status; content checksums are verified when
+/// the array's options ask for it, and skipped otherwise.
+#[cfg(feature = "emulate")]
+mod device {
+    use super::*;
+    use damacy_codec::{ExecutorKind, StatsSnapshot};
+
+    /// A reader on the kernel emulator with small buffers (allocated once per reader).
+    fn emulated_reader() -> Reader {
+        Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated).with_buffer_bytes(64 << 20, 16 << 20))
+            .unwrap()
+    }
+
+    fn read_with(
+        reader: &Reader,
+        dir: &Path,
+        array: &str,
+        options: ArrayOptions,
+    ) -> Result<(damacy_codec::Batch, StatsSnapshot), Error> {
+        let store = Store::open(dir.to_str().unwrap(), &StoreOptions::default())?;
+        let info = reader.open_array(&store, array, options)?;
+        assert!(matches!(info.route, damacy_codec::ChainRoute::Device(_)), "{array}: {}", info.route);
+        let before = reader.stats();
+        let batch = reader.read_region(&info, &Region::whole(&info.shape))?;
+        Ok((batch, reader.stats().since(&before)))
+    }
+
+    fn read_emulated(
+        dir: &Path,
+        array: &str,
+        options: ArrayOptions,
+    ) -> Result<(damacy_codec::Batch, StatsSnapshot), Error> {
+        read_with(&emulated_reader(), dir, array, options)
+    }
+
+    fn expect_decode_error(dir: &Path, array: &str, key: &str, needle: &str) {
+        let err = read_emulated(dir, array, ArrayOptions::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Decode { .. }), "{array}: {msg}");
+        assert!(msg.contains(array) && msg.contains(key), "{array}: names array and key: {msg}");
+        assert!(msg.contains(needle), "{array}: says what is wrong ({needle}): {msg}");
+    }
+
+    fn whole_digest(reader: &Reader, dir: &Path, array: &str, options: ArrayOptions) -> Result<String, Error> {
+        use sha2::Digest as _;
+        let (batch, stats) = read_with(reader, dir, array, options)?;
+        assert_eq!(stats.units_decoded_device, stats.units_decoded, "{array}: every chunk on the device");
+        Ok(hex::encode(sha2::Sha256::digest(batch.bytes())))
+    }
+
+    #[test]
+    fn content_checksum_checked_only_when_validating() {
+        let array = "v3/zstd_l3_ck";
+        let want = common::manifest().into_iter().find(|e| e.path == array).unwrap().sha256;
+        let dir = scratch(array);
+        // The frame's last 4 bytes are its XXH64 checksum: the data still decodes.
+        flip_byte(&dir.path().join(array).join("c/1/0/0"), None, Some(2));
+        expect_decode_error(dir.path(), array, "c/1/0/0", "content checksum mismatch");
+        let unchecked = ArrayOptions::default().with_validate_checksums(false);
+        assert_eq!(whole_digest(&emulated_reader(), dir.path(), array, unchecked).unwrap(), want);
+    }
+
+    #[test]
+    fn malformed_zstd_frames_are_decode_errors() {
+        // A broken magic number: the host parse rejects the chunk before any launch.
+        let array = "v3/zstd_l0_nock";
+        let dir = scratch(array);
+        flip_byte(&dir.path().join(array).join("c/0/1/0"), Some(1), None);
+        expect_decode_error(dir.path(), array, "c/0/1/0", "magic number");
+
+        // A truncated frame.
+        let dir = scratch(array);
+        let chunk = dir.path().join(array).join("c/1/1/0");
+        let len = std::fs::metadata(&chunk).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(&chunk).unwrap().set_len(len - 9).unwrap();
+        expect_decode_error(dir.path(), array, "c/1/1/0", "truncated");
+
+        // The frame of one blosc block: its magic number broken (blosc-zstd, byte shuffle).
+        let array = "v3/blosc_zstd_byte_ts4_large";
+        let dir = scratch(array);
+        let chunk = dir.path().join(array).join("c/0");
+        let bytes = std::fs::read(&chunk).unwrap();
+        let block = u32::from_le_bytes(bytes[16..20].try_into().unwrap()) as usize;
+        flip_byte(&chunk, Some(block + 4 + 1), None);
+        expect_decode_error(dir.path(), array, "c/0", "zstd frame of a blosc stream");
+    }
+
+    #[test]
+    fn corrupt_inner_chunks_of_a_shard_name_the_inner_chunk() {
+        let array = "v3/sharded_zstd_index_end";
+        let dir = scratch(array);
+        let shard = dir.path().join(array).join("c/1/1/0");
+        let bytes = std::fs::read(&shard).unwrap();
+        // 2 x 2 x 2 inner chunks; the index (16 bytes each, then a crc32c) sits at the end.
+        let index = &bytes[bytes.len() - (8 * 16 + 4)..];
+        let (k, off) = (0..8)
+            .map(|k| (k, u64::from_le_bytes(index[16 * k..16 * k + 8].try_into().unwrap())))
+            .find(|(_, o)| *o != u64::MAX)
+            .unwrap();
+        flip_byte(&shard, Some(off as usize + 2), None);
+        let inner = format!("{:?}", [k / 4, (k / 2) % 2, k % 2]).replace(' ', "");
+        let err = read_emulated(dir.path(), array, ArrayOptions::default()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Decode { .. }), "{msg}");
+        assert!(msg.contains(array) && msg.contains("c/1/1/0") && msg.contains("magic number"), "{msg}");
+        assert!(msg.replace(' ', "").contains(&inner), "names inner chunk {inner}: {msg}");
+    }
+
+    /// Byte flips all over checksummed zstd chunks: every read is either the exact data (a flip
+    /// that changes nothing decoded) or a decode error naming the array and a chunk, never a
+    /// panic or wrong bytes.
+    #[test]
+    fn flipped_bytes_anywhere_are_errors_or_the_exact_data() {
+        let array = "v3/zstd_l3_ck";
+        let want = common::manifest().into_iter().find(|e| e.path == array).unwrap().sha256;
+        let mut rng = common::SplitMix(2026);
+        let (mut errors, mut same) = (0, 0);
+        let reader = emulated_reader();
+        let dir = scratch(array);
+        for _ in 0..24 {
+            let chunk = ["c/0/0/0", "c/0/1/0", "c/1/0/0", "c/1/1/0"][rng.below(4) as usize];
+            let path = dir.path().join(array).join(chunk);
+            let original = std::fs::read(&path).unwrap();
+            flip_byte(&path, Some(rng.below(original.len() as u64) as usize), None);
+            let result = whole_digest(&reader, dir.path(), array, ArrayOptions::default());
+            std::fs::write(&path, &original).unwrap();
+            match result {
+                Ok(d) => {
+                    assert_eq!(d, want, "{chunk}: decoded to other bytes without an error");
+                    same += 1;
+                }
+                Err(err) => {
+                    let msg = err.to_string();
+                    assert!(matches!(err, Error::Decode { .. }), "{msg}");
+                    assert!(msg.contains(array) && msg.contains(chunk), "{msg}");
+                    errors += 1;
+                }
+            }
+        }
+        assert!(errors >= 20, "{errors} errors, {same} unchanged");
+    }
+}

@@ -62,7 +62,7 @@ impl BloscCodec {
     /// Whether this crate has a device kernel for it.
     #[must_use]
     pub fn has_kernel(self) -> bool {
-        matches!(self, Self::BloscLz | Self::Lz4)
+        matches!(self, Self::BloscLz | Self::Lz4 | Self::Zstd)
     }
 }
 
@@ -113,7 +113,7 @@ pub struct FrameError {
 pub enum FrameErrorKind {
     /// The bytes are not a valid blosc1 frame.
     Malformed,
-    /// A valid frame this crate has no kernel for (e.g. a zstd or zlib compressor): route the
+    /// A valid frame this crate has no kernel for (e.g. a zlib or snappy compressor): route the
     /// chunk to the CPU executor.
     Unsupported,
 }
@@ -203,6 +203,9 @@ pub enum StreamCodec {
     Lz4,
     /// `BloscLZ`.
     BloscLz,
+    /// Zstandard: one or more zstd frames (blosc's zstd compressor writes one frame per
+    /// stream). The decoder's host parse reads the frames before it hands them to the kernel.
+    Zstd,
     /// Stored bytes.
     Raw,
 }
@@ -275,6 +278,7 @@ pub fn plan_frame(frame: &[u8]) -> Result<FramePlan, FrameError> {
     let codec = match header.codec() {
         BloscCodec::Lz4 => StreamCodec::Lz4,
         BloscCodec::BloscLz => StreamCodec::BloscLz,
+        BloscCodec::Zstd => StreamCodec::Zstd,
         other => {
             return Err(FrameError {
                 offset: 2,
@@ -423,13 +427,13 @@ mod tests {
 
     #[test]
     fn unsupported_compressor_is_reported() {
-        let mut f = header(4 << 5, 1, 100, 100, 0);
+        let mut f = header(3 << 5, 1, 100, 100, 0);
         f.extend_from_slice(&20u32.to_le_bytes());
         let n = f.len() as u32;
         f[12..16].copy_from_slice(&n.to_le_bytes());
         let e = plan_frame(&f).unwrap_err();
         assert_eq!(e.kind, FrameErrorKind::Unsupported);
-        assert!(e.reason.contains("zstd"), "{}", e.reason);
+        assert!(e.reason.contains("zlib"), "{}", e.reason);
     }
 
     proptest::proptest! {

@@ -1,5 +1,5 @@
 //! Batched decode of chunks on a [`Device`]: host parse (rayon) → one host-to-device copy per
-//! wave → one launch per codec per wave (crc32c, lz4, blosclz, raw copy) → unshuffle.
+//! wave → one launch per codec per wave (crc32c, lz4, blosclz, zstd, raw copy) → unshuffle.
 //!
 //! The decoder owns its buffers — pinned host staging and device memory — sized once from
 //! [`DecodeConfig`] against hard budgets: exceeding a budget is an error at construction, never
@@ -15,19 +15,25 @@ use crate::consts as c;
 use crate::device::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::error::{Error, Result, StreamStatus};
 use crate::kernel::Kernel;
-use crate::launch::{BloscLzDecodeArgs, Crc32cArgs, KernelArgs, Lz4DecodeArgs, MemcpyArgs, UnshuffleArgs};
+use crate::launch::{
+    BloscLzDecodeArgs, Crc32cArgs, KernelArgs, Lz4DecodeArgs, MemcpyArgs, UnshuffleArgs, ZstdDecodeArgs,
+};
 use crate::wire::{ShuffleJobDesc, StreamDesc};
+use crate::zstd;
 
 /// The kernels a decoder launches; [`Decoder::new`] prepares them.
-const DECODE_KERNELS: [Kernel; 5] =
-    [Kernel::Crc32c, Kernel::Lz4Decode, Kernel::BloscLzDecode, Kernel::Memcpy, Kernel::Unshuffle];
+const DECODE_KERNELS: [Kernel; 6] =
+    [Kernel::Crc32c, Kernel::Lz4Decode, Kernel::BloscLzDecode, Kernel::ZstdDecode, Kernel::Memcpy, Kernel::Unshuffle];
 
 /// How a chunk's bytes are encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ChunkEncoding {
-    /// One blosc1 frame (lz4, lz4hc, blosclz or memcpyed; any shuffle).
+    /// One blosc1 frame (lz4, lz4hc, blosclz, zstd or memcpyed; any shuffle).
     Blosc,
+    /// One or more zstd frames (skippable frames allowed), as the zarr `zstd` codec writes
+    /// them. A frame without a content size needs [`ChunkInput::expected_len`].
+    Zstd,
     /// Raw bytes (zarr `bytes` codec); the decoded bytes are the encoded bytes.
     Raw,
 }
@@ -43,21 +49,31 @@ pub struct ChunkInput<'a> {
     /// `crc32c` codec, applied last); it is verified on the device and stripped.
     pub crc32c: bool,
     /// The decoded size the caller expects (from the chunk shape and dtype); a mismatch is a
-    /// decode error. `None` accepts what the encoding declares.
+    /// decode error. `None` accepts what the encoding declares. zstd frames that omit their
+    /// content size take their output size from it (a decode error when it is `None`).
     pub expected_len: Option<usize>,
+    /// Verify the XXH64 content checksum of every zstd frame that carries one (zstd chunks and
+    /// blosc-zstd streams); a mismatch is a decode error. Off, the checksum is skipped.
+    pub verify_checksums: bool,
 }
 
 impl<'a> ChunkInput<'a> {
     /// A blosc1 frame.
     #[must_use]
     pub fn blosc(bytes: &'a [u8]) -> Self {
-        Self { bytes, encoding: ChunkEncoding::Blosc, crc32c: false, expected_len: None }
+        Self { bytes, encoding: ChunkEncoding::Blosc, crc32c: false, expected_len: None, verify_checksums: false }
+    }
+
+    /// One or more zstd frames.
+    #[must_use]
+    pub fn zstd(bytes: &'a [u8]) -> Self {
+        Self { bytes, encoding: ChunkEncoding::Zstd, crc32c: false, expected_len: None, verify_checksums: false }
     }
 
     /// Raw bytes.
     #[must_use]
     pub fn raw(bytes: &'a [u8]) -> Self {
-        Self { bytes, encoding: ChunkEncoding::Raw, crc32c: false, expected_len: None }
+        Self { bytes, encoding: ChunkEncoding::Raw, crc32c: false, expected_len: None, verify_checksums: false }
     }
 
     /// Marks the chunk as ending in a CRC32C to verify.
@@ -73,6 +89,13 @@ impl<'a> ChunkInput<'a> {
         self.expected_len = Some(len);
         self
     }
+
+    /// Verifies the XXH64 content checksums of the chunk's zstd frames.
+    #[must_use]
+    pub fn with_checksum_verification(mut self) -> Self {
+        self.verify_checksums = true;
+        self
+    }
 }
 
 /// Sizes of a [`Decoder`]'s buffers, allocated once at construction against hard budgets.
@@ -86,7 +109,7 @@ pub struct DecodeConfig {
     pub wave_src_bytes: usize,
     /// Decoded bytes per wave (the device also holds as much again as unshuffle scratch).
     pub wave_dst_bytes: usize,
-    /// Streams (blosc splits, raw chunks, crc checks) per wave.
+    /// Streams (blosc splits, raw chunks, zstd frame runs, crc checks) per wave.
     pub wave_streams: usize,
     /// Sets of wave buffers (1 to 4): how many waves can be in flight at once. 1 runs waves
     /// strictly one after another; 2 overlaps the host staging and upload of a wave with the
@@ -208,8 +231,9 @@ pub struct WaveStats {
     pub bytes_uploaded: usize,
     /// Decoded bytes produced.
     pub bytes_decoded: usize,
-    /// Streams per codec: lz4, blosclz, raw, crc32c.
-    pub streams: [usize; 4],
+    /// Streams per codec: lz4, blosclz, raw, crc32c, zstd (a zstd stream is a run of frames
+    /// with a known output range: usually one frame, one blosc split).
+    pub streams: [usize; 5],
     /// Device time of the kernels: from the first launch of a wave to the end of its last
     /// kernel, summed over waves (timing events on CUDA; wall clock on the emulator).
     pub kernel_time: Duration,
@@ -224,7 +248,7 @@ pub struct WaveFootprint {
     pub src_bytes: usize,
     /// Decoded bytes produced.
     pub dst_bytes: usize,
-    /// Streams (blosc splits, raw chunks, crc32c checks).
+    /// Streams (blosc splits, raw chunks, zstd frame runs, crc32c checks).
     pub streams: usize,
 }
 
@@ -302,6 +326,8 @@ struct ChunkPlan {
     /// Bytes the streams read (the chunk minus its CRC).
     payload_len: usize,
     crc: Option<u32>,
+    /// `dmc_stream.flags` of the chunk's zstd streams.
+    zstd_flags: u32,
 }
 
 fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
@@ -323,6 +349,7 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
     if payload.len() > u32::MAX as usize {
         return Err(Error::Unsupported { chunk: index, what: format!("a {}-byte chunk (4 GiB limit)", payload.len()) });
     }
+    let zstd_flags = if input.verify_checksums { c::DMC_ZSTD_VERIFY_CHECKSUM } else { 0 };
     let plan = match input.encoding {
         ChunkEncoding::Raw => ChunkPlan {
             streams: vec![FrameStream {
@@ -338,19 +365,38 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
             decoded_len: payload.len(),
             payload_len: payload.len(),
             crc,
+            zstd_flags,
         },
+        ChunkEncoding::Zstd => {
+            let p = zstd::parse(payload, input.expected_len).map_err(|e| zstd_error(index, "zstd frame", 0, e))?;
+            ChunkPlan {
+                streams: p.jobs.iter().map(|j| zstd_stream(j, 0, 0, false)).collect(),
+                shuffles: Vec::new(),
+                typesize: 1,
+                decoded_len: p.decoded_len,
+                payload_len: payload.len(),
+                crc,
+                zstd_flags,
+            }
+        }
         ChunkEncoding::Blosc => {
             let p = blosc::plan_frame(payload).map_err(|e| match e.kind {
                 FrameErrorKind::Unsupported => Error::Unsupported { chunk: index, what: format!("blosc {}", e.reason) },
                 _ => Error::Decode { chunk: index, what: "blosc frame", offset: e.offset, reason: e.reason },
             })?;
+            let streams = if p.streams.iter().any(|s| s.codec == StreamCodec::Zstd) {
+                blosc_zstd_streams(index, payload, p.streams)?
+            } else {
+                p.streams
+            };
             ChunkPlan {
                 typesize: u32::from(p.header.typesize),
                 decoded_len: p.header.nbytes as usize,
                 payload_len: payload.len(),
-                streams: p.streams,
+                streams,
                 shuffles: p.shuffles,
                 crc,
+                zstd_flags,
             }
         }
     };
@@ -365,6 +411,54 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
         });
     }
     Ok(plan)
+}
+
+/// A zstd parse error of chunk `index` as the decoder reports it; `base` is the byte of the
+/// chunk where the parsed bytes start.
+fn zstd_error(index: usize, what: &'static str, base: usize, e: zstd::ZstdParseError) -> Error {
+    if e.unsupported {
+        Error::Unsupported { chunk: index, what: e.reason }
+    } else {
+        Error::Decode { chunk: index, what, offset: base + e.offset, reason: e.reason }
+    }
+}
+
+/// The stream of one zstd job whose frames start at byte `src_base` of the chunk and decode to
+/// byte `dst_base` of the chunk's output. Offsets fit in `u32`: the chunk (and so each frame)
+/// is below 4 GiB, checked before, and so is the decoded size (`zstd::MAX_DECODED_LEN`).
+fn zstd_stream(job: &zstd::ZstdJob, src_base: u32, dst_base: u32, to_scratch: bool) -> FrameStream {
+    FrameStream {
+        src_off: src_base + job.src.start as u32,
+        src_len: job.src.len() as u32,
+        dst_off: dst_base + job.dst.start as u32,
+        dst_len: job.dst.len() as u32,
+        codec: StreamCodec::Zstd,
+        to_scratch,
+    }
+}
+
+/// Replaces each zstd stream of a blosc frame (one split of one block, holding its own zstd
+/// frame) by the zstd jobs the host parse finds in it, sized by the split's decoded length.
+fn blosc_zstd_streams(index: usize, payload: &[u8], streams: Vec<FrameStream>) -> Result<Vec<FrameStream>> {
+    let mut out = Vec::with_capacity(streams.len());
+    for s in streams {
+        if s.codec != StreamCodec::Zstd {
+            out.push(s);
+            continue;
+        }
+        let at = s.src_off as usize;
+        // `plan_frame` keeps every stream inside the frame.
+        let bytes = payload.get(at..at + s.src_len as usize).ok_or_else(|| Error::Decode {
+            chunk: index,
+            what: "blosc frame",
+            offset: at,
+            reason: format!("a {}-byte stream runs past the frame's end", s.src_len),
+        })?;
+        let p = zstd::parse(bytes, Some(s.dst_len as usize))
+            .map_err(|e| zstd_error(index, "zstd frame of a blosc stream", at, e))?;
+        out.extend(p.jobs.iter().map(|j| zstd_stream(j, s.src_off, s.dst_off, s.to_scratch)));
+    }
+    Ok(out)
 }
 
 const ALIGN: usize = 16;
@@ -389,16 +483,20 @@ const SLOT_LZ4: usize = 0;
 const SLOT_BLOSCLZ: usize = 1;
 const SLOT_RAW: usize = 2;
 const SLOT_CRC: usize = 3;
+const SLOT_ZSTD: usize = 4;
+/// Codec slots.
+const N_SLOTS: usize = 5;
 
 fn codec_slot(codec: StreamCodec) -> usize {
     match codec {
         StreamCodec::Lz4 => SLOT_LZ4,
         StreamCodec::BloscLz => SLOT_BLOSCLZ,
+        StreamCodec::Zstd => SLOT_ZSTD,
         StreamCodec::Raw => SLOT_RAW,
     }
 }
 
-const SLOT_NAMES: [&str; 4] = ["lz4", "blosclz", "raw", "crc32c"];
+const SLOT_NAMES: [&str; N_SLOTS] = ["lz4", "blosclz", "raw", "crc32c", "zstd"];
 
 /// Appends `items` to `tables` as bytes, starting at a 16-byte aligned offset; returns that
 /// offset.
@@ -604,10 +702,11 @@ impl Decoder {
         part
     }
 
-    /// Decides, from the host parse alone (blosc headers and block offsets; nothing is copied
-    /// or launched), how `chunks` would be decoded: how many waves they need, whether
-    /// [`Decoder::decode_wave`] takes them in one, and which chunks the device route cannot
-    /// take at all. Lets a caller choose its route before it decodes anything.
+    /// Decides, from the host parse alone (blosc headers and block offsets, zstd frame and block
+    /// headers; nothing is copied or launched), how `chunks` would be decoded: how many waves
+    /// they need, whether [`Decoder::decode_wave`] takes them in one, and which chunks the
+    /// device route cannot take at all. Lets a caller choose its route before it decodes
+    /// anything.
     ///
     /// ```
     /// # #[cfg(feature = "emulate")] {
@@ -796,7 +895,7 @@ impl Decoder {
         stats.bytes_uploaded = src_total;
         // Stream table, id lists per codec, shuffle jobs.
         let mut descs: Vec<StreamDesc> = Vec::new();
-        let mut ids: [Vec<u32>; 4] = Default::default();
+        let mut ids: [Vec<u32>; N_SLOTS] = Default::default();
         let mut infos: Vec<StreamInfo> = Vec::new();
         let mut jobs: Vec<ShuffleJobDesc> = Vec::new();
         let mut first_stream: Vec<u32> = Vec::with_capacity(wave.len());
@@ -824,7 +923,7 @@ impl Decoder {
                     src_len: s.src_len,
                     dst_len: s.dst_len,
                     codec: slot as u32,
-                    flags: 0,
+                    flags: if slot == SLOT_ZSTD { p.zstd_flags } else { 0 },
                 });
                 infos.push(StreamInfo {
                     chunk: *idx,
@@ -857,7 +956,7 @@ impl Decoder {
                 + 128,
         );
         let descs_at = src_total + push_table(&mut tables, &descs);
-        let mut ids_at = [0usize; 4];
+        let mut ids_at = [0usize; N_SLOTS];
         for (k, v) in ids.iter().enumerate() {
             ids_at[k] = src_total + push_table(&mut tables, v);
         }
@@ -937,7 +1036,7 @@ impl Decoder {
             unsafe { args.launch(dev, compute, (n, 1), &uses[..1])? };
             stats.launches += 1;
         }
-        for slot_k in [SLOT_LZ4, SLOT_BLOSCLZ, SLOT_RAW] {
+        for slot_k in [SLOT_LZ4, SLOT_BLOSCLZ, SLOT_ZSTD, SLOT_RAW] {
             let n_ids = ids[slot_k].len() as u32;
             if n_ids == 0 {
                 continue;
@@ -971,6 +1070,20 @@ impl Decoder {
                         actual,
                     };
                     unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_BLOSCLZ_WARPS_PER_BLOCK), 1), &uses)? };
+                }
+                SLOT_ZSTD => {
+                    let args = ZstdDecodeArgs {
+                        src_base,
+                        src_total,
+                        dst_base,
+                        dst_total,
+                        streams,
+                        ids,
+                        n_ids,
+                        status: status_words,
+                        actual,
+                    };
+                    unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_ZSTD_WARPS_PER_BLOCK), 1), &uses)? };
                 }
                 _ => {
                     let args = MemcpyArgs {
@@ -1069,7 +1182,7 @@ fn merge_stats(a: &mut WaveStats, b: &WaveStats) {
     a.bytes_uploaded += b.bytes_uploaded;
     a.bytes_decoded += b.bytes_decoded;
     a.kernel_time += b.kernel_time;
-    for k in 0..4 {
+    for k in 0..N_SLOTS {
         a.streams[k] += b.streams[k];
     }
 }

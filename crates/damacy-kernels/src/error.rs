@@ -23,6 +23,12 @@ pub enum StreamStatus {
     CrcMismatch,
     /// The stream descriptor lies outside the wave buffers (a host-side bug).
     BadDescriptor,
+    /// Malformed compressed data (a bad header, table, bitstream or reserved field).
+    Corrupt,
+    /// The stored content checksum (zstd's XXH64) does not match the decoded data.
+    ChecksumMismatch,
+    /// A valid feature the kernel does not implement (zstd dictionaries).
+    Unsupported,
     /// The stream was never processed by a kernel (a host-side bug).
     Pending,
     /// A status code this version does not know.
@@ -41,6 +47,9 @@ impl StreamStatus {
             consts::DMC_STATUS_SIZE_MISMATCH => Self::SizeMismatch,
             consts::DMC_STATUS_CRC_MISMATCH => Self::CrcMismatch,
             consts::DMC_STATUS_BAD_DESCRIPTOR => Self::BadDescriptor,
+            consts::DMC_STATUS_CORRUPT => Self::Corrupt,
+            consts::DMC_STATUS_CHECKSUM_MISMATCH => Self::ChecksumMismatch,
+            consts::DMC_STATUS_UNSUPPORTED => Self::Unsupported,
             consts::DMC_STATUS_PENDING => Self::Pending,
             other => Self::Unknown(other),
         }
@@ -57,6 +66,9 @@ impl fmt::Display for StreamStatus {
             Self::SizeMismatch => "decoded size differs from the declared size",
             Self::CrcMismatch => "crc32c mismatch",
             Self::BadDescriptor => "stream descriptor out of bounds",
+            Self::Corrupt => "malformed compressed data",
+            Self::ChecksumMismatch => "content checksum mismatch",
+            Self::Unsupported => "unsupported feature (zstd dictionaries are not supported)",
             Self::Pending => "stream not processed",
             Self::Unknown(c) => return write!(f, "unknown status {c}"),
         };

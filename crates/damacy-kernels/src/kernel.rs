@@ -19,12 +19,21 @@ pub enum Kernel {
     Crc32c,
     /// `assemble.cu`: crop + fill + byte order + transpose + cast, grid (tiles, jobs).
     Assemble,
+    /// `zstd.cu`: Zstandard frame decode, one warp per job (one or more frames).
+    ZstdDecode,
 }
 
 impl Kernel {
     /// Every kernel, in launch order of a wave.
-    pub const ALL: [Kernel; 6] =
-        [Kernel::Crc32c, Kernel::Lz4Decode, Kernel::BloscLzDecode, Kernel::Memcpy, Kernel::Unshuffle, Kernel::Assemble];
+    pub const ALL: [Kernel; 7] = [
+        Kernel::Crc32c,
+        Kernel::Lz4Decode,
+        Kernel::BloscLzDecode,
+        Kernel::ZstdDecode,
+        Kernel::Memcpy,
+        Kernel::Unshuffle,
+        Kernel::Assemble,
+    ];
 
     /// The `extern "C"` entry point name.
     #[must_use]
@@ -36,6 +45,7 @@ impl Kernel {
             Kernel::Unshuffle => "dmc_unshuffle",
             Kernel::Crc32c => "dmc_crc32c",
             Kernel::Assemble => "dmc_assemble",
+            Kernel::ZstdDecode => "dmc_zstd_decode",
         }
     }
 
@@ -49,6 +59,7 @@ impl Kernel {
             Kernel::Unshuffle => "shuffle.cu",
             Kernel::Crc32c => "crc32c.cu",
             Kernel::Assemble => "assemble.cu",
+            Kernel::ZstdDecode => "zstd.cu",
         }
     }
 
@@ -62,6 +73,7 @@ impl Kernel {
             Kernel::Unshuffle => include_str!("../../../kernels/shuffle.cu"),
             Kernel::Crc32c => include_str!("../../../kernels/crc32c.cu"),
             Kernel::Assemble => include_str!("../../../kernels/assemble.cu"),
+            Kernel::ZstdDecode => include_str!("../../../kernels/zstd.cu"),
         }
     }
 
@@ -83,6 +95,7 @@ impl Kernel {
             Kernel::Unshuffle => c::DMC_SHUFFLE_THREADS,
             Kernel::Crc32c => c::DMC_CRC32C_THREADS,
             Kernel::Assemble => c::DMC_ASSEMBLE_THREADS,
+            Kernel::ZstdDecode => c::DMC_ZSTD_WARPS_PER_BLOCK * c::DMC_WARP_SIZE,
         }
     }
 }

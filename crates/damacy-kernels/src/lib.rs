@@ -1,6 +1,7 @@
-//! damacy's GPU decode foundation: CUDA kernels for blosc (lz4, lz4hc, blosclz, memcpyed; byte
-//! and bit shuffle), raw `bytes`, crc32c and the assemble step, the host parse that turns blosc
-//! frames into a flat stream table, and one device interface with two backends — CUDA
+//! damacy's GPU decode foundation: CUDA kernels for blosc (lz4, lz4hc, blosclz, zstd, memcpyed;
+//! byte and bit shuffle), zstd, raw `bytes`, crc32c and the assemble step, the host parse that
+//! turns blosc and zstd frames into a flat stream table, and one device interface with two
+//! backends — CUDA
 //! (cudarc, kernels compiled by NVRTC when the [`Decoder`] or [`Assembler`] that launches them
 //! is built, or all at once by [`Device::prepare_kernels`]) and a host emulator that runs the
 //! very same `.cu` files on the CPU.
@@ -44,6 +45,7 @@ mod launch;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 mod wire;
+pub mod zstd;
 
 pub use assemble::{AssembleJob, Assembler, assemble};
 pub use blosc::{BloscCodec, BloscHeader, FrameErrorKind, Shuffle};
@@ -54,3 +56,4 @@ pub use device::{Device, DeviceBuffer, DeviceKind};
 pub use dtype::{Dtype, OutputDtype};
 pub use error::{Error, Result, StreamStatus};
 pub use kernel::Kernel;
+pub use zstd::{ZstdModes, ZstdParseError, ZstdPlan};

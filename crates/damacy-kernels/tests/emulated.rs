@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    blosc_compress, blosc_decompress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_pipelined_waves,
-    test_data,
+    blosc_compress, blosc_decompress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_mixed_codec_waves,
+    run_pipelined_waves, test_data,
 };
 use damacy_kernels::{AssembleJob, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Error, StreamStatus};
 use proptest::prelude::*;
@@ -18,8 +18,8 @@ const SEEDS: [u64; 2] = [0, 0x5EED_2026];
 fn blosc_fixtures_match_manifest_digests() {
     for seed in SEEDS {
         let (checked, unsupported) = run_blosc_fixtures(&Device::emulated(seed));
-        assert_eq!(checked, 72, "lz4, lz4hc and blosclz fixtures");
-        assert!(unsupported > 0, "zstd/zlib frames are reported unsupported");
+        assert_eq!(checked, 96, "lz4, lz4hc, blosclz and zstd fixtures");
+        assert!(unsupported > 0, "zlib frames are reported unsupported");
     }
 }
 
@@ -112,7 +112,7 @@ fn lz4_kernel_matches_lz4_flex() {
 
 fn corrupt_frames() -> Vec<Vec<u8>> {
     let mut frames = Vec::new();
-    for (k, cname) in ["lz4", "blosclz"].iter().enumerate() {
+    for (k, cname) in ["lz4", "blosclz", "zstd"].iter().enumerate() {
         for shuffle in 0..3 {
             let d = test_data(20_000, 2 + k as u8, shuffle as u64);
             frames.push(blosc_compress(&d, 5, shuffle, 4, cname, 4096));
@@ -177,7 +177,7 @@ proptest! {
         typesize in prop::sample::select(vec![1usize, 2, 3, 4, 8, 16, 17]),
         clevel in 0i32..=9,
         shuffle in 0i32..3,
-        cname in prop::sample::select(vec!["lz4", "lz4hc", "blosclz"]),
+        cname in prop::sample::select(vec!["lz4", "lz4hc", "blosclz", "zstd"]),
         blocksize in prop::sample::select(vec![0usize, 256, 1000, 4096, 32_768]),
         seed in any::<u64>(),
     ) {
@@ -191,7 +191,7 @@ proptest! {
     /// Random byte flips in valid frames: either an error, or exactly what c-blosc decodes.
     #[test]
     fn corrupted_frames_never_crash_and_agree_with_c_blosc(
-        which in 0usize..6,
+        which in 0usize..9,
         flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
     ) {
         let mut f = corrupt_frames().swap_remove(which);
@@ -208,6 +208,60 @@ proptest! {
                 prop_assert_eq!(v, &reference);
             }
         }
+    }
+}
+
+#[test]
+fn every_codec_in_one_wave() {
+    for seed in SEEDS {
+        run_mixed_codec_waves(&Device::emulated(seed));
+    }
+}
+
+/// blosc-zstd: a split stream that is not a zstd frame, or whose frame declares another size
+/// than the split's, is a decode error naming the chunk and the byte; a corrupt frame inside a
+/// split is a device status of the zstd stream at its byte range; the other chunks decode.
+#[test]
+fn blosc_zstd_errors_name_the_chunk_and_the_stream() {
+    let d = test_data(40_000, 3, 5);
+    let good = blosc_compress(&d, 5, 1, 4, "zstd", 8192);
+    let plan = damacy_kernels::blosc::plan_frame(&good).unwrap();
+    let first = plan.streams[0];
+    assert_eq!(first.codec, damacy_kernels::blosc::StreamCodec::Zstd);
+    let at = first.src_off as usize;
+    // Not a zstd frame: the magic number of the first split is broken.
+    let mut magic = good.clone();
+    magic[at] ^= 0xff;
+    // The frame's content size no longer matches the block's size (no dictionary id: the
+    // field follows the descriptor, and the window byte when not single-segment).
+    let mut size = good.clone();
+    let fhd = size[at + 4];
+    assert!(fhd >> 6 != 0 || fhd & 0x20 != 0, "c-blosc's frames declare their content size");
+    size[at + 5 + usize::from(fhd & 0x20 == 0)] ^= 1;
+    // Corrupt the compressed block of the last split: the kernel reports it.
+    let last = plan.streams.last().unwrap();
+    let mut body = good.clone();
+    let mid = last.src_off as usize + last.src_len as usize - 3;
+    body[mid] ^= 0x5a;
+    body[mid - 1] ^= 0xa5;
+    let inputs =
+        [ChunkInput::blosc(&magic), ChunkInput::blosc(&size), ChunkInput::blosc(&good), ChunkInput::blosc(&body)];
+    let r = decode_host(&Device::emulated(0), &inputs);
+    match &r[0] {
+        Err(Error::Decode { chunk: 0, offset, reason, .. }) => {
+            assert_eq!(*offset, at, "{reason}");
+            assert!(reason.contains("magic"), "{reason}");
+        }
+        other => panic!("expected a decode error at byte {at}, got {other:?}"),
+    }
+    assert!(matches!(&r[1], Err(Error::Decode { chunk: 1, .. })), "{:?}", r[1]);
+    assert_eq!(r[2].as_ref().unwrap(), &d);
+    match &r[3] {
+        Ok(v) => assert_eq!(Some(v), blosc_decompress(&body).as_ref(), "accepted: must agree with c-blosc"),
+        Err(Error::Stream { chunk: 3, codec: "zstd", src_start, src_end, .. }) => {
+            assert_eq!((*src_start, *src_end), (last.src_off as usize, (last.src_off + last.src_len) as usize));
+        }
+        Err(other) => panic!("expected a zstd stream status, got {other}"),
     }
 }
 
@@ -422,11 +476,11 @@ fn plan_waves_decides_the_route_before_decoding() {
     // A chunk larger than a wave, a malformed frame and an unsupported codec are rejected up
     // front with the errors a decode reports; the others still plan and decode.
     let big = test_data(100_000, 1, 9);
-    // An lz4 frame relabelled as zstd (compressor code 4 in the flags' top bits).
-    let mut zstd = blosc_compress(&datas[0], 5, 1, 4, "lz4", 0);
-    zstd[2] = (zstd[2] & 0x1f) | (4 << 5);
+    // An lz4 frame relabelled as zlib (compressor code 3 in the flags' top bits).
+    let mut zlib = blosc_compress(&datas[0], 5, 1, 4, "lz4", 0);
+    zlib[2] = (zlib[2] & 0x1f) | (3 << 5);
     let junk = vec![0xffu8; 64];
-    let inputs = [ChunkInput::raw(&big), ChunkInput::blosc(&junk), ChunkInput::blosc(&zstd), raw[1]];
+    let inputs = [ChunkInput::raw(&big), ChunkInput::blosc(&junk), ChunkInput::blosc(&zlib), raw[1]];
     let plan = dec.plan_waves(&inputs);
     assert_eq!(plan.waves, 1);
     let kinds: Vec<(usize, &str)> = plan

@@ -4,7 +4,10 @@
 
 mod common;
 
-use common::{blosc_compress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_pipelined_waves, test_data};
+use common::{
+    blosc_compress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_mixed_codec_waves, run_pipelined_waves,
+    test_data,
+};
 use damacy_kernels::{ChunkInput, Device, Error};
 
 fn gpu() -> Option<Device> {
@@ -28,7 +31,7 @@ fn gpu() -> Option<Device> {
 fn gpu_blosc_fixtures_match_manifest_digests() {
     let Some(device) = gpu() else { return };
     let (checked, unsupported) = run_blosc_fixtures(&device);
-    assert_eq!(checked, 72);
+    assert_eq!(checked, 96);
     assert!(unsupported > 0);
 }
 
@@ -67,4 +70,35 @@ fn gpu_random_frames_roundtrip_and_corruption_is_a_status() {
 fn gpu_pipelined_waves_over_streams_and_events() {
     let Some(device) = gpu() else { return };
     run_pipelined_waves(&device);
+}
+
+#[test]
+fn gpu_zstd_matches_libzstd_and_corruption_is_a_status() {
+    let Some(device) = gpu() else { return };
+    let mut datas = Vec::new();
+    let mut frames = Vec::new();
+    for (i, level) in [-5, -1, 0, 1, 3, 7, 12, 19, 22].into_iter().enumerate() {
+        for kind in 0..4u8 {
+            let d = test_data([1usize, 300, 70_000, 300_000][usize::from(kind)] + i * 131, kind + i as u8, i as u64);
+            frames.push(zstd::bulk::compress(&d, level).unwrap());
+            datas.push(d);
+        }
+    }
+    let inputs: Vec<_> = frames.iter().map(|f| ChunkInput::zstd(f).with_checksum_verification()).collect();
+    for (r, d) in decode_host(&device, &inputs).iter().zip(&datas) {
+        assert_eq!(r.as_ref().unwrap(), d);
+    }
+    let mut bad = frames[10].clone();
+    let n = bad.len();
+    bad[n / 2] ^= 0x55;
+    let r = decode_host(&device, &[ChunkInput::zstd(&bad)]);
+    if let Ok(v) = &r[0] {
+        assert_eq!(Some(v.clone()), zstd::bulk::decompress(&bad, v.len()).ok());
+    }
+}
+
+#[test]
+fn gpu_every_codec_in_one_wave() {
+    let Some(device) = gpu() else { return };
+    run_mixed_codec_waves(&device);
 }

@@ -122,15 +122,19 @@ impl Encoded {
         out
     }
 
-    fn inputs(&self, chain: DeviceChain, expected: usize) -> Vec<ChunkInput<'_>> {
+    /// The decoder's inputs: every unit decodes to `expected` bytes (zstd frames without a
+    /// content size take it from there); zstd content checksums are verified when `verify`.
+    fn inputs(&self, chain: DeviceChain, expected: usize, verify: bool) -> Vec<ChunkInput<'_>> {
         self.bytes
             .iter()
             .map(|b| {
                 let input = match chain.codec {
                     DeviceCodec::Blosc => ChunkInput::blosc(b),
+                    DeviceCodec::Zstd => ChunkInput::zstd(b),
                     DeviceCodec::Raw => ChunkInput::raw(b),
                 };
                 let input = input.with_expected_len(expected);
+                let input = if verify { input.with_checksum_verification() } else { input };
                 if chain.crc32c { input.with_crc32c() } else { input }
             })
             .collect()
@@ -350,7 +354,7 @@ impl Executor for DeviceExecutor {
         let planned_fills = plan.units.iter().filter(|u| u.source == UnitSource::Fill).count();
         ctx.stats.add_units_filled((planned_fills + enc.missing.len()) as u64);
         let expected = plan.array.decode_shape().iter().product::<u64>() as usize * plan.array.dtype.size();
-        let inputs = enc.inputs(chain, expected);
+        let inputs = enc.inputs(chain, expected, plan.array.options().validate_checksums);
 
         let mut guard = self.lock()?;
         let state = &mut *guard;
@@ -399,7 +403,7 @@ impl Executor for DeviceExecutor {
         // Fills first, then each wave's copies, straight into the caller's buffer. Waves are the
         // longest runs of units that fit one wave, judged by the host parse before decoding.
         let (fills, _) = assemble_jobs(plan, &[], &enc.missing, chain, offset);
-        let inputs = enc.inputs(chain, expected);
+        let inputs = enc.inputs(chain, expected, plan.array.options().validate_checksums);
         let (mut start, mut first) = (0usize, true);
         while first || start < inputs.len() {
             let mut end = inputs.len();

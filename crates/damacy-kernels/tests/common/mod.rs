@@ -113,8 +113,8 @@ pub fn run_blosc_fixtures(device: &Device) -> (usize, usize) {
             assert!(!files.is_empty(), "{path}: no chunks");
             let inputs: Vec<ChunkInput<'_>> = files.iter().map(|(_, b)| ChunkInput::blosc(b)).collect();
             let results = decode_host(device, &inputs);
-            if !matches!(cname, "lz4" | "lz4hc" | "blosclz") {
-                // Frames whose compressor has no kernel (zstd, zlib) are reported as such, unless
+            if !matches!(cname, "lz4" | "lz4hc" | "blosclz" | "zstd") {
+                // Frames whose compressor has no kernel (zlib) are reported as such, unless
                 // blosc stored them memcpyed.
                 for (r, (_, b)) in results.iter().zip(&files) {
                     match r {
@@ -289,5 +289,82 @@ pub fn run_pipelined_waves(device: &Device) {
             }
             assert!(w.stats.kernel_time > std::time::Duration::ZERO);
         }
+    }
+}
+
+/// One chunk of [`mixed_codec_chunks`]: encoded bytes, decoded bytes, how to describe it, and
+/// whether it needs its expected length (a zstd frame without content size).
+pub type MixedChunk = (Vec<u8>, Vec<u8>, fn(&[u8]) -> ChunkInput<'_>, bool);
+
+/// Chunks of every codec the decoder has a kernel for — blosc lz4, blosclz and zstd (every
+/// shuffle), zstd frames (with and without content size and checksum, several frames, behind a
+/// crc32c), raw — with their decoded bytes.
+pub fn mixed_codec_chunks() -> Vec<MixedChunk> {
+    use zstd::zstd_safe::CParameter;
+    let mut out: Vec<MixedChunk> = Vec::new();
+    for (i, cname) in ["lz4", "blosclz", "zstd"].iter().enumerate() {
+        for shuffle in 0..3 {
+            let ts = [1usize, 2, 4, 8][(i + shuffle as usize) % 4];
+            let d = test_data(20_000 + 977 * i + 31 * shuffle as usize, (i + shuffle as usize) as u8, i as u64);
+            out.push((blosc_compress(&d, 5, shuffle, ts, cname, 0), d, |b| ChunkInput::blosc(b), false));
+        }
+    }
+    for (k, level) in [-3, 1, 3, 9, 19].into_iter().enumerate() {
+        let d = test_data(30_000 + 4_099 * k, k as u8, 100 + k as u64);
+        let mut c = zstd::bulk::Compressor::new(level).unwrap();
+        c.set_parameter(CParameter::ChecksumFlag(k % 2 == 0)).unwrap();
+        c.set_parameter(CParameter::ContentSizeFlag(k != 1)).unwrap();
+        out.push((c.compress(&d).unwrap(), d, |b| ChunkInput::zstd(b), k == 1));
+    }
+    // Two frames in one chunk, then a crc32c over both.
+    let (a, b) = (test_data(5_000, 1, 7), test_data(7_000, 2, 8));
+    let mut two = zstd::bulk::compress(&a, 3).unwrap();
+    two.extend(zstd::bulk::compress(&b, 5).unwrap());
+    two.extend_from_slice(&crc32c::crc32c(&two).to_le_bytes());
+    out.push((two, [a, b].concat(), |b| ChunkInput::zstd(b).with_crc32c(), false));
+    let raw = test_data(3_000, 3, 9);
+    out.push((raw.clone(), raw, |b| ChunkInput::raw(b), false));
+    out
+}
+
+/// Every codec in one wave (one launch per codec, blosc-zstd unshuffled after), then the same
+/// chunks in many small waves; every chunk must equal its input.
+pub fn run_mixed_codec_waves(device: &Device) {
+    let chunks = mixed_codec_chunks();
+    let inputs: Vec<ChunkInput<'_>> = chunks
+        .iter()
+        .map(|(enc, d, make, needs_len)| {
+            let i = make(enc).with_checksum_verification();
+            if *needs_len { i.with_expected_len(d.len()) } else { i }
+        })
+        .collect();
+    let mut dec = Decoder::new(device, small_config()).unwrap();
+    let plan = dec.plan_waves(&inputs);
+    assert_eq!((plan.waves, plan.rejected.len()), (1, 0), "{:?}", plan.rejected);
+    let w = dec.decode_wave(&inputs).unwrap();
+    // crc32c, lz4, blosclz, zstd, raw, unshuffle.
+    assert_eq!(w.stats.launches, 6, "one launch per codec: {:?}", w.stats);
+    assert_eq!(w.stats.streams.iter().sum::<usize>(), plan.total.streams);
+    // 5 + 2 frames of zstd chunks, and blosc-zstd blocks (those zstd could not shrink are raw).
+    assert!(w.stats.streams[4] > 5 + 2, "zstd streams {:?}", w.stats.streams);
+    for (k, (r, (_, d, _, _))) in w.chunks.iter().zip(&chunks).enumerate() {
+        let range = r.as_ref().unwrap_or_else(|e| panic!("chunk {k}: {e}")).clone();
+        let mut host = vec![0u8; range.len()];
+        device.download(w.output, range.start, &mut host).unwrap();
+        assert!(host == *d, "chunk {k} differs ({})", device.describe());
+    }
+    let cfg = DecodeConfig::default()
+        .with_wave_src_bytes(64 << 10)
+        .with_wave_dst_bytes(96 << 10)
+        .with_wave_streams(512)
+        .with_slots(2)
+        .with_device_budget_bytes(8 << 20)
+        .with_host_budget_bytes(4 << 20);
+    let mut small = Decoder::new(device, cfg).unwrap();
+    assert!(small.plan_waves(&inputs).waves >= 4);
+    let out = small.decode_to_host(&inputs).unwrap();
+    assert!(out.stats.waves >= 4, "waves {}", out.stats.waves);
+    for (k, (r, (_, d, _, _))) in out.chunks.iter().zip(&chunks).enumerate() {
+        assert!(r.as_ref().unwrap_or_else(|e| panic!("chunk {k}: {e}")) == d, "chunk {k} differs in small waves");
     }
 }

@@ -1,0 +1,1059 @@
+//! zstd kernel tests through the host emulator, held byte for byte to the `zstd` crate
+//! (libzstd) as reference: every level from -5 to 22, with and without checksum and content
+//! size, 1 byte to 4 MiB, multi-frame and skippable chunks, frames built here on purpose for the
+//! modes libzstd does not emit on its own (raw and RLE literals, RLE and repeat sequence tables,
+//! treeless literals, direct Huffman weights), corrupt and truncated frames, and proptests.
+//!
+//! Every mode is shown decoded: the host parse counts block, literal and table modes per chunk
+//! (`ZstdPlan::modes`), and `every_mode_is_decoded` sums them over chunks that decoded equal to
+//! the reference and asserts each count is non-zero.
+#![allow(clippy::doc_markdown, clippy::missing_panics_doc, clippy::too_many_lines, clippy::cast_lossless)]
+
+use damacy_kernels::zstd::parse;
+use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device, Error, StreamStatus, ZstdModes};
+use proptest::prelude::*;
+use zstd::zstd_safe::CParameter;
+
+/// Schedule seeds: launch order and a shuffled order of the lanes between synchronisations.
+const SEEDS: [u64; 2] = [0, 0x5EED_2026];
+
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed ^ 0x9E37_79B9_7F4A_7C15;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+/// Test data of a few kinds: noise, runs, sparse noise on a pattern, a smooth field, text-like
+/// letters, noisy 16-bit samples.
+fn data(len: usize, kind: u8, seed: u64) -> Vec<u8> {
+    let mut next = rng(seed);
+    match kind % 6 {
+        0 => (0..len).map(|_| next() as u8).collect(),
+        1 => (0..len).map(|i| ((i / 7) as u8).wrapping_mul(3)).collect(),
+        2 => (0..len).map(|i| if next().is_multiple_of(5) { next() as u8 } else { (i % 13) as u8 }).collect(),
+        3 => (0..len).map(|i| ((i as f32 * 0.01).sin() * 1000.0) as i16 as u8).collect(),
+        4 => (0..len).map(|_| b"the quick brown fox jumps "[(next() % 26) as usize]).collect(),
+        _ => {
+            let mut v: Vec<u8> = (0..len.div_ceil(2))
+                .flat_map(|i| (((i as f32 * 0.003).sin() * 3000.0) as i16 + (next() % 7) as i16).to_le_bytes())
+                .collect();
+            v.truncate(len);
+            v
+        }
+    }
+}
+
+fn compress(d: &[u8], level: i32, checksum: bool, content_size: bool) -> Vec<u8> {
+    let mut c = zstd::bulk::Compressor::new(level).unwrap();
+    c.set_parameter(CParameter::ChecksumFlag(checksum)).unwrap();
+    c.set_parameter(CParameter::ContentSizeFlag(content_size)).unwrap();
+    c.compress(d).unwrap()
+}
+
+fn reference_err(frame: &[u8]) -> String {
+    match zstd::bulk::decompress(frame, 64 << 20) {
+        Ok(v) => format!("ok, {} bytes", v.len()),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn reference(frame: &[u8], cap: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut dec = zstd::stream::read::Decoder::new(frame).ok()?;
+    let r = std::io::Read::read_to_end(&mut std::io::Read::take(&mut dec, cap as u64 + 1), &mut out);
+    r.ok().map(|_| out)
+}
+
+/// Waves large enough for the 10 MiB chunk of `windows_past_8_mib`, one slot.
+fn config() -> DecodeConfig {
+    DecodeConfig::default()
+        .with_wave_src_bytes(16 << 20)
+        .with_wave_dst_bytes(16 << 20)
+        .with_wave_streams(1 << 14)
+        .with_slots(1)
+}
+
+/// Decodes the chunks through the wave decoder (zstd streams of the wave's stream table).
+fn decode(device: &Device, inputs: &[ChunkInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
+    Decoder::new(device, config()).unwrap().decode_to_host(inputs).unwrap().chunks
+}
+
+/// One chunk and the bytes it must decode to.
+struct Case {
+    frame: Vec<u8>,
+    expect: Vec<u8>,
+    give_len: bool,
+    verify: bool,
+    what: String,
+}
+
+/// Decodes the cases in one batch under every schedule seed, checks every result against the
+/// expected bytes and against the reference decoder, and returns the modes the chunks used.
+fn check(cases: &[Case]) -> ZstdModes {
+    let mut modes = ZstdModes::default();
+    for c in cases {
+        let r = reference(&c.frame, c.expect.len())
+            .unwrap_or_else(|| panic!("{}: libzstd rejects the frame: {}", c.what, reference_err(&c.frame)));
+        assert!(r == c.expect, "{}: libzstd decodes to other bytes than expected", c.what);
+        let p = parse(&c.frame, c.give_len.then_some(c.expect.len())).unwrap_or_else(|e| panic!("{}: {e}", c.what));
+        modes.add(&p.modes);
+    }
+    let inputs: Vec<ChunkInput<'_>> = cases
+        .iter()
+        .map(|c| {
+            let mut i = ChunkInput::zstd(&c.frame);
+            if c.give_len {
+                i = i.with_expected_len(c.expect.len());
+            }
+            if c.verify {
+                i = i.with_checksum_verification();
+            }
+            i
+        })
+        .collect();
+    for seed in SEEDS {
+        let out = decode(&Device::emulated(seed), &inputs);
+        for (c, r) in cases.iter().zip(out) {
+            match r {
+                Ok(v) => assert!(v == c.expect, "{} (seed {seed}): decoded bytes differ from libzstd's", c.what),
+                Err(e) => panic!("{} (seed {seed}): {e}", c.what),
+            }
+        }
+    }
+    modes
+}
+
+fn natural_case(n: usize, kind: u8, level: i32, checksum: bool, content_size: bool) -> Case {
+    let d = data(n, kind, ((n as u64) * 31 + u64::from(kind)).wrapping_add(level as u64));
+    Case {
+        frame: compress(&d, level, checksum, content_size),
+        expect: d,
+        give_len: !content_size,
+        verify: checksum,
+        what: format!("{n} bytes of kind {kind} at level {level}, checksum {checksum}, content size {content_size}"),
+    }
+}
+
+/// Levels -5..=22, each with a spread of sizes, data kinds, checksum and content-size flags.
+fn level_cases() -> Vec<Case> {
+    let sizes = [1usize, 2, 7, 31, 100, 255, 256, 1000, 4096, 20_000, 65_536, 70_000, 140_000];
+    let mut cases = Vec::new();
+    for level in -5..=22 {
+        for (k, &n) in sizes.iter().enumerate() {
+            let i = k + (level + 5) as usize;
+            cases.push(natural_case(n, (i % 6) as u8, level, i.is_multiple_of(2), !i.is_multiple_of(3)));
+        }
+    }
+    cases
+}
+
+#[test]
+fn every_level_matches_libzstd() {
+    let m = check(&level_cases());
+    assert!(m.frames >= 28 * 13);
+    assert!(m.checksums > 0 && m.unknown_sizes > 0);
+}
+
+#[test]
+fn large_chunks_match_libzstd() {
+    let cases = vec![
+        natural_case(4 << 20, 5, 3, true, true),
+        natural_case(4 << 20, 3, 1, false, false),
+        natural_case(1 << 20, 4, 19, true, true),
+        natural_case(1 << 20, 2, -5, true, false),
+        natural_case(1 << 20, 0, 22, false, true),
+        natural_case(256 << 10, 5, 9, true, true),
+    ];
+    check(&cases);
+}
+
+/// Matches 9 MiB back: the window must reach past 8 MiB.
+#[test]
+fn windows_past_8_mib() {
+    let mut next = rng(99);
+    let head: Vec<u8> = (0..(1 << 20)).map(|_| next() as u8).collect();
+    let mut d = head.clone();
+    d.extend((0..(8 << 20)).map(|_| next() as u8));
+    d.extend_from_slice(&head);
+    let mut c = zstd::bulk::Compressor::new(19).unwrap();
+    c.set_parameter(CParameter::WindowLog(24)).unwrap();
+    c.set_parameter(CParameter::EnableLongDistanceMatching(true)).unwrap();
+    c.set_parameter(CParameter::ChecksumFlag(true)).unwrap();
+    let frame = c.compress(&d).unwrap();
+    assert!(frame.len() < d.len() - (1 << 19), "the compressor found the far match ({} bytes)", frame.len());
+    let p = parse(&frame, None).unwrap();
+    assert!(p.frames[0].window_size >= 9 << 20, "window {}", p.frames[0].window_size);
+    check(&[Case { frame, expect: d, give_len: false, verify: true, what: "9 MiB match distance".into() }]);
+}
+
+/// Files under `dir`, recursively, skipping metadata.
+fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !name.starts_with('.') && name != "zarr.json" {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The zstd frames of the fixture corpus written by zarr-python/numcodecs: v3 `zstd` chunks
+/// (alone, after `transpose`, before `crc32c`), inner chunks of sharded zstd arrays, v2 zstd.
+fn fixture_frames() -> Vec<(String, Vec<u8>)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut frames = Vec::new();
+    for version in ["v2", "v3"] {
+        let Ok(rd) = std::fs::read_dir(root.join(version)) else { continue };
+        let mut dirs: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+        dirs.sort();
+        for dir in dirs {
+            let name = format!("{version}/{}", dir.file_name().unwrap().to_string_lossy());
+            if version == "v2" {
+                let Ok(meta) = std::fs::read_to_string(dir.join(".zarray")) else { continue };
+                let m: serde_json::Value = serde_json::from_str(&meta).unwrap();
+                if m["compressor"]["id"] == "zstd" && m["filters"].is_null() {
+                    frames.extend(files(&dir).into_iter().map(|f| (name.clone(), std::fs::read(f).unwrap())));
+                }
+                continue;
+            }
+            let Ok(meta) = std::fs::read_to_string(dir.join("zarr.json")) else { continue };
+            let m: serde_json::Value = serde_json::from_str(&meta).unwrap();
+            let codecs = m["codecs"].as_array().unwrap();
+            let names: Vec<&str> = codecs.iter().map(|c| c["name"].as_str().unwrap()).collect();
+            if names == ["sharding_indexed"] {
+                let cfg = &codecs[0]["configuration"];
+                let inner: Vec<&str> =
+                    cfg["codecs"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+                if inner != ["bytes", "zstd"] {
+                    continue;
+                }
+                let outer = m["chunk_grid"]["configuration"]["chunk_shape"].as_array().unwrap();
+                let n: u64 = outer
+                    .iter()
+                    .zip(cfg["chunk_shape"].as_array().unwrap())
+                    .map(|(o, i)| o.as_u64().unwrap().div_ceil(i.as_u64().unwrap()))
+                    .product();
+                let index_len = 16 * n as usize + 4;
+                for f in files(&dir.join("c")) {
+                    let shard = std::fs::read(f).unwrap();
+                    let index = if cfg["index_location"] == "start" {
+                        &shard[..index_len]
+                    } else {
+                        &shard[shard.len() - index_len..]
+                    };
+                    for e in index[..16 * n as usize].chunks(16) {
+                        let off = u64::from_le_bytes(e[..8].try_into().unwrap());
+                        let len = u64::from_le_bytes(e[8..].try_into().unwrap());
+                        if off != u64::MAX {
+                            frames.push((name.clone(), shard[off as usize..(off + len) as usize].to_vec()));
+                        }
+                    }
+                }
+            } else if let Some(z) = names.iter().position(|&c| c == "zstd") {
+                let strip = if names[z + 1..] == ["crc32c"] {
+                    4
+                } else if z + 1 == names.len() {
+                    0
+                } else {
+                    continue;
+                };
+                for f in files(&dir.join("c")) {
+                    let b = std::fs::read(f).unwrap();
+                    frames.push((name.clone(), b[..b.len() - strip].to_vec()));
+                }
+            }
+        }
+    }
+    frames
+}
+
+#[test]
+fn zstd_fixtures_match_libzstd() {
+    let frames = fixture_frames();
+    let arrays: std::collections::BTreeSet<&str> = frames.iter().map(|f| f.0.as_str()).collect();
+    assert!(arrays.len() >= 11, "zstd fixtures found: {arrays:?}");
+    eprintln!("{} zstd frames from {} fixture arrays: {arrays:?}", frames.len(), arrays.len());
+    let cases: Vec<Case> = frames
+        .iter()
+        .map(|(name, f)| {
+            let expect = zstd::bulk::decompress(f, 64 << 20).unwrap();
+            Case {
+                give_len: parse(f, None).is_err(),
+                frame: f.clone(),
+                expect,
+                verify: true,
+                what: format!("fixture {name}"),
+            }
+        })
+        .collect();
+    check(&cases);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A small zstd writer for frames libzstd does not produce on its own.
+
+/// Appends bits least significant first; a backward reader reads them last-written first.
+#[derive(Default)]
+struct Bits {
+    out: Vec<u8>,
+    acc: u64,
+    n: u32,
+}
+
+impl Bits {
+    fn put(&mut self, v: u32, bits: u32) {
+        assert!(bits <= 32 && (bits == 32 || v >> bits == 0));
+        self.acc |= u64::from(v) << self.n;
+        self.n += bits;
+        while self.n >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n -= 8;
+        }
+    }
+    /// The end marker bit, then padding.
+    fn finish(mut self) -> Vec<u8> {
+        self.put(1, 1);
+        if self.n > 0 {
+            self.out.push(self.acc as u8);
+        }
+        self.out
+    }
+}
+
+const LL_BASE: [u32; 36] = [
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 128, 256, 512, 1024,
+    2048, 4096, 8192, 16384, 32768, 65536,
+];
+const LL_BITS: [u32; 36] =
+    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+const ML_BASE_32: [u32; 21] =
+    [35, 37, 39, 41, 43, 47, 51, 59, 67, 83, 99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539];
+const ML_BITS_32: [u32; 21] = [1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16];
+
+fn ml_code(code: usize) -> (u32, u32) {
+    if code < 32 { (code as u32 + 3, 0) } else { (ML_BASE_32[code - 32], ML_BITS_32[code - 32]) }
+}
+
+/// A sequence as coded: literal length, offset value (offset + 3, or a repeat code 1..=3),
+/// match length.
+#[derive(Clone, Copy)]
+struct Seq {
+    ll: u32,
+    ofv: u32,
+    ml: u32,
+}
+
+fn codes(s: Seq) -> (usize, usize, usize) {
+    let llc = (0..36).rev().find(|&c| LL_BASE[c] <= s.ll).unwrap();
+    let mlc = (0..53).rev().find(|&c| ml_code(c).0 <= s.ml).unwrap();
+    let ofc = 31 - s.ofv.leading_zeros() as usize;
+    (llc, ofc, mlc)
+}
+
+enum Lits<'a> {
+    Raw(&'a [u8]),
+    Rle(u8, usize),
+    /// Huffman with direct weights (written as a tree description unless `treeless`), 1 or 4
+    /// streams.
+    Huffman {
+        lits: &'a [u8],
+        weights: &'a [(u8, u8)],
+        streams: usize,
+        treeless: bool,
+    },
+}
+
+/// Huffman codes (value, length) per symbol from (symbol, weight) pairs, plus the direct
+/// tree description (the highest symbol's weight is implied).
+fn huffman(weights: &[(u8, u8)]) -> (Vec<Option<(u32, u32)>>, Vec<u8>) {
+    let mut w = [0u8; 256];
+    for &(s, wt) in weights {
+        w[s as usize] = wt;
+    }
+    let last = weights.iter().map(|p| p.0).max().unwrap() as usize;
+    let sum: u32 = w.iter().map(|&x| if x > 0 { 1u32 << (x - 1) } else { 0 }).sum();
+    let log = sum.ilog2();
+    assert_eq!(sum, 1 << log, "weights must sum to a power of two");
+    let mut codes = vec![None; 256];
+    let mut idx = 0u32;
+    for wt in 1..=log as u8 {
+        for s in 0..256 {
+            if w[s] == wt {
+                let nb = log + 1 - u32::from(wt);
+                codes[s] = Some((idx >> (log - nb), nb));
+                idx += 1 << (wt - 1);
+            }
+        }
+    }
+    // Direct description: weights of symbols 0..last, two per byte, high nibble first.
+    let mut desc = vec![(127 + last) as u8];
+    for pair in w[..last].chunks(2) {
+        desc.push((pair[0] << 4) | pair.get(1).copied().unwrap_or(0));
+    }
+    (codes, desc)
+}
+
+fn huffman_stream(lits: &[u8], codes: &[Option<(u32, u32)>]) -> Vec<u8> {
+    let mut b = Bits::default();
+    for &l in lits.iter().rev() {
+        let (v, nb) = codes[l as usize].expect("symbol has a code");
+        b.put(v, nb);
+    }
+    b.finish()
+}
+
+fn literals_section(l: &Lits<'_>) -> Vec<u8> {
+    fn raw_rle_header(t: u8, n: usize) -> Vec<u8> {
+        if n < 32 {
+            vec![t | (n as u8) << 3]
+        } else if n < 4096 {
+            vec![t | 1 << 2 | ((n & 15) as u8) << 4, (n >> 4) as u8]
+        } else {
+            vec![t | 3 << 2 | ((n & 15) as u8) << 4, (n >> 4) as u8, (n >> 12) as u8]
+        }
+    }
+    match l {
+        Lits::Raw(d) => {
+            let mut v = raw_rle_header(0, d.len());
+            v.extend_from_slice(d);
+            v
+        }
+        Lits::Rle(b, n) => {
+            let mut v = raw_rle_header(1, *n);
+            v.push(*b);
+            v
+        }
+        Lits::Huffman { lits, weights, streams, treeless } => {
+            let (codes, desc) = huffman(weights);
+            let mut body = if *treeless { Vec::new() } else { desc };
+            if *streams == 1 {
+                body.extend(huffman_stream(lits, &codes));
+            } else {
+                let seg = lits.len().div_ceil(4);
+                let parts: Vec<Vec<u8>> = lits.chunks(seg).map(|p| huffman_stream(p, &codes)).collect();
+                assert_eq!(parts.len(), 4);
+                for p in &parts[..3] {
+                    body.extend_from_slice(&(p.len() as u16).to_le_bytes());
+                }
+                for p in &parts {
+                    body.extend_from_slice(p);
+                }
+            }
+            let t = if *treeless { 3u64 } else { 2 };
+            let (regen, csize) = (lits.len() as u64, body.len() as u64);
+            let mut v = if *streams == 1 {
+                assert!(regen < 1024 && csize < 1024);
+                (t | (regen << 4) | (csize << 14)).to_le_bytes()[..3].to_vec()
+            } else if regen < 1024 && csize < 1024 {
+                (t | 1 << 2 | (regen << 4) | (csize << 14)).to_le_bytes()[..3].to_vec()
+            } else {
+                assert!(regen < 16384 && csize < 16384);
+                (t | 2 << 2 | (regen << 4) | (csize << 18)).to_le_bytes()[..4].to_vec()
+            };
+            v.extend(body);
+            v
+        }
+    }
+}
+
+/// Table mode of all three sequence tables in a crafted block.
+#[derive(Clone, Copy, PartialEq)]
+enum Tables {
+    Rle,
+    Repeat,
+}
+
+/// A compressed block: literals, then sequences whose three codes are the same for every
+/// sequence (RLE tables, or the previous block's tables repeated).
+fn compressed_block(l: &Lits<'_>, seqs: &[Seq], tables: Tables) -> Vec<u8> {
+    let mut v = literals_section(l);
+    let n = seqs.len();
+    if n < 128 {
+        v.push(n as u8);
+    } else if n < 0x7F00 {
+        v.extend_from_slice(&[(n >> 8) as u8 + 128, n as u8]);
+    } else {
+        v.push(255);
+        v.extend_from_slice(&((n - 0x7F00) as u16).to_le_bytes());
+    }
+    if n == 0 {
+        return v;
+    }
+    let (llc, ofc, mlc) = codes(seqs[0]);
+    for s in seqs {
+        assert!(codes(*s) == (llc, ofc, mlc), "one code per table in RLE/repeat blocks");
+    }
+    match tables {
+        Tables::Rle => v.extend_from_slice(&[0b0101_0100, llc as u8, ofc as u8, mlc as u8]),
+        Tables::Repeat => v.push(0b1111_1100),
+    }
+    // States take no bits; per sequence the reader takes offset, match, literal extra bits.
+    let mut b = Bits::default();
+    for s in seqs.iter().rev() {
+        b.put(s.ll - LL_BASE[llc], LL_BITS[llc]);
+        let (mb, mbits) = ml_code(mlc);
+        b.put(s.ml - mb, mbits);
+        b.put(s.ofv - (1 << ofc), ofc as u32);
+    }
+    v.extend(b.finish());
+    v
+}
+
+fn block(kind: u32, content: &[u8], size: usize, last: bool) -> Vec<u8> {
+    let h = u32::from(last) | kind << 1 | (size as u32) << 3;
+    let mut v = h.to_le_bytes()[..3].to_vec();
+    v.extend_from_slice(content);
+    v
+}
+fn raw_block(d: &[u8], last: bool) -> Vec<u8> {
+    block(0, d, d.len(), last)
+}
+fn rle_block(b: u8, n: usize, last: bool) -> Vec<u8> {
+    block(1, &[b], n, last)
+}
+fn comp_block(content: &[u8], last: bool) -> Vec<u8> {
+    block(2, content, content.len(), last)
+}
+
+fn xxh64(d: &[u8]) -> u64 {
+    const P1: u64 = 0x9E37_79B1_85EB_CA87;
+    const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+    const P3: u64 = 0x1656_67B1_9E37_79F9;
+    const P4: u64 = 0x85EB_CA77_C2B2_AE63;
+    const P5: u64 = 0x27D4_EB2F_1656_67C5;
+    let round = |acc: u64, x: u64| acc.wrapping_add(x.wrapping_mul(P2)).rotate_left(31).wrapping_mul(P1);
+    let rd = |i: usize| u64::from_le_bytes(d[i..i + 8].try_into().unwrap());
+    let mut i = 0;
+    let mut h = if d.len() >= 32 {
+        let mut v = [P1.wrapping_add(P2), P2, 0, 0u64.wrapping_sub(P1)];
+        while i + 32 <= d.len() {
+            for (k, acc) in v.iter_mut().enumerate() {
+                *acc = round(*acc, rd(i + 8 * k));
+            }
+            i += 32;
+        }
+        let mut h = v[0].rotate_left(1).wrapping_add(v[1].rotate_left(7)).wrapping_add(v[2].rotate_left(12));
+        h = h.wrapping_add(v[3].rotate_left(18));
+        for x in v {
+            h = (h ^ round(0, x)).wrapping_mul(P1).wrapping_add(P4);
+        }
+        h
+    } else {
+        P5
+    };
+    h = h.wrapping_add(d.len() as u64);
+    while i + 8 <= d.len() {
+        h = (h ^ round(0, rd(i))).rotate_left(27).wrapping_mul(P1).wrapping_add(P4);
+        i += 8;
+    }
+    if i + 4 <= d.len() {
+        let x = u64::from(u32::from_le_bytes(d[i..i + 4].try_into().unwrap()));
+        h = (h ^ x.wrapping_mul(P1)).rotate_left(23).wrapping_mul(P2).wrapping_add(P3);
+        i += 4;
+    }
+    for &b in &d[i..] {
+        h = (h ^ u64::from(b).wrapping_mul(P5)).rotate_left(11).wrapping_mul(P1);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(P2);
+    h ^= h >> 29;
+    h = h.wrapping_mul(P3);
+    h ^ (h >> 32)
+}
+
+/// Frame header options.
+#[derive(Clone, Copy)]
+struct Header {
+    /// Content size field bytes: 0 (absent), 1 (single segment only), 2, 4 or 8.
+    fcs_bytes: usize,
+    single: bool,
+    checksum: bool,
+    /// Dictionary id field bytes (0, 1, 2, 4) holding the value `dict`.
+    did_bytes: usize,
+    dict: u32,
+}
+
+const PLAIN: Header = Header { fcs_bytes: 4, single: false, checksum: false, did_bytes: 0, dict: 0 };
+
+fn frame(h: Header, blocks: &[Vec<u8>], content: &[u8]) -> Vec<u8> {
+    let fcs_flag = match h.fcs_bytes {
+        0 | 1 => 0u8,
+        2 => 1,
+        4 => 2,
+        _ => 3,
+    };
+    assert!(h.fcs_bytes != 1 || h.single);
+    let did_flag = match h.did_bytes {
+        0 => 0u8,
+        1 => 1,
+        2 => 2,
+        _ => 3,
+    };
+    let mut v = 0xFD2F_B528u32.to_le_bytes().to_vec();
+    v.push(fcs_flag << 6 | u8::from(h.single) << 5 | u8::from(h.checksum) << 2 | did_flag);
+    if !h.single {
+        v.push(10 << 3); // 1 MiB window
+    }
+    v.extend_from_slice(&h.dict.to_le_bytes()[..h.did_bytes]);
+    let n = content.len() as u64;
+    let fcs = if h.fcs_bytes == 2 { n - 256 } else { n };
+    v.extend_from_slice(&fcs.to_le_bytes()[..h.fcs_bytes]);
+    for b in blocks {
+        v.extend_from_slice(b);
+    }
+    if h.checksum {
+        v.extend_from_slice(&(xxh64(content) as u32).to_le_bytes());
+    }
+    v
+}
+
+fn skippable(n: usize, magic_low: u32) -> Vec<u8> {
+    let mut v = (0x184D_2A50u32 | magic_low).to_le_bytes().to_vec();
+    v.extend_from_slice(&(n as u32).to_le_bytes());
+    v.extend((0..n).map(|i| (i * 7) as u8));
+    v
+}
+
+/// Executes sequences on `out` as the format says (the expected bytes of crafted blocks).
+fn execute(out: &mut Vec<u8>, lits: &[u8], seqs: &[Seq], rep: &mut [u32; 3]) {
+    let mut lp = 0;
+    for s in seqs {
+        out.extend_from_slice(&lits[lp..lp + s.ll as usize]);
+        lp += s.ll as usize;
+        let off = if s.ofv > 3 {
+            *rep = [s.ofv - 3, rep[0], rep[1]];
+            s.ofv - 3
+        } else {
+            let idx = s.ofv - 1 + u32::from(s.ll == 0);
+            match idx {
+                0 => rep[0],
+                1 => {
+                    *rep = [rep[1], rep[0], rep[2]];
+                    rep[0]
+                }
+                2 => {
+                    *rep = [rep[2], rep[0], rep[1]];
+                    rep[0]
+                }
+                _ => {
+                    *rep = [rep[0] - 1, rep[0], rep[1]];
+                    rep[0]
+                }
+            }
+        };
+        let start = out.len() - off as usize;
+        for k in 0..s.ml as usize {
+            out.push(out[start + k]);
+        }
+    }
+    out.extend_from_slice(&lits[lp..]);
+}
+
+/// Crafted frames: raw and RLE literals, RLE and repeat sequence tables with new and repeat
+/// offsets (literal length zero too), treeless Huffman literals in 1 and 4 streams, direct
+/// Huffman weights, blocks without sequences, raw and RLE blocks, every content-size field
+/// width, single-segment frames, checksums, a zero dictionary id.
+fn crafted_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut next = rng(5);
+    let history: Vec<u8> = (0..1000).map(|_| next() as u8).collect();
+
+    // Block 1: raw history. Block 2: raw literals, RLE tables, new offsets 509..=1020.
+    // Block 3: RLE literals, repeated tables. Block 4: RLE literals, RLE tables with repeat
+    // offsets and literal length zero (repeat codes 2 and 3: rep[2] and rep[0] - 1).
+    // Block 5: Huffman literals (direct weights, 4 streams), no sequences. Block 6: treeless
+    // 1 stream, RLE tables. Block 7: treeless 4 streams, repeated tables. Then an RLE block.
+    let mut out = history.clone();
+    let mut rep = [1u32, 4, 8];
+    let mut blocks = vec![raw_block(&history, false)];
+    let lits2: Vec<u8> = (0..50 * 17 + 9).map(|_| next() as u8).collect();
+    let seqs2: Vec<Seq> = (0..50)
+        .map(|_| Seq { ll: 16 + (next() % 2) as u32, ofv: 512 + (next() % 512) as u32, ml: 41 + (next() % 2) as u32 })
+        .collect();
+    let used: u32 = seqs2.iter().map(|s| s.ll).sum();
+    let lits2 = &lits2[..used as usize + 9];
+    blocks.push(comp_block(&compressed_block(&Lits::Raw(lits2), &seqs2, Tables::Rle), false));
+    execute(&mut out, lits2, &seqs2, &mut rep);
+    let seqs3: Vec<Seq> = (0..300)
+        .map(|_| Seq { ll: 16 + (next() % 2) as u32, ofv: 512 + (next() % 512) as u32, ml: 41 + (next() % 2) as u32 })
+        .collect();
+    let n3: u32 = seqs3.iter().map(|s| s.ll).sum::<u32>() + 3;
+    let lits3 = vec![0xAB; n3 as usize];
+    blocks.push(comp_block(&compressed_block(&Lits::Rle(0xAB, n3 as usize), &seqs3, Tables::Repeat), false));
+    execute(&mut out, &lits3, &seqs3, &mut rep);
+    let seqs4: Vec<Seq> = (0..40).map(|_| Seq { ll: 0, ofv: 2 + (next() % 2) as u32, ml: 4 }).collect();
+    blocks.push(comp_block(&compressed_block(&Lits::Rle(0x11, 5), &seqs4, Tables::Rle), false));
+    execute(&mut out, &[0x11; 5], &seqs4, &mut rep);
+    let weights: [(u8, u8); 4] = [(b'a', 2), (b'b', 1), (b'c', 1), (b'd', 3)];
+    let alphabet = b"abcdddd";
+    let lits5: Vec<u8> = (0..3000).map(|_| alphabet[(next() % 7) as usize]).collect();
+    blocks.push(comp_block(
+        &compressed_block(
+            &Lits::Huffman { lits: &lits5, weights: &weights, streams: 4, treeless: false },
+            &[],
+            Tables::Rle,
+        ),
+        false,
+    ));
+    execute(&mut out, &lits5, &[], &mut rep);
+    let lits6: Vec<u8> = (0..700).map(|_| alphabet[(next() % 7) as usize]).collect();
+    let seqs6: Vec<Seq> =
+        (0..20).map(|_| Seq { ll: 24 + (next() % 4) as u32, ofv: 600 + (next() % 400) as u32, ml: 35 }).collect();
+    let n6: u32 = seqs6.iter().map(|s| s.ll).sum::<u32>() + 11;
+    let lits6 = &lits6[..n6 as usize];
+    blocks.push(comp_block(
+        &compressed_block(
+            &Lits::Huffman { lits: lits6, weights: &weights, streams: 1, treeless: true },
+            &seqs6,
+            Tables::Rle,
+        ),
+        false,
+    ));
+    execute(&mut out, lits6, &seqs6, &mut rep);
+    let lits7: Vec<u8> = (0..2000).map(|_| alphabet[(next() % 7) as usize]).collect();
+    let seqs7: Vec<Seq> =
+        (0..60).map(|_| Seq { ll: 24 + (next() % 4) as u32, ofv: 600 + (next() % 400) as u32, ml: 35 }).collect();
+    let n7: u32 = seqs7.iter().map(|s| s.ll).sum::<u32>() + 1;
+    let lits7 = &lits7[..n7 as usize];
+    blocks.push(comp_block(
+        &compressed_block(
+            &Lits::Huffman { lits: lits7, weights: &weights, streams: 4, treeless: true },
+            &seqs7,
+            Tables::Repeat,
+        ),
+        false,
+    ));
+    execute(&mut out, lits7, &seqs7, &mut rep);
+    blocks.push(rle_block(0x5A, 5000, true));
+    out.extend(std::iter::repeat_n(0x5A, 5000));
+    for (h, what) in [
+        (PLAIN, "crafted modes, 4-byte content size"),
+        (Header { checksum: true, fcs_bytes: 0, ..PLAIN }, "crafted modes, checksum, no content size"),
+        (
+            Header { fcs_bytes: 8, did_bytes: 2, dict: 0, ..PLAIN },
+            "crafted modes, 8-byte content size, zero dictionary id",
+        ),
+    ] {
+        cases.push(Case {
+            frame: frame(h, &blocks, &out),
+            expect: out.clone(),
+            give_len: h.fcs_bytes == 0,
+            verify: h.checksum,
+            what: what.into(),
+        });
+    }
+    // Content size field widths on small single-segment and multi-segment frames.
+    for (n, fcs_bytes, single) in
+        [(0usize, 1usize, true), (200, 1, true), (300, 2, true), (70_000, 4, true), (700, 2, false)]
+    {
+        let d = data(n, 2, n as u64);
+        let blocks: Vec<Vec<u8>> = if n == 0 {
+            vec![raw_block(&[], true)]
+        } else {
+            let parts: Vec<&[u8]> = d.chunks(60_000).collect();
+            parts.iter().enumerate().map(|(i, p)| raw_block(p, i + 1 == parts.len())).collect()
+        };
+        let h = Header { fcs_bytes, single, checksum: true, ..PLAIN };
+        cases.push(Case {
+            frame: frame(h, &blocks, &d),
+            expect: d,
+            give_len: false,
+            verify: true,
+            what: format!("{n} bytes, {fcs_bytes}-byte content size, single segment {single}"),
+        });
+    }
+    // Multi-frame chunks with skippable frames, sizes known and unknown.
+    let a = data(5000, 4, 1);
+    let b = data(70_000, 3, 2);
+    let cc = data(300, 0, 3);
+    let mut chunk = skippable(10, 0);
+    chunk.extend(compress(&a, 3, true, true));
+    chunk.extend(compress(&b, 7, false, false));
+    chunk.extend(skippable(0, 15));
+    chunk.extend(compress(&cc, 1, true, false));
+    chunk.extend(compress(&a, -3, false, true));
+    chunk.extend(skippable(3, 7));
+    let mut expect = [a.clone(), b.clone(), cc.clone(), a.clone()].concat();
+    cases.push(Case {
+        frame: chunk,
+        expect: expect.clone(),
+        give_len: true,
+        verify: true,
+        what: "4 frames, 3 skippable".into(),
+    });
+    let mut chunk = Vec::new();
+    for part in [&a, &b, &cc] {
+        chunk.extend(compress(part, 5, true, true));
+    }
+    expect = [a, b, cc].concat();
+    cases.push(Case {
+        frame: chunk,
+        expect,
+        give_len: false,
+        verify: true,
+        what: "3 frames with content sizes".into(),
+    });
+    cases
+}
+
+#[test]
+fn crafted_frames_match_libzstd() {
+    let m = check(&crafted_cases());
+    assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.treeless_1_stream > 0 && m.treeless_4_streams > 0);
+    assert!(m.rle.iter().all(|&n| n > 0) && m.repeat.iter().all(|&n| n > 0));
+}
+
+/// Natural frames that exercise the modes libzstd chooses itself: Huffman 1 and 4 streams,
+/// FSE-compressed weights, predefined and FSE tables, repeated tables across blocks.
+fn natural_mode_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for (n, kind, level) in [
+        (300_000, 4u8, 19),
+        (300_000, 5, 3),
+        (600, 4, 3),
+        (40, 2, 3),
+        (900_000, 2, 12),
+        (200_000, 4, 1),
+        (300, 4, 3),
+        (200, 4, 9),
+    ] {
+        cases.push(natural_case(n, kind, level, true, true));
+    }
+    cases
+}
+
+#[test]
+fn every_mode_is_decoded() {
+    let mut m = check(&crafted_cases());
+    m.add(&check(&natural_mode_cases()));
+    eprintln!("{m:#?}");
+    let counts = [
+        ("raw blocks", m.raw_blocks),
+        ("RLE blocks", m.rle_blocks),
+        ("compressed blocks", m.compressed_blocks),
+        ("raw literals", m.raw_literals),
+        ("RLE literals", m.rle_literals),
+        ("Huffman 1 stream", m.huffman_1_stream),
+        ("Huffman 4 streams", m.huffman_4_streams),
+        ("treeless 1 stream", m.treeless_1_stream),
+        ("treeless 4 streams", m.treeless_4_streams),
+        ("FSE-compressed Huffman weights", m.huffman_fse_weights),
+        ("direct Huffman weights", m.huffman_direct_weights),
+        ("blocks without sequences", m.no_sequences),
+        ("skippable frames", m.skippable_frames),
+        ("checksums", m.checksums),
+        ("frames without content size", m.unknown_sizes),
+    ];
+    for (what, n) in counts {
+        assert!(n > 0, "no chunk used {what}");
+    }
+    for (k, table) in ["literal lengths", "offsets", "match lengths"].iter().enumerate() {
+        assert!(m.predefined[k] > 0, "no predefined {table} table");
+        assert!(m.rle[k] > 0, "no RLE {table} table");
+        assert!(m.fse[k] > 0, "no FSE {table} table");
+        assert!(m.repeat[k] > 0, "no repeated {table} table");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors.
+
+fn status_of(r: &Result<Vec<u8>, Error>) -> Option<StreamStatus> {
+    match r {
+        Err(Error::Stream { status, codec: "zstd", .. }) => Some(*status),
+        _ => None,
+    }
+}
+
+#[test]
+fn dictionaries_are_a_clear_error() {
+    let samples: Vec<Vec<u8>> = (0..300).map(|i| data(1000, 4, i)).collect();
+    let dict = zstd::dict::from_samples(&samples, 4096).unwrap();
+    let d = data(3000, 4, 1000);
+    let f = zstd::bulk::Compressor::with_dictionary(3, &dict).unwrap().compress(&d).unwrap();
+    let r = decode(&Device::emulated(0), &[ChunkInput::zstd(&f)]);
+    match &r[0] {
+        Err(Error::Unsupported { chunk: 0, what }) => {
+            assert!(what.contains("zstd dictionaries are not supported"), "{what}");
+        }
+        other => panic!("expected the dictionary error, got {other:?}"),
+    }
+}
+
+#[test]
+fn checksum_mismatch_is_reported_when_verified() {
+    let d = data(50_000, 3, 1);
+    let mut f = compress(&d, 3, true, true);
+    let n = f.len();
+    f[n - 2] ^= 0x10;
+    let device = Device::emulated(0);
+    let r = decode(&device, &[ChunkInput::zstd(&f).with_checksum_verification(), ChunkInput::zstd(&f)]);
+    assert_eq!(status_of(&r[0]), Some(StreamStatus::ChecksumMismatch), "{:?}", r[0].as_ref().err());
+    assert_eq!(r[1].as_ref().unwrap(), &d, "unverified checksums are skipped");
+}
+
+#[test]
+fn size_disagreements_are_errors() {
+    let d = data(10_000, 2, 1);
+    let with = compress(&d, 3, false, true);
+    let without = compress(&d, 3, false, false);
+    let r = decode(
+        &Device::emulated(0),
+        &[
+            ChunkInput::zstd(&with).with_expected_len(9_999),
+            ChunkInput::zstd(&without),
+            ChunkInput::zstd(&without).with_expected_len(10_001),
+            ChunkInput::zstd(&without).with_expected_len(9_000),
+        ],
+    );
+    assert!(matches!(&r[0], Err(Error::Decode { chunk: 0, .. })), "{:?}", r[0]);
+    assert!(matches!(&r[1], Err(Error::Decode { chunk: 1, reason, .. }) if reason.contains("expected decoded size")));
+    assert_eq!(status_of(&r[2]), Some(StreamStatus::SizeMismatch), "{:?}", r[2]);
+    assert!(status_of(&r[3]).is_some(), "{:?}", r[3]);
+}
+
+fn corpus() -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut v = Vec::new();
+    for (n, kind, level) in [(3000usize, 4u8, 3), (20_000, 5, 9), (140_000, 2, 1), (500, 0, -2), (8000, 4, 19)] {
+        let d = data(n, kind, n as u64);
+        v.push((compress(&d, level, true, true), d));
+    }
+    for c in crafted_cases().into_iter().take(2) {
+        v.push((c.frame, c.expect));
+    }
+    v
+}
+
+#[test]
+fn truncated_frames_are_errors() {
+    let device = Device::emulated(3);
+    for (f, d) in corpus() {
+        let cuts: Vec<usize> = (0..40).map(|k| k * f.len() / 40).chain([f.len() - 1, f.len() - 4, 1, 5]).collect();
+        let inputs: Vec<ChunkInput<'_>> =
+            cuts.iter().map(|&n| ChunkInput::zstd(&f[..n]).with_expected_len(d.len())).collect();
+        for (r, n) in decode(&device, &inputs).iter().zip(&cuts) {
+            assert!(r.is_err(), "a frame cut to {n} of {} bytes decoded", f.len());
+        }
+    }
+}
+
+/// Flipped bits anywhere: an error or, where libzstd also accepts the frame, its bytes; never
+/// a crash or an access out of bounds (the ASan run checks the latter).
+#[test]
+fn corrupt_frames_never_crash() {
+    let device = Device::emulated(11);
+    let mut next = rng(77);
+    for (f, d) in corpus() {
+        let mut bad = Vec::new();
+        for _ in 0..60 {
+            let mut g = f.clone();
+            for _ in 0..=(next() % 3) {
+                let at = (next() as usize) % g.len();
+                g[at] ^= 1 << (next() % 8);
+            }
+            bad.push(g);
+        }
+        let inputs: Vec<ChunkInput<'_>> =
+            bad.iter().map(|g| ChunkInput::zstd(g).with_expected_len(d.len()).with_checksum_verification()).collect();
+        for (r, g) in decode(&device, &inputs).iter().zip(&bad) {
+            if let Ok(v) = r {
+                let reference = reference(g, d.len());
+                assert!(reference.as_ref() == Some(v), "a corrupt frame decoded to bytes libzstd does not produce");
+            }
+        }
+    }
+}
+
+/// Structured data: runs of fresh bytes and copies of earlier bytes (near and far).
+fn structured() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec((0u8..4, 1usize..3000, any::<u64>()), 1..40).prop_map(|parts| {
+        let mut v: Vec<u8> = Vec::new();
+        for (kind, len, seed) in parts {
+            let mut next = rng(seed);
+            match kind {
+                0 => v.extend((0..len).map(|_| next() as u8)),
+                1 if !v.is_empty() => {
+                    let start = (seed as usize) % v.len();
+                    for k in 0..len {
+                        v.push(v[start + k % (v.len() - start)]);
+                    }
+                }
+                2 => v.extend(std::iter::repeat_n(seed as u8, len)),
+                _ => v.extend((0..len).map(|_| b"ACGT"[(next() % 4) as usize])),
+            }
+        }
+        v
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn proptest_random_and_structured_data(
+        d in prop_oneof![prop::collection::vec(any::<u8>(), 0..5000), structured()],
+        level in -5i32..=22,
+        checksum in any::<bool>(),
+        content_size in any::<bool>(),
+    ) {
+        let frame = compress(&d, level, checksum, content_size);
+        let mut input = ChunkInput::zstd(&frame);
+        if !content_size { input = input.with_expected_len(d.len()); }
+        if checksum { input = input.with_checksum_verification(); }
+        let r = decode(&Device::emulated(0x5EED), &[input]);
+        match &r[0] {
+            Ok(v) => prop_assert_eq!(v, &d),
+            Err(e) => prop_assert!(false, "{}", e),
+        }
+    }
+
+    #[test]
+    fn proptest_mutated_frames_are_safe(seed in any::<u64>(), flips in 1usize..6) {
+        let d = data(4000 + (seed % 3000) as usize, (seed % 6) as u8, seed);
+        let mut f = compress(&d, (seed % 20) as i32 - 2, seed % 2 == 0, true);
+        let mut next = rng(seed);
+        for _ in 0..flips {
+            let at = (next() as usize) % f.len();
+            f[at] = next() as u8;
+        }
+        let r = decode(&Device::emulated(0), &[ChunkInput::zstd(&f).with_expected_len(d.len()).with_checksum_verification()]);
+        if let Ok(v) = &r[0] {
+            let reference = reference(&f, d.len());
+            prop_assert_eq!(Some(v), reference.as_ref());
+        }
+    }
+}
+
+/// Emulator throughput on realistic chunks (printed, not asserted: benchmarks live in benches/).
+#[test]
+fn emulator_runs_realistic_chunks() {
+    let device = Device::emulated(0);
+    for (n, kind, level) in [(64 << 10, 5u8, 3), (256 << 10, 5, 3), (256 << 10, 4, 3), (1 << 20, 5, 3), (1 << 20, 3, 9)]
+    {
+        let d = data(n, kind, 1);
+        let f = compress(&d, level, true, true);
+        let t = std::time::Instant::now();
+        let r = decode(&device, &[ChunkInput::zstd(&f).with_checksum_verification()]);
+        let dt = t.elapsed();
+        assert_eq!(r[0].as_ref().unwrap(), &d);
+        eprintln!(
+            "emulated zstd: {} KiB (kind {kind}, level {level}, {} bytes compressed) in {dt:.2?}",
+            n >> 10,
+            f.len()
+        );
+    }
+}

@@ -1,0 +1,902 @@
+// zstd.cu — Zstandard (RFC 8878) decoder: frames, raw/RLE/compressed blocks, raw/RLE/Huffman
+// (1 and 4 streams, treeless) literals, predefined/RLE/FSE/repeat sequence tables, the three
+// repeat offsets, skippable frames and the optional XXH64 content checksum. No dictionaries.
+//
+// Mapping: one warp per job, a job being one or more consecutive frames of a chunk whose output
+// range the host knows (content sizes or the caller's expected size); jobs of all chunks decode
+// at once. Inside a job, frames and blocks are inherently sequential (a block's matches reach
+// into earlier blocks, its repeat offsets and treeless/repeat tables come from earlier blocks),
+// so the warp walks them in order:
+//   - headers and the sequence bitstream are decoded redundantly by all 32 lanes (uniform
+//     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens;
+//   - table builds (Huffman, FSE: description parse, symbol spread, state table) run on lane 0
+//     into this warp's shared-memory tables, published with one __syncwarp;
+//   - Huffman literals decode on lanes 0..3 (one lane per stream) straight into the tail of the
+//     job's output range: the literals of a block are always consumed before the output front
+//     reaches them (the output still to come is at least the literals still to copy), so no
+//     scratch buffer is needed, and a front that would overrun them is corrupt input;
+//   - literal and match copies and raw/RLE blocks are cooperative over the 32 lanes, with the
+//     overlap-safe match copy of the LZ4 kernel (byte j of a match of distance d comes from
+//     op-d+(j mod d)) and one __syncwarp per sequence before its match;
+//   - the XXH64 checksum runs its four accumulators on lanes 0..3.
+// Why not the two-kernel split (a warp per block decoding sequences, a warp per frame executing
+// them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
+// literal buffer per block in global memory, and the win over this mapping comes only from
+// frames with many blocks; zarr chunks of 64 KiB–1 MiB have 1–8 blocks, and the batch supplies
+// the parallelism. The split remains the next step once the emulator's cost report says the
+// serial sequence decode dominates.
+//
+// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (≈ 10.6 KiB per warp).
+// Every load is checked against the job's source length and every store against its output
+// length; corrupt input ends the job with a DMC_STATUS_* code.
+#include "common.cuh"
+
+#ifdef DMC_EMULATE
+#ifndef __constant__
+#define __constant__
+#endif
+#endif
+
+#define DMC_ZSTD_MAGIC 0xFD2FB528u
+#define DMC_ZSTD_BLOCK_MAX (128u * 1024u)
+#define DMC_ZSTD_HUF_LOG_MAX 11
+#define DMC_ZSTD_LL_LOG_MAX 9
+#define DMC_ZSTD_ML_LOG_MAX 9
+#define DMC_ZSTD_OF_LOG_MAX 8
+#define DMC_ZSTD_LL_MAX_SYM 35
+#define DMC_ZSTD_ML_MAX_SYM 52
+#define DMC_ZSTD_OF_MAX_SYM 31
+
+// Per-warp tables. FSE entries pack symbol (bits 0-7), bits to read (8-15), baseline (16-31);
+// Huffman entries pack symbol (bits 0-7) and code length (8-15).
+struct dmc_zstd_smem {
+    dmc_u32 ll[1 << DMC_ZSTD_LL_LOG_MAX];
+    dmc_u32 ml[1 << DMC_ZSTD_ML_LOG_MAX];
+    dmc_u32 of[1 << DMC_ZSTD_OF_LOG_MAX];
+    dmc_u32 wt[64];  // FSE table of Huffman weights (accuracy log <= 6)
+    dmc_u16 huf[1 << DMC_ZSTD_HUF_LOG_MAX];
+    dmc_i16 norm[64];
+    dmc_u16 next[64];
+    dmc_u8 weights[256];
+    dmc_u32 res[4];  // lane 0's results for the warp: status, bytes used, log
+};
+
+// Literals length and match length codes: baseline and extra bits (RFC 8878 3.1.1.3.2.1.1).
+__constant__ dmc_u32 dmc_zstd_ll_base[36] = {0,  1,  2,   3,   4,   5,    6,    7,    8,    9,     10,    11,
+                                             12, 13, 14,  15,  16,  18,   20,   22,   24,   28,    32,    40,
+                                             48, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+__constant__ dmc_u8 dmc_zstd_ll_bits[36] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  0,  0,  1,  1,
+                                            1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+__constant__ dmc_u32 dmc_zstd_ml_base[53] = {
+    3,  4,  5,  6,  7,  8,  9,  10, 11, 12,  13,  14,  15,  16,   17,   18,   19,   20,
+    21, 22, 23, 24, 25, 26, 27, 28, 29, 30,  31,  32,  33,  34,   35,   37,   39,   41,
+    43, 47, 51, 59, 67, 83, 99, 131, 259, 515, 1027, 2051, 4099, 8195, 16387, 32771, 65539};
+__constant__ dmc_u8 dmc_zstd_ml_bits[53] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1,
+                                            2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+// Predefined distributions (RFC 8878 3.1.1.3.2.2).
+__constant__ dmc_i16 dmc_zstd_ll_default[36] = {4, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 2,  2,
+                                                2, 2, 2, 2, 2, 2, 2, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1};
+__constant__ dmc_i16 dmc_zstd_ml_default[53] = {1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,  1,
+                                                1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,  1,
+                                                1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1};
+__constant__ dmc_i16 dmc_zstd_of_default[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1,
+                                                1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1};
+
+__device__ __forceinline__ dmc_u32 dmc_zstd_highbit(dmc_u32 x) { return 31u - (dmc_u32)__clz(x); }
+
+// ---- Backward bit reader (FSE and Huffman bitstreams) ----
+// Bits are numbered from the first byte's least significant bit; reading n bits takes bits
+// [pos-n, pos) as a number (the first bit read is its most significant) and lowers pos. Bits
+// below 0 read as zeros, so a reader may overrun; callers check `pos` at the end. A 64-bit
+// cache holds bits [lo, lo+64) (bytes outside the stream as zeros) and is refilled, with
+// bounds-checked byte loads, when a read reaches below it.
+struct dmc_zbr {
+    const dmc_u8* p;
+    dmc_u32 len;
+    dmc_i64 pos;
+    dmc_i64 lo;
+    dmc_u64 cache;
+};
+
+// Starts a reader on [p, p+len): the last byte's highest set bit marks the end. False when the
+// stream is empty or its last byte is zero.
+__device__ __forceinline__ bool dmc_zbr_init(dmc_zbr* r, const dmc_u8* p, dmc_u32 len) {
+    r->p = p;
+    r->len = len;
+    r->pos = 0;
+    r->cache = 0;
+    r->lo = 1;  // empty: the first read refills
+    if (len == 0) return false;
+    const dmc_u32 last = p[len - 1];
+    if (last == 0) return false;
+    r->pos = (dmc_i64)(len - 1) * 8 + (dmc_i64)dmc_zstd_highbit(last);
+    r->lo = r->pos + 1;
+    return true;
+}
+
+// The n (<= 32) bits below pos, without consuming them.
+__device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
+    if (r->pos <= 0 || n == 0) return 0;
+    if (r->pos - (dmc_i64)n < r->lo) {
+        // Refill: the 8 bytes ending at the byte that holds bit pos-1.
+        const dmc_i64 top = ((r->pos + 7) >> 3);  // one past the last byte needed
+        const dmc_i64 first = top - 8;
+        dmc_u64 v = 0;
+        for (dmc_i64 k = 0; k < 8; k++) {
+            const dmc_i64 i = first + k;
+            if (i >= 0 && i < (dmc_i64)r->len) v |= (dmc_u64)r->p[i] << (8 * k);
+        }
+        r->cache = v;
+        r->lo = first * 8;
+    }
+    // lo <= pos - 57 after a refill, so the shift is in [0, 64 - n].
+    return (dmc_u32)((r->cache >> (r->pos - (dmc_i64)n - r->lo)) & ((1ull << n) - 1));
+}
+
+__device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
+    const dmc_u32 v = dmc_zbr_peek(r, n);
+    r->pos -= (dmc_i64)n;
+    return v;
+}
+
+// ---- FSE ----
+
+// Reads an FSE table description (RFC 8878 4.1.1) from [p, p+avail) into sm->norm.
+// Returns the status; on success *used is the bytes consumed, *log the accuracy log and
+// *max_sym the last symbol described.
+__device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 avail, dmc_u32 log_max,
+                                        dmc_u32 sym_max, dmc_u32* used, dmc_u32* log_out,
+                                        dmc_u32* max_sym) {
+    // Forward bit reader: bits past `avail` read as zeros; the used size is checked at the end.
+    dmc_u64 bitpos = 0;
+    const dmc_u64 total_bits = (dmc_u64)avail * 8;
+#define DMC_ZFWD(n, out)                                                                     \
+    do {                                                                                     \
+        dmc_u32 v_ = 0;                                                                      \
+        for (dmc_u32 k_ = 0; k_ < (n); k_++) {                                               \
+            const dmc_u64 q_ = bitpos + k_;                                                  \
+            if (q_ < total_bits) v_ |= (dmc_u32)((p[q_ >> 3] >> (q_ & 7)) & 1u) << k_;      \
+        }                                                                                    \
+        (out) = v_;                                                                          \
+    } while (0)
+    dmc_u32 v;
+    DMC_ZFWD(4, v);
+    bitpos += 4;
+    const dmc_u32 log = v + 5;
+    if (log > log_max) return DMC_STATUS_CORRUPT;
+    dmc_i32 remaining = (1 << log) + 1;
+    dmc_i32 threshold = 1 << log;
+    dmc_u32 nbits = log + 1;
+    dmc_u32 sym = 0;
+    while (remaining > 1) {
+        if (sym > sym_max) return DMC_STATUS_CORRUPT;
+        const dmc_i32 maxv = (2 * threshold - 1) - remaining;
+        dmc_u32 low;
+        DMC_ZFWD(nbits - 1, low);
+        dmc_i32 value;
+        if ((dmc_i32)low < maxv) {
+            value = (dmc_i32)low;
+            bitpos += nbits - 1;
+        } else {
+            dmc_u32 full;
+            DMC_ZFWD(nbits, full);
+            value = (dmc_i32)full;
+            if (value >= threshold) value -= maxv;
+            bitpos += nbits;
+        }
+        const dmc_i32 count = value - 1;
+        sm->norm[sym++] = (dmc_i16)count;
+        remaining -= count < 0 ? -count : count;
+        if (remaining < 1) return DMC_STATUS_CORRUPT;
+        if (count == 0) {
+            // Repeat flags: 2-bit fields, 3 means "3 more zeros and another field".
+            for (;;) {
+                dmc_u32 rep;
+                DMC_ZFWD(2, rep);
+                bitpos += 2;
+                if (sym + rep > sym_max + 1) return DMC_STATUS_CORRUPT;
+                for (dmc_u32 k = 0; k < rep; k++) sm->norm[sym++] = 0;
+                if (rep != 3) break;
+                if (bitpos > total_bits) return DMC_STATUS_CORRUPT;
+            }
+        }
+        while (remaining < threshold) {
+            nbits--;
+            threshold >>= 1;
+        }
+        if (bitpos > total_bits) return DMC_STATUS_CORRUPT;
+    }
+#undef DMC_ZFWD
+    if (remaining != 1 || bitpos > total_bits) return DMC_STATUS_CORRUPT;
+    *used = (dmc_u32)((bitpos + 7) >> 3);
+    *log_out = log;
+    *max_sym = sym - 1;
+    return DMC_STATUS_OK;
+}
+
+// Builds the FSE decoding table of sm->norm[0..=max_sym] (sum 1 << log) into `table`.
+__device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
+    const dmc_u32 size = 1u << log;
+    const dmc_u32 mask = size - 1;
+    dmc_u32 high = size - 1;
+    for (dmc_u32 s = 0; s <= max_sym; s++) {
+        if (sm->norm[s] == -1) {
+            table[high] = s;
+            high--;
+            sm->next[s] = 1;
+        } else {
+            sm->next[s] = (dmc_u16)sm->norm[s];
+        }
+    }
+    const dmc_u32 step = (size >> 1) + (size >> 3) + 3;
+    dmc_u32 pos = 0;
+    for (dmc_u32 s = 0; s <= max_sym; s++) {
+        const dmc_i32 n = sm->norm[s];
+        for (dmc_i32 i = 0; i < n; i++) {
+            table[pos] = s;
+            do {
+                pos = (pos + step) & mask;
+            } while (pos > high);
+        }
+    }
+    if (pos != 0) return DMC_STATUS_CORRUPT;
+    for (dmc_u32 u = 0; u < size; u++) {
+        const dmc_u32 s = table[u] & 0xFFu;
+        const dmc_u32 nxt = sm->next[s]++;
+        const dmc_u32 nb = log - dmc_zstd_highbit(nxt);
+        const dmc_u32 base = (nxt << nb) - size;
+        table[u] = s | (nb << 8) | (base << 16);
+    }
+    return DMC_STATUS_OK;
+}
+
+// Lane 0: the table of a predefined distribution.
+__device__ dmc_u32 dmc_zstd_build_default(dmc_zstd_smem* sm, dmc_u32* table, const dmc_i16* dist, dmc_u32 n,
+                                          dmc_u32 log) {
+    for (dmc_u32 s = 0; s < n; s++) sm->norm[s] = dist[s];
+    return dmc_zstd_build_fse(sm, table, log, n - 1);
+}
+
+// ---- Huffman ----
+
+// Lane 0: reads a Huffman tree description at [p, p+avail) and builds sm->huf.
+// Returns the status; *used bytes consumed, *log the maximum code length.
+__device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 avail, dmc_u32* used,
+                                         dmc_u32* log_out) {
+    if (avail < 1) return DMC_STATUS_CORRUPT;
+    const dmc_u32 hb = p[0];
+    dmc_u32 n = 0;  // weights described (the last one is implied)
+    if (hb < 128) {
+        if (hb == 0 || hb > avail - 1) return DMC_STATUS_CORRUPT;
+        dmc_u32 nc_used = 0, wlog = 0, wmax = 0;
+        dmc_u32 st = dmc_zstd_read_ncount(sm, p + 1, hb, 6, 12, &nc_used, &wlog, &wmax);
+        if (st != DMC_STATUS_OK) return st;
+        st = dmc_zstd_build_fse(sm, sm->wt, wlog, wmax);
+        if (st != DMC_STATUS_OK) return st;
+        if (nc_used >= hb) return DMC_STATUS_CORRUPT;
+        dmc_zbr r;
+        if (!dmc_zbr_init(&r, p + 1 + nc_used, hb - nc_used)) return DMC_STATUS_CORRUPT;
+        dmc_u32 s1 = dmc_zbr_read(&r, wlog);
+        dmc_u32 s2 = dmc_zbr_read(&r, wlog);
+        // Two interleaved states; when an update overruns the stream the other state's symbol
+        // is the last one.
+        for (;;) {
+            if (n >= 255) return DMC_STATUS_CORRUPT;
+            dmc_u32 e = sm->wt[s1];
+            sm->weights[n++] = (dmc_u8)(e & 0xFF);
+            s1 = (e >> 16) + dmc_zbr_read(&r, (e >> 8) & 0xFF);
+            if (r.pos < 0) {
+                if (n >= 255) return DMC_STATUS_CORRUPT;
+                sm->weights[n++] = (dmc_u8)(sm->wt[s2] & 0xFF);
+                break;
+            }
+            if (n >= 255) return DMC_STATUS_CORRUPT;
+            e = sm->wt[s2];
+            sm->weights[n++] = (dmc_u8)(e & 0xFF);
+            s2 = (e >> 16) + dmc_zbr_read(&r, (e >> 8) & 0xFF);
+            if (r.pos < 0) {
+                if (n >= 255) return DMC_STATUS_CORRUPT;
+                sm->weights[n++] = (dmc_u8)(sm->wt[s1] & 0xFF);
+                break;
+            }
+        }
+        *used = 1 + hb;
+    } else {
+        n = hb - 127;
+        const dmc_u32 bytes = (n + 1) / 2;
+        if (bytes > avail - 1) return DMC_STATUS_CORRUPT;
+        for (dmc_u32 i = 0; i < n; i++) {
+            const dmc_u32 b = p[1 + i / 2];
+            sm->weights[i] = (dmc_u8)((i & 1) ? (b & 15) : (b >> 4));
+        }
+        *used = 1 + bytes;
+    }
+    // The implied last weight completes the sum of 2^(w-1) to a power of two.
+    dmc_u32 sum = 0;
+    for (dmc_u32 i = 0; i < n; i++) {
+        const dmc_u32 w = sm->weights[i];
+        if (w > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
+        if (w) sum += 1u << (w - 1);
+    }
+    if (sum == 0) return DMC_STATUS_CORRUPT;
+    const dmc_u32 log = dmc_zstd_highbit(sum) + 1;
+    if (log > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
+    const dmc_u32 rest = (1u << log) - sum;
+    if (rest & (rest - 1)) return DMC_STATUS_CORRUPT;
+    sm->weights[n] = (dmc_u8)(dmc_zstd_highbit(rest) + 1);
+    const dmc_u32 nsym = n + 1;
+    // Codes in order of increasing weight, symbols in natural order within a weight: a symbol
+    // of weight w fills 2^(w-1) consecutive entries of the 2^log-entry table.
+    dmc_u32 idx = 0;
+    for (dmc_u32 w = 1; w <= log; w++) {
+        const dmc_u32 span = 1u << (w - 1);
+        const dmc_u32 entry = ((log + 1 - w) << 8);
+        for (dmc_u32 s = 0; s < nsym; s++) {
+            if (sm->weights[s] != w) continue;
+            for (dmc_u32 k = 0; k < span; k++) sm->huf[idx + k] = (dmc_u16)(entry | s);
+            idx += span;
+        }
+    }
+    if (idx != (1u << log)) return DMC_STATUS_CORRUPT;
+    *log_out = log;
+    return DMC_STATUS_OK;
+}
+
+// One lane: decodes `count` Huffman-coded literals of the stream [p, p+len) into out.
+__device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, const dmc_u8* p, dmc_u32 len,
+                                       dmc_u8* out, dmc_u32 count) {
+    dmc_zbr r;
+    if (!dmc_zbr_init(&r, p, len)) return DMC_STATUS_CORRUPT;
+    for (dmc_u32 i = 0; i < count; i++) {
+        const dmc_u32 e = sm->huf[dmc_zbr_peek(&r, log)];
+        out[i] = (dmc_u8)(e & 0xFF);
+        r.pos -= (dmc_i64)(e >> 8);
+        if (r.pos < 0) return DMC_STATUS_CORRUPT;
+    }
+    return r.pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+}
+
+// ---- Copies (all 32 lanes) ----
+
+// Match copy: out[op..op+len) = the bytes `dist` back, overlap-safe (byte j comes from
+// op-dist+(j mod dist), always before op). The caller synchronised the warp first.
+__device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
+    const dmc_u32 base = op - dist;
+    for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) {
+        const dmc_u32 k = j < dist ? j : j % dist;
+        out[op + j] = out[base + k];
+    }
+}
+
+// Literal source of a block: raw bytes in the input, one RLE byte, or Huffman-decoded bytes in
+// the output's tail.
+struct dmc_zstd_lits {
+    const dmc_u8* src;  // raw: input bytes; huffman: out + tail position
+    dmc_u32 size;       // regenerated size
+    dmc_u32 used;       // literals consumed so far
+    dmc_u32 tail;       // huffman: position of the literals in the output; else 0
+    dmc_u8 rle;
+    dmc_u8 kind;  // 0 raw, 1 rle, 2 in the output's tail
+};
+
+// Copies the next n literals to out[op..). In-tail literals may overlap the target when the
+// front is close behind them (the target is always at or before the source): then the copy
+// goes in rounds of 32 bytes, each round's loads ordered before its stores.
+__device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_zstd_lits* L, dmc_u32 n,
+                                                   dmc_u32 lane) {
+    if (L->kind == 1) {
+        for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = L->rle;
+    } else if (L->kind == 0 || L->tail + L->used - op >= n) {
+        const dmc_u8* s = L->src + L->used;
+        for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
+    } else {
+        const dmc_u8* s = L->src + L->used;
+        for (dmc_u32 j0 = 0; j0 < n; j0 += DMC_WARP_SIZE) {
+            const dmc_u32 j = j0 + lane;
+            const dmc_u8 v = j < n ? s[j] : 0;
+            __syncwarp();
+            if (j < n) out[op + j] = v;
+        }
+    }
+    L->used += n;
+}
+
+// ---- XXH64 (seed 0) of out[0..len), accumulators on lanes 0..3 ----
+#define DMC_XXP1 0x9E3779B185EBCA87ull
+#define DMC_XXP2 0xC2B2AE3D27D4EB4Full
+#define DMC_XXP3 0x165667B19E3779F9ull
+#define DMC_XXP4 0x85EBCA77C2B2AE63ull
+#define DMC_XXP5 0x27D4EB2F165667C5ull
+
+__device__ __forceinline__ dmc_u64 dmc_rotl64(dmc_u64 x, dmc_u32 r) { return (x << r) | (x >> (64 - r)); }
+__device__ __forceinline__ dmc_u64 dmc_xx_round(dmc_u64 acc, dmc_u64 in) {
+    acc += in * DMC_XXP2;
+    acc = dmc_rotl64(acc, 31);
+    return acc * DMC_XXP1;
+}
+__device__ __forceinline__ dmc_u64 dmc_xx_merge(dmc_u64 acc, dmc_u64 v) {
+    acc ^= dmc_xx_round(0, v);
+    return acc * DMC_XXP1 + DMC_XXP4;
+}
+__device__ __forceinline__ dmc_u64 dmc_load_le64(const dmc_u8* p) {
+    return (dmc_u64)dmc_load_le32(p) | ((dmc_u64)dmc_load_le32(p + 4) << 32);
+}
+
+// All lanes call; all lanes return the hash.
+__device__ dmc_u64 dmc_zstd_xxh64(const dmc_u8* p, dmc_u64 len, dmc_u32 lane) {
+    const dmc_u64 stripes = len / 32;
+    dmc_u64 acc = 0;
+    if (lane < 4) {
+        const dmc_u64 init[4] = {DMC_XXP1 + DMC_XXP2, DMC_XXP2, 0, 0 - DMC_XXP1};
+        acc = init[lane];
+        for (dmc_u64 k = 0; k < stripes; k++) acc = dmc_xx_round(acc, dmc_load_le64(p + 32 * k + 8 * lane));
+    }
+    const dmc_u64 v1 = __shfl_sync(0xffffffffu, acc, 0);
+    const dmc_u64 v2 = __shfl_sync(0xffffffffu, acc, 1);
+    const dmc_u64 v3 = __shfl_sync(0xffffffffu, acc, 2);
+    const dmc_u64 v4 = __shfl_sync(0xffffffffu, acc, 3);
+    dmc_u64 h;
+    if (stripes > 0) {
+        h = dmc_rotl64(v1, 1) + dmc_rotl64(v2, 7) + dmc_rotl64(v3, 12) + dmc_rotl64(v4, 18);
+        h = dmc_xx_merge(h, v1);
+        h = dmc_xx_merge(h, v2);
+        h = dmc_xx_merge(h, v3);
+        h = dmc_xx_merge(h, v4);
+    } else {
+        h = DMC_XXP5;
+    }
+    h += len;
+    dmc_u64 i = stripes * 32;
+    for (; i + 8 <= len; i += 8) {
+        h ^= dmc_xx_round(0, dmc_load_le64(p + i));
+        h = dmc_rotl64(h, 27) * DMC_XXP1 + DMC_XXP4;
+    }
+    if (i + 4 <= len) {
+        h ^= (dmc_u64)dmc_load_le32(p + i) * DMC_XXP1;
+        h = dmc_rotl64(h, 23) * DMC_XXP2 + DMC_XXP3;
+        i += 4;
+    }
+    for (; i < len; i++) {
+        h ^= (dmc_u64)p[i] * DMC_XXP5;
+        h = dmc_rotl64(h, 11) * DMC_XXP1;
+    }
+    h ^= h >> 33;
+    h *= DMC_XXP2;
+    h ^= h >> 29;
+    h *= DMC_XXP3;
+    h ^= h >> 32;
+    return h;
+}
+
+// ---- Blocks and frames ----
+
+// Decoding state carried across the blocks of a frame (identical in every lane).
+struct dmc_zstd_frame_state {
+    dmc_u32 frame_start;  // output position of the frame's first byte
+    dmc_u32 block_max;
+    dmc_u32 rep[3];
+    dmc_u32 huf_log;  // 0: no Huffman table yet
+    // Per sequence table: 0 none yet, 1 predefined, 2 other; and its accuracy log.
+    dmc_u32 tag[3];
+    dmc_u32 log[3];
+};
+
+// Sets up one sequence table (mode 0 predefined, 1 RLE, 2 FSE, 3 repeat). kind: 0 LL, 1 OF, 2 ML.
+__device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, dmc_u32 kind, dmc_u32 mode,
+                                      const dmc_u8* b, dmc_u32 n, dmc_u32* bp, dmc_u32 lane) {
+    dmc_u32* table = kind == 0 ? sm->ll : (kind == 1 ? sm->of : sm->ml);
+    const dmc_u32 sym_max = kind == 0 ? DMC_ZSTD_LL_MAX_SYM : (kind == 1 ? DMC_ZSTD_OF_MAX_SYM : DMC_ZSTD_ML_MAX_SYM);
+    const dmc_u32 log_max = kind == 0 ? DMC_ZSTD_LL_LOG_MAX : (kind == 1 ? DMC_ZSTD_OF_LOG_MAX : DMC_ZSTD_ML_LOG_MAX);
+    if (mode == 3) return fs->tag[kind] != 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+    if (mode == 0) {
+        if (fs->tag[kind] == 1) return DMC_STATUS_OK;  // the table already holds it
+        __syncwarp();
+        if (lane == 0) {
+            dmc_u32 s;
+            if (kind == 0) s = dmc_zstd_build_default(sm, table, dmc_zstd_ll_default, 36, 6);
+            else if (kind == 1) s = dmc_zstd_build_default(sm, table, dmc_zstd_of_default, 29, 5);
+            else s = dmc_zstd_build_default(sm, table, dmc_zstd_ml_default, 53, 6);
+            sm->res[0] = s;
+        }
+        __syncwarp();
+        if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
+        fs->tag[kind] = 1;
+        fs->log[kind] = kind == 1 ? 5 : 6;
+        return DMC_STATUS_OK;
+    }
+    if (mode == 1) {
+        if (*bp >= n) return DMC_STATUS_CORRUPT;
+        const dmc_u32 sym = b[*bp];
+        *bp += 1;
+        if (sym > sym_max) return DMC_STATUS_CORRUPT;
+        __syncwarp();
+        if (lane == 0) table[0] = sym;
+        __syncwarp();
+        fs->tag[kind] = 2;
+        fs->log[kind] = 0;
+        return DMC_STATUS_OK;
+    }
+    // FSE-compressed description.
+    if (*bp >= n) return DMC_STATUS_CORRUPT;
+    __syncwarp();
+    if (lane == 0) {
+        dmc_u32 used = 0, log = 0, msym = 0;
+        dmc_u32 s = dmc_zstd_read_ncount(sm, b + *bp, n - *bp, log_max, sym_max, &used, &log, &msym);
+        if (s == DMC_STATUS_OK) s = dmc_zstd_build_fse(sm, table, log, msym);
+        sm->res[0] = s;
+        sm->res[1] = used;
+        sm->res[2] = log;
+    }
+    __syncwarp();
+    if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
+    *bp += sm->res[1];
+    fs->tag[kind] = 2;
+    fs->log[kind] = sm->res[2];
+    return DMC_STATUS_OK;
+}
+
+// Decodes one compressed block b[0..n) to out[*op..). out_len bounds the job's output.
+__device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, const dmc_u8* b, dmc_u32 n,
+                                  dmc_u8* out, dmc_u32 out_len, dmc_u32* op_io, dmc_u32 lane) {
+    dmc_u32 op = *op_io;
+    if (n < 1) return DMC_STATUS_CORRUPT;
+    // ---- Literals section ----
+    const dmc_u32 b0 = b[0];
+    const dmc_u32 ltype = b0 & 3;
+    const dmc_u32 sf = (b0 >> 2) & 3;
+    dmc_zstd_lits L;
+    L.used = 0;
+    L.tail = 0;
+    L.rle = 0;
+    dmc_u32 bp;
+    if (ltype <= 1) {
+        dmc_u32 hs, regen;
+        if (sf == 0 || sf == 2) {
+            hs = 1;
+            regen = b0 >> 3;
+        } else if (sf == 1) {
+            hs = 2;
+            if (n < 2) return DMC_STATUS_CORRUPT;
+            regen = (b0 >> 4) + ((dmc_u32)b[1] << 4);
+        } else {
+            hs = 3;
+            if (n < 3) return DMC_STATUS_CORRUPT;
+            regen = (b0 >> 4) + ((dmc_u32)b[1] << 4) + ((dmc_u32)b[2] << 12);
+        }
+        if (regen > fs->block_max) return DMC_STATUS_CORRUPT;
+        L.size = regen;
+        if (ltype == 0) {
+            if (regen > n - hs) return DMC_STATUS_CORRUPT;
+            L.kind = 0;
+            L.src = b + hs;
+            bp = hs + regen;
+        } else {
+            if (hs >= n) return DMC_STATUS_CORRUPT;
+            L.kind = 1;
+            L.src = b;
+            L.rle = b[hs];
+            bp = hs + 1;
+        }
+    } else {
+        dmc_u32 hs, regen, csize, streams;
+        if (sf <= 1) {
+            hs = 3;
+            if (n < 3) return DMC_STATUS_CORRUPT;
+            const dmc_u32 h = b0 | ((dmc_u32)b[1] << 8) | ((dmc_u32)b[2] << 16);
+            regen = (h >> 4) & 0x3FF;
+            csize = (h >> 14) & 0x3FF;
+            streams = sf == 0 ? 1 : 4;
+        } else if (sf == 2) {
+            hs = 4;
+            if (n < 4) return DMC_STATUS_CORRUPT;
+            const dmc_u32 h = dmc_load_le32(b);
+            regen = (h >> 4) & 0x3FFF;
+            csize = h >> 18;
+            streams = 4;
+        } else {
+            hs = 5;
+            if (n < 5) return DMC_STATUS_CORRUPT;
+            const dmc_u32 h = dmc_load_le32(b);
+            regen = (h >> 4) & 0x3FFFF;
+            csize = (h >> 22) + ((dmc_u32)b[4] << 10);
+            streams = 4;
+        }
+        if (regen > fs->block_max) return DMC_STATUS_CORRUPT;
+        if (csize > n - hs) return DMC_STATUS_CORRUPT;
+        const dmc_u8* c = b + hs;
+        dmc_u32 th = 0;
+        if (ltype == 2) {
+            __syncwarp();  // earlier readers of the Huffman table are done
+            if (lane == 0) {
+                dmc_u32 used = 0, log = 0;
+                const dmc_u32 s = dmc_zstd_read_huffman(sm, c, csize, &used, &log);
+                sm->res[0] = s;
+                sm->res[1] = used;
+                sm->res[2] = log;
+            }
+            __syncwarp();
+            if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
+            th = sm->res[1];
+            fs->huf_log = sm->res[2];
+        } else if (fs->huf_log == 0) {
+            return DMC_STATUS_CORRUPT;  // treeless literals without an earlier table
+        }
+        if (th > csize) return DMC_STATUS_CORRUPT;
+        // The literals go to the tail of the output range.
+        if (regen > out_len - op) return DMC_STATUS_DST_OVERFLOW;
+        const dmc_u32 tail = out_len - regen;
+        dmc_u8* lit = out + tail;
+        const dmc_u8* sp = c + th;
+        const dmc_u32 slen = csize - th;
+        dmc_u32 st = DMC_STATUS_OK;
+        if (streams == 1) {
+            if (lane == 0) st = dmc_zstd_huf_stream(sm, fs->huf_log, sp, slen, lit, regen);
+        } else {
+            if (slen < 6) return DMC_STATUS_CORRUPT;
+            const dmc_u32 s1 = dmc_load_le16(sp), s2 = dmc_load_le16(sp + 2), s3 = dmc_load_le16(sp + 4);
+            if (s1 + s2 + s3 > slen - 6) return DMC_STATUS_CORRUPT;
+            const dmc_u32 seg = (regen + 3) / 4;
+            if (3 * seg > regen) return DMC_STATUS_CORRUPT;
+            if (lane < 4) {
+                dmc_u32 start = 6, len = s1, cnt = seg;
+                if (lane >= 1) start += s1;
+                if (lane >= 2) start += s2;
+                if (lane >= 3) start += s3;
+                if (lane == 1) len = s2;
+                if (lane == 2) len = s3;
+                if (lane == 3) {
+                    len = slen - 6 - s1 - s2 - s3;
+                    cnt = regen - 3 * seg;
+                }
+                st = dmc_zstd_huf_stream(sm, fs->huf_log, sp + start, len, lit + lane * seg, cnt);
+            }
+        }
+        const bool bad = __any_sync(0xffffffffu, st != DMC_STATUS_OK);
+        if (bad) return DMC_STATUS_CORRUPT;
+        __syncwarp();  // the decoded literals are visible to every lane
+        L.kind = 2;
+        L.src = lit;
+        L.tail = tail;
+        L.size = regen;
+        bp = hs + csize;
+    }
+    // ---- Sequences section ----
+    if (bp >= n) return DMC_STATUS_CORRUPT;
+    dmc_u32 nseq = b[bp++];
+    if (nseq >= 128) {
+        if (bp >= n) return DMC_STATUS_CORRUPT;
+        if (nseq < 255) {
+            nseq = ((nseq - 128) << 8) + b[bp++];
+        } else {
+            if (n - bp < 2) return DMC_STATUS_CORRUPT;
+            nseq = b[bp] + ((dmc_u32)b[bp + 1] << 8) + 0x7F00;
+            bp += 2;
+        }
+    }
+    dmc_u32 block_out = 0;
+    if (nseq > 0) {
+        if (bp >= n) return DMC_STATUS_CORRUPT;
+        const dmc_u32 modes = b[bp++];
+        if (modes & 3) return DMC_STATUS_CORRUPT;
+        dmc_u32 st = dmc_zstd_seq_table(sm, fs, 0, modes >> 6, b, n, &bp, lane);
+        if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 1, (modes >> 4) & 3, b, n, &bp, lane);
+        if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 2, (modes >> 2) & 3, b, n, &bp, lane);
+        if (st != DMC_STATUS_OK) return st;
+        dmc_zbr r;
+        if (bp >= n || !dmc_zbr_init(&r, b + bp, n - bp)) return DMC_STATUS_CORRUPT;
+        dmc_u32 sll = dmc_zbr_read(&r, fs->log[0]);
+        dmc_u32 sof = dmc_zbr_read(&r, fs->log[1]);
+        dmc_u32 sml = dmc_zbr_read(&r, fs->log[2]);
+        for (dmc_u32 i = 0; i < nseq; i++) {
+            const dmc_u32 ell = sm->ll[sll], eof = sm->of[sof], eml = sm->ml[sml];
+            const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
+            const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
+            const dmc_u32 ml = dmc_zstd_ml_base[mlc] + dmc_zbr_read(&r, dmc_zstd_ml_bits[mlc]);
+            const dmc_u32 ll = dmc_zstd_ll_base[llc] + dmc_zbr_read(&r, dmc_zstd_ll_bits[llc]);
+            if (i + 1 < nseq) {
+                sll = (ell >> 16) + dmc_zbr_read(&r, (ell >> 8) & 0xFF);
+                sml = (eml >> 16) + dmc_zbr_read(&r, (eml >> 8) & 0xFF);
+                sof = (eof >> 16) + dmc_zbr_read(&r, (eof >> 8) & 0xFF);
+            }
+            if (r.pos < 0) return DMC_STATUS_CORRUPT;
+            // Repeat offsets.
+            dmc_u32 off;
+            if (ofv > 3) {
+                off = ofv - 3;
+                fs->rep[2] = fs->rep[1];
+                fs->rep[1] = fs->rep[0];
+                fs->rep[0] = off;
+            } else {
+                const dmc_u32 idx = ofv - 1 + (ll == 0 ? 1u : 0u);
+                if (idx == 0) {
+                    off = fs->rep[0];
+                } else {
+                    off = idx == 3 ? fs->rep[0] - 1 : fs->rep[idx];
+                    if (idx != 1) fs->rep[2] = fs->rep[1];
+                    fs->rep[1] = fs->rep[0];
+                    fs->rep[0] = off;
+                }
+            }
+            // Execute: literals, then the match.
+            if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
+            if (ll > out_len - op) return DMC_STATUS_DST_OVERFLOW;
+            block_out += ll + ml;
+            if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
+            dmc_zstd_copy_lits(out, op, &L, ll, lane);
+            op += ll;
+            // The match may not reach the literals still to copy (in-tail literals) nor past
+            // the output range.
+            const dmc_u32 limit = L.kind == 2 ? L.tail + L.used : out_len;
+            if (ml > limit - op) return DMC_STATUS_DST_OVERFLOW;
+            if (off == 0 || off > op - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
+            __syncwarp();  // this match reads bytes other lanes just wrote
+            dmc_zstd_match(out, op, off, ml, lane);
+            op += ml;
+        }
+        if (r.pos != 0) return DMC_STATUS_CORRUPT;
+    } else if (bp != n) {
+        return DMC_STATUS_CORRUPT;
+    }
+    // Last literals.
+    const dmc_u32 rest = L.size - L.used;
+    if (rest > out_len - op) return DMC_STATUS_DST_OVERFLOW;
+    block_out += rest;
+    if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
+    dmc_zstd_copy_lits(out, op, &L, rest, lane);
+    op += rest;
+    __syncwarp();  // the next block's matches read these bytes
+    *op_io = op;
+    return DMC_STATUS_OK;
+}
+
+// Decodes one frame whose magic number was consumed; in[*ip..) is its header.
+__device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 in_len, dmc_u32* ip_io, dmc_u8* out,
+                                  dmc_u32 out_len, dmc_u32* op_io, bool verify, dmc_u32 lane) {
+    dmc_u32 ip = *ip_io;
+    if (ip >= in_len) return DMC_STATUS_SRC_TRUNCATED;
+    const dmc_u32 fhd = in[ip++];
+    if (fhd & 0x08) return DMC_STATUS_CORRUPT;  // reserved bit
+    const dmc_u32 fcs_flag = fhd >> 6;
+    const bool single = (fhd >> 5) & 1;
+    const bool has_checksum = (fhd >> 2) & 1;
+    const dmc_u32 did_flag = fhd & 3;
+    const dmc_u32 did_size = did_flag == 3 ? 4 : did_flag;
+    const dmc_u32 fcs_size = fcs_flag == 0 ? (single ? 1 : 0) : (1u << fcs_flag);
+    const dmc_u32 hdr = (single ? 0 : 1) + did_size + fcs_size;
+    if (hdr > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
+    dmc_u64 window = 0;
+    if (!single) {
+        const dmc_u32 wd = in[ip++];
+        const dmc_u32 wlog = 10 + (wd >> 3);
+        const dmc_u64 wbase = 1ull << wlog;
+        window = wbase + (wbase >> 3) * (wd & 7);
+    }
+    dmc_u32 did = 0;
+    for (dmc_u32 k = 0; k < did_size; k++) did |= (dmc_u32)in[ip + k] << (8 * k);
+    ip += did_size;
+    if (did != 0) return DMC_STATUS_UNSUPPORTED;
+    dmc_u64 fcs = 0;
+    for (dmc_u32 k = 0; k < fcs_size; k++) fcs |= (dmc_u64)in[ip + k] << (8 * k);
+    if (fcs_size == 2) fcs += 256;
+    ip += fcs_size;
+    const bool has_fcs = fcs_size > 0;
+    if (single) window = fcs;
+    dmc_zstd_frame_state fs;
+    fs.frame_start = *op_io;
+    fs.block_max = (dmc_u32)dmc_min_u64(window, DMC_ZSTD_BLOCK_MAX);
+    fs.rep[0] = 1;
+    fs.rep[1] = 4;
+    fs.rep[2] = 8;
+    fs.huf_log = 0;
+    for (int k = 0; k < 3; k++) {
+        fs.tag[k] = 0;
+        fs.log[k] = 0;
+    }
+    dmc_u32 op = *op_io;
+    for (;;) {
+        if (in_len - ip < 3) return DMC_STATUS_SRC_TRUNCATED;
+        const dmc_u32 bh = in[ip] | ((dmc_u32)in[ip + 1] << 8) | ((dmc_u32)in[ip + 2] << 16);
+        ip += 3;
+        const bool last = bh & 1;
+        const dmc_u32 btype = (bh >> 1) & 3;
+        const dmc_u32 bsize = bh >> 3;
+        if (btype == 3) return DMC_STATUS_CORRUPT;
+        if (bsize > fs.block_max) return DMC_STATUS_CORRUPT;
+        if (btype == 0) {
+            if (bsize > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
+            if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
+            for (dmc_u32 j = lane; j < bsize; j += DMC_WARP_SIZE) out[op + j] = in[ip + j];
+            ip += bsize;
+            op += bsize;
+        } else if (btype == 1) {
+            if (in_len - ip < 1) return DMC_STATUS_SRC_TRUNCATED;
+            if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
+            const dmc_u8 v = in[ip];
+            for (dmc_u32 j = lane; j < bsize; j += DMC_WARP_SIZE) out[op + j] = v;
+            ip += 1;
+            op += bsize;
+        } else {
+            if (bsize > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
+            __syncwarp();  // earlier raw/RLE bytes are visible to this block's matches
+            const dmc_u32 st = dmc_zstd_block(sm, &fs, in + ip, bsize, out, out_len, &op, lane);
+            if (st != DMC_STATUS_OK) return st;
+            ip += bsize;
+        }
+        if (last) break;
+    }
+    __syncwarp();
+    if (has_fcs && (dmc_u64)(op - fs.frame_start) != fcs) return DMC_STATUS_SIZE_MISMATCH;
+    if (has_checksum) {
+        if (in_len - ip < 4) return DMC_STATUS_SRC_TRUNCATED;
+        if (verify) {
+            const dmc_u64 h = dmc_zstd_xxh64(out + fs.frame_start, op - fs.frame_start, lane);
+            if ((dmc_u32)h != dmc_load_le32(in + ip)) return DMC_STATUS_CHECKSUM_MISMATCH;
+        }
+        ip += 4;
+    }
+    *ip_io = ip;
+    *op_io = op;
+    return DMC_STATUS_OK;
+}
+
+extern "C" __global__ void __launch_bounds__(DMC_ZSTD_WARPS_PER_BLOCK * DMC_WARP_SIZE)
+dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
+                dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
+                dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
+    __shared__ dmc_zstd_smem smem[DMC_ZSTD_WARPS_PER_BLOCK];
+    const dmc_u32 warp = blockIdx.x * DMC_ZSTD_WARPS_PER_BLOCK + (threadIdx.x / DMC_WARP_SIZE);
+    const dmc_u32 lane = dmc_lane();
+    if (warp >= n_ids) return;  // whole warp leaves together
+    const dmc_u32 sid = ids[warp];
+    const dmc_stream s = streams[sid];
+    if (!dmc_stream_ok(s, sid, src_total, dst_total, lane == 0, status, actual)) return;
+    dmc_zstd_smem* sm = &smem[threadIdx.x / DMC_WARP_SIZE];
+    const dmc_u8* in = src_base + s.src_off;
+    dmc_u8* out = dst_base + s.dst_off;
+    const dmc_u32 in_len = s.src_len;
+    const dmc_u32 out_len = s.dst_len;
+    const bool verify = (s.flags & DMC_ZSTD_VERIFY_CHECKSUM) != 0;
+    dmc_u32 ip = 0, op = 0;
+    dmc_u32 st = in_len == 0 ? DMC_STATUS_SRC_TRUNCATED : DMC_STATUS_OK;
+    while (st == DMC_STATUS_OK && ip < in_len) {
+        if (in_len - ip < 4) {
+            st = DMC_STATUS_SRC_TRUNCATED;
+            break;
+        }
+        const dmc_u32 magic = dmc_load_le32(in + ip);
+        ip += 4;
+        if ((magic & 0xFFFFFFF0u) == 0x184D2A50u) {  // skippable frame
+            if (in_len - ip < 4) {
+                st = DMC_STATUS_SRC_TRUNCATED;
+                break;
+            }
+            const dmc_u32 size = dmc_load_le32(in + ip);
+            ip += 4;
+            if (size > in_len - ip) {
+                st = DMC_STATUS_SRC_TRUNCATED;
+                break;
+            }
+            ip += size;
+            continue;
+        }
+        if (magic != DMC_ZSTD_MAGIC) {
+            st = DMC_STATUS_CORRUPT;
+            break;
+        }
+        st = dmc_zstd_frame(sm, in, in_len, &ip, out, out_len, &op, verify, lane);
+    }
+    if (st == DMC_STATUS_OK && op != out_len) st = DMC_STATUS_SIZE_MISMATCH;
+    if (lane == 0) {
+        status[sid] = st;
+        actual[sid] = op;
+    }
+}
+
+#ifdef DMC_EMULATE
+DMC_EMU_LAUNCHER(dmc_zstd_decode,
+                 (const dmc_u8* src_base, dmc_u64 src_total, dmc_u8* dst_base, dmc_u64 dst_total,
+                  const dmc_stream* streams, const dmc_u32* ids, dmc_u32 n_ids, dmc_u32* status,
+                  dmc_u32* actual),
+                 (src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual))
+#endif
