@@ -300,6 +300,35 @@ mod tests {
         assert!(a0.requests.contains(&2));
     }
 
+    proptest::proptest! {
+        /// A merged read holds every range it serves, is at most `max_size` long unless it is a
+        /// single range, and reads no unwanted gap wider than `max_gap`.
+        #[test]
+        fn coalescing_never_reads_more_than_the_policy_allows(
+            raw in proptest::collection::vec((0u64..1 << 20, 1u64..1 << 16), 1..60),
+            max_gap in 0u64..1 << 17,
+            max_size in 1u64..1 << 20,
+        ) {
+            let ranges: Vec<Range<u64>> = raw.iter().map(|&(s, n)| s..s + n).collect();
+            let (merged, owner) = coalesce(&ranges, max_gap, max_size);
+            for (r, &m) in ranges.iter().zip(&owner) {
+                proptest::prop_assert!(merged[m].start <= r.start && r.end <= merged[m].end);
+            }
+            for (m, read) in merged.iter().enumerate() {
+                let mut mine: Vec<&Range<u64>> = ranges.iter().zip(&owner).filter(|(_, o)| **o == m).map(|(r, _)| r).collect();
+                mine.sort_by_key(|r| r.start);
+                proptest::prop_assert!(mine.len() == 1 || read.end - read.start <= max_size);
+                proptest::prop_assert_eq!(read.start, mine[0].start);
+                let mut covered = mine[0].end;
+                for r in &mine[1..] {
+                    proptest::prop_assert!(r.start <= covered + max_gap, "a gap wider than {}", max_gap);
+                    covered = covered.max(r.end);
+                }
+                proptest::prop_assert_eq!(read.end, covered);
+            }
+        }
+    }
+
     #[test]
     fn coalesce_keeps_overlaps_inside() {
         let ranges = vec![0..100, 50..80];

@@ -44,7 +44,6 @@ struct Counters {
     timeouts: AtomicU64,
     hedges: AtomicU64,
     hedge_wins: AtomicU64,
-    short_bodies: AtomicU64,
     failures: AtomicU64,
     in_flight: AtomicU64,
     in_flight_max: AtomicU64,
@@ -110,7 +109,7 @@ impl Latency {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StoreStats {
-    /// The store's URL.
+    /// The store's URL (with the endpoint it is reached at, where one was given).
     pub url: String,
     /// Requests sent: every attempt, retries and hedges included.
     pub requests: u64,
@@ -125,10 +124,8 @@ pub struct StoreStats {
     pub hedges: u64,
     /// Hedges whose answer came first.
     pub hedge_wins: u64,
-    /// Answers that held fewer (or more) bytes than the range asked for; each was retried.
-    pub short_bodies: u64,
-    /// Reads that failed for good (retries or the deadline exhausted, or a permanent error
-    /// such as 403 after its first answer is not counted here).
+    /// Reads that failed after retrying (retries or the deadline exhausted). Failures that are
+    /// not retried (404, 403) are not counted here.
     pub failures: u64,
     /// The most requests in flight at once.
     pub in_flight_max: u64,
@@ -194,10 +191,13 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Whether a failed request may succeed when repeated: throttling, 5xx, timeouts, resets and
-/// short bodies are marked temporary by opendal or by [`Remote`]; 403, 404 and 416 are not.
+/// Whether a failed request may succeed when repeated: what opendal or [`Remote`] marks
+/// temporary (throttling, 5xx, timeouts, resets, short bodies), and any unexpected failure
+/// (an answer shorter or longer than the range asked for, a garbled answer, an unknown status).
+/// Answers that say something definite about the object or the store (404, 403, 416, a bad
+/// configuration) are not retried.
 fn retryable(e: &opendal::Error) -> bool {
-    e.is_temporary() || e.kind() == ErrorKind::RateLimited
+    e.is_temporary() || matches!(e.kind(), ErrorKind::RateLimited | ErrorKind::Unexpected)
 }
 
 /// A small, fast random source for backoff jitter (splitmix64 over a shared counter).
@@ -254,7 +254,6 @@ impl Remote {
             timeouts: c.timeouts.load(Relaxed),
             hedges: c.hedges.load(Relaxed),
             hedge_wins: c.hedge_wins.load(Relaxed),
-            short_bodies: c.short_bodies.load(Relaxed),
             failures: c.failures.load(Relaxed),
             in_flight_max: c.in_flight_max.load(Relaxed),
             bytes_in_flight_max: c.bytes_in_flight_max.load(Relaxed),
@@ -290,7 +289,6 @@ impl Remote {
                 if let Some(r) = &range
                     && bytes.len() as u64 != r.end - r.start
                 {
-                    counters.short_bodies.fetch_add(1, Relaxed);
                     return Err(opendal::Error::new(
                         ErrorKind::RangeNotSatisfied,
                         format!("{} bytes returned for range {}..{} of {path}", bytes.len(), r.start, r.end),

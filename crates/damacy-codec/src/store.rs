@@ -306,7 +306,12 @@ impl Store {
             // Registers opendal's default HTTP transport (reqwest, rustls) once per process.
             opendal::install_default();
             let operator = build_operator(kind, url, rest, options, &policy)?;
-            let r = Arc::new(Remote::new(operator, url, policy));
+            // Errors name the store and, where one was given, the endpoint it is reached at.
+            let name = match (&options.endpoint, kind) {
+                (Some(ep), StoreKind::S3 | StoreKind::Gcs | StoreKind::Azure) => format!("{url} at {ep}"),
+                _ => url.to_owned(),
+            };
+            let r = Arc::new(Remote::new(operator, &name, policy));
             remote = Some(r.clone());
             Arc::new(OpendalStorage { remote: r })
         };
