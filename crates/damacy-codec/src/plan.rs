@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use zarrs_storage::StoreKey;
 
 use crate::array::{ArrayHandle, OutOfBounds};
@@ -265,7 +264,8 @@ pub(crate) fn region_targets(array: &ArrayHandle, regions: &[Region]) -> Result<
 }
 
 /// Build the plan of `targets`: the units each touches (each once), their sources (through the
-/// shard-index cache, fetched in parallel on `pool`), the requests and the coalesced reads.
+/// shard-index cache: a local store's fetched in parallel on `pool`, a remote store's
+/// concurrently on the I/O runtime), the requests and the coalesced reads.
 pub(crate) fn build(
     array: &ArrayHandle,
     targets: Vec<Target>,
@@ -341,8 +341,7 @@ fn locate(
             })
         })
         .collect();
-    let indexes: Vec<Arc<ShardIndex>> = pool
-        .install(|| shards.par_iter().map(|s| index_cache.get(array.store(), array, s)).collect::<Result<Vec<_>>>())?;
+    let indexes: Vec<Arc<ShardIndex>> = index_cache.get_many(array.store(), array, &shards, pool)?;
     let strides = c_strides(cps);
     for (u, (unit, s)) in units.iter_mut().zip(unit_shard).enumerate() {
         let Some(entries) = indexes[s].as_ref() else { continue };

@@ -22,10 +22,10 @@
 pub use damacy_codec::zarrs_storage;
 pub use damacy_codec::{
     ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, Batch, BatchPlan, ChainRoute, ChunkSelection,
-    CodecRoute, Device, DeviceBuffer, DeviceChain, DeviceCodec, Dtype, Element, ExecutorKind, HostArrayMut, Location,
-    OutOfBounds, Output, OutputDtype, Reader, ReaderConfig, Region, Route, ShardLayout, StatsSnapshot,
-    StorageErrorKind, Store, StoreKind, StoreOptions, Stream, UnknownDtype, describe, index_routes, normalize_path,
-    routes,
+    Coalescing, CodecRoute, Device, DeviceBuffer, DeviceChain, DeviceCodec, Dtype, Element, ExecutorKind, HostArrayMut,
+    Location, OutOfBounds, Output, OutputDtype, Reader, ReaderConfig, Region, Route, ShardLayout, StatsSnapshot,
+    StorageErrorKind, Store, StoreKind, StoreOptions, StoreStats, Stream, UnknownDtype, describe, index_routes,
+    normalize_path, routes,
 };
 pub use damacy_sampler as sampler;
 
