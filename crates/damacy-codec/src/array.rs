@@ -420,6 +420,13 @@ impl ArrayHandle {
         Ok(Self { inner: Arc::new(HandleInner { store, meta, options, out_dtype }) })
     }
 
+    /// An array from metadata the caller built (e.g. [`ArrayMeta::from_zarrs`] of an array zarrs
+    /// opened) and the store that holds its chunks; refuses a cast that loses values unless the
+    /// options allow it. Nothing is read.
+    pub fn from_meta(store: Store, meta: ArrayMeta, options: ArrayOptions) -> Result<Self> {
+        Self::new(store, meta, options)
+    }
+
     /// The store the array lives in.
     #[must_use]
     pub fn store(&self) -> &Store {

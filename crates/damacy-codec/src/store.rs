@@ -341,6 +341,24 @@ impl Store {
         Self { inner: Arc::new(inner) }
     }
 
+    /// Wrap a zarrs storage handle that can only read (no listing), such as the storage of a
+    /// `zarrs::array::Array` opened by the caller: the array's own store, used as it is. Reads go
+    /// through its synchronous interface; listing it is an error naming the store.
+    #[must_use]
+    pub fn from_readable(name: &str, storage: Arc<dyn ReadableStorageTraits>) -> Self {
+        Self::from_storage(name, Arc::new(Unlisted { name: name.to_owned(), storage }))
+    }
+
+    /// Wrap a zarrs async storage handle (e.g. `zarrs_opendal`'s `AsyncOpendalStore`) for the
+    /// synchronous engine: each read blocks the engine thread that issued it on the store's
+    /// future, with damacy's I/O runtime entered (so tokio-based stores find a reactor). Call the
+    /// engine from a thread of its own (the `_async` entry points do), never on an async worker.
+    #[must_use]
+    pub fn from_async_readable(name: &str, storage: Arc<dyn zarrs_storage::AsyncReadableStorageTraits>) -> Self {
+        use zarrs_storage::storage_adapter::async_to_sync::AsyncToSyncStorageAdapter;
+        Self::from_readable(name, Arc::new(AsyncToSyncStorageAdapter::new(storage, EngineBlockOn)))
+    }
+
     /// The URL the store was opened with.
     #[must_use]
     pub fn url(&self) -> &str {
@@ -555,6 +573,68 @@ pub(crate) async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T> 
         })
         .map_err(|e| Error::invalid(format!("cannot start a thread for an async call: {e}")))?;
     rx.await.map_err(|_| Error::invalid("an async call's thread ended without a result"))?
+}
+
+/// A readable storage without listing ([`Store::from_readable`]): listing is an error that
+/// names the store, reads pass through.
+struct Unlisted {
+    name: String,
+    storage: Arc<dyn ReadableStorageTraits>,
+}
+
+impl Unlisted {
+    fn refuse<T>(&self) -> std::result::Result<T, StorageError> {
+        Err(StorageError::Unsupported(format!("store {:?} is readable only; it cannot be listed", self.name)))
+    }
+}
+
+impl ReadableStorageTraits for Unlisted {
+    fn get_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        byte_ranges: ByteRangeIterator<'a>,
+    ) -> std::result::Result<MaybeBytesIterator<'a>, StorageError> {
+        self.storage.get_partial_many(key, byte_ranges)
+    }
+
+    fn size_key(&self, key: &StoreKey) -> std::result::Result<Option<u64>, StorageError> {
+        self.storage.size_key(key)
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        self.storage.supports_get_partial()
+    }
+}
+
+impl ListableStorageTraits for Unlisted {
+    fn list(&self) -> std::result::Result<StoreKeys, StorageError> {
+        self.refuse()
+    }
+
+    fn list_prefix(&self, _prefix: &StorePrefix) -> std::result::Result<StoreKeys, StorageError> {
+        self.refuse()
+    }
+
+    fn list_dir(&self, _prefix: &StorePrefix) -> std::result::Result<StoreKeysPrefixes, StorageError> {
+        self.refuse()
+    }
+
+    fn size_prefix(&self, _prefix: &StorePrefix) -> std::result::Result<u64, StorageError> {
+        self.refuse()
+    }
+}
+
+/// Runs an async store's futures for the synchronous engine ([`Store::from_async_readable`]):
+/// on the calling thread, with the I/O runtime entered when it could be started.
+struct EngineBlockOn;
+
+impl zarrs_storage::storage_adapter::async_to_sync::AsyncToSyncBlockOn for EngineBlockOn {
+    fn block_on<F: core::future::Future>(&self, future: F) -> F::Output {
+        // Without the runtime a store that needs no tokio reactor still works; one that does
+        // reports its own error.
+        let _context = runtime().ok().map(tokio::runtime::Runtime::enter);
+        futures::executor::block_on(future)
+    }
 }
 
 /// zarrs' synchronous storage traits over a remote store's requests (with its retries and

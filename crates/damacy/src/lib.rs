@@ -19,13 +19,22 @@
 //! # Ok(()) }
 //! ```
 
+mod device_array;
+pub mod dlpack;
+#[cfg(feature = "zarrs")]
+pub mod zarrs_ext;
+
+pub use device_array::DeviceArray;
+#[cfg(feature = "zarrs")]
+pub use zarrs_ext::{ArrayDeviceExt, AsyncArrayDeviceExt, DamacyContext, DeviceArrayFuture, RetrieveOptions};
+
 pub use damacy_codec::zarrs_storage;
 pub use damacy_codec::{
     ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, Batch, BatchPlan, ChainRoute, ChunkSelection,
-    Coalescing, CodecRoute, Device, DeviceBuffer, DeviceChain, DeviceCodec, Dtype, Element, ExecutorKind, HostArrayMut,
-    Location, OutOfBounds, Output, OutputDtype, Reader, ReaderConfig, Region, Route, ShardLayout, StatsSnapshot,
-    StorageErrorKind, Store, StoreKind, StoreOptions, StoreStats, Stream, UnknownDtype, describe, index_routes,
-    normalize_path, routes,
+    Coalescing, CodecRoute, Device, DeviceBuffer, DeviceChain, DeviceCodec, DeviceError, DeviceKind, Dtype, Element,
+    Event, ExecutorKind, HostArrayMut, Location, OutOfBounds, Output, OutputDtype, Reader, ReaderConfig, Region, Route,
+    ShardLayout, StatsSnapshot, StorageErrorKind, Store, StoreKind, StoreOptions, StoreStats, Stream, UnknownDtype,
+    c_strides, describe, index_routes, normalize_path, routes,
 };
 pub use damacy_sampler as sampler;
 
