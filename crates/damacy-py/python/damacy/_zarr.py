@@ -443,7 +443,9 @@ class GpuCodecPipeline(CodecPipeline):
         except _Unsupported as why:
             return await self._fall_back(why, batch_info, out, drop_axes)
         reader, handle, chunks, target, shape, strides, swap = job
-        await asyncio.to_thread(reader.read_chunks_into, handle, chunks, target, shape, strides)
+        # A 0-d output (every axis dropped) exports no shape: hand over a 1-element view.
+        buffer = target.reshape(1) if target.ndim == 0 else target
+        await asyncio.to_thread(reader.read_chunks_into, handle, chunks, buffer, shape, strides)
         if swap is not None:
             for sel in swap:
                 target[sel] = target[sel].byteswap()
