@@ -119,9 +119,7 @@ impl PyReader {
             "error" => OutOfBounds::Error,
             "fill" => OutOfBounds::Fill,
             other => {
-                return Err(InvalidArgument::new_err(format!(
-                    "out_of_bounds={other:?}: use \"error\" or \"fill\""
-                )));
+                return Err(InvalidArgument::new_err(format!("out_of_bounds={other:?}: use \"error\" or \"fill\"")));
             }
         };
         let options = ArrayOptions::default()

@@ -74,15 +74,6 @@ pub(crate) fn codec_err(e: &CodecError) -> PyErr {
     }
 }
 
-/// The Python exception for a facade error.
-pub(crate) fn to_py(e: &damacy::Error) -> PyErr {
-    match e {
-        damacy::Error::Codec(c) => codec_err(c),
-        damacy::Error::Sampler(s) => InvalidArgument::new_err(s.to_string()),
-        other => Error::new_err(other.to_string()),
-    }
-}
-
 /// A sampler error as `damacy.InvalidArgument` (every sampler error is a bad argument).
 pub(crate) fn sampler_err(e: &damacy::sampler::SamplerError) -> PyErr {
     InvalidArgument::new_err(e.to_string())
