@@ -21,7 +21,7 @@ NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 
 .PHONY: help demo test lint rust-test kernel-asan fixtures fixtures-check bench venv venv313 nvrtc fuzz clean \
-	py-wheel py-test zarr-suite
+	py-wheel py-test zarr-suite bench-python
 
 help:
 	@echo "make demo      inspect the fixture corpus and decode every array (damacy inspect --digest)"
@@ -108,9 +108,17 @@ test: venv lint rust-test kernel-asan fixtures-check py-test
 fixtures: venv
 	$(VPY) fixtures/generate.py --check
 
-bench: venv nvrtc
+bench: venv nvrtc bench-python
 	$(VPY) -m pip install --quiet -r benches/requirements.txt
 	DAMACY_NVRTC_DIR="$(NVRTC_LIB)" bash benches/run.sh
+
+# zarr-python through damacy's pipeline vs its default vs zarrs-python (a release wheel).
+bench-python: venv
+	$(VPY) -m pip install --quiet -r benches/requirements.txt
+	rm -f $(WHEEL_DIR)/release/damacy-*.whl
+	$(VENV)/bin/maturin build --quiet --release -m crates/damacy-py/Cargo.toml --out $(WHEEL_DIR)/release -i $(VPY)
+	$(VPY) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/release/damacy-*.whl
+	$(VPY) benches/python/compare.py
 
 # cargo-fuzz targets for the parsers of untrusted bytes (libFuzzer; needs nightly features,
 # enabled on the stable toolchain with RUSTC_BOOTSTRAP). FUZZ_SECONDS per target.

@@ -336,10 +336,26 @@ class GpuCodecPipeline(CodecPipeline):
         self._fallback = fallback
         self._metadata = metadata
         self._store = store
-        self._target: _StoreTarget | str | None = None if metadata is None else _store_target(store)
-        self._view: _ArrayView | _Unsupported | None = None
-        self._meta_json: str | None = None
+        # Opened lazily at the first read, keyed by where the store is then (a LocalStore can
+        # be moved): (target, view or why not).
+        self._view: tuple[_StoreTarget | str, _ArrayView | _Unsupported] | None = None
         self._lock = threading.Lock()
+
+    # Pickled with the array (multiprocessing): the lock and the engine handles stay behind.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"fallback": self._fallback, "metadata": self._metadata, "store": self._store}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["fallback"], metadata=state["metadata"], store=state["store"])  # type: ignore[misc]
+
+    # zarr compares arrays field by field, this pipeline included.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GpuCodecPipeline):
+            return NotImplemented
+        return (self._fallback, self._metadata, self._store) == (other._fallback, other._metadata, other._store)
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._fallback))
 
     # -- construction -------------------------------------------------------------------------
 
@@ -468,24 +484,26 @@ class GpuCodecPipeline(CodecPipeline):
         return await self._fallback.read(batch_info, out, drop_axes)
 
     def _array_view(self, first_key: str) -> _ArrayView:
-        """Opens the array in damacy once per pipeline (and once per metadata per process)."""
+        """Opens the array in damacy once per pipeline and store location (and once per
+        metadata per process)."""
+        target = _store_target(self._store)
         with self._lock:
-            if self._view is not None:
-                if isinstance(self._view, _Unsupported):
-                    raise self._view
-                return self._view
-            try:
-                self._view = self._open_view(first_key)
-            except _Unsupported as why:
-                self._view = why
-                raise
-            return self._view
+            if self._view is None or self._view[0] != target:
+                try:
+                    view: _ArrayView | _Unsupported = self._open_view(target, first_key)
+                except _Unsupported as why:
+                    view = why
+                self._view = (target, view)
+            view = self._view[1]
+        if isinstance(view, _Unsupported):
+            raise view
+        return view
 
-    def _open_view(self, first_key: str) -> _ArrayView:
+    def _open_view(self, target: _StoreTarget | str, first_key: str) -> _ArrayView:
         md = self._metadata
-        if isinstance(self._target, str):
-            raise _Unsupported("store", self._target)
-        assert self._target is not None and md is not None
+        if isinstance(target, str):
+            raise _Unsupported("store", target)
+        assert md is not None
         ndim = len(md.shape)
         if ndim == 0:
             raise _Unsupported("array", "0-d arrays are read by zarr-python")
@@ -508,12 +526,12 @@ class GpuCodecPipeline(CodecPipeline):
             raise _Unsupported("chunk_key", f"chunk key {first_key!r} does not match the encoding")
         prefix = "/".join(parts[: len(parts) - components])
         meta_json = doc.to_bytes().decode()
-        key = (self._target, prefix, meta_json, _cfg("validate_checksums", True))
+        key = (target, prefix, meta_json, _cfg("validate_checksums", True))
         with _LOCK:
             handle = _ARRAYS.get(key)
         if handle is None:
             try:
-                store = self._target.open()
+                store = target.open()
                 handle = _reader().open_array(
                     store, prefix or "/", metadata=meta_json, validate_checksums=bool(key[3])
                 )
