@@ -35,8 +35,11 @@ pub(crate) struct PyArray {
 /// the chunk and in the output.
 type ChunkArg = (Vec<u64>, Vec<(u64, u64, u64)>, Vec<(u64, u64, u64)>);
 
-fn parse<T: std::str::FromStr<Err = damacy::CodecError>>(s: &str) -> PyResult<T> {
-    s.parse().map_err(|e: damacy::CodecError| codec_err(&e))
+fn parse<T: std::str::FromStr>(s: &str) -> PyResult<T>
+where
+    T::Err: std::fmt::Display,
+{
+    s.parse().map_err(|e: T::Err| crate::errors::InvalidArgument::new_err(e.to_string()))
 }
 
 #[pymethods]
