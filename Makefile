@@ -12,7 +12,7 @@ NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 
-.PHONY: help demo test lint rust-test kernel-asan fixtures fixtures-check bench venv nvrtc fuzz clean
+.PHONY: help demo test lint rust-test kernel-asan kernel-tsan fixtures fixtures-check bench venv nvrtc fuzz clean
 
 help:
 	@echo "make demo      inspect the fixture corpus and decode every array (damacy inspect --digest)"
@@ -63,7 +63,13 @@ fixtures-check: venv
 kernel-asan:
 	bash crates/damacy-kernels/scripts/asan.sh
 
-test: venv lint rust-test kernel-asan fixtures-check
+# The emulated kernels once more, built under ThreadSanitizer with one TSan fiber per CUDA
+# thread: a data race between CUDA threads (a missing __syncthreads or __syncwarp, a lost
+# update, two blocks writing the same bytes) fails the run. gcc's libtsan comes with g++.
+kernel-tsan:
+	bash crates/damacy-kernels/scripts/tsan.sh
+
+test: venv lint rust-test kernel-asan kernel-tsan fixtures-check
 	@if compgen -G "tests/python/test_*.py" > /dev/null; then \
 		$(VPY) -m pytest -q tests/python; \
 	else echo "no Python tests yet"; fi

@@ -3,7 +3,7 @@
 //! host C++ compiler under the emulation header (`kernels/emu/cuda_emu.hpp`).
 //!
 //! `DAMACY_EMU_ASAN=1` builds the emulated kernels with `AddressSanitizer`, `DAMACY_EMU_TSAN=1`
-//! with `ThreadSanitizer` (one TSan fiber per CUDA thread).
+//! with `ThreadSanitizer` (one `TSan` fiber per CUDA thread).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -113,9 +113,11 @@ fn emulator_source(path: &Path, text: &str) -> String {
     let masked = mask_comments(text);
     let mut prefix: Vec<String> = vec![String::new(); text.lines().count() + 1];
     for (line_no, name, bounds) in global_functions(&masked) {
-        prefix[line_no].push_str(&format!("static constexpr unsigned dmc_emu_bounds_{name} = ({bounds}); "));
+        write!(prefix[line_no], "static constexpr unsigned dmc_emu_bounds_{name} = ({bounds}); ")
+            .expect("writing to a String cannot fail");
     }
-    let mut out = format!("#line 1 \"{}\"\n", path.display());
+    let shown = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = format!("#line 1 \"{}\"\n", shown.display());
     for (i, (line, m)) in text.lines().zip(masked.lines()).enumerate() {
         let new = rewrite_shared(m).unwrap_or_else(|| line.to_string());
         if prefix[i].is_empty() || new.trim_start().starts_with('#') {
@@ -147,8 +149,8 @@ fn mask_comments(text: &str) -> String {
                 }
                 i += 1;
             }
-            for k in i..(i + 2).min(b.len()) {
-                out[k] = b' ';
+            for c in &mut out[i..(i + 2).min(b.len())] {
+                *c = b' ';
             }
             i += 2;
         } else if b[i] == b'"' || b[i] == b'\'' {

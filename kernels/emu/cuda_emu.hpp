@@ -29,7 +29,8 @@
 // __launch_bounds__, grid y/z ≤ 65535, dynamic shared memory) fail the launch with a code.
 //
 // Sanitizers: under AddressSanitizer the fiber switches are annotated; under ThreadSanitizer
-// every CUDA thread is a fresh TSan fiber per block, switches do not synchronise, and barriers,
+// every CUDA thread is a TSan fiber (4 rotating sets per launch, see TSAN_SETS), switches do
+// not synchronise, and barriers,
 // collectives and the end of a launch are release/acquire points, so a data race between CUDA
 // threads (a missing __syncthreads or __syncwarp, a lost update, two blocks writing the same
 // bytes) is reported. Atomics are relaxed (as CUDA's).
@@ -228,9 +229,12 @@ struct Block {
 #endif
 #if DMC_EMU_TSAN
     void* sched_tsan = nullptr;
+    void** tsan_fibers = nullptr;
+    int tsan_set = 0;
     unsigned bar_gen = 0;
     char bar_sync[2] = {};
     char exit_sync = 0;
+    char start_sync = 0;
 #endif
 };
 
@@ -252,7 +256,8 @@ inline thread_local ThreadState* tls_state = nullptr;
 inline std::atomic<unsigned> g_launch_order_sync{0};
 
 DMC_EMU_INTERNAL inline const char* short_file(const char* f) {
-    const char* k = std::strstr(f, "kernels/");
+    const char* k = nullptr;
+    for (const char* p = std::strstr(f, "/kernels/"); p != nullptr; p = std::strstr(p + 1, "/kernels/")) k = p + 1;
     return k ? k : f;
 }
 
@@ -365,6 +370,38 @@ inline ThreadState::~ThreadState() {
 
 // ---- Fibers ----
 
+#if DMC_EMU_TSAN
+// TSan fibers: creating one costs milliseconds with gcc 12's libtsan, so they are pooled for the
+// process and reused in TSAN_SETS rotating sets per launch: block k runs on set k mod TSAN_SETS,
+// so blocks that run fewer than TSAN_SETS blocks apart share no ordering (with a seed the block
+// order is random, so every pair of blocks has its chance).
+constexpr int TSAN_SETS = 4;
+struct TsanPool {
+    std::mutex mu;
+    std::vector<void*> free;
+};
+inline TsanPool& tsan_pool() {
+    static TsanPool* p = new TsanPool();
+    return *p;
+}
+DMC_EMU_INTERNAL inline void tsan_checkout(void** out, int n) {
+    int have = 0;
+    {
+        std::lock_guard<std::mutex> lock(tsan_pool().mu);
+        auto& v = tsan_pool().free;
+        while (have < n && !v.empty()) {
+            out[have++] = v.back();
+            v.pop_back();
+        }
+    }
+    while (have < n) out[have++] = __tsan_create_fiber(0);
+}
+DMC_EMU_INTERNAL inline void tsan_checkin(void** fibers, int n) {
+    std::lock_guard<std::mutex> lock(tsan_pool().mu);
+    for (int i = 0; i < n; i++) tsan_pool().free.push_back(fibers[i]);
+}
+#endif
+
 DMC_EMU_INTERNAL inline void yield_to_scheduler() {
     Block* b = tls_block;
     Fiber* f = b->cur;
@@ -391,6 +428,10 @@ DMC_EMU_INTERNAL inline void fiber_main() {
     tls_step_mode = tls_block->schedule == SCHED_LOCKSTEP || tls_block->schedule == SCHED_PREEMPT;
     for (;;) {
         Block* b = tls_block;
+#if DMC_EMU_TSAN
+        // The launching thread's earlier work (its uploads) happens before the kernel.
+        __tsan_acquire(&b->start_sync);
+#endif
         b->body(b->ctx);
 #if DMC_EMU_TSAN
         __tsan_release(&b->exit_sync);  // the launch's end happens after every thread's work
@@ -493,11 +534,11 @@ DMC_EMU_INTERNAL inline void* shared_static(const void* key, size_t size, size_t
              top, name, b->dyn_bytes, b->smem_limit);
     b->vars[b->nvars++] = SharedVar{key, name, off, size};
     b->static_top = top;
-    // Fresh bytes: poisoned like the rest of the arena at the block's start.
+    // The bytes were filled with the poison at the block's start (by the scheduler, so under
+    // TSan that write happens before every thread of the block).
 #if DMC_EMU_ASAN
     __asan_unpoison_memory_region(b->arena + off, size);
 #endif
-    std::memset(b->arena + off, SMEM_POISON, size);
     return b->arena + off;
 }
 
@@ -512,12 +553,15 @@ DMC_EMU_INTERNAL inline void* shared_dynamic(size_t align) {
 // before writing is visible), and under ASan everything else in the arena is unaddressable.
 DMC_EMU_INTERNAL inline void poison_arena(Block* b) {
 #if DMC_EMU_ASAN
-    __asan_poison_memory_region(b->arena, ARENA_BYTES);
-    __asan_unpoison_memory_region(b->arena, b->static_top);
-    __asan_unpoison_memory_region(b->arena + SMEM_STATIC_LIMIT, b->dyn_bytes);
+    __asan_unpoison_memory_region(b->arena, ARENA_BYTES);
 #endif
-    std::memset(b->arena, SMEM_POISON, b->static_top);
-    std::memset(b->arena + SMEM_STATIC_LIMIT, SMEM_POISON, b->dyn_bytes);
+    // All of the static part: variables first reached later in this block are poisoned too.
+    std::memset(b->arena, SMEM_POISON, SMEM_STATIC_LIMIT + b->dyn_bytes);
+#if DMC_EMU_ASAN
+    __asan_poison_memory_region(b->arena + b->static_top, SMEM_STATIC_LIMIT - b->static_top);
+    __asan_poison_memory_region(b->arena + SMEM_STATIC_LIMIT + b->dyn_bytes,
+                                ARENA_BYTES - SMEM_STATIC_LIMIT - b->dyn_bytes);
+#endif
 }
 
 // ---- Collectives ----
@@ -725,14 +769,19 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
     b->rec->by.store(b->bidx.y, std::memory_order_relaxed);
     b->rec->bz.store(b->bidx.z, std::memory_order_relaxed);
 #if DMC_EMU_TSAN
-    // Fresh memory for the block's stacks and shared memory: TSan forgets the accesses of the
-    // previous block's threads there (they are no race: that memory is not shared).
-    const size_t used = ARENA_BYTES + (size_t)n * STACK_BYTES;
+    // Fresh memory for the block's shared memory: TSan forgets the accesses of the previous
+    // block's threads there (no race: each block has its own shared memory on the GPU). Fiber
+    // stacks are reused as they are: kernels' locals do not escape to other threads, so TSan
+    // does not track them (the emulator passes call sites by value for that reason).
+    const size_t used = (SMEM_STATIC_LIMIT + b->dyn_bytes + 4095) / 4096 * 4096;
     if (mmap(ts->region, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
         MAP_FAILED)
-        fail("cannot remap the fiber stacks");
+        fail("cannot remap the shared-memory arena");
 #endif
     poison_arena(b);
+#if DMC_EMU_TSAN
+    __tsan_release(&b->start_sync);
+#endif
     Fiber* ready[MAX_THREADS];
     for (int i = 0; i < n; i++) {
         Fiber* f = ts->fibers[i];
@@ -742,17 +791,15 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
         f->tid.z = i / (b->bdim.x * b->bdim.y);
         f->state = READY;
         f->bar_pred = 0;
+        if (f->uc.uc_stack.ss_sp == nullptr) make_fiber(f);
 #if DMC_EMU_TSAN
-        make_fiber(f);
-        f->tsan = __tsan_create_fiber(0);
+        f->tsan = b->tsan_fibers[(size_t)b->tsan_set * (size_t)n + (size_t)i];
         char name[96];
         std::snprintf(name, sizeof name, "CUDA thread %d (warp %d) of block (%u,%u,%u)", i, i / 32, b->bidx.x,
                       b->bidx.y, b->bidx.z);
         __tsan_set_fiber_name(f->tsan, name);
         f->nsync = 0;
         f->acq_mask = 0;
-#else
-        if (f->uc.uc_stack.ss_sp == nullptr) make_fiber(f);
 #endif
         ready[i] = f;
     }
@@ -781,10 +828,7 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
         if (shuffled) shuffle(ready, nready, b->rng);
     }
 #if DMC_EMU_TSAN
-    for (int i = 0; i < n; i++) {
-        __tsan_destroy_fiber(ts->fibers[i]->tsan);
-        ts->fibers[i]->tsan = nullptr;
-    }
+    for (int i = 0; i < n; i++) ts->fibers[i]->tsan = nullptr;
 #endif
 }
 
@@ -867,6 +911,12 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
 #endif
     tls_block = &b;
     const uint64_t total = (uint64_t)grid.x * grid.y * grid.z;
+#if DMC_EMU_TSAN
+    const int sets = total < (uint64_t)TSAN_SETS ? (int)total : TSAN_SETS;
+    std::vector<void*> tsan_fibers((size_t)sets * nthreads);
+    tsan_checkout(tsan_fibers.data(), (int)tsan_fibers.size());
+    b.tsan_fibers = tsan_fibers.data();
+#endif
     uint64_t mult = 1, add = 0;
     if (seed != 0 && total > 1) {
         uint64_t r = seed ^ 0xB10C0DE5ull;
@@ -880,8 +930,14 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
         b.bidx.y = (unsigned)((lin / grid.x) % grid.y);
         b.bidx.z = (unsigned)(lin / ((uint64_t)grid.x * grid.y));
         b.rng = seed ^ (lin * 0xD1B54A32D192ED03ull) ^ 0x5EEDull;
+#if DMC_EMU_TSAN
+        b.tsan_set = (int)(k % (uint64_t)sets);
+#endif
         run_block(&b);
     }
+#if DMC_EMU_TSAN
+    tsan_checkin(tsan_fibers.data(), (int)tsan_fibers.size());
+#endif
     tls_block = nullptr;
     ts->rec.active.store(0);
 #if DMC_EMU_TSAN
@@ -901,7 +957,7 @@ template <class F> inline int launch_lambda(dim3 grid, dim3 block, uint64_t seed
 
 // ---- Sync points called by the kernels ----
 
-DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int width, unsigned mask, const std::source_location& loc) {
+DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int width, unsigned mask, std::source_location loc) {
     Fiber* f = cur();
     const int lane = f->linear & 31;
     if (!(mask >> lane & 1u))
@@ -930,7 +986,7 @@ DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int widt
     return f->result;
 }
 
-DMC_EMU_INTERNAL inline int barrier(int pred, const std::source_location& loc) {
+DMC_EMU_INTERNAL inline int barrier(int pred, std::source_location loc) {
     Fiber* f = cur();
     Block* b = tls_block;
     f->bar_pred = pred;
@@ -1052,11 +1108,11 @@ inline unsigned __reduce_or_sync(unsigned mask, unsigned v, DMC_EMU_LOC) {
 inline unsigned __reduce_xor_sync(unsigned mask, unsigned v, DMC_EMU_LOC) {
     return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_XOR, v, 0, 32, mask, loc);
 }
-// Fences order a thread's own accesses; one CUDA thread is one fiber, so they only stop the
-// compiler. (TSan models no standalone fence: ordering through fences + relaxed atomics would
-// be reported; damacy's kernels order through barriers and collectives.)
-inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// Fences order a thread's own accesses; the fibers of a launch share one OS thread, so they
+// only stop the compiler. (TSan models no standalone fence: ordering through fences + relaxed
+// atomics would be reported; damacy's kernels order through barriers and collectives.)
+inline void __threadfence() { __asm__ __volatile__("" ::: "memory"); }
+inline void __threadfence_block() { __asm__ __volatile__("" ::: "memory"); }
 // A yield to the other threads (no synchronisation); the watchdog counts no progress.
 inline void __nanosleep(unsigned) { ::dmc_emu::preempt(); }
 

@@ -25,3 +25,7 @@ extern "C" int dmc_emu_configure(unsigned schedule, unsigned dyn_smem, unsigned 
     o.watchdog_ms = watchdog_ms;
     return 0;
 }
+
+// Which sanitizer the emulated kernels were built with: 0 none, 1 AddressSanitizer,
+// 2 ThreadSanitizer.
+extern "C" int dmc_emu_sanitizer(void) { return DMC_EMU_ASAN ? 1 : DMC_EMU_TSAN ? 2 : 0; }

@@ -9,7 +9,8 @@
     clippy::cast_possible_wrap,
     clippy::cast_precision_loss,
     clippy::cast_sign_loss,
-    clippy::float_cmp
+    clippy::float_cmp,
+    clippy::many_single_char_names
 )]
 
 use damacy_kernels::{AssembleJob, DType, Device};
@@ -108,12 +109,10 @@ enum Expect {
 fn reference(v: Val, dst: DType) -> Option<Expect> {
     let float_bits = |f32v: f32, exact: f64| -> Expect {
         match dst {
-            DType::F16 if f32v.is_nan() => Expect::NaN,
-            DType::BF16 if f32v.is_nan() => Expect::NaN,
+            DType::F16 | DType::BF16 if f32v.is_nan() => Expect::NaN,
             DType::F16 => Expect::Bits(u64::from(f16::from_f32(f32v).to_bits())),
             DType::BF16 => Expect::Bits(u64::from(bf16::from_f32(f32v).to_bits())),
-            DType::F32 if exact.is_nan() => Expect::NaN,
-            DType::F64 if exact.is_nan() => Expect::NaN,
+            DType::F32 | DType::F64 if exact.is_nan() => Expect::NaN,
             DType::F32 => Expect::Bits(u64::from((exact as f32).to_bits())),
             DType::F64 => Expect::Bits(exact.to_bits()),
             _ => unreachable!(),
