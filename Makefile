@@ -20,8 +20,8 @@ NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 
-.PHONY: help demo test lint rust-test kernel-asan fixtures fixtures-check bench venv venv313 nvrtc fuzz clean \
-	py-wheel py-test zarr-suite bench-python
+.PHONY: help demo test lint rust-test kernel-asan kernel-tsan fixtures fixtures-check bench venv venv313 nvrtc fuzz \
+	clean py-wheel py-test zarr-suite bench-python
 
 help:
 	@echo "make demo      inspect the fixture corpus and decode every array (damacy inspect --digest)"
@@ -104,7 +104,13 @@ fixtures-check: venv
 kernel-asan:
 	bash crates/damacy-kernels/scripts/asan.sh
 
-test: venv lint rust-test kernel-asan fixtures-check py-test
+# The emulated kernels once more, built under ThreadSanitizer with one TSan fiber per CUDA
+# thread: a data race between CUDA threads (a missing __syncthreads or __syncwarp, a lost
+# update, two blocks writing the same bytes) fails the run. gcc's libtsan comes with g++.
+kernel-tsan:
+	bash crates/damacy-kernels/scripts/tsan.sh
+
+test: venv lint rust-test kernel-asan kernel-tsan fixtures-check py-test
 
 fixtures: venv
 	$(VPY) fixtures/generate.py --check

@@ -411,10 +411,14 @@ fn assemble_rejects_out_of_bounds_jobs() {
 
 unsafe extern "C" {
     fn dmc_emu_dmc_selftest_neighbor(gx: u32, gy: u32, bx: u32, seed: u64, with_barrier: u32, out: *mut u32) -> i32;
+    fn dmc_emu_configure(schedule: u32, dyn_smem: u32, max_dyn_smem: u32, watchdog_ms: u32) -> i32;
 }
 
 fn selftest(seed: u64, with_barrier: bool) -> bool {
     let mut out = vec![0u32; 64];
+    // SAFETY: plain options of this thread's launches; the sync schedule (whatever
+    // DAMACY_EMU_SCHEDULE says), which this test is about.
+    assert_eq!(unsafe { dmc_emu_configure(1, 0, 0, 0) }, 0);
     // SAFETY: `out` holds the 64 values the one 64-thread block writes.
     let rc = unsafe { dmc_emu_dmc_selftest_neighbor(1, 1, 64, seed, u32::from(with_barrier), out.as_mut_ptr()) };
     assert_eq!(rc, 0);

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs the emulated kernel tests with the kernels built under ThreadSanitizer: every CUDA thread
+# is a TSan fiber (fresh per block), barriers and warp collectives are the only ordering between
+# the threads of a block and blocks are not ordered at all, so a missing __syncthreads or
+# __syncwarp, a lost update or two blocks writing the same bytes is reported as a data race and
+# fails the run. Needs gcc's libtsan (libtsan2, installed with g++).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export DAMACY_EMU_TSAN=1
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/tsan"
+# A report fails the test binary (exit code 66) after it ran. suppress_equal_addresses=0: the
+# address de-duplication of this libtsan scans a list per suppressed host-vs-kernel report.
+export TSAN_OPTIONS="halt_on_error=0:exitcode=66:report_signal_unsafe=0:suppress_equal_addresses=0:suppressions=$PWD/crates/damacy-kernels/scripts/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+exec cargo test -p damacy-kernels --features emulate \
+    --test emulated --test emulated_casts --test emulator_checks "$@"
