@@ -133,8 +133,11 @@ impl ArrayMeta {
     /// same path is never served from stale metadata.
     pub fn from_metadata_json(store: &Store, path: &str, json: &str) -> Result<Self> {
         let path = normalize_path(path);
-        let metadata: ArrayMetadata = serde_json::from_str(json)
-            .map_err(|e| Error::Metadata { path: path.clone(), message: e.to_string(), source: Some(Arc::new(e)) })?;
+        let metadata: ArrayMetadata = serde_json::from_str(json).map_err(|e| Error::Metadata {
+            path: path.clone(),
+            message: e.to_string(),
+            source: Some(Arc::new(e)),
+        })?;
         let readable: Arc<dyn ReadableStorageTraits> = store.storage().clone();
         let array = Array::new_with_metadata(readable, &path, metadata).map_err(|e| match e {
             zarrs::array::ArrayCreateError::DataTypeCreateError(_)
