@@ -55,13 +55,13 @@ py-wheel: venv venv313
 	$(VPY) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/damacy-*.whl
 	$(VPY313) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/damacy-*.whl
 
-# tests/python on both interpreters; remote-store tests read from the loopback servers.
+# tests/python on both interpreters, then the read/write part of zarr-python's own suite with
+# damacy's pipeline forced (the whole suite: make zarr-suite).
 py-test: py-wheel
-	trap 'bash tests/services/services.sh stop' EXIT; \
-	bash tests/services/services.sh start; \
-	set -a; . .services/env; set +a; \
 	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) tests/python && \
-	$(VPY313) -m pytest -q -n $(PYTEST_WORKERS) tests/python
+	$(VPY313) -m pytest -q -n $(PYTEST_WORKERS) tests/python && \
+	$(VPY) tests/python/zarr_suite.py --subset --workers $(PYTEST_WORKERS) && \
+	$(VPY313) tests/python/zarr_suite.py --subset --workers $(PYTEST_WORKERS)
 
 # zarr-python's own tests (from the installed version's sdist) with damacy's pipeline forced.
 ZARR_SUITE_ARGS ?=

@@ -247,3 +247,21 @@ def test_entry_point_registers_the_class():
 
     with zarr.config.set(DAMACY):
         assert get_pipeline_class() is damacy.GpuCodecPipeline
+
+
+def test_reads_in_a_forked_child(zarr_stats):
+    """The engine's threads do not survive fork: a child rebuilds its readers and reads."""
+    import multiprocessing
+
+    with zarr.config.set(DAMACY):
+        a = _open("v3/sharded_zstd_index_end")
+        want = a[...]  # the parent's reader exists before the fork
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(1) as pool:
+            got = pool.apply_async(_child_read, ("v3/sharded_zstd_index_end",)).get(timeout=60)
+    np.testing.assert_array_equal(got, want)
+
+
+def _child_read(path):
+    with zarr.config.set(DAMACY):
+        return _open(path)[...]

@@ -15,9 +15,13 @@ and how many fell back, so a run that silently used zarr's own pipeline cannot p
 Excluded, and why (keep this short):
 - ``tests/test_api/test_synchronous.py``: docstring-consistency tests whose parameter ids hold
   function addresses, which differ between xdist workers (collection fails); no pipeline use.
-- ``tests/test_config.py::test_config_defaults_set`` and ``::test_config_codec_pipeline_class``
-  (and on zarr 3.2+ the other default-config checks listed in EXCLUDED): they assert the
-  default value of ``codec_pipeline.path``, which this run replaces on purpose.
+- ``tests/test_config.py::test_config_defaults_set`` and ``::test_config_codec_pipeline_class``:
+  they assert the default value of ``codec_pipeline.path``, which this run replaces on purpose.
+
+Measured (zarr 3.1.6, Python 3.11, the whole suite, before the fixes for pickling, equality,
+moved stores and fork of the same day): 4966 passed, 69 failed, 364 skipped, 7 xfailed; the 69
+(pickling, array equality, LocalStore.move, multiprocessing) were fixed and those tests rerun
+green (578 passed). Rerun ``make zarr-suite`` for current counts.
 - ``tests/test_examples.py``, ``tests/test_docs.py``: run example scripts with ``uv`` and
   docs snippets; no pipeline use and need network tools.
 - ``tests/benchmarks``: timing, not behaviour.

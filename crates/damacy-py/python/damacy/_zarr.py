@@ -31,6 +31,7 @@ Counters of what went where: :func:`stats` / :func:`reset_stats` (also
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 import warnings
@@ -124,6 +125,23 @@ _READERS: dict[tuple[Any, ...], _damacy.Reader] = {}
 _STORES: dict[tuple[Any, ...], _damacy.Store] = {}
 _ARRAYS: dict[tuple[Any, ...], Any] = {}
 _MAX_ARRAYS = 1024
+# Bumped in a forked child: the engine's thread pools do not survive fork, so the child builds
+# its own readers, stores and array handles (pipelines see the bump and reopen).
+_GENERATION = 0
+
+
+def _after_fork_in_child() -> None:
+    global _LOCK, _GENERATION
+    _LOCK = threading.Lock()
+    _READERS.clear()
+    _STORES.clear()
+    _ARRAYS.clear()
+    _GENERATION += 1
+    _STATS.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _reader() -> _damacy.Reader:
@@ -338,8 +356,9 @@ class GpuCodecPipeline(CodecPipeline):
         self._store = store
         # Opened lazily at the first read, keyed by where the store is then (a LocalStore can
         # be moved): (target, view or why not).
-        self._view: tuple[_StoreTarget | str, _ArrayView | _Unsupported] | None = None
+        self._view: tuple[tuple[_StoreTarget | str, int], _ArrayView | _Unsupported] | None = None
         self._lock = threading.Lock()
+        self._lock_generation = _GENERATION
 
     # Pickled with the array (multiprocessing): the lock and the engine handles stay behind.
     def __getstate__(self) -> dict[str, Any]:
@@ -486,11 +505,14 @@ class GpuCodecPipeline(CodecPipeline):
     def _array_view(self, first_key: str) -> _ArrayView:
         """Opens the array in damacy once per pipeline and store location (and once per
         metadata per process)."""
-        target = _store_target(self._store)
+        target = (_store_target(self._store), _GENERATION)
+        if self._lock_generation != _GENERATION:  # forked: the parent's lock may be held
+            self._lock = threading.Lock()
+            self._lock_generation = _GENERATION
         with self._lock:
             if self._view is None or self._view[0] != target:
                 try:
-                    view: _ArrayView | _Unsupported = self._open_view(target, first_key)
+                    view: _ArrayView | _Unsupported = self._open_view(target[0], first_key)
                 except _Unsupported as why:
                     view = why
                 self._view = (target, view)
