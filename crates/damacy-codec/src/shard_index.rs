@@ -63,7 +63,7 @@ impl ShardIndexCache {
     pub fn get(&self, store: &Store, array: &ArrayMeta, shard: &[u64]) -> Result<Arc<ShardIndex>> {
         match store.remote() {
             Some(remote) => crate::store::block_on(self.get_remote(remote, store, array, shard))?,
-            None => futures::executor::block_on(self.get_with(store, array, shard, async {
+            None => crate::store::park_on(self.get_with(store, array, shard, async {
                 let layout = layout(array)?;
                 fetch_index(store, array, layout, shard, &self.stats)
             })),
@@ -137,7 +137,7 @@ impl ShardIndexCache {
     /// Decoded indexes currently held.
     #[must_use]
     pub fn entry_count(&self) -> u64 {
-        futures::executor::block_on(self.cache.run_pending_tasks());
+        crate::store::park_on(self.cache.run_pending_tasks());
         self.cache.entry_count()
     }
 }

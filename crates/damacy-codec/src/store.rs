@@ -559,7 +559,35 @@ pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
 pub(crate) fn block_on<F: core::future::Future>(future: F) -> Result<F::Output> {
     let rt = runtime()?;
     let _context = rt.enter();
-    Ok(futures::executor::block_on(future))
+    Ok(park_on(future))
+}
+
+/// Wakes the thread that waits in [`park_on`].
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Poll `future` on this thread, parking it between wake-ups. Unlike
+/// `futures::executor::block_on` it may nest: an async storage read by the synchronous engine
+/// from inside another blocking wait (a shard-index fetch of an async zarrs store) works.
+pub(crate) fn park_on<F: core::future::Future>(future: F) -> F::Output {
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
 }
 
 /// Run `f` on a thread of its own and await its result without blocking the caller's
@@ -633,7 +661,7 @@ impl zarrs_storage::storage_adapter::async_to_sync::AsyncToSyncBlockOn for Engin
         // Without the runtime a store that needs no tokio reactor still works; one that does
         // reports its own error.
         let _context = runtime().ok().map(tokio::runtime::Runtime::enter);
-        futures::executor::block_on(future)
+        park_on(future)
     }
 }
 
