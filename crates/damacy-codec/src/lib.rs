@@ -40,7 +40,7 @@ mod store;
 pub use array::{ArrayHandle, ArrayMeta, ArrayOptions, OutOfBounds, ShardLayout, normalize_path};
 pub use codec::{ChainRoute, DeviceChain, DeviceCodec, classify};
 pub use config::{ExecutorKind, MIN_DEVICE_BUFFER_BYTES, MIN_HOST_BUFFER_BYTES, ReaderConfig};
-pub use damacy_kernels::device::{Device, DeviceBuffer, Stream};
+pub use damacy_kernels::device::{Device, DeviceBuffer, Event, Stream};
 pub use dtype::{Dtype, OutputDtype};
 pub use error::{Error, Location, Result, Source, StorageErrorKind};
 pub use fetch::coalesce;

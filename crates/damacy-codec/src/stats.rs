@@ -14,6 +14,7 @@ pub struct Stats {
     storage_requests: AtomicU64,
     bytes_read: AtomicU64,
     bytes_decoded: AtomicU64,
+    bytes_uploaded: AtomicU64,
     index_hits: AtomicU64,
     index_misses: AtomicU64,
     index_evictions: AtomicU64,
@@ -43,6 +44,8 @@ pub struct StatsSnapshot {
     pub bytes_read: u64,
     /// Bytes produced by decoding.
     pub bytes_decoded: u64,
+    /// Encoded bytes copied to the device by the device route (its input transfer).
+    pub bytes_uploaded: u64,
     /// Shard-index cache hits.
     pub index_hits: u64,
     /// Shard-index cache misses.
@@ -86,6 +89,7 @@ counters!(
     storage_requests => add_storage_requests,
     bytes_read => add_bytes_read,
     bytes_decoded => add_bytes_decoded,
+    bytes_uploaded => add_bytes_uploaded,
     index_hits => add_index_hits,
     index_misses => add_index_misses,
     index_evictions => add_index_evictions,
@@ -129,6 +133,7 @@ impl Stats {
             storage_requests: self.storage_requests.load(Relaxed),
             bytes_read: self.bytes_read.load(Relaxed),
             bytes_decoded: self.bytes_decoded.load(Relaxed),
+            bytes_uploaded: self.bytes_uploaded.load(Relaxed),
             index_hits: self.index_hits.load(Relaxed),
             index_misses: self.index_misses.load(Relaxed),
             index_evictions: self.index_evictions.load(Relaxed),
@@ -155,6 +160,7 @@ impl StatsSnapshot {
             storage_requests: self.storage_requests - earlier.storage_requests,
             bytes_read: self.bytes_read - earlier.bytes_read,
             bytes_decoded: self.bytes_decoded - earlier.bytes_decoded,
+            bytes_uploaded: self.bytes_uploaded - earlier.bytes_uploaded,
             index_hits: self.index_hits - earlier.index_hits,
             index_misses: self.index_misses - earlier.index_misses,
             index_evictions: self.index_evictions - earlier.index_evictions,
