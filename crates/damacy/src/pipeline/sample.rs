@@ -162,7 +162,8 @@ impl ArrayCache {
         let array = self.reader.open_array(&store, &path, self.options)?;
         self.opens.fetch_add(1, Relaxed);
         let route = match (&array.route, self.reader.device()) {
-            (ChainRoute::Device(_), None) => format!("cpu ({})", self.reader.executor_note()),
+            // The executor note says `cpu (why there is no device)`.
+            (ChainRoute::Device(_), None) => self.reader.executor_note().to_owned(),
             (route, _) => route.to_string(),
         };
         let mut arrays = lock(&self.arrays)?;
