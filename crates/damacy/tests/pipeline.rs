@@ -384,6 +384,27 @@ fn invalid_configs_and_samples_are_named() {
     assert!(p.pop().unwrap_err().to_string().contains("you hold 1 batches, Config.depth"));
 }
 
+/// The device budget is checked when the first batch fixes the buffer sizes, too.
+#[cfg(feature = "emulate")]
+#[test]
+fn the_device_memory_cap_covers_buffers_sized_by_the_first_batch() {
+    let p = Pipeline::new(
+        config(64)
+            .with_executor(ExecutorKind::Emulated)
+            .with_device_buffer_bytes(64 << 20)
+            .with_host_buffer_bytes(16 << 20)
+            .with_max_gpu_memory_bytes((64 << 20) + 1000),
+    )
+    .unwrap();
+    let u = uri("v3/sharded_zstd_index_end");
+    p.push((0..64).map(move |_| Sample::new(u.clone(), Region::new(vec![0, 0, 0], vec![8, 16, 10])))).unwrap();
+    let m = p.pop().unwrap_err().to_string();
+    assert!(
+        m.contains("Config.max_gpu_memory_bytes is 67109864") && m.contains("raise max_gpu_memory_bytes to"),
+        "{m}"
+    );
+}
+
 #[test]
 fn two_pipelines_in_one_process() {
     let run = |path: &'static str, seed: u64| {

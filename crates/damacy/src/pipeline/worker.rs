@@ -442,7 +442,9 @@ impl Shared {
 
     /// Allocate every slot for `layout`, keep one for the caller and free the rest.
     fn install_pool(&self, layout: &Arc<Layout>) -> Result<Slot, Error> {
-        let allocated = Slot::allocate(self.sizes.slots, layout, self.config.batch_size, self.device.as_ref());
+        let allocated = self
+            .check_device_budget(layout)
+            .and_then(|()| Slot::allocate(self.sizes.slots, layout, self.config.batch_size, self.device.as_ref()));
         let mut st = self.lock()?;
         st.allocating = false;
         let result = allocated.and_then(|mut slots| {
@@ -454,6 +456,26 @@ impl Shared {
         drop(st);
         self.work_cv.notify_all();
         result
+    }
+
+    /// The batch buffers of `layout` on the device must fit `max_gpu_memory_bytes` beside the
+    /// executor's own budget (checked by [`Config::validate`] when the configuration fixes the
+    /// layout, here when the first batch does).
+    fn check_device_budget(&self, layout: &Layout) -> Result<(), Error> {
+        let (Some(cap), Some(_)) = (self.config.max_gpu_memory_bytes, &self.device) else { return Ok(()) };
+        let per_batch: usize = (0..layout.dtypes.len()).map(|t| layout.sample_bytes(t) * self.config.batch_size).sum();
+        let pool = (per_batch * self.sizes.slots) as u64;
+        let need = self.config.device_buffer_bytes + pool;
+        if need > cap {
+            return Err(Error::invalid(format!(
+                "Config.max_gpu_memory_bytes is {cap} but the pipeline needs {need}: device_buffer_bytes {} + {} batch buffers of {per_batch} bytes (samples {:?} of {} arrays); raise max_gpu_memory_bytes to {need}, or lower device_buffer_bytes, batch_size or depth",
+                self.config.device_buffer_bytes,
+                self.sizes.slots,
+                layout.sample_shape,
+                layout.dtypes.len()
+            )));
+        }
+        Ok(())
     }
 
     /// Read the readable samples into `slot`: per tensor, one plan per array the samples name
