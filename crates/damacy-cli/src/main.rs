@@ -142,9 +142,11 @@ enum Command {
     /// Stream random crops of one array through a Pipeline and report crops/s and GB/s; with
     /// --compare-engine also the read engine alone (read_batch in a loop) on the same crops.
     Bench {
-        /// The array: a store URI whose last `.zarr` component ends the store (see
-        /// `damacy::split_uri`), e.g. /data/vol.zarr/raw, or store#path.
-        array: String,
+        /// The arrays: store URIs whose last `.zarr` component ends the store (see
+        /// `damacy::split_uri`), e.g. /data/vol.zarr/raw, or store#path. With several, the
+        /// crops are drawn from all of them (one plan) and batches mix them.
+        #[arg(required = true, num_args = 1..)]
+        arrays: Vec<String>,
         /// Batches to time (after the warm-up).
         #[arg(long, default_value_t = 20)]
         batches: usize,
@@ -186,9 +188,9 @@ fn main() -> ExitCode {
                 stream::demo(dir.as_deref(), size, &k)
             })
             .map_err(Into::into),
-        Command::Bench { array, batches, rounds, compare_engine, json, stream } => stream
+        Command::Bench { arrays, batches, rounds, compare_engine, json, stream } => stream
             .knobs(batches)
-            .and_then(|k| stream::bench(&array, &k, rounds, compare_engine, json))
+            .and_then(|k| stream::bench(&arrays, &k, rounds, compare_engine, json))
             .map_err(Into::into),
     };
     match result {

@@ -200,16 +200,26 @@ pub(crate) fn demo(dir: Option<&Path>, size: dataset::Size, knobs: &Knobs) -> Re
 }
 
 /// `damacy bench`.
-pub(crate) fn bench(uri: &str, knobs: &Knobs, rounds: usize, compare_engine: bool, json: bool) -> Result<()> {
-    let uris = [uri.to_owned()];
+pub(crate) fn bench(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: bool, json: bool) -> Result<()> {
+    let [uri] = uris else {
+        if compare_engine {
+            return Err(format!("--compare-engine reads one array per batch; give one array, not {}", uris.len()));
+        }
+        return bench_runs(uris, knobs, rounds, false, json);
+    };
+    bench_runs(std::slice::from_ref(uri), knobs, rounds, compare_engine, json)
+}
+
+fn bench_runs(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: bool, json: bool) -> Result<()> {
+    let uri = uris.join(" ");
     let mut pipeline_runs = Vec::with_capacity(rounds);
     let mut engine_runs = Vec::with_capacity(rounds);
     // Alternate the two, so a load that comes and goes on the machine hits both alike.
     for _ in 0..rounds {
         if compare_engine {
-            engine_runs.push(run_engine(uri, knobs)?);
+            engine_runs.push(run_engine(&uris[0], knobs)?);
         }
-        pipeline_runs.push(run_pipeline(&uris, knobs, !json)?);
+        pipeline_runs.push(run_pipeline(uris, knobs, !json)?);
     }
     let median = |runs: &[Run]| -> Option<f64> {
         let mut v: Vec<f64> = runs.iter().map(Run::crops_per_s).collect();

@@ -196,6 +196,14 @@ fn bench_reports_json_with_the_engine_alone() {
     assert!(v["ratio"].as_f64().unwrap() > 0.0, "{v}");
     assert_eq!(v["batch"], 4);
     assert!(v["chunks_decoded"].as_u64().unwrap() > 0, "{v}");
+    // Several arrays: batches mix them; the engine-alone comparison needs one.
+    let other = format!("{}#v3/sharded_blosc_index_end", fixtures().display());
+    let two = ["bench", &array, &other, "--crop", "8,8,8", "--batch", "4", "--batches", "2", "--executor", "cpu"];
+    let (ok, stdout, stderr) = damacy(&[&two[..], &["--json"]].concat());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("sharded_blosc_index_end") && stdout.contains("\"engine\":null"), "{stdout}");
+    let (ok, _, stderr) = damacy(&[&two[..], &["--compare-engine"]].concat());
+    assert!(!ok && stderr.contains("give one array"), "{stderr}");
     // A crop of the wrong rank is a one-line error.
     let (ok, _, stderr) = damacy(&["bench", &array, "--crop", "8,8", "--executor", "cpu"]);
     assert!(!ok && stderr.contains("has rank 3") && stderr.contains("--crop"), "{stderr}");
