@@ -24,7 +24,7 @@ NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 	clean py-wheel py-test zarr-suite bench-python
 
 help:
-	@echo "make demo      inspect the fixture corpus and decode every array (damacy inspect --digest)"
+	@echo "make demo      stream random crops of a synthetic dataset through a Pipeline (damacy demo; DEMO_ARGS=--full for 512^3)"
 	@echo "make test      install what is needed, then fmt, clippy, every Rust and Python test"
 	@echo "make bench     run the benchmarks; results go to benches/results/"
 	@echo "make fixtures  regenerate fixtures/ with zarr-python and check the digests did not move"
@@ -75,12 +75,13 @@ $(NVRTC_DIR)/.stamp:
 
 nvrtc: $(NVRTC_DIR)/.stamp
 
-# The GPU when one is usable, else the CPU; then the GPU route's logic on the kernel emulator.
+# `damacy demo`: writes a small synthetic dataset on first use (~/.cache/damacy/demo), then
+# streams random crops through a Pipeline on the GPU when one is usable, else the CPU.
+# DEMO_ARGS=--full uses the 512^3 dataset; DEMO_ARGS="--executor emulated" the kernel emulator.
+DEMO_ARGS ?=
 demo:
 	$(CARGO) build --release -p damacy-cli --features emulate
-	./target/release/damacy inspect fixtures --digest
-	./target/release/damacy inspect fixtures v3/sharded_blosc_index_end --digest --executor emulated
-	./target/release/damacy inspect fixtures v3/sharded_zstd_index_end --digest --executor emulated
+	./target/release/damacy demo $(DEMO_ARGS)
 
 lint:
 	$(CARGO) fmt --all --check

@@ -36,3 +36,5 @@ run sampler-locality cargo run --release -q -p damacy-sampler --example locality
 run kernels cargo bench -p damacy-kernels --features emulate --bench kernels
 # CPU read path against zarrs, tensorstore and zarr-python + zarrs-python (writes cpu_read.md).
 "$root/.venv/bin/python" benches/read/compare.py
+# The Pipeline against the read engine alone on the same crops (writes pipeline.md).
+bash benches/pipeline/run.sh

@@ -203,9 +203,18 @@ impl BatchPlan {
     }
 }
 
+/// Where the regions of a batch go: region `r` to position `positions[r]` of a batch of
+/// `len` regions; `None` places region `r` at position `r` of a batch of `regions.len()`.
+pub(crate) type Positions<'a> = Option<(&'a [usize], usize)>;
+
 /// The targets of a batch of equally shaped regions: region `r` goes to bytes
-/// `r·region_bytes…` of a C-order output. Applies the array's out-of-bounds policy.
-pub(crate) fn region_targets(array: &ArrayHandle, regions: &[Region]) -> Result<(Vec<Target>, Vec<u64>)> {
+/// `p·region_bytes…` of a C-order output, `p` its position (see [`Positions`]). Applies the
+/// array's out-of-bounds policy.
+pub(crate) fn region_targets(
+    array: &ArrayHandle,
+    regions: &[Region],
+    positions: Positions<'_>,
+) -> Result<(Vec<Target>, Vec<u64>)> {
     let Some(first) = regions.first() else {
         return Err(Error::invalid("a batch needs at least one region"));
     };
@@ -221,7 +230,9 @@ pub(crate) fn region_targets(array: &ArrayHandle, regions: &[Region]) -> Result<
                 region.shape, first.shape
             )));
         }
-        let whole = FillBox { dst_offset: r * region_bytes, count: region.shape.clone(), dst_strides: strides.clone() };
+        let position = positions.map_or(r, |(p, _)| p[r]);
+        let whole =
+            FillBox { dst_offset: position * region_bytes, count: region.shape.clone(), dst_strides: strides.clone() };
         if region.is_inside(&array.shape) {
             targets.push(Target {
                 start: region.start.clone(),
@@ -258,7 +269,7 @@ pub(crate) fn region_targets(array: &ArrayHandle, regions: &[Region]) -> Result<
             padded: Some(whole),
         });
     }
-    let mut shape = vec![regions.len() as u64];
+    let mut shape = vec![positions.map_or(regions.len(), |(_, len)| len) as u64];
     shape.extend_from_slice(&first.shape);
     Ok((targets, shape))
 }

@@ -206,9 +206,45 @@ impl Reader {
     /// indexes (through the cache) and the coalesced reads. Read it with
     /// [`Reader::read_batch_into`] (as often as wanted).
     pub fn plan(&self, array: &ArrayHandle, regions: &[Region]) -> Result<BatchPlan> {
-        let (targets, shape) = plan::region_targets(array, regions)?;
+        let (targets, shape) = plan::region_targets(array, regions, None)?;
         let nbytes = shape.iter().product::<u64>() as usize * array.out_dtype().size();
         self.build(array, targets, shape, nbytes, true)
+    }
+
+    /// Plan equally shaped regions placed at chosen positions of a batch of `batch_len`
+    /// regions: region `i` fills position `positions[i]` (distinct, below `batch_len`) of an
+    /// output of shape `[batch_len, region shape…]`, and positions no region names are left as
+    /// they are. Several plans (one per array) can so fill one batch whose samples come from
+    /// different arrays, in the caller's order, without a copy.
+    pub fn plan_at(
+        &self,
+        array: &ArrayHandle,
+        regions: &[Region],
+        positions: &[usize],
+        batch_len: usize,
+    ) -> Result<BatchPlan> {
+        if positions.len() != regions.len() {
+            return Err(Error::invalid(format!(
+                "{} positions for {} regions: give one position per region",
+                positions.len(),
+                regions.len()
+            )));
+        }
+        let mut taken = vec![false; batch_len];
+        for &p in positions {
+            match taken.get_mut(p) {
+                Some(t) if !*t => *t = true,
+                Some(_) => {
+                    return Err(Error::invalid(format!("position {p} is given twice; positions must be distinct")));
+                }
+                None => {
+                    return Err(Error::invalid(format!("position {p} is outside a batch of {batch_len} regions")));
+                }
+            }
+        }
+        let (targets, shape) = plan::region_targets(array, regions, Some((positions, batch_len)))?;
+        let nbytes = shape.iter().product::<u64>() as usize * array.out_dtype().size();
+        self.build(array, targets, shape, nbytes, regions.len() == batch_len)
     }
 
     fn build(

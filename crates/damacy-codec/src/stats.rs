@@ -16,6 +16,7 @@ pub struct Stats {
     bytes_decoded: AtomicU64,
     chunk_bytes_wanted: AtomicU64,
     chunk_bytes_read: AtomicU64,
+    bytes_uploaded: AtomicU64,
     index_hits: AtomicU64,
     index_misses: AtomicU64,
     index_evictions: AtomicU64,
@@ -52,6 +53,8 @@ pub struct StatsSnapshot {
     /// Bytes the chunk reads returned (coalesced reads with their gaps; shard indexes and
     /// metadata not included). See [`StatsSnapshot::read_amplification`].
     pub chunk_bytes_read: u64,
+    /// Encoded bytes copied to the device by the device route (its input transfer).
+    pub bytes_uploaded: u64,
     /// Shard-index cache hits.
     pub index_hits: u64,
     /// Shard-index cache misses.
@@ -97,6 +100,7 @@ counters!(
     bytes_decoded => add_bytes_decoded,
     chunk_bytes_wanted => add_chunk_bytes_wanted,
     chunk_bytes_read => add_chunk_bytes_read,
+    bytes_uploaded => add_bytes_uploaded,
     index_hits => add_index_hits,
     index_misses => add_index_misses,
     index_evictions => add_index_evictions,
@@ -142,6 +146,7 @@ impl Stats {
             bytes_decoded: self.bytes_decoded.load(Relaxed),
             chunk_bytes_wanted: self.chunk_bytes_wanted.load(Relaxed),
             chunk_bytes_read: self.chunk_bytes_read.load(Relaxed),
+            bytes_uploaded: self.bytes_uploaded.load(Relaxed),
             index_hits: self.index_hits.load(Relaxed),
             index_misses: self.index_misses.load(Relaxed),
             index_evictions: self.index_evictions.load(Relaxed),
@@ -180,6 +185,7 @@ impl StatsSnapshot {
             bytes_decoded: self.bytes_decoded - earlier.bytes_decoded,
             chunk_bytes_wanted: self.chunk_bytes_wanted - earlier.chunk_bytes_wanted,
             chunk_bytes_read: self.chunk_bytes_read - earlier.chunk_bytes_read,
+            bytes_uploaded: self.bytes_uploaded - earlier.bytes_uploaded,
             index_hits: self.index_hits - earlier.index_hits,
             index_misses: self.index_misses - earlier.index_misses,
             index_evictions: self.index_evictions - earlier.index_evictions,

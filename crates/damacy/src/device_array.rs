@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::dlpack::{self, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DlpackTensor, TensorSpec};
-use crate::{Batch, CodecError, Device, DeviceBuffer, DeviceKind, Dtype, Element, Error, Event, Stream};
+use crate::{CodecError, Device, DeviceBuffer, DeviceKind, Dtype, Element, Error, Event, ReadBatch as Batch, Stream};
 
 /// An array read by damacy: C order, native byte order, of one element type. Its memory is
 /// a device buffer (when the reader has a device) or an aligned host allocation (the CPU

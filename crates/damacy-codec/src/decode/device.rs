@@ -215,6 +215,7 @@ impl DeviceExecutor {
         let decoded = state.decoder.decode_to_host(inputs).map_err(|e| Error::device("decoding a batch", e))?;
         ctx.stats.add_decode(started.elapsed());
         ctx.stats.add_device_parse(decoded.stats.decompress_parse);
+        ctx.stats.add_bytes_uploaded(decoded.stats.bytes_uploaded as u64);
         let scatter = Scatter::new(plan, out);
         let started = Instant::now();
         ctx.compute.install(|| scatter.prefill());
@@ -367,6 +368,7 @@ impl Executor for DeviceExecutor {
         let DeviceState { decoder, assembler, batch } = state;
         let wave = decoder.decode_wave(&inputs).map_err(|e| Error::device("decoding a batch", e))?;
         ctx.stats.add_device_parse(wave.stats.decompress_parse);
+        ctx.stats.add_bytes_uploaded(wave.stats.bytes_uploaded as u64);
         let mut decoded = Vec::with_capacity(enc.units.len());
         for (k, result) in wave.chunks.iter().enumerate() {
             let u = enc.units[k];
@@ -412,6 +414,7 @@ impl Executor for DeviceExecutor {
             }
             let wave = decoder.decode_wave(&inputs[start..end]).map_err(|e| Error::device("decoding a batch", e))?;
             ctx.stats.add_device_parse(wave.stats.decompress_parse);
+            ctx.stats.add_bytes_uploaded(wave.stats.bytes_uploaded as u64);
             let mut decoded = Vec::with_capacity(end - start);
             for (result, &u) in wave.chunks.iter().zip(&enc.units[start..end]) {
                 match result {

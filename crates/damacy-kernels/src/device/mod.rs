@@ -357,6 +357,19 @@ impl Device {
         }
     }
 
+    /// The CUDA device ordinal this device is bound to; `None` on the emulator.
+    #[must_use]
+    pub fn cuda_ordinal(&self) -> Option<usize> {
+        match &self.inner.backend {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            Backend::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            Backend::Emulated { .. } => None,
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(c) => Some(c.ordinal()),
+        }
+    }
+
     /// The default stream: launches, uploads and downloads that name no stream go here.
     #[must_use]
     pub fn default_stream(&self) -> &Stream {
