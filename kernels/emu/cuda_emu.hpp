@@ -114,7 +114,12 @@ constexpr size_t SMEM_OPTIN_LIMIT = 227 * 1024;
 constexpr size_t ARENA_BYTES = (SMEM_STATIC_LIMIT + SMEM_OPTIN_LIMIT + 4095) / 4096 * 4096;
 constexpr unsigned char SMEM_POISON = 0xA5;
 constexpr uint64_t SHFL_POISON = 0xA5A5A5A5A5A5A5A5ull;
-constexpr int TSAN_RING = 64;
+// TSan sync objects are addresses: every block gets a fresh window of them (so no ordering
+// carries over from one block to the next through a reused sync object), from a reserved
+// region whose metadata is reset by unmapping it when it is used up.
+constexpr size_t TSAN_SYNC_REGION = (size_t)64 << 20;
+constexpr size_t TSAN_SYNC_WINDOW = 2048;
+constexpr int TSAN_MASKS = 16;  // distinct collective masks per warp and block
 
 enum Schedule : unsigned { SCHED_DEFAULT = 0, SCHED_SYNC = 1, SCHED_LOCKSTEP = 2, SCHED_PREEMPT = 3 };
 enum State : int { READY = 0, WAIT_BAR = 1, WAIT_WARP = 2, DONE = 3 };
@@ -165,12 +170,8 @@ struct Fiber {
 #endif
 #if DMC_EMU_TSAN
     void* tsan = nullptr;
-    unsigned nsync = 0;
-    int rel_slot = 0;
-    unsigned acq_mask = 0;
-    unsigned char acq_slot[32] = {};
+    char* sync_addr = nullptr;
     unsigned bar_gen = 0;
-    char ring[TSAN_RING] = {};
 #endif
 };
 
@@ -232,7 +233,7 @@ struct Block {
     void** tsan_fibers = nullptr;
     int tsan_set = 0;
     unsigned bar_gen = 0;
-    char bar_sync[2] = {};
+    char* sync_window = nullptr;
     char exit_sync = 0;
     char start_sync = 0;
 #endif
@@ -245,6 +246,14 @@ struct ThreadState {
     RunRecord rec;
     Options opts;
     bool registered = false;
+#if DMC_EMU_TSAN
+    char* sync_region = nullptr;
+    size_t sync_next = 0;
+    // per warp: the collective masks seen in this block, and each lane's count per mask
+    unsigned wmask[MAX_THREADS / 32][TSAN_MASKS];
+    unsigned wcount[MAX_THREADS / 32][TSAN_MASKS][32];
+    int nmasks[MAX_THREADS / 32];
+#endif
     ~ThreadState();
 };
 
@@ -641,11 +650,6 @@ DMC_EMU_INTERNAL inline void complete_collective(Block* b, int w0, int nl, unsig
         case W_ACTIVEMASK: f->result = p; break;
         default: f->result = 0; break;
         }
-#if DMC_EMU_TSAN
-        f->acq_mask = p;
-        for (int k = 0; k < nl; k++)
-            if (p >> k & 1u) f->acq_slot[k] = (unsigned char)fs[k]->rel_slot;
-#endif
     }
     for (int l = 0; l < nl; l++)
         if (p >> l & 1u) fs[l]->state = READY;
@@ -780,6 +784,17 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
 #endif
     poison_arena(b);
 #if DMC_EMU_TSAN
+    if (ts->sync_region == nullptr || ts->sync_next + TSAN_SYNC_WINDOW > TSAN_SYNC_REGION) {
+        // munmap resets TSan's metadata of the range: the addresses are fresh again
+        if (ts->sync_region != nullptr) munmap(ts->sync_region, TSAN_SYNC_REGION);
+        void* m = mmap(nullptr, TSAN_SYNC_REGION, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) fail("cannot reserve TSan sync addresses");
+        ts->sync_region = static_cast<char*>(m);
+        ts->sync_next = 0;
+    }
+    b->sync_window = ts->sync_region + ts->sync_next;
+    ts->sync_next += TSAN_SYNC_WINDOW;
+    for (int w = 0; w < (n + 31) / 32; w++) ts->nmasks[w] = 0;
     __tsan_release(&b->start_sync);
 #endif
     Fiber* ready[MAX_THREADS];
@@ -798,8 +813,6 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
         std::snprintf(name, sizeof name, "CUDA thread %d (warp %d) of block (%u,%u,%u)", i, i / 32, b->bidx.x,
                       b->bidx.y, b->bidx.z);
         __tsan_set_fiber_name(f->tsan, name);
-        f->nsync = 0;
-        f->acq_mask = 0;
 #endif
         ready[i] = f;
     }
@@ -974,14 +987,27 @@ DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int widt
     f->site = Site{loc.file_name(), (unsigned)loc.line(), (unsigned)loc.column()};
     f->state = WAIT_WARP;
 #if DMC_EMU_TSAN
-    f->rel_slot = (int)(f->nsync++ % TSAN_RING);
-    __tsan_release(&f->ring[f->rel_slot]);
+    {
+        // The lanes of a completed collective have done equally many collectives with its
+        // mask: that count (its parity) names the sync object they release to and acquire from.
+        ThreadState* ts = tls_state;
+        const int w = f->linear / 32;
+        int k = 0;
+        while (k < ts->nmasks[w] && ts->wmask[w][k] != mask) k++;
+        if (k == ts->nmasks[w]) {
+            if (k == TSAN_MASKS) fail("more than %d distinct collective masks in one warp (TSan build)", TSAN_MASKS);
+            ts->wmask[w][k] = mask;
+            for (int l = 0; l < 32; l++) ts->wcount[w][k][l] = 0;
+            ts->nmasks[w]++;
+        }
+        const unsigned c = ts->wcount[w][k][lane]++;
+        f->sync_addr = tls_block->sync_window + 2 + ((size_t)w * TSAN_MASKS + (size_t)k) * 2 + (c & 1u);
+        __tsan_release(f->sync_addr);
+    }
 #endif
     yield_to_scheduler();
 #if DMC_EMU_TSAN
-    const int w0 = f->linear & ~31;
-    for (int k = 0; k < 32; k++)
-        if (f->acq_mask >> k & 1u) __tsan_acquire(&tls_block->fibers[w0 + k]->ring[f->acq_slot[k]]);
+    __tsan_acquire(f->sync_addr);
 #endif
     return f->result;
 }
@@ -995,11 +1021,11 @@ DMC_EMU_INTERNAL inline int barrier(int pred, std::source_location loc) {
     f->state = WAIT_BAR;
 #if DMC_EMU_TSAN
     f->bar_gen = b->bar_gen;
-    __tsan_release(&b->bar_sync[f->bar_gen & 1]);
+    __tsan_release(b->sync_window + (f->bar_gen & 1));
 #endif
     yield_to_scheduler();
 #if DMC_EMU_TSAN
-    __tsan_acquire(&b->bar_sync[f->bar_gen & 1]);
+    __tsan_acquire(b->sync_window + (f->bar_gen & 1));
 #endif
     return b->bar_count;
 }
