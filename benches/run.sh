@@ -24,8 +24,8 @@ run() {  # name command...
   local name=$1; shift
   local out="$results/$name.md"
   echo "== $name: $*" >&2
-  # Build lines and criterion's progress lines are noise in a results file.
-  { header "$name" "$*"; "$@" 2>&1 | grep -vE '^ *(Compiling|Benchmarking|Finished|Running) ' || true; echo '```'; } >"$out.tmp"
+  # Build lines, cargo's lock waits and criterion's progress lines are noise in a results file.
+  { header "$name" "$*"; "$@" 2>&1 | grep -vE '^ *(Compiling|Benchmarking|Finished|Running|Blocking) ' || true; echo '```'; } >"$out.tmp"
   mv "$out.tmp" "$out"
   echo "   -> $out" >&2
 }
@@ -34,6 +34,9 @@ run sampler-plan cargo bench -p damacy-sampler --bench plan
 run sampler-locality cargo run --release -q -p damacy-sampler --example locality
 # Kernel throughput needs a GPU; without one it says so and times the emulator (labelled).
 run kernels cargo bench -p damacy-kernels --features emulate --bench kernels
+# zstd on the kernel emulator and libzstd (what zarrs' zstd codec calls) on the same frames;
+# emulator time is not GPU time.
+run zstd cargo bench -p damacy-kernels --features emulate --bench zstd
 # CPU read path against zarrs, tensorstore and zarr-python + zarrs-python (writes cpu_read.md).
 "$root/.venv/bin/python" benches/read/compare.py
 # The Pipeline against the read engine alone on the same crops (writes pipeline.md).

@@ -17,6 +17,19 @@ use zstd::zstd_safe::CParameter;
 /// Schedule seeds: launch order and a shuffled order of the lanes between synchronisations.
 const SEEDS: [u64; 2] = [0, 0x5EED_2026];
 
+/// Whether this run is the AddressSanitizer build (`scripts/asan.sh` sets `DAMACY_EMU_ASAN=1`
+/// for the build and the run). It checks every access of the same cases, under the shuffled
+/// schedule only and without the multi-MiB chunks, whose bounds checks are those of the smaller
+/// ones: instrumented, they take minutes. The plain run covers both seeds and every size.
+fn under_asan() -> bool {
+    std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1")
+}
+
+/// The schedule seeds of this run.
+fn seeds() -> &'static [u64] {
+    if under_asan() { &SEEDS[1..] } else { &SEEDS }
+}
+
 fn rng(seed: u64) -> impl FnMut() -> u64 {
     let mut s = seed ^ 0x9E37_79B9_7F4A_7C15;
     move || {
@@ -77,9 +90,20 @@ fn config() -> DecodeConfig {
         .with_slots(1)
 }
 
-/// Decodes the chunks through the wave decoder (zstd streams of the wave's stream table).
-fn decode(device: &Device, inputs: &[ChunkInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
-    Decoder::new(device, config()).unwrap().decode_to_host(inputs).unwrap().chunks
+/// Decodes the chunks through the wave decoder (zstd streams of the wave's stream table) on
+/// the emulator under schedule `seed`. Each test thread keeps one decoder per seed, its buffers
+/// reused from call to call as the engine's are.
+fn decode(seed: u64, inputs: &[ChunkInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
+    thread_local! {
+        static DECODERS: std::cell::RefCell<Vec<(u64, Decoder)>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    DECODERS.with_borrow_mut(|decoders| {
+        let at = decoders.iter().position(|(s, _)| *s == seed).unwrap_or_else(|| {
+            decoders.push((seed, Decoder::new(&Device::emulated(seed), config()).unwrap()));
+            decoders.len() - 1
+        });
+        decoders[at].1.decode_to_host(inputs).unwrap().chunks
+    })
 }
 
 /// One chunk and the bytes it must decode to.
@@ -115,8 +139,8 @@ fn check(cases: &[Case]) -> ZstdModes {
             i
         })
         .collect();
-    for seed in SEEDS {
-        let out = decode(&Device::emulated(seed), &inputs);
+    for &seed in seeds() {
+        let out = decode(seed, &inputs);
         for (c, r) in cases.iter().zip(out) {
             match r {
                 Ok(v) => assert!(v == c.expect, "{} (seed {seed}): decoded bytes differ from libzstd's", c.what),
@@ -160,14 +184,19 @@ fn every_level_matches_libzstd() {
 
 #[test]
 fn large_chunks_match_libzstd() {
-    let cases = vec![
-        natural_case(4 << 20, 5, 3, true, true),
-        natural_case(4 << 20, 3, 1, false, false),
+    let mut cases = Vec::new();
+    if under_asan() {
+        eprintln!("SKIPPED under ASan: the 4 MiB chunks (the 1 MiB and 256 KiB ones run)");
+    } else {
+        cases.push(natural_case(4 << 20, 5, 3, true, true));
+        cases.push(natural_case(4 << 20, 3, 1, false, false));
+    }
+    cases.extend([
         natural_case(1 << 20, 4, 19, true, true),
         natural_case(1 << 20, 2, -5, true, false),
         natural_case(1 << 20, 0, 22, false, true),
         natural_case(256 << 10, 5, 9, true, true),
-    ];
+    ]);
     check(&cases);
 }
 
@@ -885,7 +914,7 @@ fn dictionaries_are_a_clear_error() {
     let dict = zstd::dict::from_samples(&samples, 4096).unwrap();
     let d = data(3000, 4, 1000);
     let f = zstd::bulk::Compressor::with_dictionary(3, &dict).unwrap().compress(&d).unwrap();
-    let r = decode(&Device::emulated(0), &[ChunkInput::zstd(&f)]);
+    let r = decode(0, &[ChunkInput::zstd(&f)]);
     match &r[0] {
         Err(Error::Unsupported { chunk: 0, what }) => {
             assert!(what.contains("zstd dictionaries are not supported"), "{what}");
@@ -900,8 +929,8 @@ fn checksum_mismatch_is_reported_when_verified() {
     let mut f = compress(&d, 3, true, true);
     let n = f.len();
     f[n - 2] ^= 0x10;
-    let device = Device::emulated(0);
-    let r = decode(&device, &[ChunkInput::zstd(&f).with_checksum_verification(), ChunkInput::zstd(&f)]);
+    let seed = 0;
+    let r = decode(seed, &[ChunkInput::zstd(&f).with_checksum_verification(), ChunkInput::zstd(&f)]);
     assert_eq!(status_of(&r[0]), Some(StreamStatus::ChecksumMismatch), "{:?}", r[0].as_ref().err());
     assert_eq!(r[1].as_ref().unwrap(), &d, "unverified checksums are skipped");
 }
@@ -912,7 +941,7 @@ fn size_disagreements_are_errors() {
     let with = compress(&d, 3, false, true);
     let without = compress(&d, 3, false, false);
     let r = decode(
-        &Device::emulated(0),
+        0,
         &[
             ChunkInput::zstd(&with).with_expected_len(9_999),
             ChunkInput::zstd(&without),
@@ -940,12 +969,12 @@ fn corpus() -> Vec<(Vec<u8>, Vec<u8>)> {
 
 #[test]
 fn truncated_frames_are_errors() {
-    let device = Device::emulated(3);
+    let seed = 3;
     for (f, d) in corpus() {
         let cuts: Vec<usize> = (0..40).map(|k| k * f.len() / 40).chain([f.len() - 1, f.len() - 4, 1, 5]).collect();
         let inputs: Vec<ChunkInput<'_>> =
             cuts.iter().map(|&n| ChunkInput::zstd(&f[..n]).with_expected_len(d.len())).collect();
-        for (r, n) in decode(&device, &inputs).iter().zip(&cuts) {
+        for (r, n) in decode(seed, &inputs).iter().zip(&cuts) {
             assert!(r.is_err(), "a frame cut to {n} of {} bytes decoded", f.len());
         }
     }
@@ -955,7 +984,7 @@ fn truncated_frames_are_errors() {
 /// a crash or an access out of bounds (the ASan run checks the latter).
 #[test]
 fn corrupt_frames_never_crash() {
-    let device = Device::emulated(11);
+    let seed = 11;
     let mut next = rng(77);
     for (f, d) in corpus() {
         let mut bad = Vec::new();
@@ -969,7 +998,7 @@ fn corrupt_frames_never_crash() {
         }
         let inputs: Vec<ChunkInput<'_>> =
             bad.iter().map(|g| ChunkInput::zstd(g).with_expected_len(d.len()).with_checksum_verification()).collect();
-        for (r, g) in decode(&device, &inputs).iter().zip(&bad) {
+        for (r, g) in decode(seed, &inputs).iter().zip(&bad) {
             if let Ok(v) = r {
                 let reference = reference(g, d.len());
                 assert!(reference.as_ref() == Some(v), "a corrupt frame decoded to bytes libzstd does not produce");
@@ -1014,7 +1043,7 @@ proptest! {
         let mut input = ChunkInput::zstd(&frame);
         if !content_size { input = input.with_expected_len(d.len()); }
         if checksum { input = input.with_checksum_verification(); }
-        let r = decode(&Device::emulated(0x5EED), &[input]);
+        let r = decode(0x5EED, &[input]);
         match &r[0] {
             Ok(v) => prop_assert_eq!(v, &d),
             Err(e) => prop_assert!(false, "{}", e),
@@ -1030,30 +1059,10 @@ proptest! {
             let at = (next() as usize) % f.len();
             f[at] = next() as u8;
         }
-        let r = decode(&Device::emulated(0), &[ChunkInput::zstd(&f).with_expected_len(d.len()).with_checksum_verification()]);
+        let r = decode(0, &[ChunkInput::zstd(&f).with_expected_len(d.len()).with_checksum_verification()]);
         if let Ok(v) = &r[0] {
             let reference = reference(&f, d.len());
             prop_assert_eq!(Some(v), reference.as_ref());
         }
-    }
-}
-
-/// Emulator throughput on realistic chunks (printed, not asserted: benchmarks live in benches/).
-#[test]
-fn emulator_runs_realistic_chunks() {
-    let device = Device::emulated(0);
-    for (n, kind, level) in [(64 << 10, 5u8, 3), (256 << 10, 5, 3), (256 << 10, 4, 3), (1 << 20, 5, 3), (1 << 20, 3, 9)]
-    {
-        let d = data(n, kind, 1);
-        let f = compress(&d, level, true, true);
-        let t = std::time::Instant::now();
-        let r = decode(&device, &[ChunkInput::zstd(&f).with_checksum_verification()]);
-        let dt = t.elapsed();
-        assert_eq!(r[0].as_ref().unwrap(), &d);
-        eprintln!(
-            "emulated zstd: {} KiB (kind {kind}, level {level}, {} bytes compressed) in {dt:.2?}",
-            n >> 10,
-            f.len()
-        );
     }
 }
