@@ -80,8 +80,7 @@ nvrtc: $(NVRTC_DIR)/.stamp
 # DEMO_ARGS=--full uses the 512^3 dataset; DEMO_ARGS="--executor emulated" the kernel emulator.
 DEMO_ARGS ?=
 demo:
-	$(CARGO) build --release -p damacy-cli --features emulate
-	./target/release/damacy demo $(DEMO_ARGS)
+	$(CARGO) run --release -q -p damacy-cli --features emulate -- demo $(DEMO_ARGS)
 
 lint:
 	$(CARGO) fmt --all --check

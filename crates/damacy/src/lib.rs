@@ -117,4 +117,8 @@ pub use damacy_codec::Error as CodecError;
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<Error>();
+    send_sync::<Pipeline>();
+    send_sync::<Batch>();
+    send_sync::<Config>();
+    send_sync::<PipelineStats>();
 };
