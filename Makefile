@@ -5,6 +5,14 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
+# The second interpreter the Python package is tested on, with the newest zarr-python (whose
+# codec-pipeline API differs from 3.1's): requirements-py313.txt.
+PYTHON313 ?= $(HOME)/.pyenv/versions/3.13.0/bin/python3
+VENV313 := .venv313
+VPY313 := $(VENV313)/bin/python
+# The damacy wheel (abi3: one build serves both interpreters).
+WHEEL_DIR := target/wheels
+PYTEST_WORKERS ?= 2
 CARGO ?= cargo
 # NVRTC from PyPI, for the kernel compile checks (no CUDA toolkit needed).
 NVRTC_VERSION := 13.0.88
@@ -12,14 +20,17 @@ NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 
-.PHONY: help demo test lint rust-test kernel-asan fixtures fixtures-check bench venv nvrtc fuzz clean
+.PHONY: help demo test lint rust-test kernel-asan kernel-tsan fixtures fixtures-check bench venv venv313 nvrtc fuzz \
+	clean py-wheel py-test zarr-suite bench-python
 
 help:
-	@echo "make demo      inspect the fixture corpus and decode every array (damacy inspect --digest)"
+	@echo "make demo      stream random crops of a synthetic dataset through a Pipeline (damacy demo; DEMO_ARGS=--full for 512^3)"
 	@echo "make test      install what is needed, then fmt, clippy, every Rust and Python test"
 	@echo "make bench     run the benchmarks; results go to benches/results/"
 	@echo "make fixtures  regenerate fixtures/ with zarr-python and check the digests did not move"
 	@echo "make fuzz      run the cargo-fuzz targets (FUZZ_SECONDS each)"
+	@echo "make py-test   build the damacy wheel once, test it on Python 3.11 (zarr 3.1) and 3.13 (newest zarr)"
+	@echo "make zarr-suite  zarr-python's own test suite with damacy.GpuCodecPipeline forced (both interpreters)"
 
 $(VENV)/.stamp: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,18 +40,47 @@ $(VENV)/.stamp: requirements-dev.txt
 
 venv: $(VENV)/.stamp
 
+$(VENV313)/.stamp: requirements-py313.txt
+	$(PYTHON313) -m venv $(VENV313)
+	$(VPY313) -m pip install --quiet --upgrade pip
+	$(VPY313) -m pip install --quiet -r requirements-py313.txt
+	touch $@
+
+venv313: $(VENV313)/.stamp
+
+# One abi3 wheel, installed into both virtual environments.
+py-wheel: venv venv313
+	rm -f $(WHEEL_DIR)/damacy-*.whl
+	$(VENV)/bin/maturin build --quiet -m crates/damacy-py/Cargo.toml --out $(WHEEL_DIR) -i $(VPY)
+	$(VPY) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/damacy-*.whl
+	$(VPY313) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/damacy-*.whl
+
+# tests/python on both interpreters, then the read/write part of zarr-python's own suite with
+# damacy's pipeline forced (the whole suite: make zarr-suite).
+py-test: py-wheel
+	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) tests/python && \
+	$(VPY313) -m pytest -q -n $(PYTEST_WORKERS) tests/python && \
+	$(VPY) tests/python/zarr_suite.py --subset --workers $(PYTEST_WORKERS) && \
+	$(VPY313) tests/python/zarr_suite.py --subset --workers $(PYTEST_WORKERS)
+
+# zarr-python's own tests (from the installed version's sdist) with damacy's pipeline forced.
+ZARR_SUITE_ARGS ?=
+zarr-suite: py-wheel
+	$(VPY) tests/python/zarr_suite.py --workers $(PYTEST_WORKERS) $(ZARR_SUITE_ARGS)
+	$(VPY313) tests/python/zarr_suite.py --workers $(PYTEST_WORKERS) $(ZARR_SUITE_ARGS)
+
 $(NVRTC_DIR)/.stamp:
 	$(PYTHON) -m pip install --quiet --no-deps --target $(NVRTC_DIR) "$(NVRTC_WHEEL)"
 	touch $@
 
 nvrtc: $(NVRTC_DIR)/.stamp
 
-# The GPU when one is usable, else the CPU; then the GPU route's logic on the kernel emulator.
+# `damacy demo`: writes a small synthetic dataset on first use (~/.cache/damacy/demo), then
+# streams random crops through a Pipeline on the GPU when one is usable, else the CPU.
+# DEMO_ARGS=--full uses the 512^3 dataset; DEMO_ARGS="--executor emulated" the kernel emulator.
+DEMO_ARGS ?=
 demo:
-	$(CARGO) build --release -p damacy-cli --features emulate
-	./target/release/damacy inspect fixtures --digest
-	./target/release/damacy inspect fixtures v3/sharded_blosc_index_end --digest --executor emulated
-	./target/release/damacy inspect fixtures v3/sharded_zstd_index_end --digest --executor emulated
+	$(CARGO) run --release -q -p damacy-cli --features emulate -- demo $(DEMO_ARGS)
 
 lint:
 	$(CARGO) fmt --all --check
@@ -64,17 +104,28 @@ fixtures-check: venv
 kernel-asan:
 	bash crates/damacy-kernels/scripts/asan.sh
 
-test: venv lint rust-test kernel-asan fixtures-check
-	@if compgen -G "tests/python/test_*.py" > /dev/null; then \
-		$(VPY) -m pytest -q tests/python; \
-	else echo "no Python tests yet"; fi
+# The emulated kernels once more, built under ThreadSanitizer with one TSan fiber per CUDA
+# thread: a data race between CUDA threads (a missing __syncthreads or __syncwarp, a lost
+# update, two blocks writing the same bytes) fails the run. gcc's libtsan comes with g++.
+kernel-tsan:
+	bash crates/damacy-kernels/scripts/tsan.sh
+
+test: venv lint rust-test kernel-asan kernel-tsan fixtures-check py-test
 
 fixtures: venv
 	$(VPY) fixtures/generate.py --check
 
-bench: venv nvrtc
+bench: venv nvrtc bench-python
 	$(VPY) -m pip install --quiet -r benches/requirements.txt
 	DAMACY_NVRTC_DIR="$(NVRTC_LIB)" bash benches/run.sh
+
+# zarr-python through damacy's pipeline vs its default vs zarrs-python (a release wheel).
+bench-python: venv
+	$(VPY) -m pip install --quiet -r benches/requirements.txt
+	rm -f $(WHEEL_DIR)/release/damacy-*.whl
+	$(VENV)/bin/maturin build --quiet --release -m crates/damacy-py/Cargo.toml --out $(WHEEL_DIR)/release -i $(VPY)
+	$(VPY) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/release/damacy-*.whl
+	$(VPY) benches/python/compare.py
 
 # cargo-fuzz targets for the parsers of untrusted bytes (libFuzzer; needs nightly features,
 # enabled on the stable toolchain with RUSTC_BOOTSTRAP). FUZZ_SECONDS per target.
@@ -87,4 +138,4 @@ fuzz:
 
 clean:
 	$(CARGO) clean
-	rm -rf $(VENV) .nvrtc .services
+	rm -rf $(VENV) $(VENV313) .nvrtc .services

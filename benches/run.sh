@@ -39,3 +39,5 @@ run kernels cargo bench -p damacy-kernels --features emulate --bench kernels
 run zstd cargo bench -p damacy-kernels --features emulate --bench zstd
 # CPU read path against zarrs, tensorstore and zarr-python + zarrs-python (writes cpu_read.md).
 "$root/.venv/bin/python" benches/read/compare.py
+# The Pipeline against the read engine alone on the same crops (writes pipeline.md).
+bash benches/pipeline/run.sh

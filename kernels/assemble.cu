@@ -66,39 +66,6 @@ __device__ __forceinline__ float dmc_f16_to_f32(dmc_u32 h) {
     return dmc_bits_to_f32(bits);
 }
 
-// binary32 → binary16, round to nearest even; NaN stays NaN, overflow gives infinity.
-__device__ __forceinline__ dmc_u32 dmc_f32_to_f16(float f) {
-    const dmc_u32 x = dmc_f32_to_bits(f);
-    const dmc_u32 sign = (x >> 16) & 0x8000u;
-    const dmc_u32 exp = (x >> 23) & 0xFFu;
-    dmc_u32 man = x & 0x7FFFFFu;
-    if (exp == 0xFFu) return sign | 0x7C00u | (man ? 0x200u | (man >> 13) : 0u);
-    const dmc_i32 e = (dmc_i32)exp - 127 + 15;
-    if (e >= 31) return sign | 0x7C00u;
-    if (e <= 0) {
-        if (e < -10) return sign;
-        man |= 0x800000u;
-        const dmc_u32 shift = (dmc_u32)(14 - e);
-        dmc_u32 h = man >> shift;
-        const dmc_u32 rem = man & ((1u << shift) - 1u);
-        const dmc_u32 half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1u))) h++;
-        return sign | h;
-    }
-    dmc_u32 h = ((dmc_u32)e << 10) | (man >> 13);
-    const dmc_u32 rem = man & 0x1FFFu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;  // may carry into the exponent: fine
-    return sign | h;
-}
-
-// binary32 → bfloat16, round to nearest even; NaN stays NaN.
-__device__ __forceinline__ dmc_u32 dmc_f32_to_bf16(float f) {
-    const dmc_u32 x = dmc_f32_to_bits(f);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return ((x >> 16) | 0x40u) & 0xFFFFu;
-    const dmc_u32 r = x + 0x7FFFu + ((x >> 16) & 1u);
-    return (r >> 16) & 0xFFFFu;
-}
-
 __device__ __forceinline__ double dmc_float_bits_to_f64(dmc_u64 b, dmc_u32 d) {
     switch (d) {
     case DMC_DTYPE_F16: return (double)dmc_f16_to_f32((dmc_u32)b);
@@ -108,22 +75,91 @@ __device__ __forceinline__ double dmc_float_bits_to_f64(dmc_u64 b, dmc_u32 d) {
     }
 }
 
+// Rounds m·2^e (m > 0) once, to nearest even, into a binary format with `mb` mantissa bits and
+// `eb` exponent bits (binary16: 10, 5; bfloat16: 7, 8), subnormals included; overflow gives
+// infinity. Returns the exponent and mantissa bits (no sign).
+__device__ __forceinline__ dmc_u32 dmc_round_to_small_float(dmc_u64 m, dmc_i32 e, dmc_i32 mb,
+                                                            dmc_i32 eb) {
+    const dmc_i32 bias = (1 << (eb - 1)) - 1;
+    const dmc_i32 p = 63 - __clzll((long long)m);  // m = 1.f · 2^p
+    dmc_i32 be = p + e + bias;                      // biased exponent of the result
+    dmc_i32 shift = p - mb;                         // low bits of m below the result's ulp
+    if (be <= 0) {                                  // subnormal: the ulp is that of exponent 1
+        shift += 1 - be;
+        be = 0;
+    }
+    dmc_u64 q;
+    if (shift <= 0) {
+        q = m << (dmc_u32)(-shift);  // exact (shift >= -63: m has at least one bit)
+    } else if (shift > 64) {
+        q = 0;  // below half the smallest subnormal
+    } else {
+        const dmc_u64 rem = shift == 64 ? m : (m & ((1ull << (dmc_u32)shift) - 1ull));
+        const dmc_u64 half = 1ull << (dmc_u32)(shift - 1);
+        q = shift == 64 ? 0 : (m >> (dmc_u32)shift);
+        if (rem > half || (rem == half && (q & 1ull))) q++;
+    }
+    if (be == 0) return (dmc_u32)q;  // a subnormal that rounds up to 2^mb is the smallest normal
+    if (q == (1ull << (dmc_u32)(mb + 1))) {
+        q >>= 1;
+        be++;
+    }
+    const dmc_u32 inf = ((1u << (dmc_u32)eb) - 1u) << (dmc_u32)mb;
+    if (be >= (1 << eb) - 1) return inf;
+    return ((dmc_u32)be << (dmc_u32)mb) | ((dmc_u32)q & ((1u << (dmc_u32)mb) - 1u));
+}
+
+// binary64 → binary16 or bfloat16, rounded once (numpy's float64 → float16; not through float32,
+// which rounds twice: 1 + 2^-11 + 2^-40 must give 1 + 2^-10, not 1). NaN stays NaN (quiet).
+__device__ __forceinline__ dmc_u32 dmc_f64_to_small_float(double v, dmc_i32 mb, dmc_i32 eb) {
+    const dmc_u64 x = dmc_f64_to_bits(v);
+    const dmc_u32 sign = (dmc_u32)(x >> 63) << (dmc_u32)(mb + eb);
+    const dmc_u32 exp = (dmc_u32)(x >> 52) & 0x7FFu;
+    const dmc_u64 man = x & 0xFFFFFFFFFFFFFull;
+    const dmc_u32 inf = ((1u << (dmc_u32)eb) - 1u) << (dmc_u32)mb;
+    if (exp == 0x7FFu) {
+        if (man == 0) return sign | inf;
+        return sign | inf | (1u << (dmc_u32)(mb - 1)) | (dmc_u32)(man >> (dmc_u32)(52 - mb));
+    }
+    if (exp == 0 && man == 0) return sign;
+    if (exp == 0) return sign | dmc_round_to_small_float(man, -1074, mb, eb);
+    return sign | dmc_round_to_small_float(man | (1ull << 52), (dmc_i32)exp - 1075, mb, eb);
+}
+
 __device__ __forceinline__ dmc_u64 dmc_f64_to_float_bits(double v, dmc_u32 d) {
     switch (d) {
-    case DMC_DTYPE_F16: return dmc_f32_to_f16((float)v);
-    case DMC_DTYPE_BF16: return dmc_f32_to_bf16((float)v);
+    case DMC_DTYPE_F16: return dmc_f64_to_small_float(v, 10, 5);
+    case DMC_DTYPE_BF16: return dmc_f64_to_small_float(v, 7, 8);
     case DMC_DTYPE_F32: return dmc_f32_to_bits((float)v);
     default: return dmc_f64_to_bits(v);
     }
 }
 
+// A 64-bit integer (magnitude `mag`, sign `neg`) → a float dtype, rounded once (numpy casts
+// int64 → float32 directly, not through float64).
+__device__ __forceinline__ dmc_u64 dmc_int_to_float_bits(dmc_u64 u, bool is_signed, dmc_u32 d) {
+    const bool neg = is_signed && (dmc_i64)u < 0;
+    switch (d) {
+    case DMC_DTYPE_F32: return dmc_f32_to_bits(is_signed ? (float)(dmc_i64)u : (float)u);
+    case DMC_DTYPE_F64: return dmc_f64_to_bits(is_signed ? (double)(dmc_i64)u : (double)u);
+    default: {
+        const dmc_u64 mag = neg ? (0ull - u) : u;
+        const dmc_i32 mb = d == DMC_DTYPE_F16 ? 10 : 7;
+        const dmc_i32 eb = d == DMC_DTYPE_F16 ? 5 : 8;
+        const dmc_u32 sign = neg ? (1u << (dmc_u32)(mb + eb)) : 0u;
+        return mag == 0 ? 0u : (sign | dmc_round_to_small_float(mag, 0, mb, eb));
+    }
+    }
+}
+
 // Converts one element's little-endian bits from dtype `s` to dtype `d` (numpy `astype`
-// semantics for in-range values: ints wrap, floats → ints truncate toward zero and saturate,
-// NaN → 0, anything → bool is `!= 0`).
+// semantics for in-range values, every conversion rounded once: ints wrap, floats → ints
+// truncate toward zero and saturate, NaN → 0, anything → bool is `!= 0`).
 __device__ __forceinline__ dmc_u64 dmc_convert(dmc_u64 bits, dmc_u32 s, dmc_u32 d) {
     if (s == d) return bits;
     const dmc_u32 ss = dmc_dtype_size(s);
     if (dmc_dtype_is_float(s)) {
+        // f16, bf16 and f32 are exact in f64: the only rounding is the one to `d`.
         const double v = dmc_float_bits_to_f64(bits, s);
         if (dmc_dtype_is_float(d)) return dmc_f64_to_float_bits(v, d);
         if (d == DMC_DTYPE_BOOL) return v != 0.0 ? 1u : 0u;
@@ -143,10 +179,7 @@ __device__ __forceinline__ dmc_u64 dmc_convert(dmc_u64 bits, dmc_u32 s, dmc_u32 
         const dmc_u64 m = 1ull << (ss * 8 - 1);
         u = (u ^ m) - m;
     }
-    if (dmc_dtype_is_float(d)) {
-        const double v = dmc_dtype_is_signed(s) ? (double)(dmc_i64)u : (double)u;
-        return dmc_f64_to_float_bits(v, d);
-    }
+    if (dmc_dtype_is_float(d)) return dmc_int_to_float_bits(u, dmc_dtype_is_signed(s), d);
     if (d == DMC_DTYPE_BOOL) return u != 0 ? 1u : 0u;
     return u;  // truncated to the destination size by the store
 }

@@ -55,12 +55,14 @@ dmc_crc32c(const dmc_u8* __restrict__ base, dmc_u64 total, const dmc_stream* __r
     if (t == 0) acc = 0;
     __syncthreads();
     const dmc_u8* p = base + s.src_off;
-    const dmc_u32 n = s.src_len;
-    const dmc_u32 seg = (n + blockDim.x - 1) / blockDim.x;
-    const dmc_u32 lo = dmc_min_u32(t * seg, n);
-    const dmc_u32 hi = dmc_min_u32(lo + seg, n);
+    // 64-bit segment arithmetic: src_len may be up to u32::MAX, where n + blockDim.x - 1 and
+    // lo + seg overflow 32 bits.
+    const dmc_u64 n = s.src_len;
+    const dmc_u64 seg = (n + blockDim.x - 1) / blockDim.x;
+    const dmc_u64 lo = dmc_min_u64((dmc_u64)t * seg, n);
+    const dmc_u64 hi = dmc_min_u64(lo + seg, n);
     dmc_u32 c = 0;  // raw CRC (no initial value, no final xor) of this segment
-    for (dmc_u32 i = lo; i < hi; i++) c = table[(c ^ p[i]) & 0xFFu] ^ (c >> 8);
+    for (dmc_u64 i = lo; i < hi; i++) c = table[(c ^ p[i]) & 0xFFu] ^ (c >> 8);
     if (hi > lo) atomicXor(&acc, dmc_crc_mulmod(c, dmc_crc_x8n(n - hi)));
     __syncthreads();
     if (t == 0) {

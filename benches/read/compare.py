@@ -600,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- Output check: the first timed batch's SHA-256 {'matches across all readers' if agree else 'DIFFERS between readers: ' + str(digests)}"
         " (damacy was also checked byte for byte against zarrs inside the Rust bench).",
         "",
-        "Readers: **damacy** = `Reader::read_batch` per batch (2 I/O + 2 compute threads); **zarrs** = "
+        "Readers: **damacy** = `Reader::plan` + `Reader::read_batch_into` per batch into one reused output buffer (2 I/O + 2 compute threads); **zarrs** = "
         "`retrieve_array_subset_opt` per crop in turn, rayon pool of 2, `concurrent_target(2)`; **zarrs-par** = the "
         "same call for the 32 crops in parallel on the pool, `concurrent_target(1)`; **tensorstore** = zarr3 driver, "
         "32 reads in one `ts.Batch`, data_copy/file_io concurrency 2, no cache pool; **zarr-python+zarrs** = zarr "

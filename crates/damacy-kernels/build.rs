@@ -12,7 +12,8 @@
 //! and, with the `emulate` feature, every `kernels/*.cu` file is compiled with the host C++
 //! compiler under the emulation header (`kernels/emu/cuda_emu.hpp`).
 //!
-//! `DAMACY_EMU_ASAN=1` builds the emulated kernels with `AddressSanitizer`.
+//! `DAMACY_EMU_ASAN=1` builds the emulated kernels with `AddressSanitizer`, `DAMACY_EMU_TSAN=1`
+//! with `ThreadSanitizer` (one `TSan` fiber per CUDA thread).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed={}", kernels.display());
     println!("cargo:rerun-if-env-changed=DAMACY_EMU_ASAN");
+    println!("cargo:rerun-if-env-changed=DAMACY_EMU_TSAN");
 
     let common = kernels.join("common.cuh");
     println!("cargo:rerun-if-changed={}", common.display());
@@ -38,7 +40,7 @@ fn main() {
     write_kernel_signatures(&kernels, &out.join("kernel_signatures.rs"));
 
     if std::env::var_os("CARGO_FEATURE_EMULATE").is_some() {
-        build_emulator(&kernels);
+        build_emulator(&kernels, &out);
     }
 }
 
@@ -275,7 +277,7 @@ fn write_kernel_signatures(kernels: &Path, out: &Path) {
     std::fs::write(out, rs).expect("OUT_DIR is writable");
 }
 
-fn build_emulator(kernels: &Path) {
+fn build_emulator(kernels: &Path, out: &Path) {
     let header = kernels.join("emu/cuda_emu.hpp");
     let mut build = cc::Build::new();
     build
@@ -289,17 +291,26 @@ fn build_emulator(kernels: &Path) {
         .flag(header.to_str().expect("kernel path is UTF-8"))
         .flag("-fno-strict-aliasing")
         .flag("-Wno-unused-parameter")
+        // The callback at every basic block is where the lockstep and preempt schedules step.
+        .flag("-fsanitize-coverage=trace-pc")
         .include(kernels);
-    if std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1") {
+    let asan = std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1");
+    let tsan = std::env::var("DAMACY_EMU_TSAN").is_ok_and(|v| v == "1");
+    assert!(!(asan && tsan), "DAMACY_EMU_ASAN and DAMACY_EMU_TSAN exclude each other");
+    if asan {
         build.flag("-fsanitize=address").flag("-fno-omit-frame-pointer").flag("-g");
         println!("cargo:rustc-link-lib=dylib=asan");
+    }
+    if tsan {
+        build.flag("-fsanitize=thread").flag("-fno-omit-frame-pointer").flag("-g");
+        println!("cargo:rustc-link-lib=dylib=tsan");
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(kernels)
         .expect("kernels/ is readable")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "cu"))
         .collect();
-    // Emulator self-tests (kernels/emu/*.cu) are linked into emulated builds only.
+    // Emulator self-tests and runtime (kernels/emu/*.cu) are linked into emulated builds only.
     files.extend(
         std::fs::read_dir(kernels.join("emu"))
             .expect("kernels/emu/ is readable")
@@ -307,8 +318,182 @@ fn build_emulator(kernels: &Path) {
             .filter(|p| p.extension().is_some_and(|x| x == "cu")),
     );
     files.sort();
+    let dir = out.join("emu_src");
+    std::fs::create_dir_all(&dir).expect("OUT_DIR is writable");
     for f in &files {
-        build.file(f);
+        let text = std::fs::read_to_string(f).expect("kernel source is readable");
+        let rel = f.strip_prefix(kernels).expect("under kernels/").to_string_lossy().replace('/', "_");
+        let copy = dir.join(rel);
+        std::fs::write(&copy, emulator_source(f, &text)).expect("OUT_DIR is writable");
+        build.file(&copy);
     }
     build.compile("damacy_kernels_emu");
+}
+
+/// The emulator's copy of a kernel source, line for line: each `__shared__` declaration
+/// becomes `DMC_EMU_SHARED((type), name, dims);` (memory in the block's arena), each
+/// `extern __shared__ T name[];` a macro for the block's dynamic shared memory, and before each
+/// `__global__` function `dmc_emu_bounds_<name>` holds its `__launch_bounds__` (0: none).
+/// Declarations it does not understand are left as they are and fail to compile.
+fn emulator_source(path: &Path, text: &str) -> String {
+    let masked = mask_comments(text);
+    let mut prefix: Vec<String> = vec![String::new(); text.lines().count() + 1];
+    for (line_no, name, bounds) in global_functions(&masked) {
+        write!(prefix[line_no], "static constexpr unsigned dmc_emu_bounds_{name} = ({bounds}); ")
+            .expect("writing to a String cannot fail");
+    }
+    let shown = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = format!("#line 1 \"{}\"\n", shown.display());
+    for (i, (line, m)) in text.lines().zip(masked.lines()).enumerate() {
+        let new = rewrite_shared(m).unwrap_or_else(|| line.to_string());
+        if prefix[i].is_empty() || new.trim_start().starts_with('#') {
+            out.push_str(&new);
+        } else {
+            out.push_str(&prefix[i]);
+            out.push_str(&new);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `text` with comments and string/char literals' contents blanked (same length, same lines).
+fn mask_comments(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                out[i] = b' ';
+                i += 1;
+            }
+        } else if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+            while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                if b[i] != b'\n' {
+                    out[i] = b' ';
+                }
+                i += 1;
+            }
+            for c in &mut out[i..(i + 2).min(b.len())] {
+                *c = b' ';
+            }
+            i += 2;
+        } else if b[i] == b'"' || b[i] == b'\'' {
+            let q = b[i];
+            i += 1;
+            while i < b.len() && b[i] != q && b[i] != b'\n' {
+                if b[i] == b'\\' {
+                    out[i] = b' ';
+                    i += 1;
+                }
+                if i < b.len() {
+                    out[i] = b' ';
+                }
+                i += 1;
+            }
+            i += 1;
+        } else {
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// (line index, name, first `__launch_bounds__` argument or "0") of every `__global__` function.
+fn global_functions(masked: &str) -> Vec<(usize, String, String)> {
+    let b = masked.as_bytes();
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = masked[from..].find("__global__").map(|k| k + from) {
+        from = at + "__global__".len();
+        if (at > 0 && is_ident(b[at - 1])) || b.get(from).is_some_and(|&c| is_ident(c)) {
+            continue;
+        }
+        let line_no = masked[..at].matches('\n').count();
+        let mut bounds = String::from("0");
+        let mut i = from;
+        while i < b.len() {
+            if b[i] == b';' || b[i] == b'{' || b[i] == b'(' {
+                break;
+            }
+            if !is_ident(b[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len() && is_ident(b[i]) {
+                i += 1;
+            }
+            let word = &masked[start..i];
+            let mut j = i;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if b.get(j) != Some(&b'(') {
+                continue;
+            }
+            // the argument list of __launch_bounds__, or the kernel's parameters
+            let (mut depth, mut k, mut first_arg_end) = (0i32, j, None);
+            while k < b.len() {
+                match b[k] {
+                    b'(' => depth += 1,
+                    b')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    b',' if depth == 1 && first_arg_end.is_none() => first_arg_end = Some(k),
+                    _ => {}
+                }
+                k += 1;
+            }
+            if word == "__launch_bounds__" {
+                bounds = masked[j + 1..first_arg_end.unwrap_or(k)].trim().to_string();
+                i = k + 1;
+                continue;
+            }
+            found.push((line_no, word.to_string(), bounds.clone()));
+            break;
+        }
+    }
+    found
+}
+
+/// The rewrite of one (comment-masked) line holding a `__shared__` declaration, if it is one.
+fn rewrite_shared(m: &str) -> Option<String> {
+    let t = m.trim();
+    let indent = &m[..m.len() - m.trim_start().len()];
+    let (ext, rest) = match t.strip_prefix("extern") {
+        Some(r) if r.starts_with(char::is_whitespace) => (true, r.trim_start()),
+        _ => (false, t),
+    };
+    let decl = rest.strip_prefix("__shared__")?.trim().strip_suffix(';')?.trim();
+    let mut decl = decl.to_string();
+    while let Some(a) = decl.find("__align__(") {
+        let e = decl[a..].find(')')? + a;
+        decl.replace_range(a..=e, "");
+    }
+    let mut decl = decl.trim().to_string();
+    let mut dims = String::new();
+    while decl.ends_with(']') {
+        let a = decl.rfind('[')?;
+        dims.insert_str(0, &decl[a..]);
+        decl = decl[..a].trim_end().to_string();
+    }
+    let name_start = decl.len() - decl.bytes().rev().take_while(|&c| is_ident(c)).count();
+    let (ty, name) = (decl[..name_start].trim(), &decl[name_start..]);
+    if ty.is_empty() || name.is_empty() || ty.contains(',') || ty.contains('=') || name.as_bytes()[0].is_ascii_digit() {
+        return None;
+    }
+    if ext {
+        (dims == "[]").then(|| format!("#define {name} DMC_EMU_EXTERN_SHARED(({ty}))"))
+    } else {
+        Some(format!("{indent}DMC_EMU_SHARED(({ty}), {name}, {dims});"))
+    }
 }

@@ -1,29 +1,53 @@
 // cuda_emu.hpp — host emulation of the CUDA C subset damacy's kernels use.
 //
 // Force-included (g++ -std=c++20 -x c++ -include cuda_emu.hpp) before every kernels/*.cu file
-// when the crate is built with the `emulate` feature. It provides the qualifiers, dim3 and the
-// thread/block built-ins, __syncthreads, __syncwarp, warp shuffles/ballot/any/all, atomics and
-// a few bit intrinsics.
+// when the crate is built with the `emulate` feature. The build script first rewrites each file's
+// `__shared__` declarations into DMC_EMU_SHARED / DMC_EMU_EXTERN_SHARED (same line numbers, a
+// #line directive keeps the original file name) and declares each kernel's __launch_bounds__.
 //
 // Execution model: one fiber per CUDA thread; the blocks of a grid run one at a time on the
-// calling OS thread. A fiber runs until it reaches a synchronisation point (__syncthreads or a
-// warp collective) and then yields to the block scheduler. A warp collective completes when
-// every lane of the warp has reached it; a barrier completes when every thread of the block
-// has. With a non-zero seed the scheduler runs the ready fibers in a freshly shuffled order
-// after every synchronisation point, so a missing barrier shows up as a wrong result.
+// calling OS thread, in launch order (seed 0) or in a seeded random order. Schedules:
+// - sync (default): a fiber runs until it reaches a synchronisation point (__syncthreads, a warp
+//   collective, __nanosleep); with a non-zero seed the ready fibers run in a freshly shuffled
+//   order after every synchronisation point, so a missing barrier shows up as a wrong result.
+// - lockstep: the lanes of a warp advance together, one basic block at a time, round robin
+//   (kernels are built with -fsanitize-coverage=trace-pc; the callback is the step point).
+// - preempt: a fiber is preempted at a random basic block (seeded), so the other threads'
+//   accesses fall between any two of its own.
+// Collectives are matched by call site (std::source_location), operation, mask and width; a
+// collective completes when every non-exited lane of its mask waits on it; partial masks, the
+// width semantics of CUDA's shuffles, __activemask (the lanes waiting at the same call site),
+// __match_any/all_sync and __reduce_*_sync are emulated.
 //
-// Limits (checked, abort with a message): full-warp masks only; a warp collective or barrier
-// reached while other lanes/threads of the warp/block have exited or wait elsewhere;
-// more than DMC_EMU_MAX_THREADS threads per block. `__shared__` variables become function-local
-// `static thread_local` (parallel test threads stay apart); dynamic `extern __shared__` is not
-// supported.
+// Shared memory: one arena per block, filled with 0xA5 at every block's start (under ASan the
+// unused parts are poisoned), static variables checked against the 48 KiB static limit, dynamic
+// `extern __shared__` memory sized by dmc_emu_configure up to the opt-in maximum (≤ 227 KiB).
+//
+// Checked (abort with a message): divergent barriers and collectives (different call sites,
+// masks, widths or operations), a mask that does not name its lane, deadlocks, shared memory
+// limits, a warp that reaches no sync point for the watchdog's time. Launch limits (block size,
+// __launch_bounds__, grid y/z ≤ 65535, dynamic shared memory) fail the launch with a code.
+//
+// Sanitizers: under AddressSanitizer the fiber switches are annotated; under ThreadSanitizer
+// every CUDA thread is a TSan fiber (4 rotating sets per launch, see TSAN_SETS), switches do
+// not synchronise, and barriers,
+// collectives and the end of a launch are release/acquire points, so a data race between CUDA
+// threads (a missing __syncthreads or __syncwarp, a lost update, two blocks writing the same
+// bytes) is reported. Atomics are relaxed (as CUDA's).
 #pragma once
 
+#include <atomic>
+#include <cstdarg>
+#include <chrono>
 #include <csetjmp>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <source_location>
+#include <thread>
+#include <vector>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -33,12 +57,35 @@ extern "C" {
 void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, size_t size);
 void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old,
                                      size_t* size_old);
+void __asan_poison_memory_region(void const volatile* addr, size_t size);
+void __asan_unpoison_memory_region(void const volatile* addr, size_t size);
 }
 #else
 #define DMC_EMU_ASAN 0
 #endif
 
+#if defined(__SANITIZE_THREAD__)
+#define DMC_EMU_TSAN 1
+extern "C" {
+void* __tsan_get_current_fiber(void);
+void* __tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void* fiber);
+void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+void __tsan_set_fiber_name(void* fiber, const char* name);
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+}
+#else
+#define DMC_EMU_TSAN 0
+#endif
+
 #define DMC_EMULATE 1
+
+// Emulator internals: not instrumented by TSan (the scheduler's
+// bookkeeping is no memory access of the emulated program) nor by the coverage callback that
+// drives the lockstep and preempt schedules.
+#define DMC_EMU_INTERNAL __attribute__((no_sanitize_thread, no_sanitize_coverage))
+#define DMC_EMU_TLS __attribute__((tls_model("initial-exec"))) thread_local
 
 #define __global__
 #define __device__
@@ -46,8 +93,11 @@ void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 #define __restrict__ __restrict
-#define __shared__ static thread_local
 #define __launch_bounds__(...)
+// Every __shared__ declaration is rewritten by the build script; one that is left (a form it
+// does not understand, e.g. several declarators or a declaration over several lines) fails to
+// compile here.
+#define __shared__ DMC_EMU_UNSUPPORTED_SHARED_DECLARATION_write_one_per_line
 
 struct dim3 {
     unsigned int x = 1, y = 1, z = 1;
@@ -56,104 +106,396 @@ struct dim3 {
 namespace dmc_emu {
 
 constexpr int MAX_THREADS = 1024;
-constexpr size_t STACK_BYTES = DMC_EMU_ASAN ? (512 * 1024) : (128 * 1024);
+constexpr size_t STACK_BYTES = DMC_EMU_ASAN ? (512 * 1024) : DMC_EMU_TSAN ? (256 * 1024) : (128 * 1024);
+// Shared memory: static variables below 48 KiB, dynamic memory after them, up to 227 KiB in all
+// (the sm_90 opt-in maximum per block).
+constexpr size_t SMEM_STATIC_LIMIT = 48 * 1024;
+constexpr size_t SMEM_OPTIN_LIMIT = 227 * 1024;
+constexpr size_t ARENA_BYTES = (SMEM_STATIC_LIMIT + SMEM_OPTIN_LIMIT + 4095) / 4096 * 4096;
+constexpr unsigned char SMEM_POISON = 0xA5;
+constexpr uint64_t SHFL_POISON = 0xA5A5A5A5A5A5A5A5ull;
+// TSan sync objects are addresses: every block gets a fresh window of them (so no ordering
+// carries over from one block to the next through a reused sync object), from a reserved
+// region whose metadata is reset by unmapping it when it is used up.
+constexpr size_t TSAN_SYNC_REGION = (size_t)64 << 20;
+constexpr size_t TSAN_SYNC_WINDOW = 2048;
+constexpr int TSAN_MASKS = 16;  // distinct collective masks per warp and block
 
+enum Schedule : unsigned { SCHED_DEFAULT = 0, SCHED_SYNC = 1, SCHED_LOCKSTEP = 2, SCHED_PREEMPT = 3 };
 enum State : int { READY = 0, WAIT_BAR = 1, WAIT_WARP = 2, DONE = 3 };
-enum WarpOp : int { W_SYNC, W_SHFL, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL };
+enum WarpOp : int {
+    W_SYNC, W_SHFL, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL, W_MATCH_ANY,
+    W_MATCH_ALL, W_RED_ADD, W_RED_MIN, W_RED_MAX, W_RED_MIN_S, W_RED_MAX_S, W_RED_AND, W_RED_OR,
+    W_RED_XOR, W_ACTIVEMASK
+};
+inline const char* op_name(int op) {
+    static const char* const names[] = {
+        "__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+        "__ballot_sync", "__any_sync", "__all_sync", "__match_any_sync", "__match_all_sync",
+        "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync", "__reduce_min_sync",
+        "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
+        "__activemask"};
+    return (op >= 0 && op <= W_ACTIVEMASK) ? names[op] : "?";
+}
+
+struct Site {
+    const char* file = "";
+    unsigned line = 0;
+    unsigned column = 0;
+    bool operator==(const Site& o) const {
+        return line == o.line && column == o.column && std::strcmp(file, o.file) == 0;
+    }
+};
 
 struct Fiber {
     jmp_buf ctx;
     ucontext_t uc;
-    void* stack = nullptr;
+    char* stack = nullptr;
     bool started = false;
     dim3 tid;
     int linear = 0;
     int state = READY;
+    // The collective or barrier it waits on.
     int op = 0;
-    uint64_t val = 0;
-    int arg = 0;
+    unsigned mask = 0;
     int width = 32;
+    int arg = 0;
+    uint64_t val = 0;
+    Site site;
     uint64_t result = 0;
+    int result2 = 0;
     int bar_pred = 0;
 #if DMC_EMU_ASAN
     void* fake_stack = nullptr;
 #endif
+#if DMC_EMU_TSAN
+    void* tsan = nullptr;
+    char* sync_addr = nullptr;
+    unsigned bar_gen = 0;
+#endif
+};
+
+struct Options {
+    unsigned schedule = SCHED_DEFAULT;
+    unsigned dyn_smem = 0;
+    unsigned max_dyn_smem = 0;
+    unsigned watchdog_ms = 0;
+};
+
+// What the watchdog thread sees of a launch in progress on one OS thread.
+struct RunRecord {
+    std::atomic<int> active{0};
+    std::atomic<uint64_t> progress{0};
+    std::atomic<unsigned> timeout_ms{0};
+    std::atomic<unsigned> bx{0}, by{0}, bz{0};
+    std::atomic<int> running{-1};  // linear thread index of the fiber running now
+    std::atomic<uint64_t> switches{0};
+    const char* kernel = "";
+    // owned by the watchdog thread
+    uint64_t seen = ~0ull;
+    std::chrono::steady_clock::time_point since{};
+};
+
+struct SharedVar {
+    const void* key;
+    const char* name;
+    size_t off, size;
 };
 
 struct Block {
     dim3 bidx, bdim, gdim;
+    int nthreads = 0;
     void (*body)(void*) = nullptr;
     void* ctx = nullptr;
     jmp_buf sched;
     Fiber* cur = nullptr;
+    Fiber** fibers = nullptr;
     int bar_count = 0;
+    unsigned schedule = SCHED_SYNC;
+    uint64_t seed = 0;
+    uint64_t rng = 0;
+    const char* kernel = "";
+    RunRecord* rec = nullptr;
+    // shared memory of the launch
+    char* arena = nullptr;
+    SharedVar vars[64];
+    int nvars = 0;
+    size_t static_top = 0;
+    size_t dyn_bytes = 0;
+    size_t smem_limit = SMEM_STATIC_LIMIT;
 #if DMC_EMU_ASAN
     void* sched_fake_stack = nullptr;
     const void* sched_bottom = nullptr;
     size_t sched_size = 0;
 #endif
+#if DMC_EMU_TSAN
+    void* sched_tsan = nullptr;
+    void** tsan_fibers = nullptr;
+    int tsan_set = 0;
+    unsigned bar_gen = 0;
+    char* sync_window = nullptr;
+    char exit_sync = 0;
+    char start_sync = 0;
+#endif
 };
 
-inline thread_local Fiber* tls_pool[MAX_THREADS];
-inline thread_local int tls_pool_size = 0;
-inline thread_local Block* tls_block = nullptr;
+// Per OS thread: the fibers, their stacks and the shared-memory arena in one mapping.
+struct ThreadState {
+    char* region = nullptr;
+    Fiber* fibers[MAX_THREADS] = {};
+    RunRecord rec;
+    Options opts;
+    bool registered = false;
+#if DMC_EMU_TSAN
+    char* sync_region = nullptr;
+    size_t sync_next = 0;
+    // per warp: the collective masks seen in this block, and each lane's count per mask
+    unsigned wmask[MAX_THREADS / 32][TSAN_MASKS];
+    unsigned wcount[MAX_THREADS / 32][TSAN_MASKS][32];
+    int nmasks[MAX_THREADS / 32];
+#endif
+    ~ThreadState();
+};
 
-[[noreturn]] inline void fail(const char* what) {
-    std::fprintf(stderr, "damacy CUDA emulator: %s\n", what);
+inline DMC_EMU_TLS Block* tls_block = nullptr;
+// 1 while a fiber runs and the schedule wants the coverage callback to step or preempt.
+inline DMC_EMU_TLS int tls_step_mode = 0;
+inline thread_local ThreadState* tls_state = nullptr;
+
+inline std::atomic<unsigned> g_launch_order_sync{0};
+
+DMC_EMU_INTERNAL inline const char* short_file(const char* f) {
+    const char* k = nullptr;
+    for (const char* p = std::strstr(f, "/kernels/"); p != nullptr; p = std::strstr(p + 1, "/kernels/")) k = p + 1;
+    return k ? k : f;
+}
+
+[[noreturn]] DMC_EMU_INTERNAL __attribute__((format(printf, 1, 2))) inline void fail(const char* fmt, ...) {
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    Block* b = tls_block;
+    if (b != nullptr) {
+        std::fprintf(stderr, "damacy CUDA emulator: %s [kernel %s, block (%u,%u,%u)", buf, b->kernel,
+                     b->bidx.x, b->bidx.y, b->bidx.z);
+        if (b->cur != nullptr) std::fprintf(stderr, ", thread %d", b->cur->linear);
+        std::fprintf(stderr, "]\n");
+    } else {
+        std::fprintf(stderr, "damacy CUDA emulator: %s\n", buf);
+    }
+    std::fflush(stderr);
     std::abort();
 }
 
 inline Fiber* cur() { return tls_block->cur; }
 
-// Switch from the current fiber back to the scheduler.
-inline void yield_to_scheduler() {
+// ---- Options: per OS thread (dmc_emu_configure), defaults from the environment ----
+
+DMC_EMU_INTERNAL inline unsigned env_schedule() {
+    static const unsigned s = [] {
+        const char* e = std::getenv("DAMACY_EMU_SCHEDULE");
+        if (e == nullptr || *e == 0 || std::strcmp(e, "sync") == 0) return (unsigned)SCHED_SYNC;
+        if (std::strcmp(e, "lockstep") == 0) return (unsigned)SCHED_LOCKSTEP;
+        if (std::strcmp(e, "preempt") == 0) return (unsigned)SCHED_PREEMPT;
+        std::fprintf(stderr, "damacy CUDA emulator: DAMACY_EMU_SCHEDULE=%s is not sync, lockstep or preempt\n", e);
+        std::abort();
+    }();
+    return s;
+}
+
+DMC_EMU_INTERNAL inline unsigned env_watchdog_ms() {
+    static const unsigned ms = [] {
+        const char* e = std::getenv("DAMACY_EMU_WATCHDOG_S");
+        const long s = e ? std::strtol(e, nullptr, 10) : 0;
+        return s > 0 ? (unsigned)(s * 1000) : 300000u;
+    }();
+    return ms;
+}
+
+// ---- The watchdog: one thread for the process, started by the first launch ----
+
+struct Watchdog {
+    std::mutex mu;
+    std::vector<RunRecord*> records;
+};
+inline Watchdog& watchdog() {
+    static Watchdog* w = new Watchdog();  // never destroyed: threads may exit after main
+    return *w;
+}
+
+DMC_EMU_INTERNAL inline void watchdog_loop() {
+    for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        Watchdog& w = watchdog();
+        std::lock_guard<std::mutex> lock(w.mu);
+        const auto now = std::chrono::steady_clock::now();
+        for (RunRecord* r : w.records) {
+            if (!r->active.load()) {
+                r->seen = ~0ull;
+                continue;
+            }
+            const uint64_t p = r->progress.load();
+            if (p != r->seen) {
+                r->seen = p;
+                r->since = now;
+                continue;
+            }
+            const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - r->since).count();
+            if (ms < (long long)r->timeout_ms.load()) continue;
+            const int t = r->running.load();
+            std::fprintf(stderr,
+                         "damacy CUDA emulator: watchdog: kernel %s, block (%u,%u,%u): warp %d "
+                         "(threads %d-%d) reached no sync point for %lld ms (thread %d %s); "
+                         "a spin-wait on another warp or an endless loop?\n",
+                         r->kernel, r->bx.load(), r->by.load(), r->bz.load(), t / 32, t / 32 * 32,
+                         t / 32 * 32 + 31, (long long)ms, t,
+                         r->switches.load() > 0 ? "was running" : "runs");
+            std::fflush(stderr);
+            std::abort();
+        }
+    }
+}
+
+DMC_EMU_INTERNAL inline void watchdog_register(RunRecord* r) {
+    static std::once_flag once;
+    std::call_once(once, [] { std::thread(watchdog_loop).detach(); });
+    std::lock_guard<std::mutex> lock(watchdog().mu);
+    watchdog().records.push_back(r);
+}
+
+inline ThreadState::~ThreadState() {
+    if (registered) {
+        std::lock_guard<std::mutex> lock(watchdog().mu);
+        auto& v = watchdog().records;
+        for (size_t i = 0; i < v.size(); i++)
+            if (v[i] == &rec) {
+                v.erase(v.begin() + (long)i);
+                break;
+            }
+    }
+}
+
+// ---- Fibers ----
+
+#if DMC_EMU_TSAN
+// TSan fibers: creating one costs milliseconds with gcc 12's libtsan, so they are pooled for the
+// process and reused in TSAN_SETS rotating sets per launch: block k runs on set k mod TSAN_SETS,
+// so blocks that run fewer than TSAN_SETS blocks apart share no ordering (with a seed the block
+// order is random, so every pair of blocks has its chance).
+constexpr int TSAN_SETS = 4;
+struct TsanPool {
+    std::mutex mu;
+    std::vector<void*> free;
+};
+inline TsanPool& tsan_pool() {
+    static TsanPool* p = new TsanPool();
+    return *p;
+}
+DMC_EMU_INTERNAL inline void tsan_checkout(void** out, int n) {
+    int have = 0;
+    {
+        std::lock_guard<std::mutex> lock(tsan_pool().mu);
+        auto& v = tsan_pool().free;
+        while (have < n && !v.empty()) {
+            out[have++] = v.back();
+            v.pop_back();
+        }
+    }
+    while (have < n) out[have++] = __tsan_create_fiber(0);
+}
+DMC_EMU_INTERNAL inline void tsan_checkin(void** fibers, int n) {
+    std::lock_guard<std::mutex> lock(tsan_pool().mu);
+    for (int i = 0; i < n; i++) tsan_pool().free.push_back(fibers[i]);
+}
+#endif
+
+DMC_EMU_INTERNAL inline void yield_to_scheduler() {
     Block* b = tls_block;
     Fiber* f = b->cur;
+    tls_step_mode = 0;
     if (!_setjmp(f->ctx)) {
 #if DMC_EMU_ASAN
         __sanitizer_start_switch_fiber(&f->fake_stack, b->sched_bottom, b->sched_size);
+#endif
+#if DMC_EMU_TSAN
+        __tsan_switch_to_fiber(b->sched_tsan, 1 /* no synchronisation */);
 #endif
         _longjmp(b->sched, 1);
     }
 #if DMC_EMU_ASAN
     __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
 #endif
+    tls_step_mode = b->schedule == SCHED_LOCKSTEP || b->schedule == SCHED_PREEMPT;
 }
 
-inline void fiber_main() {
+DMC_EMU_INTERNAL inline void fiber_main() {
 #if DMC_EMU_ASAN
     __sanitizer_finish_switch_fiber(nullptr, &tls_block->sched_bottom, &tls_block->sched_size);
 #endif
+    tls_step_mode = tls_block->schedule == SCHED_LOCKSTEP || tls_block->schedule == SCHED_PREEMPT;
     for (;;) {
         Block* b = tls_block;
+#if DMC_EMU_TSAN
+        // The launching thread's earlier work (its uploads) happens before the kernel.
+        __tsan_acquire(&b->start_sync);
+#endif
         b->body(b->ctx);
+#if DMC_EMU_TSAN
+        __tsan_release(&b->exit_sync);  // the launch's end happens after every thread's work
+#endif
         b->cur->state = DONE;
+        b->rec->progress.fetch_add(1, std::memory_order_relaxed);
         yield_to_scheduler();
     }
 }
 
-inline Fiber* get_fiber(int i) {
-    while (tls_pool_size <= i) {
-        Fiber* f = new Fiber();
-        void* st = mmap(nullptr, STACK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        -1, 0);
-        if (st == MAP_FAILED) fail("cannot map a fiber stack");
-        f->stack = st;
-        if (getcontext(&f->uc) != 0) fail("getcontext failed");
-        f->uc.uc_stack.ss_sp = st;
-        f->uc.uc_stack.ss_size = STACK_BYTES;
-        f->uc.uc_link = nullptr;
-        makecontext(&f->uc, (void (*)())fiber_main, 0);
-        tls_pool[tls_pool_size++] = f;
+DMC_EMU_INTERNAL inline ThreadState* thread_state() {
+    if (tls_state == nullptr) {
+        auto* s = new ThreadState();
+        const size_t bytes = ARENA_BYTES + (size_t)MAX_THREADS * STACK_BYTES;
+        void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) fail("cannot map fiber stacks and the shared-memory arena");
+        s->region = static_cast<char*>(m);
+        for (int i = 0; i < MAX_THREADS; i++) {
+            s->fibers[i] = new Fiber();
+            s->fibers[i]->stack = s->region + ARENA_BYTES + (size_t)i * STACK_BYTES;
+        }
+        tls_state = s;
+        static thread_local struct Reaper {
+            ~Reaper() {
+                if (tls_state) {
+                    for (Fiber* f : tls_state->fibers) delete f;
+                    munmap(tls_state->region, ARENA_BYTES + (size_t)MAX_THREADS * STACK_BYTES);
+                    delete tls_state;
+                    tls_state = nullptr;
+                }
+            }
+        } reaper;
+        (void)reaper;
     }
-    return tls_pool[i];
+    return tls_state;
 }
 
-inline void switch_to(Block* b, Fiber* f) {
+DMC_EMU_INTERNAL inline void make_fiber(Fiber* f) {
+    if (getcontext(&f->uc) != 0) fail("getcontext failed");
+    f->uc.uc_stack.ss_sp = f->stack;
+    f->uc.uc_stack.ss_size = STACK_BYTES;
+    f->uc.uc_link = nullptr;
+    makecontext(&f->uc, (void (*)())fiber_main, 0);
+    f->started = false;
+}
+
+DMC_EMU_INTERNAL inline void switch_to(Block* b, Fiber* f) {
     b->cur = f;
+    b->rec->running.store(f->linear, std::memory_order_relaxed);
     if (!_setjmp(b->sched)) {
 #if DMC_EMU_ASAN
         __sanitizer_start_switch_fiber(&b->sched_fake_stack, f->stack, STACK_BYTES);
+#endif
+#if DMC_EMU_TSAN
+        __tsan_switch_to_fiber(f->tsan, 1 /* no synchronisation */);
 #endif
         if (!f->started) {
             f->started = true;
@@ -164,166 +506,534 @@ inline void switch_to(Block* b, Fiber* f) {
 #if DMC_EMU_ASAN
     __sanitizer_finish_switch_fiber(b->sched_fake_stack, nullptr, nullptr);
 #endif
+    b->cur = nullptr;
 }
 
-struct Rng {
-    uint64_t s;
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-};
-
-// Completes the warp collective of lanes [w0, w0+nl) if all of them wait on it.
-// Returns true when lanes were released (appended to `ready`).
-inline bool try_complete_warp(Fiber** fs, int w0, int nl, Fiber** ready, int* nready) {
-    int waiting = 0, done = 0;
-    for (int l = 0; l < nl; l++) {
-        int s = fs[w0 + l]->state;
-        if (s == WAIT_WARP) waiting++;
-        if (s == DONE) done++;
-    }
-    if (waiting == 0) return false;
-    if (waiting + done < nl) return false;  // some lanes still run or wait at a barrier
-    if (done > 0) fail("warp collective with a full mask reached after some lanes exited");
-    int op = fs[w0]->op;
-    for (int l = 1; l < nl; l++)
-        if (fs[w0 + l]->op != op) fail("lanes of one warp wait on different warp collectives");
-    uint64_t ballot = 0;
-    for (int l = 0; l < nl; l++)
-        if (fs[w0 + l]->val != 0) ballot |= (1ull << l);
-    for (int l = 0; l < nl; l++) {
-        Fiber* f = fs[w0 + l];
-        int w = f->width;
-        int src = l;
-        switch (op) {
-        case W_SYNC: break;
-        case W_SHFL: src = (l / w) * w + (((f->arg % w) + w) % w); break;
-        case W_SHFL_UP: src = ((l % w) >= f->arg) ? l - f->arg : l; break;
-        case W_SHFL_DOWN: src = ((l % w) + f->arg < w) ? l + f->arg : l; break;
-        case W_SHFL_XOR: {
-            int t = l ^ f->arg;
-            src = (t / w == l / w) ? t : l;
-            break;
-        }
-        default: break;
-        }
-        if (src >= nl) src = l;
-        switch (op) {
-        case W_SHFL:
-        case W_SHFL_UP:
-        case W_SHFL_DOWN:
-        case W_SHFL_XOR: f->result = fs[w0 + src]->val; break;
-        case W_BALLOT: f->result = ballot; break;
-        case W_ANY: f->result = ballot != 0; break;
-        case W_ALL: f->result = ballot == ((nl == 64) ? ~0ull : ((1ull << nl) - 1)); break;
-        default: f->result = 0; break;
-        }
-        f->state = READY;
-        ready[(*nready)++] = f;
-    }
-    return true;
+DMC_EMU_INTERNAL inline uint64_t next_rng(uint64_t& s) {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
-inline void shuffle(Fiber** a, int n, Rng& rng) {
+DMC_EMU_INTERNAL inline void shuffle(Fiber** a, int n, uint64_t& rng) {
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)(rng.next() % (uint64_t)(i + 1));
+        int j = (int)(next_rng(rng) % (uint64_t)(i + 1));
         Fiber* t = a[i];
         a[i] = a[j];
         a[j] = t;
     }
 }
 
-inline void run_block(Block* b, int nthreads, uint64_t seed, uint64_t block_linear) {
-    Fiber* fs[MAX_THREADS];
+// ---- Shared memory ----
+
+DMC_EMU_INTERNAL inline void* shared_static(const void* key, size_t size, size_t align, const char* name) {
+    Block* b = tls_block;
+    if (b == nullptr || b->cur == nullptr) fail("__shared__ variable `%s` outside a kernel (file-scope __shared__ is not emulated)", name);
+    for (int i = 0; i < b->nvars; i++)
+        if (b->vars[i].key == key) return b->arena + b->vars[i].off;
+    if (b->nvars == 64) fail("more than 64 __shared__ variables in one kernel");
+    if (align < 16) align = 16;
+    const size_t off = (b->static_top + align - 1) / align * align;
+    const size_t top = off + size;
+    if (top > SMEM_STATIC_LIMIT)
+        fail("static __shared__ memory exceeds the 48 KiB static limit: `%s` (%zu bytes) ends at byte %zu", name, size, top);
+    if (top + b->dyn_bytes > b->smem_limit)
+        fail("static (%zu bytes, up to `%s`) + dynamic (%zu bytes) shared memory exceeds the block's limit of %zu bytes",
+             top, name, b->dyn_bytes, b->smem_limit);
+    b->vars[b->nvars++] = SharedVar{key, name, off, size};
+    b->static_top = top;
+    // The bytes were filled with the poison at the block's start (by the scheduler, so under
+    // TSan that write happens before every thread of the block).
+#if DMC_EMU_ASAN
+    __asan_unpoison_memory_region(b->arena + off, size);
+#endif
+    return b->arena + off;
+}
+
+DMC_EMU_INTERNAL inline void* shared_dynamic(size_t align) {
+    Block* b = tls_block;
+    if (b == nullptr || b->cur == nullptr) fail("extern __shared__ memory used outside a kernel");
+    if (align > 16) fail("extern __shared__ alignment above 16 bytes is not emulated");
+    return b->arena + SMEM_STATIC_LIMIT;
+}
+
+// Poisons the block's shared memory: 0xA5 bytes where the kernel may read (a value it reads
+// before writing is visible), and under ASan everything else in the arena is unaddressable.
+DMC_EMU_INTERNAL inline void poison_arena(Block* b) {
+#if DMC_EMU_ASAN
+    __asan_unpoison_memory_region(b->arena, ARENA_BYTES);
+#endif
+    // All of the static part: variables first reached later in this block are poisoned too.
+    std::memset(b->arena, SMEM_POISON, SMEM_STATIC_LIMIT + b->dyn_bytes);
+#if DMC_EMU_ASAN
+    __asan_poison_memory_region(b->arena + b->static_top, SMEM_STATIC_LIMIT - b->static_top);
+    __asan_poison_memory_region(b->arena + SMEM_STATIC_LIMIT + b->dyn_bytes,
+                                ARENA_BYTES - SMEM_STATIC_LIMIT - b->dyn_bytes);
+#endif
+}
+
+// ---- Collectives ----
+
+DMC_EMU_INTERNAL inline bool same_collective(const Fiber* a, const Fiber* b) {
+    return a->op == b->op && a->mask == b->mask && a->width == b->width && a->site == b->site;
+}
+
+// Computes the results of a complete collective whose lanes (bits of `p`, warp at w0) all wait.
+DMC_EMU_INTERNAL inline void complete_collective(Block* b, int w0, int nl, unsigned p) {
+    Fiber** fs = b->fibers + w0;
+    const int op = fs[__builtin_ctz(p)]->op;
+    unsigned ballot = 0;
+    uint32_t r_and = ~0u, r_or = 0, r_xor = 0, r_add = 0, r_min = ~0u, r_max = 0;
+    int32_t r_smin = INT32_MAX, r_smax = INT32_MIN;
+    bool all_equal = true;
+    const uint64_t first = fs[__builtin_ctz(p)]->val;
+    for (int l = 0; l < nl; l++) {
+        if (!(p >> l & 1u)) continue;
+        const uint64_t v = fs[l]->val;
+        const uint32_t v32 = (uint32_t)v;
+        if (v != 0) ballot |= 1u << l;
+        if (v != first) all_equal = false;
+        r_and &= v32;
+        r_or |= v32;
+        r_xor ^= v32;
+        r_add += v32;
+        r_min = v32 < r_min ? v32 : r_min;
+        r_max = v32 > r_max ? v32 : r_max;
+        r_smin = (int32_t)v32 < r_smin ? (int32_t)v32 : r_smin;
+        r_smax = (int32_t)v32 > r_smax ? (int32_t)v32 : r_smax;
+    }
+    for (int l = 0; l < nl; l++) {
+        if (!(p >> l & 1u)) continue;
+        Fiber* f = fs[l];
+        const int w = f->width;
+        const int base = l & ~(w - 1);
+        int src = l;
+        switch (op) {
+        case W_SHFL: src = base + (f->arg & (w - 1)); break;
+        case W_SHFL_UP: src = (l - base) >= f->arg ? l - f->arg : l; break;
+        case W_SHFL_DOWN: src = (l - base) + f->arg < w ? l + f->arg : l; break;
+        // xor: lanes of earlier groups may be read, a later group gives the lane's own value
+        case W_SHFL_XOR: src = (l ^ f->arg) < base + w ? (l ^ f->arg) : l; break;
+        default: break;
+        }
+        switch (op) {
+        case W_SHFL:
+        case W_SHFL_UP:
+        case W_SHFL_DOWN:
+        case W_SHFL_XOR:
+            // A lane outside the mask (or exited) gives an undefined value: poison.
+            f->result = (src >= 0 && src < nl && (p >> src & 1u)) ? fs[src]->val : SHFL_POISON;
+            break;
+        case W_BALLOT: f->result = ballot; break;
+        case W_ANY: f->result = ballot != 0; break;
+        case W_ALL: f->result = ballot == p; break;
+        case W_MATCH_ANY: {
+            unsigned m = 0;
+            for (int k = 0; k < nl; k++)
+                if ((p >> k & 1u) && fs[k]->val == f->val) m |= 1u << k;
+            f->result = m;
+            break;
+        }
+        case W_MATCH_ALL:
+            f->result = all_equal ? p : 0;
+            f->result2 = all_equal;
+            break;
+        case W_RED_ADD: f->result = r_add; break;
+        case W_RED_MIN: f->result = r_min; break;
+        case W_RED_MAX: f->result = r_max; break;
+        case W_RED_MIN_S: f->result = (uint32_t)r_smin; break;
+        case W_RED_MAX_S: f->result = (uint32_t)r_smax; break;
+        case W_RED_AND: f->result = r_and; break;
+        case W_RED_OR: f->result = r_or; break;
+        case W_RED_XOR: f->result = r_xor; break;
+        case W_ACTIVEMASK: f->result = p; break;
+        default: f->result = 0; break;
+        }
+    }
+    for (int l = 0; l < nl; l++)
+        if (p >> l & 1u) fs[l]->state = READY;
+    b->rec->progress.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Completes every collective of warp [w0, w0+nl) whose lanes all wait on it; appends the
+// released lanes to `ready`. `stalled`: nothing runs, so __activemask groups may resolve.
+DMC_EMU_INTERNAL inline void complete_warp(Block* b, int w0, int nl, bool stalled, Fiber** ready, int* nready) {
+    Fiber** fs = b->fibers + w0;
+    unsigned present = 0, waiting = 0, runnable = 0;
+    for (int l = 0; l < nl; l++) {
+        if (fs[l]->state != DONE) present |= 1u << l;
+        if (fs[l]->state == WAIT_WARP) waiting |= 1u << l;
+        if (fs[l]->state == READY) runnable |= 1u << l;
+    }
+    unsigned released = 0;
+    for (int l = 0; l < nl; l++) {
+        Fiber* f = fs[l];
+        if (!(waiting >> l & 1u) || f->op == W_ACTIVEMASK) continue;
+        const unsigned p = f->mask & present;
+        if ((p & waiting) != p) continue;  // some lane of the mask is not there yet
+        bool same = true;
+        for (int k = 0; k < nl && same; k++)
+            if (p >> k & 1u) same = same_collective(f, fs[k]);
+        if (!same) continue;  // reported as a divergent collective if the block stalls
+        complete_collective(b, w0, nl, p);
+        waiting &= ~p;
+        released |= p;
+    }
+    // __activemask: when no lane of the warp can run, the lanes waiting at the same
+    // __activemask call site are the converged ones.
+    if (stalled && runnable == 0 && released == 0) {
+        for (int l = 0; l < nl; l++) {
+            Fiber* f = fs[l];
+            if (!(waiting >> l & 1u) || f->op != W_ACTIVEMASK) continue;
+            unsigned g = 0;
+            for (int k = 0; k < nl; k++)
+                if ((waiting >> k & 1u) && fs[k]->op == W_ACTIVEMASK && fs[k]->site == f->site) g |= 1u << k;
+            complete_collective(b, w0, nl, g);
+            waiting &= ~g;
+            released |= g;
+        }
+    }
+    for (int l = 0; l < nl; l++)
+        if (released >> l & 1u) ready[(*nready)++] = fs[l];
+}
+
+[[noreturn]] DMC_EMU_INTERNAL inline void report_stall(Block* b) {
+    char msg[1800];
+    size_t len = 0;
+    auto put = [&](const char* fmt, auto... a) {
+        if (len < sizeof msg) len += (size_t)std::snprintf(msg + len, sizeof msg - len, fmt, a...);
+    };
+    int done = 0, bar = 0;
+    for (int i = 0; i < b->nthreads; i++) {
+        done += b->fibers[i]->state == DONE;
+        bar += b->fibers[i]->state == WAIT_BAR;
+    }
+    put("deadlock: ");
+    for (int w0 = 0; w0 < b->nthreads; w0 += 32) {
+        const int nl = b->nthreads - w0 < 32 ? b->nthreads - w0 : 32;
+        unsigned shown = 0;
+        for (int l = 0; l < nl; l++) {
+            Fiber* f = b->fibers[w0 + l];
+            if (f->state != WAIT_WARP || (shown >> l & 1u)) continue;
+            unsigned g = 0;
+            for (int k = 0; k < nl; k++)
+                if (b->fibers[w0 + k]->state == WAIT_WARP && same_collective(f, b->fibers[w0 + k])) g |= 1u << k;
+            shown |= g;
+            put("warp %d lanes %#010x wait at %s(mask %#010x, width %d) %s:%u:%u; ", w0 / 32, g, op_name(f->op),
+                f->mask, f->width, short_file(f->site.file), f->site.line, f->site.column);
+        }
+    }
+    if (bar > 0) {
+        Site first = {};
+        for (int i = 0; i < b->nthreads; i++) {
+            Fiber* f = b->fibers[i];
+            if (f->state != WAIT_BAR) continue;
+            if (first.line == 0) {
+                first = f->site;
+                put("%d threads wait at __syncthreads %s:%u", bar, short_file(f->site.file), f->site.line);
+            } else if (!(f->site == first)) {
+                put(", thread %d at another __syncthreads %s:%u", i, short_file(f->site.file), f->site.line);
+                break;
+            }
+        }
+        if (done > 0) put(", %d threads exited", done);
+    }
+    put(" (divergent collectives or barriers: lanes wait at different call sites, masks, widths, or after lanes exited)");
+    fail("%s", msg);
+}
+
+DMC_EMU_INTERNAL inline void complete_barrier(Block* b, Fiber** ready, int* nready) {
+    const Site s = b->fibers[0]->site;
+    int count = 0;
+    for (int i = 0; i < b->nthreads; i++) {
+        Fiber* f = b->fibers[i];
+        if (!(f->site == s) || f->op != b->fibers[0]->op)
+            fail("threads of the block wait at different __syncthreads: thread 0 at %s:%u, thread %d at %s:%u",
+                 short_file(s.file), s.line, i, short_file(f->site.file), f->site.line);
+        count += f->bar_pred != 0;
+    }
+    b->bar_count = count;
+#if DMC_EMU_TSAN
+    b->bar_gen++;
+#endif
+    for (int i = 0; i < b->nthreads; i++) {
+        b->fibers[i]->state = READY;
+        ready[(*nready)++] = b->fibers[i];
+    }
+    b->rec->progress.fetch_add(1, std::memory_order_relaxed);
+}
+
+// ---- Blocks and launches ----
+
+DMC_EMU_INTERNAL inline void run_block(Block* b) {
+    ThreadState* ts = tls_state;
+    const int n = b->nthreads;
+    b->rec->bx.store(b->bidx.x, std::memory_order_relaxed);
+    b->rec->by.store(b->bidx.y, std::memory_order_relaxed);
+    b->rec->bz.store(b->bidx.z, std::memory_order_relaxed);
+#if DMC_EMU_TSAN
+    // Fresh memory for the block's shared memory: TSan forgets the accesses of the previous
+    // block's threads there (no race: each block has its own shared memory on the GPU). Fiber
+    // stacks are reused as they are: kernels' locals do not escape to other threads, so TSan
+    // does not track them (the emulator passes call sites by value for that reason).
+    const size_t used = (SMEM_STATIC_LIMIT + b->dyn_bytes + 4095) / 4096 * 4096;
+    if (mmap(ts->region, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
+        MAP_FAILED)
+        fail("cannot remap the shared-memory arena");
+#endif
+    poison_arena(b);
+#if DMC_EMU_TSAN
+    if (ts->sync_region == nullptr || ts->sync_next + TSAN_SYNC_WINDOW > TSAN_SYNC_REGION) {
+        // munmap resets TSan's metadata of the range: the addresses are fresh again
+        if (ts->sync_region != nullptr) munmap(ts->sync_region, TSAN_SYNC_REGION);
+        void* m = mmap(nullptr, TSAN_SYNC_REGION, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) fail("cannot reserve TSan sync addresses");
+        ts->sync_region = static_cast<char*>(m);
+        ts->sync_next = 0;
+    }
+    b->sync_window = ts->sync_region + ts->sync_next;
+    ts->sync_next += TSAN_SYNC_WINDOW;
+    for (int w = 0; w < (n + 31) / 32; w++) ts->nmasks[w] = 0;
+    __tsan_release(&b->start_sync);
+#endif
     Fiber* ready[MAX_THREADS];
-    for (int i = 0; i < nthreads; i++) {
-        Fiber* f = get_fiber(i);
+    for (int i = 0; i < n; i++) {
+        Fiber* f = ts->fibers[i];
         f->linear = i;
         f->tid.x = i % b->bdim.x;
         f->tid.y = (i / b->bdim.x) % b->bdim.y;
         f->tid.z = i / (b->bdim.x * b->bdim.y);
         f->state = READY;
-        fs[i] = f;
+        f->bar_pred = 0;
+        if (f->uc.uc_stack.ss_sp == nullptr) make_fiber(f);
+#if DMC_EMU_TSAN
+        f->tsan = b->tsan_fibers[(size_t)b->tsan_set * (size_t)n + (size_t)i];
+        char name[96];
+        std::snprintf(name, sizeof name, "CUDA thread %d (warp %d) of block (%u,%u,%u)", i, i / 32, b->bidx.x,
+                      b->bidx.y, b->bidx.z);
+        __tsan_set_fiber_name(f->tsan, name);
+#endif
         ready[i] = f;
     }
-    int nready = nthreads;
-    Rng rng{seed ^ (block_linear * 0xD1B54A32D192ED03ull)};
-    if (seed != 0) shuffle(ready, nready, rng);
+    b->fibers = ts->fibers;
+    int nready = n;
+    const bool shuffled = (b->seed != 0 && b->schedule == SCHED_SYNC) || b->schedule == SCHED_PREEMPT;
+    if (shuffled) shuffle(ready, nready, b->rng);
     for (;;) {
         for (int i = 0; i < nready; i++) switch_to(b, ready[i]);
         nready = 0;
-        for (int w0 = 0; w0 < nthreads; w0 += 32) {
-            int nl = nthreads - w0 < 32 ? nthreads - w0 : 32;
-            try_complete_warp(fs, w0, nl, ready, &nready);
-        }
+        // Preempted fibers (lockstep step, preemption, __nanosleep) run again.
+        for (int i = 0; i < n; i++)
+            if (ts->fibers[i]->state == READY) ready[nready++] = ts->fibers[i];
+        const bool stalled = nready == 0;
+        for (int w0 = 0; w0 < n; w0 += 32) complete_warp(b, w0, n - w0 < 32 ? n - w0 : 32, stalled, ready, &nready);
         if (nready == 0) {
             int done = 0, bar = 0;
-            for (int i = 0; i < nthreads; i++) {
-                if (fs[i]->state == DONE) done++;
-                if (fs[i]->state == WAIT_BAR) bar++;
+            for (int i = 0; i < n; i++) {
+                done += ts->fibers[i]->state == DONE;
+                bar += ts->fibers[i]->state == WAIT_BAR;
             }
-            if (done == nthreads) return;
-            if (bar + done == nthreads && done == 0) {
-                int count = 0;
-                for (int i = 0; i < nthreads; i++) count += fs[i]->bar_pred != 0;
-                b->bar_count = count;
-                for (int i = 0; i < nthreads; i++) {
-                    fs[i]->state = READY;
-                    ready[nready++] = fs[i];
-                }
-            } else if (bar + done == nthreads) {
-                fail("__syncthreads reached after some threads of the block exited");
-            } else {
-                fail("deadlock: threads wait on different barriers or warp collectives");
-            }
+            if (done == n) break;
+            if (bar == n) complete_barrier(b, ready, &nready);
+            else report_stall(b);
         }
-        if (seed != 0) shuffle(ready, nready, rng);
+        if (shuffled) shuffle(ready, nready, b->rng);
     }
+#if DMC_EMU_TSAN
+    for (int i = 0; i < n; i++) ts->fibers[i]->tsan = nullptr;
+#endif
 }
 
-// Runs a whole grid; blocks one at a time in launch order.
-inline int launch(dim3 grid, dim3 block, uint64_t seed, void (*body)(void*), void* ctx) {
-    uint64_t nthreads = (uint64_t)block.x * block.y * block.z;
-    if (nthreads == 0 || nthreads > (uint64_t)MAX_THREADS) return -1;
+DMC_EMU_INTERNAL inline uint64_t gcd(uint64_t a, uint64_t b) {
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+// Launch error codes (the launch fails, as cudaLaunchKernel would).
+enum LaunchError : int {
+    E_BLOCK = -1,          // block size 0 or beyond 1024 threads / (1024, 1024, 64)
+    E_GRID = -2,           // grid.x beyond 2^31-1 or grid.y/z beyond 65535
+    E_LAUNCH_BOUNDS = -3,  // more threads than the kernel's __launch_bounds__
+    E_SMEM = -4,           // dynamic shared memory beyond the block's limit
+    E_NESTED = -5,
+};
+
+// Runs a whole grid; blocks one at a time, in launch order (seed 0) or a seeded random order.
+DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigned bounds, const char* kernel,
+                                   void (*body)(void*), void* ctx) {
+    const uint64_t nthreads = (uint64_t)block.x * block.y * block.z;
+    if (nthreads == 0 || nthreads > (uint64_t)MAX_THREADS || block.x > 1024 || block.y > 1024 || block.z > 64) {
+        std::fprintf(stderr, "damacy CUDA emulator: launch of %s with block (%u,%u,%u): invalid block size\n", kernel,
+                     block.x, block.y, block.z);
+        return E_BLOCK;
+    }
+    if (bounds != 0 && nthreads > bounds) {
+        std::fprintf(stderr, "damacy CUDA emulator: launch of %s with %llu threads per block: its __launch_bounds__ is %u\n",
+                     kernel, (unsigned long long)nthreads, bounds);
+        return E_LAUNCH_BOUNDS;
+    }
+    if (grid.x > 0x7FFFFFFFu || grid.y > 65535u || grid.z > 65535u) {
+        std::fprintf(stderr, "damacy CUDA emulator: launch of %s with grid (%u,%u,%u): grid.x ≤ 2^31-1, grid.y and grid.z ≤ 65535\n",
+                     kernel, grid.x, grid.y, grid.z);
+        return E_GRID;
+    }
+    if (tls_block != nullptr) return E_NESTED;
+    ThreadState* ts = thread_state();
+    const Options& o = ts->opts;
+    // Without an opt-in a block has 48 KiB in all; with one (cudaFuncAttributeMaxDynamicSharedMemorySize)
+    // up to that much dynamic memory and 227 KiB in all.
+    const size_t limit = o.max_dyn_smem ? SMEM_OPTIN_LIMIT : SMEM_STATIC_LIMIT;
+    const size_t dyn_limit = o.max_dyn_smem ? o.max_dyn_smem : SMEM_STATIC_LIMIT;
+    if (o.max_dyn_smem > SMEM_OPTIN_LIMIT || o.dyn_smem > dyn_limit) {
+        std::fprintf(stderr, "damacy CUDA emulator: launch of %s with %u bytes of dynamic shared memory: the limit is %zu "
+                             "(opt in up to %zu)\n", kernel, o.dyn_smem, dyn_limit, SMEM_OPTIN_LIMIT);
+        return E_SMEM;
+    }
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
-    if (tls_block != nullptr) fail("nested launch");
     Block b;
     b.bdim = block;
     b.gdim = grid;
+    b.nthreads = (int)nthreads;
     b.body = body;
     b.ctx = ctx;
+    b.kernel = kernel;
+    b.seed = seed;
+    b.schedule = o.schedule != SCHED_DEFAULT ? o.schedule : env_schedule();
+    b.arena = ts->region;
+    b.dyn_bytes = o.dyn_smem;
+    b.smem_limit = limit;
+    b.rec = &ts->rec;
+    if (!ts->registered) {
+        watchdog_register(&ts->rec);
+        ts->registered = true;
+    }
+    ts->rec.kernel = kernel;
+    ts->rec.timeout_ms.store(o.watchdog_ms ? o.watchdog_ms : env_watchdog_ms());
+    ts->rec.switches.store(0);
+    ts->rec.active.store(1);
+#if DMC_EMU_TSAN
+    // Launches are ordered among themselves (the emulated streams synchronise in Rust, which
+    // TSan does not see); inside a launch only barriers and collectives order threads.
+    __tsan_acquire(&g_launch_order_sync);
+    b.sched_tsan = __tsan_get_current_fiber();
+#endif
     tls_block = &b;
-    uint64_t linear = 0;
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                b.bidx.x = x;
-                b.bidx.y = y;
-                b.bidx.z = z;
-                run_block(&b, (int)nthreads, seed, linear++);
-            }
+    const uint64_t total = (uint64_t)grid.x * grid.y * grid.z;
+#if DMC_EMU_TSAN
+    const int sets = total < (uint64_t)TSAN_SETS ? (int)total : TSAN_SETS;
+    std::vector<void*> tsan_fibers((size_t)sets * nthreads);
+    tsan_checkout(tsan_fibers.data(), (int)tsan_fibers.size());
+    b.tsan_fibers = tsan_fibers.data();
+#endif
+    uint64_t mult = 1, add = 0;
+    if (seed != 0 && total > 1) {
+        uint64_t r = seed ^ 0xB10C0DE5ull;
+        do mult = next_rng(r) % total; while (mult == 0 || gcd(mult, total) != 1);
+        add = next_rng(r) % total;
+    }
+    for (uint64_t k = 0; k < total; k++) {
+        // a bijection of [0, total): a random block order when seeded
+        const uint64_t lin = (uint64_t)(((unsigned __int128)k * mult + add) % total);
+        b.bidx.x = (unsigned)(lin % grid.x);
+        b.bidx.y = (unsigned)((lin / grid.x) % grid.y);
+        b.bidx.z = (unsigned)(lin / ((uint64_t)grid.x * grid.y));
+        b.rng = seed ^ (lin * 0xD1B54A32D192ED03ull) ^ 0x5EEDull;
+#if DMC_EMU_TSAN
+        b.tsan_set = (int)(k % (uint64_t)sets);
+#endif
+        run_block(&b);
+    }
+#if DMC_EMU_TSAN
+    tsan_checkin(tsan_fibers.data(), (int)tsan_fibers.size());
+#endif
     tls_block = nullptr;
+    ts->rec.active.store(0);
+#if DMC_EMU_TSAN
+    __tsan_acquire(&b.exit_sync);
+    __tsan_release(&g_launch_order_sync);
+#endif
     return 0;
 }
 
-template <class F> inline int launch_lambda(dim3 grid, dim3 block, uint64_t seed, F&& f) {
+template <class F> inline int launch_lambda(dim3 grid, dim3 block, uint64_t seed, unsigned bounds, const char* kernel, F&& f) {
     auto tramp = [](void* p) { (*static_cast<F*>(p))(); };
-    return launch(grid, block, seed, tramp, (void*)&f);
+    return launch(grid, block, seed, bounds, kernel, tramp, (void*)&f);
+}
+template <class F> inline int launch_lambda(dim3 grid, dim3 block, uint64_t seed, F&& f) {
+    return launch_lambda(grid, block, seed, 0, "lambda", static_cast<F&&>(f));
 }
 
-inline uint64_t warp_op(int op, uint64_t val, int arg, int width, unsigned mask) {
-    if (mask != 0xffffffffu) fail("only full-warp masks (0xffffffff) are emulated");
+// ---- Sync points called by the kernels ----
+
+DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int width, unsigned mask, std::source_location loc) {
     Fiber* f = cur();
+    const int lane = f->linear & 31;
+    if (!(mask >> lane & 1u))
+        fail("%s at %s:%u: mask %#010x does not name the calling lane %d", op_name(op), short_file(loc.file_name()),
+             (unsigned)loc.line(), mask, lane);
+    if (width < 1 || width > 32 || (width & (width - 1)) != 0)
+        fail("%s at %s:%u: width %d is not a power of 2 in [1, 32]", op_name(op), short_file(loc.file_name()),
+             (unsigned)loc.line(), width);
     f->op = op;
     f->val = val;
     f->arg = arg;
     f->width = width;
+    f->mask = mask;
+    f->site = Site{loc.file_name(), (unsigned)loc.line(), (unsigned)loc.column()};
     f->state = WAIT_WARP;
+#if DMC_EMU_TSAN
+    {
+        // The lanes of a completed collective have done equally many collectives with its
+        // mask: that count (its parity) names the sync object they release to and acquire from.
+        ThreadState* ts = tls_state;
+        const int w = f->linear / 32;
+        int k = 0;
+        while (k < ts->nmasks[w] && ts->wmask[w][k] != mask) k++;
+        if (k == ts->nmasks[w]) {
+            if (k == TSAN_MASKS) fail("more than %d distinct collective masks in one warp (TSan build)", TSAN_MASKS);
+            ts->wmask[w][k] = mask;
+            for (int l = 0; l < 32; l++) ts->wcount[w][k][l] = 0;
+            ts->nmasks[w]++;
+        }
+        const unsigned c = ts->wcount[w][k][lane]++;
+        f->sync_addr = tls_block->sync_window + 2 + ((size_t)w * TSAN_MASKS + (size_t)k) * 2 + (c & 1u);
+        __tsan_release(f->sync_addr);
+    }
+#endif
     yield_to_scheduler();
+#if DMC_EMU_TSAN
+    __tsan_acquire(f->sync_addr);
+#endif
     return f->result;
+}
+
+DMC_EMU_INTERNAL inline int barrier(int pred, std::source_location loc) {
+    Fiber* f = cur();
+    Block* b = tls_block;
+    f->bar_pred = pred;
+    f->op = -1;
+    f->site = Site{loc.file_name(), (unsigned)loc.line(), (unsigned)loc.column()};
+    f->state = WAIT_BAR;
+#if DMC_EMU_TSAN
+    f->bar_gen = b->bar_gen;
+    __tsan_release(b->sync_window + (f->bar_gen & 1));
+#endif
+    yield_to_scheduler();
+#if DMC_EMU_TSAN
+    __tsan_acquire(b->sync_window + (f->bar_gen & 1));
+#endif
+    return b->bar_count;
+}
+
+// A yield that is no synchronisation: the fiber runs again after the others had their turn.
+DMC_EMU_INTERNAL inline void preempt() {
+    tls_block->rec->switches.fetch_add(1, std::memory_order_relaxed);
+    yield_to_scheduler();
 }
 
 template <class T> inline uint64_t to_bits(T v) {
@@ -340,63 +1050,104 @@ template <class T> inline T from_bits(uint64_t u) {
 
 }  // namespace dmc_emu
 
+// Shared-memory declarations after the build script's rewrite.
+#define DMC_EMU_UNPAREN(...) __VA_ARGS__
+#define DMC_EMU_SHARED(T, name, dims)                                                          \
+    static char dmc_emu_key_##name;                                                            \
+    using dmc_emu_type_##name = DMC_EMU_UNPAREN T dims;                                        \
+    dmc_emu_type_##name& name = *static_cast<dmc_emu_type_##name*>(::dmc_emu::shared_static(   \
+        &dmc_emu_key_##name, sizeof(dmc_emu_type_##name), alignof(dmc_emu_type_##name), #name))
+#define DMC_EMU_EXTERN_SHARED(T) (static_cast<DMC_EMU_UNPAREN T*>(::dmc_emu::shared_dynamic(alignof(DMC_EMU_UNPAREN T))))
+
 #define threadIdx (::dmc_emu::cur()->tid)
 #define blockIdx (::dmc_emu::tls_block->bidx)
 #define blockDim (::dmc_emu::tls_block->bdim)
 #define gridDim (::dmc_emu::tls_block->gdim)
 #define warpSize 32
 
-inline void __syncthreads() {
-    ::dmc_emu::Fiber* f = ::dmc_emu::cur();
-    f->bar_pred = 0;
-    f->state = ::dmc_emu::WAIT_BAR;
-    ::dmc_emu::yield_to_scheduler();
+#define DMC_EMU_LOC std::source_location loc = std::source_location::current()
+inline void __syncthreads(DMC_EMU_LOC) { ::dmc_emu::barrier(0, loc); }
+inline int __syncthreads_count(int pred, DMC_EMU_LOC) { return ::dmc_emu::barrier(pred, loc); }
+inline int __syncthreads_or(int pred, DMC_EMU_LOC) { return ::dmc_emu::barrier(pred, loc) != 0; }
+inline int __syncthreads_and(int pred, DMC_EMU_LOC) {
+    return ::dmc_emu::barrier(pred, loc) == (int)(blockDim.x * blockDim.y * blockDim.z);
 }
-inline int __syncthreads_count(int pred) {
-    ::dmc_emu::Fiber* f = ::dmc_emu::cur();
-    f->bar_pred = pred;
-    f->state = ::dmc_emu::WAIT_BAR;
-    ::dmc_emu::yield_to_scheduler();
-    return ::dmc_emu::tls_block->bar_count;
+inline void __syncwarp(unsigned mask = 0xffffffffu, DMC_EMU_LOC) {
+    ::dmc_emu::warp_op(::dmc_emu::W_SYNC, 0, 0, 32, mask, loc);
 }
-inline int __syncthreads_or(int pred) { return __syncthreads_count(pred) != 0; }
-inline int __syncthreads_and(int pred) {
-    return __syncthreads_count(pred) == (int)(blockDim.x * blockDim.y * blockDim.z);
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32, DMC_EMU_LOC) {
+    return ::dmc_emu::from_bits<T>(::dmc_emu::warp_op(::dmc_emu::W_SHFL, ::dmc_emu::to_bits(v), src, width, mask, loc));
 }
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-    ::dmc_emu::warp_op(::dmc_emu::W_SYNC, 0, 0, 32, mask);
+template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32, DMC_EMU_LOC) {
+    return ::dmc_emu::from_bits<T>(::dmc_emu::warp_op(::dmc_emu::W_SHFL_UP, ::dmc_emu::to_bits(v), (int)d, width, mask, loc));
 }
-template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-    return ::dmc_emu::from_bits<T>(
-        ::dmc_emu::warp_op(::dmc_emu::W_SHFL, ::dmc_emu::to_bits(v), src, width, mask));
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32, DMC_EMU_LOC) {
+    return ::dmc_emu::from_bits<T>(::dmc_emu::warp_op(::dmc_emu::W_SHFL_DOWN, ::dmc_emu::to_bits(v), (int)d, width, mask, loc));
 }
-template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32) {
-    return ::dmc_emu::from_bits<T>(
-        ::dmc_emu::warp_op(::dmc_emu::W_SHFL_UP, ::dmc_emu::to_bits(v), (int)d, width, mask));
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int m, int width = 32, DMC_EMU_LOC) {
+    return ::dmc_emu::from_bits<T>(::dmc_emu::warp_op(::dmc_emu::W_SHFL_XOR, ::dmc_emu::to_bits(v), m, width, mask, loc));
 }
-template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32) {
-    return ::dmc_emu::from_bits<T>(
-        ::dmc_emu::warp_op(::dmc_emu::W_SHFL_DOWN, ::dmc_emu::to_bits(v), (int)d, width, mask));
+inline unsigned __ballot_sync(unsigned mask, int pred, DMC_EMU_LOC) {
+    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_BALLOT, pred != 0, 0, 32, mask, loc);
 }
-template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int m, int width = 32) {
-    return ::dmc_emu::from_bits<T>(
-        ::dmc_emu::warp_op(::dmc_emu::W_SHFL_XOR, ::dmc_emu::to_bits(v), m, width, mask));
+inline int __any_sync(unsigned mask, int pred, DMC_EMU_LOC) {
+    return (int)::dmc_emu::warp_op(::dmc_emu::W_ANY, pred != 0, 0, 32, mask, loc);
 }
-inline unsigned __ballot_sync(unsigned mask, int pred) {
-    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_BALLOT, pred != 0, 0, 32, mask);
+inline int __all_sync(unsigned mask, int pred, DMC_EMU_LOC) {
+    return (int)::dmc_emu::warp_op(::dmc_emu::W_ALL, pred != 0, 0, 32, mask, loc);
 }
-inline int __any_sync(unsigned mask, int pred) {
-    return (int)::dmc_emu::warp_op(::dmc_emu::W_ANY, pred != 0, 0, 32, mask);
+inline unsigned __activemask(DMC_EMU_LOC) {
+    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_ACTIVEMASK, 0, 0, 32, 1u << (::dmc_emu::cur()->linear & 31), loc);
 }
-inline int __all_sync(unsigned mask, int pred) {
-    return (int)::dmc_emu::warp_op(::dmc_emu::W_ALL, pred != 0, 0, 32, mask);
+template <class T> inline unsigned __match_any_sync(unsigned mask, T v, DMC_EMU_LOC) {
+    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_MATCH_ANY, ::dmc_emu::to_bits(v), 0, 32, mask, loc);
 }
-inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+template <class T> inline unsigned __match_all_sync(unsigned mask, T v, int* pred, DMC_EMU_LOC) {
+    const unsigned r = (unsigned)::dmc_emu::warp_op(::dmc_emu::W_MATCH_ALL, ::dmc_emu::to_bits(v), 0, 32, mask, loc);
+    *pred = ::dmc_emu::cur()->result2;
+    return r;
+}
+inline unsigned __reduce_add_sync(unsigned mask, unsigned v, DMC_EMU_LOC) {
+    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_ADD, v, 0, 32, mask, loc);
+}
+inline int __reduce_add_sync(unsigned mask, int v, DMC_EMU_LOC) {
+    return (int)(unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_ADD, (unsigned)v, 0, 32, mask, loc);
+}
+inline unsigned __reduce_min_sync(unsigned mask, unsigned v, DMC_EMU_LOC) {
+    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_MIN, v, 0, 32, mask, loc);
+}
+inline int __reduce_min_sync(unsigned mask, int v, DMC_EMU_LOC) {
+    return (int)(unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_MIN_S, (unsigned)v, 0, 32, mask, loc);
+}
+inline unsigned __reduce_max_sync(unsigned mask, unsigned v, DMC_EMU_LOC) {
+    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_MAX, v, 0, 32, mask, loc);
+}
+inline int __reduce_max_sync(unsigned mask, int v, DMC_EMU_LOC) {
+    return (int)(unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_MAX_S, (unsigned)v, 0, 32, mask, loc);
+}
+inline unsigned __reduce_and_sync(unsigned mask, unsigned v, DMC_EMU_LOC) {
+    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_AND, v, 0, 32, mask, loc);
+}
+inline unsigned __reduce_or_sync(unsigned mask, unsigned v, DMC_EMU_LOC) {
+    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_OR, v, 0, 32, mask, loc);
+}
+inline unsigned __reduce_xor_sync(unsigned mask, unsigned v, DMC_EMU_LOC) {
+    return (unsigned)::dmc_emu::warp_op(::dmc_emu::W_RED_XOR, v, 0, 32, mask, loc);
+}
+// Fences order a thread's own accesses; the fibers of a launch share one OS thread, so they
+// only stop the compiler. (TSan models no standalone fence: ordering through fences + relaxed
+// atomics would be reported; damacy's kernels order through barriers and collectives.)
+inline void __threadfence() { __asm__ __volatile__("" ::: "memory"); }
+inline void __threadfence_block() { __asm__ __volatile__("" ::: "memory"); }
+// A yield to the other threads (no synchronisation); the watchdog counts no progress.
+inline void __nanosleep(unsigned) { ::dmc_emu::preempt(); }
 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
+inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 inline unsigned __brev(unsigned x) {
     x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
     x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
@@ -413,34 +1164,49 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     }
     return r;
 }
+// The upper 32 bits of (hi:lo) << (shift & 31), and the lower 32 bits of (hi:lo) >> (shift & 31).
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)((((unsigned long long)hi << 32 | lo) << (shift & 31u)) >> 32);
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)(((unsigned long long)hi << 32 | lo) >> (shift & 31u));
+}
+// The clamping variants: shifts of 32 and more act as 32.
+inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)((((unsigned long long)hi << 32 | lo) << (shift > 32u ? 32u : shift)) >> 32);
+}
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned shift) {
+    return (unsigned)(((unsigned long long)hi << 32 | lo) >> (shift > 32u ? 32u : shift));
+}
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T min(T a, T b) { return a < b ? a : b; }
 template <class T> inline T max(T a, T b) { return a > b ? a : b; }
 
-template <class T> inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-template <class T> inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
-template <class T> inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
-template <class T> inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
-template <class T> inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
-template <class T> inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+// CUDA's atomics are relaxed: they order nothing by themselves.
+template <class T> inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+template <class T> inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }
+template <class T> inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+template <class T> inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }
+template <class T> inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
+template <class T> inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
 template <class T> inline T atomicMax(T* p, T v) {
-    T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
     return old;
 }
 template <class T> inline T atomicMin(T* p, T v) {
-    T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-    while (old > v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (old > v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
     return old;
 }
 template <class T> inline T atomicCAS(T* p, T cmp, T v) {
-    __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return cmp;
 }
 
 // Declares the C-ABI launcher `dmc_emu_<name>` of a kernel: grid (x, y), block x, seed, then
-// the kernel's own parameters. PARAMS and ARGS are parenthesised lists.
-#define DMC_EMU_UNPAREN(...) __VA_ARGS__
+// the kernel's own parameters. PARAMS and ARGS are parenthesised lists. The build script
+// declares `dmc_emu_bounds_<name>`: the kernel's __launch_bounds__ (0: none).
 #define DMC_EMU_LAUNCHER(name, PARAMS, ARGS)                                                   \
     extern "C" int dmc_emu_##name(unsigned grid_x, unsigned grid_y, unsigned block_x,         \
                                   unsigned long long seed, DMC_EMU_UNPAREN PARAMS) {           \
@@ -449,5 +1215,6 @@ template <class T> inline T atomicCAS(T* p, T cmp, T v) {
         g.y = grid_y;                                                                          \
         dim3 b;                                                                                \
         b.x = block_x;                                                                         \
-        return ::dmc_emu::launch_lambda(g, b, seed, [&]() { name ARGS; });                     \
+        return ::dmc_emu::launch_lambda(g, b, seed, dmc_emu_bounds_##name, #name,              \
+                                        [&]() { name ARGS; });                                 \
     }

@@ -4,8 +4,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod dataset;
 mod discover;
 mod inspect;
+mod stream;
 
 #[derive(Parser)]
 #[command(name = "damacy", version, about = "Stream regions of zarr arrays into batched tensors")]
@@ -27,6 +29,70 @@ enum Executor {
     Emulated,
 }
 
+impl Executor {
+    fn kind(self) -> damacy::ExecutorKind {
+        match self {
+            Executor::Auto => damacy::ExecutorKind::Auto,
+            Executor::Cpu => damacy::ExecutorKind::Cpu,
+            Executor::Gpu => damacy::ExecutorKind::Gpu,
+            Executor::Emulated => damacy::ExecutorKind::Emulated,
+        }
+    }
+}
+
+/// The stream's knobs, shared by `demo` and `bench`.
+#[derive(clap::Args)]
+struct StreamArgs {
+    /// The crop (sample) shape.
+    #[arg(long, default_value = "64,64,64")]
+    crop: stream::Shape,
+    /// Crops per batch.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Which executor decodes: the GPU when one is usable, else the CPU (auto).
+    #[arg(long, value_enum, default_value_t = Executor::Auto)]
+    executor: Executor,
+    /// CUDA device ordinal (default: the current context, else 0).
+    #[arg(long)]
+    device: Option<usize>,
+    /// Element type of the batches: native, float32, bfloat16, uint8, …
+    #[arg(long, default_value = "native")]
+    dtype: String,
+    /// Batches read at once (pipeline workers).
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// I/O and decode threads of the reader (default: the number of CPUs).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Batches before timing starts.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Seed of the crop plan.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+impl StreamArgs {
+    fn knobs(&self, batches: usize) -> Result<stream::Knobs, String> {
+        Ok(stream::Knobs {
+            crop: self.crop.0.clone(),
+            batch: self.batch,
+            batches,
+            warmup: self.warmup,
+            executor: self.executor.kind(),
+            device: self.device,
+            dtype: self.dtype.parse().map_err(|e: damacy::UnknownDtype| e.to_string())?,
+            workers: self.workers,
+            threads: self
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)),
+            seed: self.seed,
+        })
+    }
+}
+
+// Doc comments here are `--help` text, where backticks would show.
+#[allow(clippy::doc_markdown)]
 #[derive(Subcommand)]
 enum Command {
     /// Describe the arrays of a store: shape, dtype, chunks, shards, codecs and their routes,
@@ -53,6 +119,49 @@ enum Command {
         #[arg(long)]
         anonymous: bool,
     },
+    /// Write a synthetic microscopy-like dataset on first use (a sharded zstd array and a
+    /// blosc-lz4 array), then stream random crops from a damacy-sampler plan through a Pipeline:
+    /// live progress, crops/s, GB/s and the per-stage stats table.
+    Demo {
+        /// Where the dataset is kept (default: $DAMACY_DEMO_DIR, else ~/.cache/damacy/demo).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// The full-size dataset (two 512³ uint16 arrays, 1 GiB decoded) instead of the quick one
+        /// (two 256³ arrays).
+        #[arg(long)]
+        full: bool,
+        /// A tiny dataset (two 64×128×128 arrays), for tests.
+        #[arg(long, hide = true, conflicts_with = "full")]
+        tiny: bool,
+        /// Batches to stream (after the warm-up).
+        #[arg(long, default_value_t = 40)]
+        batches: usize,
+        #[command(flatten)]
+        stream: StreamArgs,
+    },
+    /// Stream random crops of one array through a Pipeline and report crops/s and GB/s; with
+    /// --compare-engine also the read engine alone (read_batch in a loop) on the same crops.
+    Bench {
+        /// The arrays: store URIs whose last `.zarr` component ends the store (see
+        /// `damacy::split_uri`), e.g. /data/vol.zarr/raw, or store#path. With several, the
+        /// crops are drawn from all of them (one plan) and batches mix them.
+        #[arg(required = true, num_args = 1..)]
+        arrays: Vec<String>,
+        /// Batches to time (after the warm-up).
+        #[arg(long, default_value_t = 20)]
+        batches: usize,
+        /// Timed runs; the median is reported.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+        /// Also time the read engine alone on the same crops, and print the ratio.
+        #[arg(long)]
+        compare_engine: bool,
+        /// One JSON object on stdout instead of the report.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        stream: StreamArgs,
+    },
 }
 
 fn main() -> ExitCode {
@@ -66,14 +175,23 @@ fn main() -> ExitCode {
             let mut options = damacy::StoreOptions::default().with_anonymous(anonymous);
             options.endpoint = endpoint;
             let device = device.or_else(|| std::env::var("LOCAL_RANK").ok().and_then(|r| r.parse().ok())).unwrap_or(0);
-            let executor = match executor {
-                Executor::Auto => damacy::ExecutorKind::Auto,
-                Executor::Cpu => damacy::ExecutorKind::Cpu,
-                Executor::Gpu => damacy::ExecutorKind::Gpu,
-                Executor::Emulated => damacy::ExecutorKind::Emulated,
-            };
-            inspect::run(&store, array.as_deref(), digest, (executor, device), &options)
+            inspect::run(&store, array.as_deref(), digest, (executor.kind(), device), &options)
         }
+        Command::Demo { dir, full, tiny, batches, stream } => stream
+            .knobs(batches)
+            .and_then(|k| {
+                let size = match (full, tiny) {
+                    (true, _) => dataset::Size::Full,
+                    (_, true) => dataset::Size::Tiny,
+                    _ => dataset::Size::Small,
+                };
+                stream::demo(dir.as_deref(), size, &k)
+            })
+            .map_err(Into::into),
+        Command::Bench { arrays, batches, rounds, compare_engine, json, stream } => stream
+            .knobs(batches)
+            .and_then(|k| stream::bench(&arrays, &k, rounds, compare_engine, json))
+            .map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

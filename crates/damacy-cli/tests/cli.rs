@@ -170,3 +170,59 @@ fn inspect_digest_of_zstd_arrays_through_the_emulated_device_route() {
         );
     }
 }
+
+#[test]
+fn demo_writes_its_dataset_once_and_streams_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let args =
+        ["demo", "--tiny", "--dir", d, "--batches", "3", "--batch", "4", "--crop", "16,32,32", "--executor", "cpu"];
+    let (ok, stdout, stderr) = damacy(&args);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("dataset: writing") && stdout.contains("tiny/demo.zarr"), "{stdout}");
+    assert!(stdout.contains("12 crops in") && stdout.contains("crops/s") && stdout.contains("GB/s"), "{stdout}");
+    for stage in ["plan", "read", "io", "decode", "assemble", "pop wait", "route: "] {
+        assert!(stdout.contains(stage), "{stage}: {stdout}");
+    }
+    // The second run reads the dataset written by the first.
+    let (ok, stdout, stderr) = damacy(&args);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("(written earlier)"), "{stdout}");
+}
+
+#[test]
+fn bench_reports_json_with_the_engine_alone() {
+    let array = format!("{}#v3/sharded_zstd_index_end", fixtures().display());
+    let (ok, stdout, stderr) = damacy(&[
+        "bench",
+        &array,
+        "--crop",
+        "8,8,8",
+        "--batch",
+        "4",
+        "--batches",
+        "3",
+        "--executor",
+        "cpu",
+        "--compare-engine",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(v["pipeline"]["crops_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["engine"]["crops_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["ratio"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(v["batch"], 4);
+    assert!(v["chunks_decoded"].as_u64().unwrap() > 0, "{v}");
+    // Several arrays: batches mix them; the engine-alone comparison needs one.
+    let other = format!("{}#v3/sharded_blosc_index_end", fixtures().display());
+    let two = ["bench", &array, &other, "--crop", "8,8,8", "--batch", "4", "--batches", "2", "--executor", "cpu"];
+    let (ok, stdout, stderr) = damacy(&[&two[..], &["--json"]].concat());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("sharded_blosc_index_end") && stdout.contains("\"engine\":null"), "{stdout}");
+    let (ok, _, stderr) = damacy(&[&two[..], &["--compare-engine"]].concat());
+    assert!(!ok && stderr.contains("give one array"), "{stderr}");
+    // A crop of the wrong rank is a one-line error.
+    let (ok, _, stderr) = damacy(&["bench", &array, "--crop", "8,8", "--executor", "cpu"]);
+    assert!(!ok && stderr.contains("has rank 3") && stderr.contains("--crop"), "{stderr}");
+}

@@ -11,7 +11,9 @@
 //!
 //! Environment: `DAMACY_BENCH_DATA` (the data folder, default `/tmp/damacy-bench-data`),
 //! `DAMACY_BENCH_CROPS` (the crop list, default `$DAMACY_BENCH_DATA/crops.json`),
-//! `DAMACY_BENCH_THREADS` (default 2), `DAMACY_BENCH_READERS` (a comma list of readers to run,
+//! `DAMACY_BENCH_THREADS` (default 2), `DAMACY_BENCH_STORE_URL` (damacy reads the arrays from
+//! this `http://` or `s3://` copy of the data folder instead; `DAMACY_BENCH_S3_ENDPOINT` for an
+//! S3-compatible server; used by `benches/remote/compare.py`), `DAMACY_BENCH_READERS` (a comma list of readers to run,
 //! default all; e.g. `damacy` alone to profile it). One JSON object per line goes to stdout per (array,
 //! reader), plus one `distinct` line per array; a readable summary goes to stderr.
 //!
@@ -558,7 +560,12 @@ fn bench_array(data: &std::path::Path, name: &str, crops: &Crops, setup: &Setup)
     // Fresh reader for the timed run, so the warm-up is what fills its shard-index cache.
     drop(reader);
     if setup.wants("damacy") {
-        bench_damacy(&store, name, crops, setup, &per_batch)?;
+        match remote_store()? {
+            // The same arrays served by a remote store: damacy reads them there; the distinct
+            // bytes above come from the local copy.
+            Some(remote) => bench_damacy(&remote, name, crops, setup, &per_batch)?,
+            None => bench_damacy(&store, name, crops, setup, &per_batch)?,
+        }
     }
     if setup.wants("decode-probe")
         && let Some(batch) = timed.first()
@@ -581,12 +588,25 @@ fn bench_array(data: &std::path::Path, name: &str, crops: &Crops, setup: &Setup)
     Ok(())
 }
 
+/// The store `DAMACY_BENCH_STORE_URL` names (an `http://` or `s3://` copy of the data folder;
+/// `DAMACY_BENCH_S3_ENDPOINT` for an S3-compatible server, credentials from the environment),
+/// opened with default options; `None` to read the local folder.
+fn remote_store() -> BenchResult<Option<Store>> {
+    let Some(url) = std::env::var("DAMACY_BENCH_STORE_URL").ok().filter(|u| !u.is_empty()) else { return Ok(None) };
+    let mut options = StoreOptions::default();
+    if let Some(ep) = std::env::var("DAMACY_BENCH_S3_ENDPOINT").ok().filter(|u| !u.is_empty()) {
+        options = options.with_endpoint(ep);
+    }
+    Ok(Some(Store::open(&url, &options)?))
+}
+
 /// The timed damacy run of one array, with its counters and stage times.
 fn bench_damacy(store: &Store, name: &str, crops: &Crops, setup: &Setup, per_batch: &[Distinct]) -> BenchResult<()> {
     let (threads, probe) = (setup.threads, setup.probe);
     let batch_size = crops.batches.first().map_or(0, Vec::len);
     let reader = Reader::new(ReaderConfig::default().with_io_threads(threads).with_compute_threads(threads))?;
     let info = reader.open_array(store, name, ArrayOptions::default())?;
+    let store_before = store.stats();
     let load = LoadWindow::start();
     let (costs, whole, digest) = run_damacy(&reader, &info, crops, probe)?;
     let ratios: Vec<f64> =
@@ -607,6 +627,17 @@ fn bench_damacy(store: &Store, name: &str, crops: &Crops, setup: &Setup, per_bat
         "plan_alloc_bytes_per_batch": median_of(&costs, |c| c.allocs.map_or(f64::NAN, |a| a[0].1 as f64)),
         "read_allocs_per_batch": median_of(&costs, |c| c.allocs.map_or(f64::NAN, |a| a[1].0 as f64)),
         "read_alloc_bytes_per_batch": median_of(&costs, |c| c.allocs.map_or(f64::NAN, |a| a[1].1 as f64)),
+        "read_amplification": whole.read_amplification(),
+        "store": store.url(),
+        "store_stats": store.stats().map(|s| json!({
+            "requests": s.requests - store_before.as_ref().map_or(0, |b| b.requests),
+            "retries": s.retries,
+            "timeouts": s.timeouts,
+            "in_flight_max": s.in_flight_max,
+            "bytes_in_flight_max": s.bytes_in_flight_max,
+            "latency_p50_ms": secs(s.latency_p50) * 1e3,
+            "latency_p95_ms": secs(s.latency_p95) * 1e3,
+        })),
         "io_ms": stage(&|d| d.io),
         "decode_ms": stage(&|d| d.decode),
         "assemble_ms": stage(&|d| d.assemble),

@@ -127,6 +127,32 @@ impl ArrayMeta {
         Self::from_array(array, path)
     }
 
+    /// The metadata of the array at `path` in `store` given as its JSON document (`zarr.json`
+    /// for zarr v3, `.zarray` for v2) rather than read from the store: what a caller that
+    /// already holds the metadata (zarr-python) uses, so an array rewritten in place at the
+    /// same path is never served from stale metadata.
+    pub fn from_metadata_json(store: &Store, path: &str, json: &str) -> Result<Self> {
+        let path = normalize_path(path);
+        let metadata: ArrayMetadata = serde_json::from_str(json).map_err(|e| Error::Metadata {
+            path: path.clone(),
+            message: e.to_string(),
+            source: Some(Arc::new(e)),
+        })?;
+        let readable: Arc<dyn ReadableStorageTraits> = store.storage().clone();
+        let array = Array::new_with_metadata(readable, &path, metadata).map_err(|e| match e {
+            zarrs::array::ArrayCreateError::DataTypeCreateError(_)
+            | zarrs::array::ArrayCreateError::CodecsCreateError(_)
+            | zarrs::array::ArrayCreateError::StorageTransformersCreateError(_)
+            | zarrs::array::ArrayCreateError::ChunkGridCreateError(_)
+            | zarrs::array::ArrayCreateError::ChunkKeyEncodingCreateError(_)
+            | zarrs::array::ArrayCreateError::AdditionalFieldUnsupportedError(_) => {
+                Error::Unsupported(format!("array {path}: {e}"))
+            }
+            other => Error::Metadata { path: path.clone(), message: other.to_string(), source: Some(Arc::new(other)) },
+        })?;
+        Self::from_array(array, path)
+    }
+
     fn from_array(array: Array<dyn ReadableStorageTraits>, path: String) -> Result<Self> {
         let meta_err = |message: String| Error::metadata(&path, message);
         let zarr_format = match array.metadata() {
@@ -406,8 +432,10 @@ impl std::ops::Deref for ArrayHandle {
 
 impl ArrayHandle {
     /// Bind metadata to its store and options; refuses a cast that loses values unless the
-    /// options allow it.
-    pub(crate) fn new(store: Store, meta: ArrayMeta, options: ArrayOptions) -> Result<Self> {
+    /// options allow it. [`crate::Reader::open_array`] does this with cached metadata; call it
+    /// directly with metadata from [`ArrayMeta::from_metadata_json`] or
+    /// [`ArrayMeta::from_zarrs`].
+    pub fn new(store: Store, meta: ArrayMeta, options: ArrayOptions) -> Result<Self> {
         let out_dtype = options.output_dtype.resolve(meta.dtype);
         if !options.allow_lossy_cast
             && let Some(reason) = meta.dtype.lossy_cast_reason(out_dtype)
@@ -418,6 +446,13 @@ impl ArrayHandle {
             )));
         }
         Ok(Self { inner: Arc::new(HandleInner { store, meta, options, out_dtype }) })
+    }
+
+    /// An array from metadata the caller built (e.g. [`ArrayMeta::from_zarrs`] of an array zarrs
+    /// opened) and the store that holds its chunks; refuses a cast that loses values unless the
+    /// options allow it. Nothing is read.
+    pub fn from_meta(store: Store, meta: ArrayMeta, options: ArrayOptions) -> Result<Self> {
+        Self::new(store, meta, options)
     }
 
     /// The store the array lives in.

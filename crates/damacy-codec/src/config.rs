@@ -45,17 +45,22 @@ pub const MIN_HOST_BUFFER_BYTES: u64 = 16 << 20;
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ReaderConfig {
-    /// Threads that fetch shard indexes. Default 8: they wait on storage, not on the CPU.
+    /// Threads that fetch shard indexes of local stores. Default 8: they wait on storage, not
+    /// on the CPU. (Remote stores fetch shard indexes asynchronously, all at once.)
     pub n_io_threads: usize,
-    /// Chunk reads a remote store keeps in flight per batch. Default 64.
+    /// The most reads one batch keeps in flight on a remote store. Default 1024: the store's
+    /// own limits on requests and bytes in flight ([`crate::StoreOptions`], shared by every
+    /// batch and reader using the store) are what usually bind.
     pub reads_in_flight: usize,
     /// Threads decoding and assembling. Default: the number of CPUs.
     pub n_compute_threads: usize,
     /// Two byte ranges of one key merge into one read when the gap between them is at most
-    /// this many bytes. Default 64 KiB.
-    pub coalesce_max_gap: u64,
-    /// A merged read never grows beyond this many bytes. Default 16 MiB.
-    pub coalesce_max_size: u64,
+    /// this many bytes. Default `None`: the store's policy ([`crate::Store::coalescing`]: 64 KiB
+    /// for local files, 256 KiB for HTTP and object stores).
+    pub coalesce_max_gap: Option<u64>,
+    /// A merged read never grows beyond this many bytes. Default `None`: the store's policy
+    /// (16 MiB for local files, 8 MiB for HTTP and object stores).
+    pub coalesce_max_size: Option<u64>,
     /// Bytes of decoded shard indexes kept in the cache. Default 256 MiB. A batch always keeps
     /// the indexes it needs while it is read, so a small cache costs refetches, never errors.
     pub shard_index_cache_bytes: u64,
@@ -79,10 +84,10 @@ impl Default for ReaderConfig {
     fn default() -> Self {
         Self {
             n_io_threads: 8,
-            reads_in_flight: 64,
+            reads_in_flight: 1024,
             n_compute_threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
-            coalesce_max_gap: 64 << 10,
-            coalesce_max_size: 16 << 20,
+            coalesce_max_gap: None,
+            coalesce_max_size: None,
             shard_index_cache_bytes: 256 << 20,
             metadata_cache_entries: 1024,
             executor: ExecutorKind::Auto,
@@ -115,11 +120,12 @@ impl ReaderConfig {
         self
     }
 
-    /// Set the coalescing caps: the largest gap merged and the largest merged read.
+    /// Set the coalescing caps for every store this reader reads: the largest gap merged and
+    /// the largest merged read (instead of each store's own policy).
     #[must_use]
     pub fn with_coalescing(mut self, max_gap: u64, max_size: u64) -> Self {
-        self.coalesce_max_gap = max_gap;
-        self.coalesce_max_size = max_size;
+        self.coalesce_max_gap = Some(max_gap);
+        self.coalesce_max_size = Some(max_size);
         self
     }
 
@@ -163,7 +169,7 @@ impl ReaderConfig {
         if self.n_compute_threads == 0 {
             return Err(Error::invalid("n_compute_threads is 0; use at least 1"));
         }
-        if self.coalesce_max_size == 0 {
+        if self.coalesce_max_size == Some(0) {
             return Err(Error::invalid("coalesce_max_size is 0; use at least 1 byte (no merging beyond one range)"));
         }
         if self.device_buffer_bytes < MIN_DEVICE_BUFFER_BYTES {

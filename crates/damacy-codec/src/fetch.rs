@@ -122,8 +122,28 @@ fn split(
         .collect()
 }
 
+/// Count what a read returned: every byte as read, and as wanted the ranges its requests asked
+/// for (the whole object for a whole-key read).
+fn account(stats: &Stats, task: &ReadTask, requests: &[ReadRequest], got: Option<&Bytes>) {
+    let Some(bytes) = got else { return };
+    let len = bytes.len() as u64;
+    stats.add_bytes_read(len);
+    stats.add_chunk_bytes_read(len);
+    let wanted = match task.range {
+        None => len,
+        Some(_) => task.requests.iter().filter_map(|&i| requests[i].range.as_ref()).map(|r| r.end - r.start).sum(),
+    };
+    stats.add_chunk_bytes_wanted(wanted);
+}
+
 /// One read through the store's synchronous interface.
-fn read_sync(store: &Store, array: &str, task: &ReadTask, stats: &Stats) -> Result<Option<Bytes>> {
+fn read_sync(
+    store: &Store,
+    array: &str,
+    task: &ReadTask,
+    requests: &[ReadRequest],
+    stats: &Stats,
+) -> Result<Option<Bytes>> {
     let started = Instant::now();
     stats.add_storage_requests(1);
     let storage = store.storage();
@@ -134,14 +154,16 @@ fn read_sync(store: &Store, array: &str, task: &ReadTask, stats: &Stats) -> Resu
     .map_err(|e| Error::storage(location(store, array, &task.key, task.range.clone()), e));
     stats.add_io(started.elapsed());
     let got = got?;
-    stats.add_bytes_read(got.as_ref().map_or(0, |b| b.len() as u64));
+    account(stats, task, requests, got.as_ref());
     Ok(got)
 }
 
 /// Run every read of `plan` and call `on_read(task, parts)` for each, on a thread of `pool`,
 /// as soon as its bytes are there: `parts` holds the bytes of each request the read serves, in
-/// `task.requests` order (`None` for a missing key). Remote stores keep up to `in_flight` reads
-/// outstanding. The first error stops the batch and is returned.
+/// `task.requests` order (`None` for a missing key). A remote store's reads are issued at once
+/// (at most `in_flight` of them per batch) and wait for room under the store's limits on
+/// requests and bytes in flight; a read's bytes stay counted against the store's budget until
+/// `on_read` is done with them. The first error stops the batch and is returned.
 pub(crate) fn for_each_read(
     plan: &BatchPlan,
     stats: &Stats,
@@ -152,10 +174,10 @@ pub(crate) fn for_each_read(
     let store = plan.array.store();
     let array = plan.array.path.as_str();
     let requests = &plan.requests;
-    let Some(op) = store.remote() else {
+    let Some(remote) = store.remote() else {
         return pool.install(|| {
             plan.reads.par_iter().try_for_each(|task| {
-                let got = read_sync(store, array, task, stats)?;
+                let got = read_sync(store, array, task, requests, stats)?;
                 on_read(task, split(store, array, task, requests, got)?)
             })
         });
@@ -164,13 +186,18 @@ pub(crate) fn for_each_read(
     let (tx, rx) = std::sync::mpsc::channel();
     let jobs: Vec<(usize, String, Option<Range<u64>>)> =
         plan.reads.iter().enumerate().map(|(i, t)| (i, t.key.as_str().to_owned(), t.range.clone())).collect();
-    let op = op.clone();
+    // A whole-key read of unknown size reserves a decoded chunk's bytes (encoded chunks are
+    // rarely larger).
+    let unit_bytes = (plan.array.decode_shape().iter().product::<u64>() * plan.array.dtype.size() as u64).max(1);
+    let remote = remote.clone();
     let driver = runtime.spawn(async move {
-        let op = &op;
+        let remote = &remote;
         let mut results = futures::stream::iter(jobs)
             .map(|(i, key, range)| async move {
+                let reservation = remote.reserve(range.as_ref().map_or(unit_bytes, |r| r.end - r.start)).await;
                 let started = Instant::now();
-                (i, crate::store::read_range(op, &key, range).await, started.elapsed())
+                let got = remote.read(&key, range).await;
+                (i, got, started.elapsed(), reservation)
             })
             .buffer_unordered(in_flight.max(1));
         while let Some(r) = results.next().await {
@@ -186,7 +213,7 @@ pub(crate) fn for_each_read(
         }
     };
     pool.in_place_scope(|scope| {
-        for (i, got, took) in rx.iter().take(plan.reads.len()) {
+        for (i, got, took, reservation) in rx.iter().take(plan.reads.len()) {
             let task = &plan.reads[i];
             stats.add_storage_requests(1);
             stats.add_io(took);
@@ -197,12 +224,13 @@ pub(crate) fn for_each_read(
                     break;
                 }
             };
-            stats.add_bytes_read(got.as_ref().map_or(0, |b| b.len() as u64));
+            account(stats, task, requests, got.as_ref());
             let (on_read, fail) = (&on_read, &fail);
             scope.spawn(move |_| {
                 if let Err(e) = split(store, array, task, requests, got).and_then(|parts| on_read(task, parts)) {
                     fail(e);
                 }
+                drop(reservation);
             });
         }
     });
@@ -270,6 +298,35 @@ mod tests {
         let a0 = tasks.iter().find(|t| t.requests.contains(&0)).unwrap();
         assert_eq!(a0.range, Some(0..20));
         assert!(a0.requests.contains(&2));
+    }
+
+    proptest::proptest! {
+        /// A merged read holds every range it serves, is at most `max_size` long unless it is a
+        /// single range, and reads no unwanted gap wider than `max_gap`.
+        #[test]
+        fn coalescing_never_reads_more_than_the_policy_allows(
+            raw in proptest::collection::vec((0u64..1 << 20, 1u64..1 << 16), 1..60),
+            max_gap in 0u64..1 << 17,
+            max_size in 1u64..1 << 20,
+        ) {
+            let ranges: Vec<Range<u64>> = raw.iter().map(|&(s, n)| s..s + n).collect();
+            let (merged, owner) = coalesce(&ranges, max_gap, max_size);
+            for (r, &m) in ranges.iter().zip(&owner) {
+                proptest::prop_assert!(merged[m].start <= r.start && r.end <= merged[m].end);
+            }
+            for (m, read) in merged.iter().enumerate() {
+                let mut mine: Vec<&Range<u64>> = ranges.iter().zip(&owner).filter(|(_, o)| **o == m).map(|(r, _)| r).collect();
+                mine.sort_by_key(|r| r.start);
+                proptest::prop_assert!(mine.len() == 1 || read.end - read.start <= max_size);
+                proptest::prop_assert_eq!(read.start, mine[0].start);
+                let mut covered = mine[0].end;
+                for r in &mine[1..] {
+                    proptest::prop_assert!(r.start <= covered + max_gap, "a gap wider than {}", max_gap);
+                    covered = covered.max(r.end);
+                }
+                proptest::prop_assert_eq!(read.end, covered);
+            }
+        }
     }
 
     #[test]

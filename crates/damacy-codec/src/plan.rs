@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use zarrs_storage::StoreKey;
 
 use crate::array::{ArrayHandle, OutOfBounds};
@@ -204,9 +203,18 @@ impl BatchPlan {
     }
 }
 
+/// Where the regions of a batch go: region `r` to position `positions[r]` of a batch of
+/// `len` regions; `None` places region `r` at position `r` of a batch of `regions.len()`.
+pub(crate) type Positions<'a> = Option<(&'a [usize], usize)>;
+
 /// The targets of a batch of equally shaped regions: region `r` goes to bytes
-/// `r·region_bytes…` of a C-order output. Applies the array's out-of-bounds policy.
-pub(crate) fn region_targets(array: &ArrayHandle, regions: &[Region]) -> Result<(Vec<Target>, Vec<u64>)> {
+/// `p·region_bytes…` of a C-order output, `p` its position (see [`Positions`]). Applies the
+/// array's out-of-bounds policy.
+pub(crate) fn region_targets(
+    array: &ArrayHandle,
+    regions: &[Region],
+    positions: Positions<'_>,
+) -> Result<(Vec<Target>, Vec<u64>)> {
     let Some(first) = regions.first() else {
         return Err(Error::invalid("a batch needs at least one region"));
     };
@@ -222,7 +230,9 @@ pub(crate) fn region_targets(array: &ArrayHandle, regions: &[Region]) -> Result<
                 region.shape, first.shape
             )));
         }
-        let whole = FillBox { dst_offset: r * region_bytes, count: region.shape.clone(), dst_strides: strides.clone() };
+        let position = positions.map_or(r, |(p, _)| p[r]);
+        let whole =
+            FillBox { dst_offset: position * region_bytes, count: region.shape.clone(), dst_strides: strides.clone() };
         if region.is_inside(&array.shape) {
             targets.push(Target {
                 start: region.start.clone(),
@@ -259,13 +269,14 @@ pub(crate) fn region_targets(array: &ArrayHandle, regions: &[Region]) -> Result<
             padded: Some(whole),
         });
     }
-    let mut shape = vec![regions.len() as u64];
+    let mut shape = vec![positions.map_or(regions.len(), |(_, len)| len) as u64];
     shape.extend_from_slice(&first.shape);
     Ok((targets, shape))
 }
 
 /// Build the plan of `targets`: the units each touches (each once), their sources (through the
-/// shard-index cache, fetched in parallel on `pool`), the requests and the coalesced reads.
+/// shard-index cache: a local store's fetched in parallel on `pool`, a remote store's
+/// concurrently on the I/O runtime), the requests and the coalesced reads.
 pub(crate) fn build(
     array: &ArrayHandle,
     targets: Vec<Target>,
@@ -341,8 +352,7 @@ fn locate(
             })
         })
         .collect();
-    let indexes: Vec<Arc<ShardIndex>> = pool
-        .install(|| shards.par_iter().map(|s| index_cache.get(array.store(), array, s)).collect::<Result<Vec<_>>>())?;
+    let indexes: Vec<Arc<ShardIndex>> = index_cache.get_many(array.store(), array, &shards, pool)?;
     let strides = c_strides(cps);
     for (u, (unit, s)) in units.iter_mut().zip(unit_shard).enumerate() {
         let Some(entries) = indexes[s].as_ref() else { continue };

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::output::{AlignedBytes, Batch, HostArrayMut, Output};
 use crate::plan::{self, BatchPlan, Target};
 use crate::region::Region;
+use crate::remote::{Remote, StoreStats};
 use crate::shard_index::ShardIndexCache;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::store::Store;
@@ -48,6 +49,8 @@ struct Inner {
     compute_pool: rayon::ThreadPool,
     device: Option<Box<DeviceExecutor>>,
     executor_note: String,
+    /// The remote stores arrays were opened from, for [`Reader::store_stats`].
+    stores: std::sync::Mutex<Vec<(u64, std::sync::Weak<Remote>)>>,
 }
 
 impl std::fmt::Debug for Reader {
@@ -122,6 +125,7 @@ impl Reader {
             arrays: moka::sync::Cache::new(config.metadata_cache_entries),
             io_pool: pool(config.n_io_threads, "io")?,
             compute_pool: pool(config.n_compute_threads, "compute")?,
+            stores: std::sync::Mutex::new(Vec::new()),
             stats,
             config,
         };
@@ -156,6 +160,15 @@ impl Reader {
         snapshot
     }
 
+    /// What each remote store this reader opened arrays of has done so far (requests, bytes,
+    /// retries, timeouts, hedges, in-flight high-water marks, latency percentiles), in the order
+    /// they were first opened. A store's counters cover every reader that uses it.
+    #[must_use]
+    pub fn store_stats(&self) -> Vec<StoreStats> {
+        let Ok(stores) = self.inner.stores.lock() else { return Vec::new() };
+        stores.iter().filter_map(|(_, s)| s.upgrade()).map(|r| r.stats()).collect()
+    }
+
     /// The shard-index cache.
     #[must_use]
     pub fn shard_index_cache(&self) -> &ShardIndexCache {
@@ -166,6 +179,13 @@ impl Reader {
     /// path, so opening it again with other options reads nothing). Fails when the output dtype
     /// would lose values of the array's type, unless lossy casts are allowed.
     pub fn open_array(&self, store: &Store, path: &str, options: ArrayOptions) -> Result<ArrayHandle> {
+        if let Some(remote) = store.remote()
+            && let Ok(mut stores) = self.inner.stores.lock()
+            && !stores.iter().any(|(id, s)| *id == store.id() && s.strong_count() > 0)
+        {
+            stores.retain(|(_, s)| s.strong_count() > 0);
+            stores.push((store.id(), Arc::downgrade(remote)));
+        }
         let key = (store.id(), normalize_path(path));
         let meta = self
             .inner
@@ -186,9 +206,45 @@ impl Reader {
     /// indexes (through the cache) and the coalesced reads. Read it with
     /// [`Reader::read_batch_into`] (as often as wanted).
     pub fn plan(&self, array: &ArrayHandle, regions: &[Region]) -> Result<BatchPlan> {
-        let (targets, shape) = plan::region_targets(array, regions)?;
+        let (targets, shape) = plan::region_targets(array, regions, None)?;
         let nbytes = shape.iter().product::<u64>() as usize * array.out_dtype().size();
         self.build(array, targets, shape, nbytes, true)
+    }
+
+    /// Plan equally shaped regions placed at chosen positions of a batch of `batch_len`
+    /// regions: region `i` fills position `positions[i]` (distinct, below `batch_len`) of an
+    /// output of shape `[batch_len, region shape…]`, and positions no region names are left as
+    /// they are. Several plans (one per array) can so fill one batch whose samples come from
+    /// different arrays, in the caller's order, without a copy.
+    pub fn plan_at(
+        &self,
+        array: &ArrayHandle,
+        regions: &[Region],
+        positions: &[usize],
+        batch_len: usize,
+    ) -> Result<BatchPlan> {
+        if positions.len() != regions.len() {
+            return Err(Error::invalid(format!(
+                "{} positions for {} regions: give one position per region",
+                positions.len(),
+                regions.len()
+            )));
+        }
+        let mut taken = vec![false; batch_len];
+        for &p in positions {
+            match taken.get_mut(p) {
+                Some(t) if !*t => *t = true,
+                Some(_) => {
+                    return Err(Error::invalid(format!("position {p} is given twice; positions must be distinct")));
+                }
+                None => {
+                    return Err(Error::invalid(format!("position {p} is outside a batch of {batch_len} regions")));
+                }
+            }
+        }
+        let (targets, shape) = plan::region_targets(array, regions, Some((positions, batch_len)))?;
+        let nbytes = shape.iter().product::<u64>() as usize * array.out_dtype().size();
+        self.build(array, targets, shape, nbytes, regions.len() == batch_len)
     }
 
     fn build(
@@ -200,15 +256,9 @@ impl Reader {
         dense: bool,
     ) -> Result<BatchPlan> {
         let c = &self.inner.config;
-        let mut plan = plan::build(
-            array,
-            targets,
-            shape,
-            nbytes,
-            &self.inner.index_cache,
-            &self.inner.io_pool,
-            (c.coalesce_max_gap, c.coalesce_max_size),
-        )?;
+        let policy = array.store().coalescing();
+        let caps = (c.coalesce_max_gap.unwrap_or(policy.max_gap), c.coalesce_max_size.unwrap_or(policy.max_size));
+        let mut plan = plan::build(array, targets, shape, nbytes, &self.inner.index_cache, &self.inner.io_pool, caps)?;
         plan.dense = dense;
         Ok(plan)
     }

@@ -1,5 +1,7 @@
 //! The shard-index cache: decoded shard indexes keyed by (store, array, shard coordinates),
-//! weighed in bytes, fetched once however many samples ask at the same time.
+//! weighed in bytes, fetched once however many samples ask at the same time. Indexes of a local
+//! store are read by the reader's I/O threads; those of a remote store asynchronously, all the
+//! indexes a batch misses at once, under the store's request limit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,6 +12,7 @@ use zarrs_storage::byte_range::ByteRange;
 
 use crate::array::{ArrayMeta, ShardLayout};
 use crate::error::{Error, Location, Result, StorageErrorKind};
+use crate::remote::Remote;
 use crate::stats::Stats;
 use crate::store::Store;
 
@@ -22,7 +25,7 @@ type Key = (u64, Arc<str>, Vec<u64>);
 /// A bounded, single-flight cache of decoded shard indexes.
 #[derive(Clone)]
 pub struct ShardIndexCache {
-    cache: moka::sync::Cache<Key, Arc<ShardIndex>>,
+    cache: moka::future::Cache<Key, Arc<ShardIndex>>,
     stats: Arc<Stats>,
 }
 
@@ -43,7 +46,7 @@ impl ShardIndexCache {
     #[must_use]
     pub fn new(capacity_bytes: u64, stats: Arc<Stats>) -> Self {
         let evictions = stats.clone();
-        let cache = moka::sync::Cache::builder()
+        let cache = moka::future::Cache::builder()
             .max_capacity(capacity_bytes)
             .weigher(weigh)
             .eviction_listener(move |_k, _v, cause| {
@@ -56,17 +59,67 @@ impl ShardIndexCache {
     }
 
     /// The index of shard `shard` of `array`, from the cache or fetched (once, however many
-    /// callers ask concurrently).
+    /// callers ask concurrently). Blocks the calling thread while it fetches.
     pub fn get(&self, store: &Store, array: &ArrayMeta, shard: &[u64]) -> Result<Arc<ShardIndex>> {
-        let Some(layout) = &array.shard else {
-            return Err(Error::invalid(format!("array {} is not sharded", array.path)));
-        };
+        match store.remote() {
+            Some(remote) => crate::store::block_on(self.get_remote(remote, store, array, shard))?,
+            None => crate::store::park_on(self.get_with(store, array, shard, async {
+                let layout = layout(array)?;
+                fetch_index(store, array, layout, shard, &self.stats)
+            })),
+        }
+    }
+
+    /// The indexes of `shards`: a local store's fetched on `pool`'s threads, a remote store's
+    /// all at once, asynchronously.
+    pub(crate) fn get_many(
+        &self,
+        store: &Store,
+        array: &ArrayMeta,
+        shards: &[Vec<u64>],
+        pool: &rayon::ThreadPool,
+    ) -> Result<Vec<Arc<ShardIndex>>> {
+        use rayon::prelude::*;
+        match store.remote() {
+            Some(remote) => crate::store::block_on(futures::future::try_join_all(
+                shards.iter().map(|s| self.get_remote(remote, store, array, s)),
+            ))?,
+            None => pool.install(|| shards.par_iter().map(|s| self.get(store, array, s)).collect()),
+        }
+    }
+
+    async fn get_remote(
+        &self,
+        remote: &Remote,
+        store: &Store,
+        array: &ArrayMeta,
+        shard: &[u64],
+    ) -> Result<Arc<ShardIndex>> {
+        // Boxed: opendal's request futures are large.
+        Box::pin(self.get_with(store, array, shard, async {
+            let layout = layout(array)?;
+            Box::pin(fetch_index_remote(remote, store, array, layout, shard, &self.stats)).await
+        }))
+        .await
+    }
+
+    /// From the cache, or from `fetch` (run once however many callers ask concurrently).
+    async fn get_with(
+        &self,
+        store: &Store,
+        array: &ArrayMeta,
+        shard: &[u64],
+        fetch: impl Future<Output = Result<ShardIndex>>,
+    ) -> Result<Arc<ShardIndex>> {
         let key: Key = (store.id(), Arc::from(array.path.as_str()), shard.to_vec());
         let fetched = AtomicBool::new(false);
-        let result = self.cache.try_get_with(key, || {
-            fetched.store(true, Ordering::Relaxed);
-            fetch_index(store, array, layout, shard, &self.stats).map(Arc::new)
-        });
+        let result = self
+            .cache
+            .try_get_with(key, async {
+                fetched.store(true, Ordering::Relaxed);
+                fetch.await.map(Arc::new)
+            })
+            .await;
         if fetched.load(Ordering::Relaxed) {
             self.stats.add_index_misses(1);
         } else {
@@ -84,9 +137,74 @@ impl ShardIndexCache {
     /// Decoded indexes currently held.
     #[must_use]
     pub fn entry_count(&self) -> u64 {
-        self.cache.run_pending_tasks();
+        crate::store::park_on(self.cache.run_pending_tasks());
         self.cache.entry_count()
     }
+}
+
+fn layout(array: &ArrayMeta) -> Result<&ShardLayout> {
+    array.shard.as_ref().ok_or_else(|| Error::invalid(format!("array {} is not sharded", array.path)))
+}
+
+fn index_location(store: &Store, array: &ArrayMeta, shard: &[u64], r: Option<std::ops::Range<u64>>) -> Location {
+    Location {
+        store: store.url().to_owned(),
+        array: array.path.clone(),
+        chunk: Some(shard.to_vec()),
+        key: Some(array.chunk_key(shard).to_string()),
+        byte_range: r,
+        ..Location::default()
+    }
+}
+
+fn truncated(store: &Store, array: &ArrayMeta, shard: &[u64], size: u64, source: Option<Error>) -> Error {
+    Error::Decode {
+        location: Box::new(index_location(store, array, shard, None)),
+        message: format!("truncated shard: the object is shorter than its {size}-byte index"),
+        source: source.map(|e| -> crate::error::Source { Arc::new(e) }),
+    }
+}
+
+/// A remote shard's index: one ranged request (two for an index at the end, whose position
+/// needs the object's size).
+async fn fetch_index_remote(
+    remote: &Remote,
+    store: &Store,
+    array: &ArrayMeta,
+    layout: &ShardLayout,
+    shard: &[u64],
+    stats: &Stats,
+) -> Result<ShardIndex> {
+    let key = array.chunk_key(shard);
+    let size = layout.index_encoded_size;
+    let started = Instant::now();
+    stats.add_index_fetches(1);
+    let range = if layout.index_at_start {
+        0..size
+    } else {
+        stats.add_storage_requests(1);
+        match remote.size(key.as_str()).await {
+            Ok(Some(n)) if n >= size => n - size..n,
+            Ok(Some(_)) => return Err(truncated(store, array, shard, size, None)),
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(Error::opendal(index_location(store, array, shard, None), e)),
+        }
+    };
+    stats.add_storage_requests(1);
+    let got = remote.read(key.as_str(), Some(range.clone())).await;
+    stats.add_io(started.elapsed());
+    let bytes = match got {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(e) => {
+            let e = Error::opendal(index_location(store, array, shard, Some(range)), e);
+            if e.storage_kind() == Some(StorageErrorKind::RangeNotSatisfied) {
+                return Err(truncated(store, array, shard, size, Some(e)));
+            }
+            return Err(e);
+        }
+    };
+    decode_index(store, array, layout, shard, &bytes, stats).map(Some)
 }
 
 fn fetch_index(
@@ -103,14 +221,6 @@ fn fetch_index(
     } else {
         (ByteRange::Suffix(size), 0..size)
     };
-    let location = |r: Option<std::ops::Range<u64>>| Location {
-        store: store.url().to_owned(),
-        array: array.path.clone(),
-        chunk: Some(shard.to_vec()),
-        key: Some(key.to_string()),
-        byte_range: r,
-        ..Location::default()
-    };
     let started = Instant::now();
     stats.add_storage_requests(1);
     stats.add_index_fetches(1);
@@ -120,19 +230,29 @@ fn fetch_index(
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
         Err(e) => {
-            let e = Error::storage(location(Some(described)), e);
+            let e = Error::storage(index_location(store, array, shard, Some(described)), e);
             // A shard smaller than its index is a truncated shard, not a storage failure.
             if e.storage_kind() == Some(StorageErrorKind::RangeNotSatisfied) {
-                return Err(Error::Decode {
-                    location: Box::new(location(None)),
-                    message: format!("truncated shard: the object is shorter than its {size}-byte index"),
-                    source: Some(std::sync::Arc::new(e)),
-                });
+                return Err(truncated(store, array, shard, size, Some(e)));
             }
             return Err(e);
         }
     };
+    decode_index(store, array, layout, shard, &bytes, stats).map(Some)
+}
+
+/// Check and decode the bytes of a shard index.
+fn decode_index(
+    store: &Store,
+    array: &ArrayMeta,
+    layout: &ShardLayout,
+    shard: &[u64],
+    bytes: &[u8],
+    stats: &Stats,
+) -> Result<Vec<Option<(u64, u64)>>> {
+    let size = layout.index_encoded_size;
     stats.add_bytes_read(bytes.len() as u64);
+    let location = |r| index_location(store, array, shard, r);
     if bytes.len() as u64 != size {
         return Err(Error::decode(
             location(None),
@@ -140,7 +260,7 @@ fn fetch_index(
         ));
     }
     let index_range = if layout.index_at_start { Some(0..size) } else { None };
-    let entries = layout.decode_index(&bytes).map_err(|m| Error::decode(location(index_range), m))?;
+    let entries = layout.decode_index(bytes).map_err(|m| Error::decode(location(index_range), m))?;
     for (i, e) in entries.iter().enumerate() {
         if let Some((offset, nbytes)) = e
             && offset.checked_add(*nbytes).is_none()
@@ -151,5 +271,5 @@ fn fetch_index(
             ));
         }
     }
-    Ok(Some(entries))
+    Ok(entries)
 }

@@ -14,6 +14,9 @@ pub struct Stats {
     storage_requests: AtomicU64,
     bytes_read: AtomicU64,
     bytes_decoded: AtomicU64,
+    chunk_bytes_wanted: AtomicU64,
+    chunk_bytes_read: AtomicU64,
+    bytes_uploaded: AtomicU64,
     index_hits: AtomicU64,
     index_misses: AtomicU64,
     index_evictions: AtomicU64,
@@ -26,6 +29,7 @@ pub struct Stats {
 
 /// A copy of the counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StatsSnapshot {
     /// Regions read.
     pub regions: u64,
@@ -43,6 +47,14 @@ pub struct StatsSnapshot {
     pub bytes_read: u64,
     /// Bytes produced by decoding.
     pub bytes_decoded: u64,
+    /// Encoded bytes of the chunks (inner chunks) the batches needed, each distinct chunk of a
+    /// batch once: what the chunk reads would be without coalescing.
+    pub chunk_bytes_wanted: u64,
+    /// Bytes the chunk reads returned (coalesced reads with their gaps; shard indexes and
+    /// metadata not included). See [`StatsSnapshot::read_amplification`].
+    pub chunk_bytes_read: u64,
+    /// Encoded bytes copied to the device by the device route (its input transfer).
+    pub bytes_uploaded: u64,
     /// Shard-index cache hits.
     pub index_hits: u64,
     /// Shard-index cache misses.
@@ -86,6 +98,9 @@ counters!(
     storage_requests => add_storage_requests,
     bytes_read => add_bytes_read,
     bytes_decoded => add_bytes_decoded,
+    chunk_bytes_wanted => add_chunk_bytes_wanted,
+    chunk_bytes_read => add_chunk_bytes_read,
+    bytes_uploaded => add_bytes_uploaded,
     index_hits => add_index_hits,
     index_misses => add_index_misses,
     index_evictions => add_index_evictions,
@@ -129,6 +144,9 @@ impl Stats {
             storage_requests: self.storage_requests.load(Relaxed),
             bytes_read: self.bytes_read.load(Relaxed),
             bytes_decoded: self.bytes_decoded.load(Relaxed),
+            chunk_bytes_wanted: self.chunk_bytes_wanted.load(Relaxed),
+            chunk_bytes_read: self.chunk_bytes_read.load(Relaxed),
+            bytes_uploaded: self.bytes_uploaded.load(Relaxed),
             index_hits: self.index_hits.load(Relaxed),
             index_misses: self.index_misses.load(Relaxed),
             index_evictions: self.index_evictions.load(Relaxed),
@@ -143,6 +161,16 @@ impl Stats {
 }
 
 impl StatsSnapshot {
+    /// Bytes read for chunks ÷ distinct chunk bytes wanted (1.0 without coalescing gaps; above
+    /// 1 by the gaps coalescing read through). `NaN` before any chunk was read.
+    #[must_use]
+    pub fn read_amplification(&self) -> f64 {
+        if self.chunk_bytes_wanted == 0 {
+            return f64::NAN;
+        }
+        self.chunk_bytes_read as f64 / self.chunk_bytes_wanted as f64
+    }
+
     /// The counters accumulated since an earlier snapshot.
     #[must_use]
     pub fn since(&self, earlier: &StatsSnapshot) -> StatsSnapshot {
@@ -155,6 +183,9 @@ impl StatsSnapshot {
             storage_requests: self.storage_requests - earlier.storage_requests,
             bytes_read: self.bytes_read - earlier.bytes_read,
             bytes_decoded: self.bytes_decoded - earlier.bytes_decoded,
+            chunk_bytes_wanted: self.chunk_bytes_wanted - earlier.chunk_bytes_wanted,
+            chunk_bytes_read: self.chunk_bytes_read - earlier.chunk_bytes_read,
+            bytes_uploaded: self.bytes_uploaded - earlier.bytes_uploaded,
             index_hits: self.index_hits - earlier.index_hits,
             index_misses: self.index_misses - earlier.index_misses,
             index_evictions: self.index_evictions - earlier.index_evictions,

@@ -15,11 +15,16 @@ use zarrs_storage::{
 };
 
 use crate::error::{Error, Result};
+use crate::remote::{Policy, Remote, StoreStats};
 
-/// How to reach a remote store. Every field falls back to the usual environment variables
-/// (`AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-/// `AWS_SESSION_TOKEN`, `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_STORAGE_ACCOUNT`,
-/// `AZURE_STORAGE_KEY`) and then to the service's defaults.
+/// How to reach a remote store, and how hard to try. Every field has a documented default
+/// (`None` means the default); build with `StoreOptions::default().with_*(…)`.
+///
+/// Credentials and endpoints fall back to the usual environment variables (`AWS_ENDPOINT_URL`,
+/// `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
+/// `GOOGLE_APPLICATION_CREDENTIALS`, `AZURE_STORAGE_ACCOUNT`, `AZURE_STORAGE_KEY`) and then to
+/// the service's defaults. The fault and concurrency options apply to remote stores only; a
+/// local store is read directly by the decoding threads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StoreOptions {
@@ -33,14 +38,52 @@ pub struct StoreOptions {
     pub secret_access_key: Option<String>,
     /// Send unsigned requests (public buckets).
     pub anonymous: bool,
-    /// How many times a failed read is retried with exponential backoff before it is an
-    /// error. Default 4 (see [`StoreOptions::DEFAULT_RETRIES`]).
+    /// How many times a request that failed in a way that may pass (throttling such as 503
+    /// `SlowDown` or 429, other 5xx, a timeout, a reset connection, a short body) is repeated,
+    /// with exponential backoff and full jitter. Default [`StoreOptions::DEFAULT_RETRIES`].
     pub retries: Option<usize>,
+    /// Time one request may take, to its last byte. Default
+    /// [`StoreOptions::DEFAULT_REQUEST_TIMEOUT`].
+    pub request_timeout: Option<Duration>,
+    /// Time one read may take with all its retries, from its first request: a store that stays
+    /// down gives an error naming its URL by then. Default [`StoreOptions::DEFAULT_DEADLINE`].
+    pub deadline: Option<Duration>,
+    /// The first retry waits up to this long; each later one up to twice as long as the one
+    /// before, capped by `backoff_max`. Default [`StoreOptions::DEFAULT_BACKOFF_BASE`].
+    pub backoff_base: Option<Duration>,
+    /// The longest wait between retries. Default [`StoreOptions::DEFAULT_BACKOFF_MAX`].
+    pub backoff_max: Option<Duration>,
+    /// Hedged reads: a request still unanswered after the store's observed p95 latency is sent
+    /// again (when a request slot is free) and the first answer wins. Default off.
+    pub hedge: bool,
+    /// Requests in flight to this store at once, over every reader and batch using it. Default
+    /// [`StoreOptions::DEFAULT_MAX_REQUESTS_IN_FLIGHT`].
+    pub max_requests_in_flight: Option<usize>,
+    /// Bytes of reads in flight to this store at once (asked for and not yet decoded), over
+    /// every reader and batch using it; bounds the memory a slow decoder lets pile up. Default
+    /// [`StoreOptions::DEFAULT_MAX_BYTES_IN_FLIGHT`].
+    pub max_bytes_in_flight: Option<u64>,
+    /// How byte ranges of one object are merged into reads. Default: the store kind's policy
+    /// ([`StoreKind::coalescing`]). A reader's own caps ([`crate::ReaderConfig::with_coalescing`]),
+    /// when set, take precedence.
+    pub coalescing: Option<Coalescing>,
 }
 
 impl StoreOptions {
-    /// Retries of a failed remote read before it is reported.
-    pub const DEFAULT_RETRIES: usize = 4;
+    /// Retries of a failed remote request before the read is reported.
+    pub const DEFAULT_RETRIES: usize = 8;
+    /// Time one request may take.
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+    /// Time one read may take, retries included.
+    pub const DEFAULT_DEADLINE: Duration = Duration::from_mins(1);
+    /// The first retry's longest wait.
+    pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_millis(50);
+    /// The longest wait between retries.
+    pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(5);
+    /// Requests in flight to one store.
+    pub const DEFAULT_MAX_REQUESTS_IN_FLIGHT: usize = 128;
+    /// Bytes in flight from one store (256 MiB).
+    pub const DEFAULT_MAX_BYTES_IN_FLIGHT: u64 = 256 << 20;
 
     /// Set the endpoint.
     #[must_use]
@@ -71,11 +114,115 @@ impl StoreOptions {
         self
     }
 
-    /// Set how many times a failed read is retried.
+    /// Set how many times a failed request is retried.
     #[must_use]
     pub fn with_retries(mut self, retries: usize) -> Self {
         self.retries = Some(retries);
         self
+    }
+
+    /// Set the per-request timeout.
+    #[must_use]
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
+        self
+    }
+
+    /// Set the deadline of one read, retries included.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Set the backoff between retries: the first wait's cap and the longest wait.
+    #[must_use]
+    pub fn with_backoff(mut self, base: Duration, max: Duration) -> Self {
+        self.backoff_base = Some(base);
+        self.backoff_max = Some(max);
+        self
+    }
+
+    /// Turn hedged reads on or off.
+    #[must_use]
+    pub fn with_hedge(mut self, hedge: bool) -> Self {
+        self.hedge = hedge;
+        self
+    }
+
+    /// Set the requests in flight to the store.
+    #[must_use]
+    pub fn with_max_requests_in_flight(mut self, n: usize) -> Self {
+        self.max_requests_in_flight = Some(n);
+        self
+    }
+
+    /// Set the bytes in flight from the store.
+    #[must_use]
+    pub fn with_max_bytes_in_flight(mut self, bytes: u64) -> Self {
+        self.max_bytes_in_flight = Some(bytes);
+        self
+    }
+
+    /// Set the coalescing policy.
+    #[must_use]
+    pub fn with_coalescing(mut self, coalescing: Coalescing) -> Self {
+        self.coalescing = Some(coalescing);
+        self
+    }
+
+    /// The fault and concurrency policy these options give, checked.
+    fn policy(&self, url: &str) -> Result<Policy> {
+        let policy = Policy {
+            retries: self.retries.unwrap_or(Self::DEFAULT_RETRIES),
+            request_timeout: self.request_timeout.unwrap_or(Self::DEFAULT_REQUEST_TIMEOUT),
+            deadline: self.deadline.unwrap_or(Self::DEFAULT_DEADLINE),
+            backoff_base: self.backoff_base.unwrap_or(Self::DEFAULT_BACKOFF_BASE),
+            backoff_max: self.backoff_max.unwrap_or(Self::DEFAULT_BACKOFF_MAX),
+            hedge: self.hedge,
+            max_requests: self.max_requests_in_flight.unwrap_or(Self::DEFAULT_MAX_REQUESTS_IN_FLIGHT),
+            max_bytes: self.max_bytes_in_flight.unwrap_or(Self::DEFAULT_MAX_BYTES_IN_FLIGHT),
+        };
+        let bad = |what: &str| Err(Error::invalid(format!("store options for {url:?}: {what}")));
+        if policy.request_timeout.is_zero() || policy.deadline.is_zero() {
+            return bad("request_timeout and deadline must be above zero");
+        }
+        if policy.max_requests == 0 {
+            return bad("max_requests_in_flight is 0; use at least 1");
+        }
+        if policy.max_bytes < 1 << 20 {
+            return bad("max_bytes_in_flight is below 1 MiB; use at least 1 MiB");
+        }
+        if policy.backoff_base > policy.backoff_max {
+            return bad("backoff_base is above backoff_max");
+        }
+        if let Some(c) = &self.coalescing
+            && c.max_size == 0
+        {
+            return bad("coalescing max_size is 0; use at least 1 byte");
+        }
+        Ok(policy)
+    }
+}
+
+/// How byte ranges of one object merge into reads: two ranges merge when the gap between them
+/// is at most `max_gap` bytes, and a merged read never grows beyond `max_size` bytes (a single
+/// range larger than that is read as it is). So a read never holds more than `max_gap` unwanted
+/// bytes between two wanted ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Coalescing {
+    /// The largest gap merged.
+    pub max_gap: u64,
+    /// The largest merged read.
+    pub max_size: u64,
+}
+
+impl Coalescing {
+    /// A policy with these caps.
+    #[must_use]
+    pub fn new(max_gap: u64, max_size: u64) -> Self {
+        Self { max_gap, max_size }
     }
 }
 
@@ -97,8 +244,25 @@ pub enum StoreKind {
     Memory,
 }
 
-/// An open store: a synchronous zarrs storage handle (metadata, listing), the async operator
-/// of a remote store (bulk reads), and a stable identity for cache keys. Cheap to clone.
+impl StoreKind {
+    /// The coalescing policy of this kind of store, from what one request costs there. Local
+    /// files and memory: gaps up to 64 KiB, reads up to 16 MiB (a request costs a system call).
+    /// HTTP and object stores: gaps up to 256 KiB, reads up to 8 MiB (a request costs a round
+    /// trip of milliseconds, worth a few hundred KiB at the bandwidth of one connection; reads
+    /// stay small enough that a batch still spreads over many connections).
+    #[must_use]
+    pub fn coalescing(self) -> Coalescing {
+        match self {
+            Self::Local | Self::Memory => Coalescing::new(64 << 10, 16 << 20),
+            Self::S3 | Self::Gcs | Self::Azure | Self::Http => Coalescing::new(256 << 10, 8 << 20),
+        }
+    }
+}
+
+/// An open store: a synchronous zarrs storage handle (metadata, listing), the async requests
+/// of a remote store (bulk reads, shard indexes) under its limits and fault policy, and a
+/// stable identity for cache keys. Cheap to clone; clones share the HTTP connections, the
+/// in-flight limits and the counters.
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<StoreInner>,
@@ -109,8 +273,9 @@ struct StoreInner {
     kind: StoreKind,
     id: u64,
     storage: ReadableListableStorage,
-    remote: Option<Operator>,
+    remote: Option<Arc<Remote>>,
     local_root: Option<PathBuf>,
+    coalescing: Coalescing,
 }
 
 impl std::fmt::Debug for Store {
@@ -125,6 +290,7 @@ impl Store {
     /// tokio runtime.
     pub fn open(url: &str, options: &StoreOptions) -> Result<Self> {
         let (kind, rest) = split_scheme(url)?;
+        let policy = options.policy(url)?;
         let mut local_root = None;
         let mut remote = None;
         let storage: ReadableListableStorage = if kind == StoreKind::Local {
@@ -139,13 +305,21 @@ impl Store {
         } else {
             // Registers opendal's default HTTP transport (reqwest, rustls) once per process.
             opendal::install_default();
-            let operator = build_operator(kind, url, rest, options)?;
-            remote = Some(operator.clone());
-            Arc::new(OpendalStorage { operator })
+            let operator = build_operator(kind, url, rest, options, &policy)?;
+            // Errors name the store and, where one was given, the endpoint it is reached at.
+            let name = match (&options.endpoint, kind) {
+                (Some(ep), StoreKind::S3 | StoreKind::Gcs | StoreKind::Azure) => format!("{url} at {ep}"),
+                _ => url.to_owned(),
+            };
+            let r = Arc::new(Remote::new(operator, &name, policy));
+            remote = Some(r.clone());
+            Arc::new(OpendalStorage { remote: r })
         };
         let mut hasher = DefaultHasher::new();
         url.trim_end_matches('/').hash(&mut hasher);
-        let inner = StoreInner { url: url.to_owned(), kind, id: hasher.finish(), storage, remote, local_root };
+        let coalescing = options.coalescing.unwrap_or_else(|| kind.coalescing());
+        let inner =
+            StoreInner { url: url.to_owned(), kind, id: hasher.finish(), storage, remote, local_root, coalescing };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -162,8 +336,27 @@ impl Store {
             storage,
             remote: None,
             local_root: None,
+            coalescing: StoreKind::Memory.coalescing(),
         };
         Self { inner: Arc::new(inner) }
+    }
+
+    /// Wrap a zarrs storage handle that can only read (no listing), such as the storage of a
+    /// `zarrs::array::Array` opened by the caller: the array's own store, used as it is. Reads go
+    /// through its synchronous interface; listing it is an error naming the store.
+    #[must_use]
+    pub fn from_readable(name: &str, storage: Arc<dyn ReadableStorageTraits>) -> Self {
+        Self::from_storage(name, Arc::new(Unlisted { name: name.to_owned(), storage }))
+    }
+
+    /// Wrap a zarrs async storage handle (e.g. `zarrs_opendal`'s `AsyncOpendalStore`) for the
+    /// synchronous engine: each read blocks the engine thread that issued it on the store's
+    /// future, with damacy's I/O runtime entered (so tokio-based stores find a reactor). Call the
+    /// engine from a thread of its own (the `_async` entry points do), never on an async worker.
+    #[must_use]
+    pub fn from_async_readable(name: &str, storage: Arc<dyn zarrs_storage::AsyncReadableStorageTraits>) -> Self {
+        use zarrs_storage::storage_adapter::async_to_sync::AsyncToSyncStorageAdapter;
+        Self::from_readable(name, Arc::new(AsyncToSyncStorageAdapter::new(storage, EngineBlockOn)))
     }
 
     /// The URL the store was opened with.
@@ -190,9 +383,23 @@ impl Store {
         &self.inner.storage
     }
 
-    /// The async operator of a remote store (`None` for local and caller-built stores).
-    pub(crate) fn remote(&self) -> Option<&Operator> {
+    /// The requests of a remote store (`None` for local and caller-built stores).
+    pub(crate) fn remote(&self) -> Option<&Arc<Remote>> {
         self.inner.remote.as_ref()
+    }
+
+    /// How this store merges byte ranges into reads (its options' policy, else its kind's).
+    #[must_use]
+    pub fn coalescing(&self) -> Coalescing {
+        self.inner.coalescing
+    }
+
+    /// What a remote store has done so far (requests, bytes, retries, timeouts, hedges,
+    /// in-flight high-water marks, latency percentiles), over every reader using it; `None`
+    /// for local and caller-built stores, which are read directly.
+    #[must_use]
+    pub fn stats(&self) -> Option<StoreStats> {
+        self.inner.remote.as_ref().map(|r| r.stats())
     }
 
     /// The local folder, for a local store.
@@ -235,7 +442,7 @@ fn bucket_and_root<'a>(url: &str, rest: &'a str) -> Result<(&'a str, String)> {
     Ok((bucket, format!("/{}", prefix.trim_matches('/'))))
 }
 
-fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions) -> Result<Operator> {
+fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions, policy: &Policy) -> Result<Operator> {
     use opendal::services;
     let op_err = |e: opendal::Error| Error::invalid(format!("cannot configure store {url:?}: {e}"));
     let operator = match kind {
@@ -305,22 +512,20 @@ fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions
         StoreKind::Memory => Operator::new(services::Memory::default()).map_err(op_err)?,
         StoreKind::Local => return Err(Error::invalid(format!("{url:?} is a local path, not a remote store"))),
     };
-    let retries = options.retries.unwrap_or(StoreOptions::DEFAULT_RETRIES);
     // Each store has an HTTP client of its own instead of opendal's process-wide one: its
     // pooled connections belong to this process's I/O runtime, so a child forked after the
-    // parent read something opens stores whose connections work.
+    // parent read something opens stores whose connections work. Connections are kept alive
+    // and reused (up to the store's request limit idle per host). Retries, timeouts and
+    // hedging are [`Remote`]'s, so that each is counted.
     let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(policy.max_requests)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .connect_timeout(policy.request_timeout)
+        .tcp_nodelay(true)
         .build()
         .map_err(|e| Error::invalid(format!("cannot build the HTTP client for {url:?}: {e}")))?;
     let transport = opendal::HttpTransporter::new(opendal_http_transport_reqwest::ReqwestTransport::new(client));
-    let operator = operator.with_context(opendal::OperationContext::new().with_http_transport(transport));
-    Ok(operator.layer(
-        opendal::layers::RetryLayer::new()
-            .with_max_times(retries)
-            .with_min_delay(Duration::from_millis(50))
-            .with_max_delay(Duration::from_secs(5))
-            .with_jitter(),
-    ))
+    Ok(operator.with_context(opendal::OperationContext::new().with_http_transport(transport)))
 }
 
 /// The process's I/O runtime, started on first use in each process (a child forked after the
@@ -354,7 +559,35 @@ pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
 pub(crate) fn block_on<F: core::future::Future>(future: F) -> Result<F::Output> {
     let rt = runtime()?;
     let _context = rt.enter();
-    Ok(futures::executor::block_on(future))
+    Ok(park_on(future))
+}
+
+/// Wakes the thread that waits in [`park_on`].
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Poll `future` on this thread, parking it between wake-ups. Unlike
+/// `futures::executor::block_on` it may nest: an async storage read by the synchronous engine
+/// from inside another blocking wait (a shard-index fetch of an async zarrs store) works.
+pub(crate) fn park_on<F: core::future::Future>(future: F) -> F::Output {
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
 }
 
 /// Run `f` on a thread of its own and await its result without blocking the caller's
@@ -370,11 +603,73 @@ pub(crate) async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T> 
     rx.await.map_err(|_| Error::invalid("an async call's thread ended without a result"))?
 }
 
-/// zarrs' synchronous storage traits over an opendal operator, keeping opendal's error (and its
-/// kind) as the source of the `std::io::Error` zarrs carries, so callers can tell a 404 from a
-/// 403 from a timeout without reading messages.
+/// A readable storage without listing ([`Store::from_readable`]): listing is an error that
+/// names the store, reads pass through.
+struct Unlisted {
+    name: String,
+    storage: Arc<dyn ReadableStorageTraits>,
+}
+
+impl Unlisted {
+    fn refuse<T>(&self) -> std::result::Result<T, StorageError> {
+        Err(StorageError::Unsupported(format!("store {:?} is readable only; it cannot be listed", self.name)))
+    }
+}
+
+impl ReadableStorageTraits for Unlisted {
+    fn get_partial_many<'a>(
+        &'a self,
+        key: &StoreKey,
+        byte_ranges: ByteRangeIterator<'a>,
+    ) -> std::result::Result<MaybeBytesIterator<'a>, StorageError> {
+        self.storage.get_partial_many(key, byte_ranges)
+    }
+
+    fn size_key(&self, key: &StoreKey) -> std::result::Result<Option<u64>, StorageError> {
+        self.storage.size_key(key)
+    }
+
+    fn supports_get_partial(&self) -> bool {
+        self.storage.supports_get_partial()
+    }
+}
+
+impl ListableStorageTraits for Unlisted {
+    fn list(&self) -> std::result::Result<StoreKeys, StorageError> {
+        self.refuse()
+    }
+
+    fn list_prefix(&self, _prefix: &StorePrefix) -> std::result::Result<StoreKeys, StorageError> {
+        self.refuse()
+    }
+
+    fn list_dir(&self, _prefix: &StorePrefix) -> std::result::Result<StoreKeysPrefixes, StorageError> {
+        self.refuse()
+    }
+
+    fn size_prefix(&self, _prefix: &StorePrefix) -> std::result::Result<u64, StorageError> {
+        self.refuse()
+    }
+}
+
+/// Runs an async store's futures for the synchronous engine ([`Store::from_async_readable`]):
+/// on the calling thread, with the I/O runtime entered when it could be started.
+struct EngineBlockOn;
+
+impl zarrs_storage::storage_adapter::async_to_sync::AsyncToSyncBlockOn for EngineBlockOn {
+    fn block_on<F: core::future::Future>(&self, future: F) -> F::Output {
+        // Without the runtime a store that needs no tokio reactor still works; one that does
+        // reports its own error.
+        let _context = runtime().ok().map(tokio::runtime::Runtime::enter);
+        park_on(future)
+    }
+}
+
+/// zarrs' synchronous storage traits over a remote store's requests (with its retries and
+/// limits), keeping opendal's error (and its kind) as the source of the `std::io::Error` zarrs
+/// carries, so callers can tell a 404 from a 403 from a timeout without reading messages.
 struct OpendalStorage {
-    operator: Operator,
+    remote: Arc<Remote>,
 }
 
 fn io_error(e: opendal::Error) -> StorageError {
@@ -398,34 +693,6 @@ fn run<F: core::future::Future>(future: F) -> std::result::Result<F::Output, Sto
     block_on(future).map_err(|e| StorageError::Other(e.to_string()))
 }
 
-/// Read `range` of `path` (the whole object for `None`) with one request; `None` when the
-/// object does not exist. A short answer is an `UnexpectedEof` I/O error, never data.
-pub(crate) async fn read_range(
-    op: &Operator,
-    path: &str,
-    range: Option<std::ops::Range<u64>>,
-) -> std::result::Result<Option<Bytes>, opendal::Error> {
-    let result = match &range {
-        Some(r) => op.read_with(path).range(r.clone()).await,
-        None => op.read(path).await,
-    };
-    let buf = match result {
-        Ok(b) => b,
-        Err(e) if e.kind() == opendal::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let bytes = buf.to_bytes();
-    if let Some(r) = range
-        && bytes.len() as u64 != r.end - r.start
-    {
-        return Err(opendal::Error::new(
-            opendal::ErrorKind::RangeNotSatisfied,
-            format!("{} bytes returned for range {}..{}", bytes.len(), r.start, r.end),
-        ));
-    }
-    Ok(Some(bytes))
-}
-
 impl ReadableStorageTraits for OpendalStorage {
     fn get_partial_many<'a>(
         &'a self,
@@ -433,13 +700,13 @@ impl ReadableStorageTraits for OpendalStorage {
         byte_ranges: ByteRangeIterator<'a>,
     ) -> std::result::Result<MaybeBytesIterator<'a>, StorageError> {
         let ranges: Vec<ByteRange> = byte_ranges.collect();
-        let op = &self.operator;
+        let remote = &self.remote;
         let path = key.as_str();
         let fetched = run(async move {
             let needs_size = ranges.iter().any(|r| matches!(r, ByteRange::Suffix(_) | ByteRange::FromStart(_, None)));
             let size = if needs_size {
-                match not_found_is_none(op.stat(path).await)? {
-                    Some(m) => Some(m.content_length()),
+                match remote.size(path).await.map_err(io_error)? {
+                    Some(size) => Some(size),
                     None => return Ok(None),
                 }
             } else {
@@ -461,7 +728,7 @@ impl ReadableStorageTraits for OpendalStorage {
                     }
                     (_, None) => return Err(StorageError::Other("byte range needs the object size".into())),
                 };
-                match read_range(op, path, Some(range)).await {
+                match remote.read(path, Some(range)).await {
                     Ok(Some(bytes)) => out.push(bytes),
                     Ok(None) => return Ok(None),
                     Err(e) => return Err(io_error(e)),
@@ -475,11 +742,11 @@ impl ReadableStorageTraits for OpendalStorage {
     }
 
     fn get(&self, key: &StoreKey) -> std::result::Result<MaybeBytes, StorageError> {
-        run(read_range(&self.operator, key.as_str(), None))?.map_err(io_error)
+        run(self.remote.read(key.as_str(), None))?.map_err(io_error)
     }
 
     fn size_key(&self, key: &StoreKey) -> std::result::Result<Option<u64>, StorageError> {
-        Ok(run(async { not_found_is_none(self.operator.stat(key.as_str()).await) })??.map(|m| m.content_length()))
+        run(self.remote.size(key.as_str()))?.map_err(io_error)
     }
 
     fn supports_get_partial(&self) -> bool {
@@ -489,8 +756,9 @@ impl ReadableStorageTraits for OpendalStorage {
 
 impl OpendalStorage {
     fn entries(&self, prefix: &StorePrefix, recursive: bool) -> std::result::Result<Vec<opendal::Entry>, StorageError> {
-        let listed =
-            run(async { not_found_is_none(self.operator.list_with(prefix.as_str()).recursive(recursive).await) })??;
+        let listed = run(async {
+            not_found_is_none(self.remote.operator().list_with(prefix.as_str()).recursive(recursive).await)
+        })??;
         Ok(listed.unwrap_or_default())
     }
 }

@@ -155,6 +155,33 @@ fn read_batch_into_a_caller_slice() {
     }
 }
 
+/// Regions placed at chosen positions of a batch (one plan per array of a mixed batch): the
+/// named positions equal a plain batch read, the others are left as they were.
+#[test]
+fn plans_at_positions_fill_only_their_positions() {
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
+    let array = reader.open_array(&store, "v3/sharded_zstd_index_end", ArrayOptions::default()).unwrap();
+    let regions = [Region::new(vec![0, 0, 0], vec![8, 16, 10]), Region::new(vec![9, 30, 4], vec![8, 16, 10])];
+    let want = reader.read_batch(&array, &regions).unwrap();
+    let plan = reader.plan_at(&array, &regions, &[3, 1], 4).unwrap();
+    assert_eq!(plan.shape(), &[4, 8, 16, 10]);
+    let mut out = vec![0xEEu8; plan.nbytes()];
+    reader.read_batch_into(&plan, damacy_codec::Output::Host(&mut out)).unwrap();
+    let per = plan.nbytes() / 4;
+    assert_eq!(&out[3 * per..], want.region(0));
+    assert_eq!(&out[per..2 * per], want.region(1));
+    assert!(out[..per].iter().chain(&out[2 * per..3 * per]).all(|&b| b == 0xEE), "other positions untouched");
+    for (positions, len, needle) in [
+        (&[0, 0][..], 4, "given twice"),
+        (&[0, 4][..], 4, "outside a batch of 4"),
+        (&[0][..], 4, "1 positions for 2 regions"),
+    ] {
+        let err = reader.plan_at(&array, &regions, positions, len).unwrap_err().to_string();
+        assert!(err.contains(needle), "{err}");
+    }
+}
+
 /// Chunk-level reads (zarr-python's pipeline contract): strided selections of chunks into a
 /// strided output equal zarrs' reads of the same elements; elements outside the selection stay.
 #[test]

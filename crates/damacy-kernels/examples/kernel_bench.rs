@@ -36,7 +36,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use damacy_kernels::blosc::{StreamCodec, plan_frame};
-use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DType, DecodeConfig, Decoder, Device, Shuffle, WaveStats};
+use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Shuffle, WaveStats};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -684,7 +684,7 @@ impl Bench {
         };
         let crops: Vec<(usize, usize, usize)> =
             (0..n_crops).map(|_| (next(n_src), next(rows - h + 1), next(cols - w + 1))).collect();
-        for (dst_dtype, kind) in [(DType::U16, "assemble"), (DType::F32, "assemble-cast")] {
+        for (dst_dtype, kind) in [(Dtype::U16, "assemble"), (Dtype::F32, "assemble-cast")] {
             let name = format!("{kind}-{}", human(chunk));
             let dsz = dst_dtype.size();
             let out_len = n_crops * h * w * dsz;
@@ -699,7 +699,7 @@ impl Bench {
                     0,
                     &[n_crops as u64, h as u64, w as u64],
                     &[k as u64, 0, 0],
-                    DType::U16,
+                    Dtype::U16,
                     dst_dtype,
                     false,
                 )

@@ -3,71 +3,28 @@
 
 use crate::consts as c;
 use crate::device::{Device, DeviceBuffer};
+use crate::dtype::Dtype;
 use crate::error::{Error, Result, StreamStatus};
 use crate::kernel::Kernel;
 use crate::launch::{AssembleArgs, KernelArgs};
 use crate::wire::{AssembleJobDesc, MAX_RANK};
 
-/// Element types the assemble kernel reads and writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DType {
-    /// bool (one byte, 0 or 1).
-    Bool,
-    /// uint8.
-    U8,
-    /// int8.
-    I8,
-    /// uint16.
-    U16,
-    /// int16.
-    I16,
-    /// uint32.
-    U32,
-    /// int32.
-    I32,
-    /// uint64.
-    U64,
-    /// int64.
-    I64,
-    /// IEEE binary16.
-    F16,
-    /// bfloat16.
-    BF16,
-    /// float32.
-    F32,
-    /// float64.
-    F64,
-}
-
-impl DType {
-    /// Size in bytes.
-    #[must_use]
-    pub fn size(self) -> usize {
-        match self {
-            DType::Bool | DType::U8 | DType::I8 => 1,
-            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
-            DType::U32 | DType::I32 | DType::F32 => 4,
-            DType::U64 | DType::I64 | DType::F64 => 8,
-        }
-    }
-
-    fn code(self) -> u32 {
-        match self {
-            DType::Bool => c::DMC_DTYPE_BOOL,
-            DType::U8 => c::DMC_DTYPE_U8,
-            DType::I8 => c::DMC_DTYPE_I8,
-            DType::U16 => c::DMC_DTYPE_U16,
-            DType::I16 => c::DMC_DTYPE_I16,
-            DType::U32 => c::DMC_DTYPE_U32,
-            DType::I32 => c::DMC_DTYPE_I32,
-            DType::U64 => c::DMC_DTYPE_U64,
-            DType::I64 => c::DMC_DTYPE_I64,
-            DType::F16 => c::DMC_DTYPE_F16,
-            DType::BF16 => c::DMC_DTYPE_BF16,
-            DType::F32 => c::DMC_DTYPE_F32,
-            DType::F64 => c::DMC_DTYPE_F64,
-        }
+/// The assemble kernel's code of an element type (`DMC_DTYPE_*` in `kernels/common.cuh`).
+fn code(d: Dtype) -> u32 {
+    match d {
+        Dtype::Bool => c::DMC_DTYPE_BOOL,
+        Dtype::U8 => c::DMC_DTYPE_U8,
+        Dtype::I8 => c::DMC_DTYPE_I8,
+        Dtype::U16 => c::DMC_DTYPE_U16,
+        Dtype::I16 => c::DMC_DTYPE_I16,
+        Dtype::U32 => c::DMC_DTYPE_U32,
+        Dtype::I32 => c::DMC_DTYPE_I32,
+        Dtype::U64 => c::DMC_DTYPE_U64,
+        Dtype::I64 => c::DMC_DTYPE_I64,
+        Dtype::F16 => c::DMC_DTYPE_F16,
+        Dtype::BF16 => c::DMC_DTYPE_BF16,
+        Dtype::F32 => c::DMC_DTYPE_F32,
+        Dtype::F64 => c::DMC_DTYPE_F64,
     }
 }
 
@@ -90,9 +47,9 @@ pub struct AssembleJob {
     /// Destination strides in elements.
     pub dst_strides: Vec<i64>,
     /// Stored element type.
-    pub src_dtype: DType,
+    pub src_dtype: Dtype,
     /// Output element type.
-    pub dst_dtype: DType,
+    pub dst_dtype: Dtype,
     /// Whether stored elements are big-endian.
     pub big_endian: bool,
     /// `Some(bits)`: ignore the source and write this value (little-endian bits of the value in
@@ -126,8 +83,8 @@ impl AssembleJob {
         out_offset: usize,
         out_shape: &[u64],
         out_start: &[u64],
-        src_dtype: DType,
-        dst_dtype: DType,
+        src_dtype: Dtype,
+        dst_dtype: Dtype,
         big_endian: bool,
     ) -> Result<Self> {
         let r = chunk_shape.len();
@@ -228,8 +185,8 @@ impl AssembleJob {
             n_elems: self.n_elems(),
             fill_bits: self.fill_bits.unwrap_or(0),
             rank: r as u32,
-            src_dtype: self.src_dtype.code(),
-            dst_dtype: self.dst_dtype.code(),
+            src_dtype: code(self.src_dtype),
+            dst_dtype: code(self.dst_dtype),
             flags: if self.big_endian { c::DMC_ASM_BYTESWAP } else { 0 }
                 | if self.fill_bits.is_some() { c::DMC_ASM_FILL } else { 0 },
             ..AssembleJobDesc::default()

@@ -38,6 +38,7 @@ pub mod cache;
 pub mod consts;
 pub mod decode;
 pub mod device;
+pub mod dtype;
 mod error;
 mod kernel;
 mod launch;
@@ -46,12 +47,13 @@ pub mod nvrtc;
 mod wire;
 pub mod zstd;
 
-pub use assemble::{AssembleJob, Assembler, DType, assemble};
+pub use assemble::{AssembleJob, Assembler, assemble};
 pub use blosc::{BloscCodec, BloscHeader, FrameErrorKind, Shuffle};
 pub use decode::{
     ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, WaveFootprint, WavePlan, WaveStats,
 };
 pub use device::{Device, DeviceBuffer, DeviceKind};
+pub use dtype::{Dtype, OutputDtype};
 pub use error::{Error, Result, StreamStatus};
 pub use kernel::Kernel;
 pub use zstd::{ZstdModes, ZstdParseError, ZstdPlan};

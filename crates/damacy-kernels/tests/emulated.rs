@@ -8,7 +8,7 @@ use common::{
     blosc_compress, blosc_decompress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_mixed_codec_waves,
     run_pipelined_waves, test_data,
 };
-use damacy_kernels::{AssembleJob, ChunkInput, DType, DecodeConfig, Decoder, Device, Error, StreamStatus};
+use damacy_kernels::{AssembleJob, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Error, StreamStatus};
 use proptest::prelude::*;
 
 /// Schedule seeds every test runs under: fixed order and a shuffled order.
@@ -320,11 +320,11 @@ fn assemble_casts_to_f32_f16_bf16() {
     device.upload(&src_bytes, &mut src, 0).unwrap();
     let n = vals.len() as u64;
     for (dt, expect) in [
-        (DType::F32, vals.iter().flat_map(|&v| f32::from(v).to_le_bytes()).collect::<Vec<u8>>()),
-        (DType::F16, vals.iter().flat_map(|&v| half::f16::from_f32(f32::from(v)).to_le_bytes()).collect()),
-        (DType::BF16, vals.iter().flat_map(|&v| half::bf16::from_f32(f32::from(v)).to_le_bytes()).collect()),
-        (DType::I64, vals.iter().flat_map(|&v| i64::from(v).to_le_bytes()).collect()),
-        (DType::U8, vals.iter().map(|&v| v as u8).collect()),
+        (Dtype::F32, vals.iter().flat_map(|&v| f32::from(v).to_le_bytes()).collect::<Vec<u8>>()),
+        (Dtype::F16, vals.iter().flat_map(|&v| half::f16::from_f32(f32::from(v)).to_le_bytes()).collect()),
+        (Dtype::BF16, vals.iter().flat_map(|&v| half::bf16::from_f32(f32::from(v)).to_le_bytes()).collect()),
+        (Dtype::I64, vals.iter().flat_map(|&v| i64::from(v).to_le_bytes()).collect()),
+        (Dtype::U8, vals.iter().map(|&v| v as u8).collect()),
     ] {
         let mut dst = device.alloc(expect.len()).unwrap();
         let job = AssembleJob {
@@ -333,7 +333,7 @@ fn assemble_casts_to_f32_f16_bf16() {
             shape: vec![n],
             src_strides: vec![1],
             dst_strides: vec![1],
-            src_dtype: DType::I16,
+            src_dtype: Dtype::I16,
             dst_dtype: dt,
             big_endian: true,
             fill_bits: None,
@@ -373,8 +373,8 @@ fn assemble_f32_to_f16_rounding_matches_half() {
         shape: vec![vals.len() as u64],
         src_strides: vec![1],
         dst_strides: vec![1],
-        src_dtype: DType::F32,
-        dst_dtype: DType::F16,
+        src_dtype: Dtype::F32,
+        dst_dtype: Dtype::F16,
         big_endian: false,
         fill_bits: None,
     };
@@ -400,8 +400,8 @@ fn assemble_rejects_out_of_bounds_jobs() {
         shape: vec![4],
         src_strides: vec![1],
         dst_strides: vec![1],
-        src_dtype: DType::F32,
-        dst_dtype: DType::F32,
+        src_dtype: Dtype::F32,
+        dst_dtype: Dtype::F32,
         big_endian: false,
         fill_bits: None,
     };
@@ -411,10 +411,14 @@ fn assemble_rejects_out_of_bounds_jobs() {
 
 unsafe extern "C" {
     fn dmc_emu_dmc_selftest_neighbor(gx: u32, gy: u32, bx: u32, seed: u64, with_barrier: u32, out: *mut u32) -> i32;
+    fn dmc_emu_configure(schedule: u32, dyn_smem: u32, max_dyn_smem: u32, watchdog_ms: u32) -> i32;
 }
 
 fn selftest(seed: u64, with_barrier: bool) -> bool {
     let mut out = vec![0u32; 64];
+    // SAFETY: plain options of this thread's launches; the sync schedule (whatever
+    // DAMACY_EMU_SCHEDULE says), which this test is about.
+    assert_eq!(unsafe { dmc_emu_configure(1, 0, 0, 0) }, 0);
     // SAFETY: `out` holds the 64 values the one 64-thread block writes.
     let rc = unsafe { dmc_emu_dmc_selftest_neighbor(1, 1, 64, seed, u32::from(with_barrier), out.as_mut_ptr()) };
     assert_eq!(rc, 0);

@@ -19,14 +19,30 @@
 //! # Ok(()) }
 //! ```
 
+mod device_array;
+pub mod dlpack;
+mod pipeline;
+#[cfg(feature = "zarrs")]
+pub mod zarrs_ext;
+
+pub use device_array::DeviceArray;
+#[cfg(feature = "zarrs")]
+pub use zarrs_ext::{ArrayDeviceExt, AsyncArrayDeviceExt, DamacyContext, DeviceArrayFuture, RetrieveOptions};
+
+/// The read engine's batch: regions read by [`Reader::read_batch`] into memory it allocates.
+pub use damacy_codec::Batch as ReadBatch;
 pub use damacy_codec::zarrs_storage;
 pub use damacy_codec::{
-    ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, Batch, BatchPlan, ChainRoute, ChunkSelection,
-    CodecRoute, Device, DeviceBuffer, DeviceChain, DeviceCodec, Dtype, Element, ExecutorKind, HostArrayMut, Location,
-    OutOfBounds, Output, OutputDtype, Reader, ReaderConfig, Region, Route, ShardLayout, StatsSnapshot,
-    StorageErrorKind, Store, StoreKind, StoreOptions, Stream, describe, index_routes, normalize_path, routes,
+    ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, BatchPlan, ChainRoute, ChunkSelection,
+    Coalescing, CodecRoute, Device, DeviceBuffer, DeviceChain, DeviceCodec, DeviceError, DeviceKind, Dtype, Element,
+    Event, ExecutorKind, HostArrayMut, Location, OutOfBounds, Output, OutputDtype, Reader, ReaderConfig, Region, Route,
+    ShardLayout, StatsSnapshot, StorageErrorKind, Store, StoreKind, StoreOptions, StoreStats, Stream, UnknownDtype,
+    c_strides, describe, index_routes, normalize_path, routes,
 };
 pub use damacy_sampler as sampler;
+pub use pipeline::{
+    Batch, BatchStats, Config, OnError, Pipeline, PipelineStats, Place, Sample, Sizes, StageStats, split_uri,
+};
 
 /// Everything that can go wrong in damacy: one type at the facade.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +54,30 @@ pub enum Error {
     /// From a sample plan.
     #[error(transparent)]
     Sampler(#[from] damacy_sampler::SamplerError),
+    /// One sample of a batch could not be read (its store or array, a corrupt chunk, a region
+    /// outside the array, a shape that does not fit the batch): the pop of its batch returns
+    /// this under [`OnError::Raise`].
+    #[error("sample {sample} (batch {batch}, position {position}): {source}")]
+    Sample {
+        /// The sample, as [`Sample`]'s `Display` shows it.
+        sample: String,
+        /// The batch's index.
+        batch: u64,
+        /// The sample's position in its batch.
+        position: usize,
+        /// Why it could not be read.
+        #[source]
+        source: damacy_codec::Error,
+    },
+    /// [`Pipeline::pop`] waited [`Config::pop_timeout`]; the message says what starves.
+    #[error("pop timed out: {0}")]
+    Timeout(String),
+    /// [`Pipeline::pop`] with nothing left to pop: every pushed sample was popped.
+    #[error("nothing to pop: {0}")]
+    Exhausted(String),
+    /// The pipeline was closed.
+    #[error("the pipeline is closed")]
+    Closed,
 }
 
 impl Error {
@@ -45,9 +85,29 @@ impl Error {
     #[must_use]
     pub fn storage_kind(&self) -> Option<StorageErrorKind> {
         match self {
-            Error::Codec(e) => e.storage_kind(),
-            Error::Sampler(_) => None,
+            Error::Codec(e) | Error::Sample { source: e, .. } => e.storage_kind(),
+            _ => None,
         }
+    }
+
+    /// The read engine's error behind this one (for [`Error::Sample`], the sample's cause).
+    #[must_use]
+    pub fn codec(&self) -> Option<&damacy_codec::Error> {
+        match self {
+            Error::Codec(e) | Error::Sample { source: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether this is [`Error::Exhausted`]: the end of what was pushed, not a failure.
+    #[must_use]
+    pub fn is_exhausted(&self) -> bool {
+        matches!(self, Error::Exhausted(_))
+    }
+
+    /// An invalid argument (a configuration value, a call out of order).
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Error::Codec(damacy_codec::Error::InvalidArgument(message.into()))
     }
 }
 
@@ -57,4 +117,8 @@ pub use damacy_codec::Error as CodecError;
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<Error>();
+    send_sync::<Pipeline>();
+    send_sync::<Batch>();
+    send_sync::<Config>();
+    send_sync::<PipelineStats>();
 };

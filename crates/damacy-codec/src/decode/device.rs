@@ -11,7 +11,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use damacy_kernels::assemble::{AssembleJob, Assembler, DType};
+use damacy_kernels::assemble::{AssembleJob, Assembler};
 use damacy_kernels::decode::{ChunkInput, DecodeConfig, Decoder};
 use damacy_kernels::device::{Device, DeviceBuffer, Stream};
 use zarrs_storage::Bytes;
@@ -20,7 +20,6 @@ use super::{Ctx, Executor};
 use crate::assemble::{Converter, Scatter};
 use crate::codec::{ChainRoute, DeviceChain, DeviceCodec};
 use crate::config::{ExecutorKind, ReaderConfig};
-use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::fetch::fetch_all;
 use crate::plan::{BatchPlan, UnitSource, meet};
@@ -85,24 +84,6 @@ struct DeviceState {
     decoder: Decoder,
     assembler: Assembler,
     batch: DeviceBuffer,
-}
-
-fn kernel_dtype(d: Dtype) -> DType {
-    match d {
-        Dtype::Bool => DType::Bool,
-        Dtype::I8 => DType::I8,
-        Dtype::I16 => DType::I16,
-        Dtype::I32 => DType::I32,
-        Dtype::I64 => DType::I64,
-        Dtype::U8 => DType::U8,
-        Dtype::U16 => DType::U16,
-        Dtype::U32 => DType::U32,
-        Dtype::U64 => DType::U64,
-        Dtype::F16 => DType::F16,
-        Dtype::BF16 => DType::BF16,
-        Dtype::F32 => DType::F32,
-        Dtype::F64 => DType::F64,
-    }
 }
 
 impl std::fmt::Debug for DeviceExecutor {
@@ -234,6 +215,7 @@ impl DeviceExecutor {
         let decoded = state.decoder.decode_to_host(inputs).map_err(|e| Error::device("decoding a batch", e))?;
         ctx.stats.add_decode(started.elapsed());
         ctx.stats.add_device_parse(decoded.stats.decompress_parse);
+        ctx.stats.add_bytes_uploaded(decoded.stats.bytes_uploaded as u64);
         let scatter = Scatter::new(plan, out);
         let started = Instant::now();
         ctx.compute.install(|| scatter.prefill());
@@ -289,7 +271,7 @@ fn assemble_jobs(
     dst_base: usize,
 ) -> (Vec<AssembleJob>, Vec<AssembleJob>) {
     let conv = Converter { from: plan.array.dtype, to: plan.array.out_dtype() };
-    let (src_dtype, dst_dtype) = (kernel_dtype(conv.from), kernel_dtype(conv.to));
+    let (src_dtype, dst_dtype) = (conv.from, conv.to);
     let (fs, ts) = (conv.from.size(), conv.to.size() as isize);
     let unit_shape = plan.array.decode_shape();
     let unit_strides = c_strides(unit_shape);
@@ -386,6 +368,7 @@ impl Executor for DeviceExecutor {
         let DeviceState { decoder, assembler, batch } = state;
         let wave = decoder.decode_wave(&inputs).map_err(|e| Error::device("decoding a batch", e))?;
         ctx.stats.add_device_parse(wave.stats.decompress_parse);
+        ctx.stats.add_bytes_uploaded(wave.stats.bytes_uploaded as u64);
         let mut decoded = Vec::with_capacity(enc.units.len());
         for (k, result) in wave.chunks.iter().enumerate() {
             let u = enc.units[k];
@@ -431,6 +414,7 @@ impl Executor for DeviceExecutor {
             }
             let wave = decoder.decode_wave(&inputs[start..end]).map_err(|e| Error::device("decoding a batch", e))?;
             ctx.stats.add_device_parse(wave.stats.decompress_parse);
+            ctx.stats.add_bytes_uploaded(wave.stats.bytes_uploaded as u64);
             let mut decoded = Vec::with_capacity(end - start);
             for (result, &u) in wave.chunks.iter().zip(&enc.units[start..end]) {
                 match result {

@@ -145,6 +145,10 @@ impl CudaBackend {
         format!("CUDA device {} ({name}, sm_{}{})", self.ctx.ordinal(), self.arch.0, self.arch.1)
     }
 
+    pub(crate) fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
     pub(crate) fn default_stream(&self) -> Arc<CudaStream> {
         self.stream.clone()
     }

@@ -331,6 +331,19 @@ impl Device {
         }
     }
 
+    /// The CUDA device ordinal (`DLPack`'s `device_id`); 0 on the emulator.
+    #[must_use]
+    pub fn ordinal(&self) -> usize {
+        match &self.inner.backend {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            Backend::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            Backend::Emulated { .. } => 0,
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(c) => c.ordinal(),
+        }
+    }
+
     /// A human-readable description (device name and architecture, or "host emulator").
     #[must_use]
     pub fn describe(&self) -> String {
@@ -341,6 +354,19 @@ impl Device {
             Backend::Emulated { seed, .. } => format!("host emulator (schedule seed {seed})"),
             #[cfg(feature = "cuda")]
             Backend::Cuda(c) => c.describe(),
+        }
+    }
+
+    /// The CUDA device ordinal this device is bound to; `None` on the emulator.
+    #[must_use]
+    pub fn cuda_ordinal(&self) -> Option<usize> {
+        match &self.inner.backend {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            Backend::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            Backend::Emulated { .. } => None,
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(c) => Some(c.ordinal()),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Shared helpers of the integration tests: the blosc C library as reference, fixtures.
 #![allow(dead_code, unreachable_pub, clippy::missing_panics_doc)]
 
-use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DType, DecodeConfig, Decoder, Device, Error};
+use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Error};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 
@@ -141,20 +141,20 @@ pub fn run_blosc_fixtures(device: &Device) -> (usize, usize) {
     (checked, unsupported)
 }
 
-pub fn dtype_of(name: &str) -> Option<DType> {
+pub fn dtype_of(name: &str) -> Option<Dtype> {
     Some(match name {
-        "bool" => DType::Bool,
-        "uint8" => DType::U8,
-        "int8" => DType::I8,
-        "uint16" => DType::U16,
-        "int16" => DType::I16,
-        "uint32" => DType::U32,
-        "int32" => DType::I32,
-        "uint64" => DType::U64,
-        "int64" => DType::I64,
-        "float16" => DType::F16,
-        "float32" => DType::F32,
-        "float64" => DType::F64,
+        "bool" => Dtype::Bool,
+        "uint8" => Dtype::U8,
+        "int8" => Dtype::I8,
+        "uint16" => Dtype::U16,
+        "int16" => Dtype::I16,
+        "uint32" => Dtype::U32,
+        "int32" => Dtype::I32,
+        "uint64" => Dtype::U64,
+        "int64" => Dtype::I64,
+        "float16" => Dtype::F16,
+        "float32" => Dtype::F32,
+        "float64" => Dtype::F64,
         _ => return None,
     })
 }

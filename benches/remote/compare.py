@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Remote read benchmark: damacy vs tensorstore on the same crops over HTTP and S3.
+
+    .venv/bin/python benches/remote/compare.py [--data /tmp/damacy-bench-data] [--batches 8]
+
+The arrays of ``benches/read/make_data.py`` (a sharded zstd array and an unsharded blosc-lz4
+one), random unaligned 64^3 crops in batches of 32 (one seeded list shared by both readers),
+served by
+
+* nginx (started here, on loopback, serving the data folder) through the fault-injecting proxy
+  of the tests (``crates/damacy-codec/examples/fault_proxy.rs``) adding 0, 10 and 50 ms to every
+  answer;
+* moto's S3 server (``tests/services/services.sh start``; ``. .services/env`` gives
+  ``DAMACY_TEST_S3_ENDPOINT``) with the data uploaded to a bucket, at 0 ms added;
+
+and, for the ">= 80 % of local throughput at 10 ms" goal, damacy on the local files. Both
+readers use their default configuration (damacy ``ReaderConfig::default()`` and
+``StoreOptions::default()``; tensorstore's default context), so this measures what a new user
+gets. Each reader reads one warm-up batch (it fills the shard-index caches), then the timed
+batches; the table shows medians, ratios damacy / tensorstore, damacy's in-flight high-water mark
+and bytes read / distinct chunk bytes. The table goes to stdout and ``benches/results/remote.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent / "read"))
+import compare as local  # noqa: E402  (benches/read/compare.py: crops, timing, machine helpers)
+import make_data  # noqa: E402
+
+BUCKET = "damacy-bench"
+LATENCIES_MS = (0, 10, 50)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"nothing listens on 127.0.0.1:{port}")
+
+
+class Nginx:
+    """nginx on a free loopback port serving ``data`` (range requests), as the invoking user."""
+
+    def __init__(self, data: Path, state: Path) -> None:
+        self.prefix = state / "nginx"
+        (self.prefix / "tmp").mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        user = "" if os.getuid() != 0 else "user root root;"
+        (self.prefix / "nginx.conf").write_text(f"""{user}
+worker_processes 1;
+pid nginx.pid;
+error_log error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  client_body_temp_path tmp/body; proxy_temp_path tmp/proxy; fastcgi_temp_path tmp/fastcgi;
+  uwsgi_temp_path tmp/uwsgi; scgi_temp_path tmp/scgi;
+  default_type application/octet-stream;
+  keepalive_requests 100000;
+  server {{ listen 127.0.0.1:{self.port}; root {data}; location / {{ }} }}
+}}
+""")
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        subprocess.run([binary, "-p", f"{self.prefix}/", "-c", str(self.prefix / "nginx.conf"),
+                        "-e", str(self.prefix / "error.log")], check=True)
+        wait_port(self.port)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        pid_file = self.prefix / "nginx.pid"
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), 15)
+
+
+class FaultProxy:
+    """The tests' proxy (``fault_proxy`` example) adding ``ms`` to every answer of ``upstream``."""
+
+    def __init__(self, exe: str, upstream: str, ms: int) -> None:
+        self.proc = subprocess.Popen([exe, upstream, str(ms)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http://127.0.0.1:"):
+            raise SystemExit(f"fault_proxy did not start: {self.url!r}")
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def upload(endpoint: str, data: Path) -> float:
+    """The two arrays into ``BUCKET`` on the S3 server at ``endpoint`` (skipped when there)."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    t = time.perf_counter()
+    try:
+        s3.head_object(Bucket=BUCKET, Key="sharded_zstd/zarr.json")
+        return 0.0
+    except Exception:  # noqa: BLE001  (any miss: upload)
+        pass
+    s3.create_bucket(Bucket=BUCKET)
+    for name in local.ARRAYS:
+        for p in sorted((data / name).rglob("*")):
+            if p.is_file():
+                s3.upload_file(str(p), BUCKET, str(p.relative_to(data)))
+    return time.perf_counter() - t
+
+
+def build(env: dict) -> tuple[str, str]:
+    """The read bench's and the proxy's executables (built once, not timed)."""
+    bench = local.build_rust(env)
+    proc = subprocess.run(["cargo", "build", "--profile", "bench", "-p", "damacy-codec", "--example", "fault_proxy",
+                           "--message-format=json-render-diagnostics"], cwd=ROOT, env=env, check=True,
+                          stdout=subprocess.PIPE, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            msg = json.loads(line)
+            if msg.get("reason") == "compiler-artifact" and msg.get("target", {}).get("name") == "fault_proxy" \
+                    and msg.get("executable"):
+                return bench, msg["executable"]
+    raise SystemExit("cargo did not report fault_proxy's executable")
+
+
+def run_damacy(exe: str, data: Path, crops_path: Path, env: dict, store_url: str | None,
+               s3_endpoint: str | None = None) -> list[dict]:
+    env = {**env, "DAMACY_BENCH_READERS": "damacy", "DAMACY_BENCH_STORE_URL": store_url or "",
+           "DAMACY_BENCH_S3_ENDPOINT": s3_endpoint or "", "AWS_ACCESS_KEY_ID": "testing",
+           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+    return [r for r in local.run_rust(exe, data, crops_path, 2, env) if r.get("kind") == "result"]
+
+
+def run_tensorstore(kvstores: dict[str, dict], crops: dict) -> list[dict]:
+    """tensorstore's zarr3 driver over each array's kvstore spec, default context."""
+    import tensorstore as ts
+
+    results = []
+    for name, kvstore in kvstores.items():
+        arr = ts.open({"driver": "zarr3", "kvstore": kvstore}, read=True).result()
+
+        def read_batch(batch: list[list[int]]) -> list:
+            with ts.Batch() as b:
+                futures = [arr[sel].read(batch=b) for sel in local.selections(batch)]
+            return [f.result() for f in futures]
+
+        with local.LoadWindow() as w:
+            costs, digest = local.timed_batches(read_batch, crops["batches"], crops["warmup_batches"])
+        results.append(local.summarize("tensorstore", name, costs, crops["batch_size"], first_batch_sha256=digest,
+                                       other_cores=w.other_cores))
+    return results
+
+
+def table(rows: list[dict], local_rows: dict[str, float]) -> str:
+    out = ["| store | array | damacy crops/s | tensorstore crops/s | ratio | damacy / local | in-flight max "
+           "| bytes read / distinct | damacy requests/batch | p50 latency |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        d, t = r["damacy"], r["tensorstore"]
+        s = d.get("store_stats") or {}
+        frac = d["crops_per_s"] / local_rows[r["array"]] if local_rows.get(r["array"]) else float("nan")
+        out.append(
+            f"| {r['store']} | {r['array']} | {d['crops_per_s']:.0f} | {t['crops_per_s']:.0f} "
+            f"| {d['crops_per_s'] / t['crops_per_s']:.2f}x | {frac:.0%} | {s.get('in_flight_max', 0)} "
+            f"| {d.get('bytes_read_over_distinct_median', float('nan')):.2f} "
+            f"| {d.get('storage_requests_per_batch', float('nan')):.0f} | {s.get('latency_p50_ms', 0):.1f} ms |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", type=Path, default=make_data.DEFAULT_DIR)
+    ap.add_argument("--batches", type=int, default=8, help="timed batches per reader and store")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+
+    manifest = make_data.make(args.data, tuple(make_data.DEFAULT_SHAPE))
+    state = Path(os.environ.get("TMPDIR", "/tmp")) / f"damacy-remote-bench-{os.getpid()}"
+    state.mkdir(parents=True, exist_ok=True)
+    crops = local.make_crops(manifest["shape"], args.batches, 1, args.batch_size, args.seed)
+    crops_path = state / "crops.json"
+    crops_path.write_text(json.dumps(crops))
+    env = dict(os.environ)
+    bench_exe, proxy_exe = build(env)
+    local.warm_page_cache(args.data)
+
+    rows: list[dict] = []
+    local_rust = run_damacy(bench_exe, args.data, crops_path, env, None)
+    local_rows = {r["array"]: r["crops_per_s"] for r in local_rust}
+    nginx = Nginx(args.data.resolve(), state)
+    try:
+        for ms in LATENCIES_MS:
+            proxy = FaultProxy(proxy_exe, nginx.url, ms)
+            try:
+                damacy = run_damacy(bench_exe, args.data, crops_path, env, proxy.url)
+                ts_rows = run_tensorstore(
+                    {n: {"driver": "http", "base_url": proxy.url, "path": f"/{n}/"} for n in local.ARRAYS}, crops)
+            finally:
+                proxy.stop()
+            for d, t in zip(damacy, ts_rows):
+                rows.append({"store": f"HTTP +{ms} ms", "array": d["array"], "damacy": d, "tensorstore": t})
+        endpoint = os.environ.get("DAMACY_TEST_S3_ENDPOINT")
+        s3_note = ""
+        if endpoint:
+            took = upload(endpoint, args.data)
+            print(f"remote: uploaded to s3://{BUCKET} in {took:.0f} s", file=sys.stderr)
+            damacy = run_damacy(bench_exe, args.data, crops_path, env, f"s3://{BUCKET}", endpoint)
+            os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"})
+            ts_rows = run_tensorstore({n: {"driver": "s3", "bucket": BUCKET, "path": f"{n}/", "endpoint": endpoint,
+                                           "aws_region": "us-east-1"} for n in local.ARRAYS}, crops)
+            for d, t in zip(damacy, ts_rows):
+                rows.append({"store": "S3 (moto) +0 ms", "array": d["array"], "damacy": d, "tensorstore": t})
+        else:
+            s3_note = "S3 rows skipped: DAMACY_TEST_S3_ENDPOINT is not set (run tests/services/services.sh start)."
+    finally:
+        nginx.stop()
+
+    text = table(rows, local_rows)
+    local_line = ", ".join(f"{a} {v:.0f} crops/s" for a, v in local_rows.items())
+    print(text)
+    print(f"damacy on local files: {local_line}")
+    (state / "results.json").write_text(json.dumps({"rows": rows, "local": local_rust}, indent=1))
+    if args.no_write:
+        return
+    m = local.machine()
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    md = f"""# Remote reads: damacy vs tensorstore over HTTP and S3
+
+- date: {now}
+- commit: {local.git("rev-parse", "--short", "HEAD")}{" (with uncommitted changes)" if local.git("status", "--porcelain") else ""}
+- machine: {m["cpu"]}, {m["nproc"]} cores, {m["mem_gib"]} GiB, Linux {m["kernel"]}; load average {local.loadavg()} at the end
+- command: `.venv/bin/python benches/remote/compare.py --batches {args.batches}`
+- data: `benches/read/make_data.py`, {"x".join(map(str, manifest["shape"]))} uint16 (sharded_zstd: shards 256x256x512 of
+  32x64x64 zstd inner chunks; blosc_lz4: 64^3 chunks); random 64^3 crops, batches of {args.batch_size}, 1 warm-up +
+  {args.batches} timed batches per reader and store, medians
+- servers: nginx on loopback through the tests' fault-injecting proxy (`fault_proxy`, added latency per answer);
+  moto's S3 server directly. Default configurations on both sides (damacy `ReaderConfig::default()` +
+  `StoreOptions::default()`, tensorstore's default context).
+- damacy on local files (the same crops): {local_line}. "damacy / local" is the goal of >= 80 % at 10 ms.
+- in-flight max: the most requests damacy had in flight to the store; bytes read / distinct: the bytes
+  damacy's timed batches read (coalesced ranges; shard indexes are cached after the warm-up) over the
+  encoded bytes of the distinct chunks the crops touch.
+{("- " + s3_note) if s3_note else ""}
+
+{text}
+"""
+    out = ROOT / "benches" / "results" / "remote.md"
+    out.write_text(md)
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

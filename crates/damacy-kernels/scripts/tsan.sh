@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the emulated kernel tests with the kernels built under ThreadSanitizer: every CUDA thread
+# is a TSan fiber (fresh per block), barriers and warp collectives are the only ordering between
+# the threads of a block and blocks are not ordered at all, so a missing __syncthreads or
+# __syncwarp, a lost update or two blocks writing the same bytes is reported as a data race and
+# fails the run. Needs gcc's libtsan (libtsan2, installed with g++).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export DAMACY_EMU_TSAN=1
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/tsan"
+# A report fails the test binary (exit code 66) after it ran. suppress_equal_addresses=0: the
+# address de-duplication of this libtsan scans a list per suppressed host-vs-kernel report.
+export TSAN_OPTIONS="halt_on_error=0:exitcode=66:report_signal_unsafe=0:suppress_equal_addresses=0:suppressions=$PWD/crates/damacy-kernels/scripts/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+# Every seeded-bug test, and the real kernels on the tests that exercise them (lz4, blosclz,
+# memcpy, crc32c, unshuffle, assemble on the fixtures); the fixture/proptest sweeps and the cast
+# matrix run under the schedules and ASan only — gcc 12's libtsan makes them take many minutes.
+# (shuffled_schedule_catches_a_missing_barrier runs a defective kernel on purpose; its race is
+# asserted by emulator_checks in a child process.)
+cargo test -p damacy-kernels --features emulate --test emulator_checks "$@"
+exec cargo test -p damacy-kernels --features emulate --test emulated "$@" -- \
+    --skip blosc_fixtures --skip random_blosc --skip corrupted_frames --skip pipelined --skip many_chunks \
+    --skip shuffled_schedule_catches_a_missing_barrier

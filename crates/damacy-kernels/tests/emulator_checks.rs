@@ -1,0 +1,320 @@
+//! The emulator's detectors against seeded bugs (`kernels/emu/seeded_bugs.cu`): each defect is
+//! caught, and the same kernel without the defect is clean. Detectors that abort (divergent
+//! collectives, shared-memory limits, the watchdog) and ThreadSanitizer reports are checked in
+//! a child process: the test runs itself again with `DMC_EMU_CHILD` set and reads its stderr.
+//! The race tests need the TSan build (`crates/damacy-kernels/scripts/tsan.sh`, run by
+//! `make test`); in other builds they check what the schedules alone can show.
+#![allow(clippy::doc_markdown, clippy::missing_panics_doc)]
+
+use std::process::Command;
+
+// The emulated kernels are a native library of the crate: link it.
+use damacy_kernels as _;
+
+unsafe extern "C" {
+    fn dmc_emu_configure(schedule: u32, dyn_smem: u32, max_dyn_smem: u32, watchdog_ms: u32) -> i32;
+    fn dmc_emu_sanitizer() -> i32;
+    fn dmc_emu_dmc_selftest_neighbor(gx: u32, gy: u32, bx: u32, seed: u64, with_barrier: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_missing_syncwarp(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_lost_update(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, counter: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_blocks_overlap(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u8) -> i32;
+    fn dmc_emu_dmc_bug_divergent_shfl(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_uninit_shared(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_big_shared(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_spin_wait(gx: u32, gy: u32, bx: u32, seed: u64, flag: *mut u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_emu_dynamic_shared(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_emu_intrinsics(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
+}
+
+const SYNC: u32 = 1;
+const LOCKSTEP: u32 = 2;
+const PREEMPT: u32 = 3;
+
+fn configure(schedule: u32, dyn_smem: u32, max_dyn_smem: u32, watchdog_ms: u32) {
+    // SAFETY: sets plain options of this thread's later launches.
+    assert_eq!(unsafe { dmc_emu_configure(schedule, dyn_smem, max_dyn_smem, watchdog_ms) }, 0);
+}
+
+fn tsan() -> bool {
+    // SAFETY: no arguments, no state.
+    unsafe { dmc_emu_sanitizer() == 2 }
+}
+
+/// Runs `case` of `test` in a child process; its success and stderr.
+fn child(test: &str, case: &str) -> (bool, String) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("DMC_EMU_CHILD", case)
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The case this process runs as a child, if it is one.
+fn child_case() -> Option<String> {
+    std::env::var("DMC_EMU_CHILD").ok()
+}
+
+/// Under TSan: the defective variant is reported as a data race between CUDA threads in
+/// `kernel`, the fixed one is clean.
+fn assert_race_reported(test: &str, kernel: &str) {
+    let (ok, err) = child(test, "bug");
+    assert!(!ok && err.contains("ThreadSanitizer: data race"), "{kernel}: no race reported:\n{err}");
+    assert!(err.contains(kernel) && err.contains("CUDA thread"), "{kernel}: the report names neither:\n{err}");
+    let (ok, err) = child(test, "fixed");
+    assert!(ok && !err.contains("ThreadSanitizer"), "{kernel} without the defect:\n{err}");
+}
+
+#[test]
+fn missing_syncthreads_is_a_race() {
+    let run = |with_barrier: u32, seed: u64| {
+        let mut out = vec![0u32; 64];
+        // SAFETY: out holds the 64 values the one 64-thread block writes.
+        assert_eq!(unsafe { dmc_emu_dmc_selftest_neighbor(1, 1, 64, seed, with_barrier, out.as_mut_ptr()) }, 0);
+        out.iter().enumerate().all(|(t, &v)| v == if t == 0 { 1 } else { t as u32 })
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(u32::from(case == "fixed"), 0);
+        return;
+    }
+    if tsan() {
+        // (the defective variant runs in the child only: here its report would fail the run)
+        assert_race_reported("missing_syncthreads_is_a_race", "dmc_selftest_neighbor");
+        return;
+    }
+    // Schedules: the fixed order hides it, a shuffled order and preemption show it.
+    configure(SYNC, 0, 0, 0);
+    assert!(run(0, 0) && run(1, 0x5EED) && !run(0, 0x5EED));
+    configure(PREEMPT, 0, 0, 0);
+    assert!((1..20).any(|s| !run(0, s)), "preemption exposes the missing barrier");
+    assert!((1..20).all(|s| run(1, s)));
+}
+
+#[test]
+fn missing_syncwarp_is_a_race() {
+    let run = |fixed: u32, seed: u64| {
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_missing_syncwarp(1, 1, 32, seed, fixed, out.as_mut_ptr()) }, 0);
+        out.iter().enumerate().all(|(l, &v)| v == (l as u32 ^ 1) + 100)
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(u32::from(case == "fixed"), 0);
+        return;
+    }
+    if tsan() {
+        assert_race_reported("missing_syncwarp_is_a_race", "dmc_bug_missing_syncwarp");
+        return;
+    }
+    // A shuffled order lets a lane read its neighbour's cell before it was written: the
+    // poisoned shared memory (0xA5A5A5A5) shows through.
+    configure(SYNC, 0, 0, 0);
+    assert!(run(1, 0x5EED) && run(1, 0));
+    assert!(!run(0, 0x5EED), "a shuffled order exposes the missing __syncwarp");
+}
+
+#[test]
+fn lost_update_is_a_race() {
+    let run = |fixed: u32| {
+        let mut counter = 0u32;
+        // SAFETY: counter is live for the launch.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_lost_update(4, 1, 256, 0x5EED, fixed, &raw mut counter) }, 0);
+        counter
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(u32::from(case == "fixed"));
+        return;
+    }
+    if tsan() {
+        assert_race_reported("lost_update_is_a_race", "dmc_bug_lost_update");
+    } else {
+        eprintln!("lost_update_is_a_race: the race itself needs the TSan build (scripts/tsan.sh)");
+    }
+    configure(SYNC, 0, 0, 0);
+    assert_eq!(run(1), 1024);
+}
+
+#[test]
+fn two_blocks_writing_the_same_bytes_is_a_race() {
+    let run = |fixed: u32| {
+        let mut out = vec![0u8; 512];
+        // SAFETY: out holds the 512 bytes two blocks write.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_blocks_overlap(2, 1, 64, 0, fixed, out.as_mut_ptr()) }, 0);
+        out
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(u32::from(case == "fixed"));
+        return;
+    }
+    if tsan() {
+        assert_race_reported("two_blocks_writing_the_same_bytes_is_a_race", "dmc_bug_blocks_overlap");
+    } else {
+        eprintln!("two_blocks_writing_the_same_bytes_is_a_race: the race itself needs the TSan build");
+    }
+    configure(SYNC, 0, 0, 0);
+    let out = run(1);
+    assert!(out[..256].iter().all(|&b| b == 0) && out[256..].iter().all(|&b| b == 1));
+}
+
+#[test]
+fn divergent_collective_is_reported_with_both_call_sites() {
+    let run = |fixed: u32| {
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_divergent_shfl(1, 1, 32, 0, fixed, out.as_mut_ptr()) }, 0);
+        out
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(u32::from(case == "fixed"));
+        return;
+    }
+    let (ok, err) = child("divergent_collective_is_reported_with_both_call_sites", "bug");
+    assert!(!ok, "a divergent __shfl_sync must abort");
+    assert!(err.contains("deadlock") && err.contains("__shfl_sync"), "{err}");
+    assert!(err.contains("lanes 0x0000ffff") && err.contains("lanes 0xffff0000"), "{err}");
+    assert!(err.matches("kernels/emu/seeded_bugs.cu:").count() >= 2, "both call sites named: {err}");
+    configure(SYNC, 0, 0, 0);
+    assert!(run(1).iter().all(|&v| v == 0));
+}
+
+#[test]
+fn uninitialised_shared_memory_reads_poison() {
+    let run = |fixed: u32, seed: u64| {
+        let mut out = vec![0u32; 3];
+        // SAFETY: out holds one value per block.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_uninit_shared(3, 1, 32, seed, fixed, out.as_mut_ptr()) }, 0);
+        out
+    };
+    configure(SYNC, 0, 0, 0);
+    // Every block starts from the poison, not from the previous block's value.
+    assert_eq!(run(0, 0), vec![0xA5A5_A5A5 + 32; 3]);
+    assert_eq!(run(0, 7), vec![0xA5A5_A5A5 + 32; 3]);
+    assert_eq!(run(1, 7), vec![32; 3]);
+}
+
+#[test]
+fn static_shared_memory_beyond_48_kib_aborts() {
+    if child_case().is_some() {
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        unsafe { dmc_emu_dmc_bug_big_shared(1, 1, 32, 0, out.as_mut_ptr()) };
+        return;
+    }
+    let (ok, err) = child("static_shared_memory_beyond_48_kib_aborts", "bug");
+    assert!(!ok && err.contains("48 KiB static limit") && err.contains("`big`"), "{err}");
+}
+
+#[test]
+fn dynamic_shared_memory_and_its_limits() {
+    let run = |threads: u32| {
+        let mut out = vec![0u32; threads as usize];
+        // SAFETY: out holds one value per thread.
+        let rc = unsafe { dmc_emu_dmc_emu_dynamic_shared(1, 1, threads, 3, out.as_mut_ptr()) };
+        (rc, out)
+    };
+    configure(SYNC, 256 * 4, 0, 0);
+    let (rc, out) = run(256);
+    assert_eq!(rc, 0);
+    assert!(out.iter().enumerate().all(|(t, &v)| v == (255 - t as u32) * 7));
+    // Beyond 48 KiB without an opt-in, beyond the opt-in, or an opt-in beyond 227 KiB: the
+    // launch fails (code -4).
+    configure(SYNC, 100 << 10, 0, 0);
+    assert_eq!(run(256).0, -4);
+    configure(SYNC, 100 << 10, 200 << 10, 0);
+    assert_eq!(run(256).0, 0);
+    configure(SYNC, 210 << 10, 200 << 10, 0);
+    assert_eq!(run(256).0, -4);
+    configure(SYNC, 100 << 10, 228 << 10, 0);
+    assert_eq!(run(256).0, -4);
+    configure(SYNC, 0, 0, 0);
+}
+
+#[test]
+fn launch_limits_fail_the_launch() {
+    configure(SYNC, 0, 0, 0);
+    let mut counter = 0u32;
+    // SAFETY (all): counter is live; rejected launches run nothing.
+    let launch = |gx: u32, gy: u32, bx: u32, c: &mut u32| unsafe { dmc_emu_dmc_bug_lost_update(gx, gy, bx, 0, 1, c) };
+    assert_eq!(launch(1, 65_536, 32, &mut counter), -2, "grid.y above 65535");
+    assert_eq!(launch(1, 1, 1025, &mut counter), -1, "more than 1024 threads per block");
+    assert_eq!(launch(1, 1, 512, &mut counter), -3, "more threads than __launch_bounds__(256)");
+    assert_eq!(counter, 0);
+    assert_eq!(launch(2, 65_535, 1, &mut counter), 0);
+    assert_eq!(counter, 2 * 65_535);
+}
+
+#[test]
+fn watchdog_names_a_spinning_warp() {
+    let run = |schedule: u32| {
+        configure(schedule, 0, 0, 500);
+        let (mut flag, mut out) = (0u32, vec![0u32; 64]);
+        // SAFETY: flag and out are live for the launch.
+        let rc = unsafe { dmc_emu_dmc_bug_spin_wait(1, 1, 64, 0, &raw mut flag, out.as_mut_ptr()) };
+        configure(SYNC, 0, 0, 0);
+        (rc, out)
+    };
+    if child_case().is_some() {
+        run(SYNC);
+        return;
+    }
+    let (ok, err) = child("watchdog_names_a_spinning_warp", "bug");
+    assert!(!ok && err.contains("watchdog") && err.contains("warp 0 (threads 0-31)"), "{err}");
+    if !tsan() {
+        // Preemption lets warp 1 set the flag.
+        let (rc, out) = run(PREEMPT);
+        assert_eq!(rc, 0);
+        assert!(out[..32].iter().all(|&v| v == 1));
+    }
+}
+
+fn intrinsics_expected(lane: u32) -> [u32; 16] {
+    let base = lane & !7;
+    let up = if lane - base >= 3 { lane - 3 } else { lane };
+    let down = if lane - base + 3 < 8 { lane + 3 } else { lane };
+    let xor = if (lane ^ 16) < base + 8 { lane ^ 16 } else { lane };
+    let half = if lane < 16 { 30 } else { 200 };
+    let ballot = if (8..16).contains(&lane) { 0xAA00 } else { 0 };
+    let group = lane / 5;
+    let match_any = (0..32u32).filter(|k| k / 5 == group).fold(0, |m, k| m | 1 << k);
+    let max = (0..32u32).map(|k| (k * 37) % 32).max().unwrap();
+    let wide = (0x0123_4567u64 << 32) | 0x89ab_cdef;
+    let xor_all = (0..32u32).fold(0, |a, k| a ^ k.wrapping_mul(0x0101_0101));
+    [
+        base + 1,
+        up,
+        down,
+        xor,
+        half,
+        ballot,
+        match_any,
+        (0..32).sum(),
+        max,
+        (-7i32) as u32,
+        ((wide << lane) >> 32) as u32,
+        (wide >> lane) as u32,
+        if lane.is_multiple_of(3) { 0x4924_9249 } else { 0 },
+        xor_all,
+        u32::MAX,
+        1,
+    ]
+}
+
+#[test]
+fn warp_intrinsics_match_cuda_semantics_under_every_schedule() {
+    for (schedule, seed) in [(SYNC, 0), (SYNC, 0x5EED), (LOCKSTEP, 0), (PREEMPT, 9)] {
+        configure(schedule, 0, 0, 0);
+        let mut out = vec![0u32; 32 * 16];
+        // SAFETY: out holds 16 values per lane of the one warp.
+        assert_eq!(unsafe { dmc_emu_dmc_emu_intrinsics(1, 1, 32, seed, out.as_mut_ptr()) }, 0);
+        for lane in 0..32u32 {
+            let got = &out[lane as usize * 16..][..16];
+            assert_eq!(got, intrinsics_expected(lane), "lane {lane}, schedule {schedule}");
+        }
+    }
+    configure(SYNC, 0, 0, 0);
+}

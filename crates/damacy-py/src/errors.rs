@@ -1,0 +1,111 @@
+//! The exception hierarchy (`damacy.Error` and its subclasses), the mapping from the engine's
+//! errors onto it, and the guard that keeps Rust panics from crossing into Python.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use damacy::{CodecError, StorageErrorKind};
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::{PyErr, create_exception};
+
+create_exception!(damacy, Error, PyException, "Base class of every error damacy raises.");
+create_exception!(
+    damacy,
+    InvalidArgument,
+    Error,
+    "An argument or configuration value is invalid; the message says which and why."
+);
+create_exception!(
+    damacy,
+    Unsupported,
+    InvalidArgument,
+    "The array uses something damacy does not read (a data type, a chunk grid, a codec)."
+);
+create_exception!(damacy, NotFound, Error, "A store, an array or an object does not exist.");
+create_exception!(
+    damacy,
+    StorageError,
+    Error,
+    "A storage read failed after the store's retries; `kind` says how (not_found, permission_denied, transient, range_not_satisfied, config, other)."
+);
+create_exception!(
+    damacy,
+    DecodeError,
+    Error,
+    "Bytes or metadata could not be decoded: a corrupt or truncated chunk, a bad checksum, invalid metadata."
+);
+create_exception!(damacy, DeviceError, Error, "The device (a CUDA driver call, a kernel launch, NVRTC) failed.");
+create_exception!(damacy, OutOfMemory, Error, "A configured memory budget is too small for what was asked.");
+create_exception!(damacy, Timeout, Error, "A blocking call waited longer than its timeout.");
+create_exception!(damacy, Closed, Error, "The object was closed and cannot be used any more.");
+
+/// The `kind` attribute of a `StorageError`, in words a Python caller compares against.
+fn kind_name(kind: StorageErrorKind) -> &'static str {
+    match kind {
+        StorageErrorKind::NotFound => "not_found",
+        StorageErrorKind::PermissionDenied => "permission_denied",
+        StorageErrorKind::Transient => "transient",
+        StorageErrorKind::RangeNotSatisfied => "range_not_satisfied",
+        StorageErrorKind::Config => "config",
+        _ => "other",
+    }
+}
+
+/// The Python exception for an engine error, the message kept whole.
+pub(crate) fn codec_err(e: &CodecError) -> PyErr {
+    let message = e.to_string();
+    match e {
+        CodecError::InvalidArgument(_) => InvalidArgument::new_err(message),
+        CodecError::Unsupported(_) => Unsupported::new_err(message),
+        CodecError::NotFound(_) => NotFound::new_err(message),
+        CodecError::Storage { kind, .. } => {
+            let err = StorageError::new_err(message);
+            Python::attach(|py| {
+                // Setting an attribute on a fresh exception instance cannot fail in practice;
+                // if it did, the exception would still carry the message.
+                let _ = err.value(py).setattr("kind", kind_name(*kind));
+            });
+            err
+        }
+        CodecError::Decode { .. } | CodecError::Metadata { .. } => DecodeError::new_err(message),
+        CodecError::Device { .. } => DeviceError::new_err(message),
+        CodecError::OutOfMemory(_) => OutOfMemory::new_err(message),
+        _ => Error::new_err(message),
+    }
+}
+
+/// A sampler error as `damacy.InvalidArgument` (every sampler error is a bad argument).
+pub(crate) fn sampler_err(e: &damacy::sampler::SamplerError) -> PyErr {
+    InvalidArgument::new_err(e.to_string())
+}
+
+/// Run `f`, turning a panic into `damacy.Error` so that no panic unwinds into the interpreter.
+pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let detail = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned());
+            Err(Error::new_err(format!("internal error in {what} (a bug in damacy; please report it): {detail}")))
+        }
+    }
+}
+
+/// Registers the exception classes on the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("InvalidArgument", py.get_type::<InvalidArgument>())?;
+    m.add("Unsupported", py.get_type::<Unsupported>())?;
+    m.add("NotFound", py.get_type::<NotFound>())?;
+    m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add("DecodeError", py.get_type::<DecodeError>())?;
+    m.add("DeviceError", py.get_type::<DeviceError>())?;
+    m.add("OutOfMemory", py.get_type::<OutOfMemory>())?;
+    m.add("Timeout", py.get_type::<Timeout>())?;
+    m.add("Closed", py.get_type::<Closed>())?;
+    Ok(())
+}

@@ -1,0 +1,127 @@
+// seeded_bugs.cu — small kernels with the defects the emulator's detectors must catch, each
+// with a switch that removes the defect; compiled only into emulated builds (never NVRTC).
+// tests/emulator_checks.rs asserts each one caught, and the fixed variant clean.
+#include "common.cuh"
+
+// A missing __syncwarp: lanes publish a value in shared memory and read their neighbour's.
+// Mapping: one warp.
+extern "C" __global__ void dmc_bug_missing_syncwarp(dmc_u32 fixed, dmc_u32* out) {
+    __shared__ dmc_u32 cell[32];
+    const dmc_u32 lane = threadIdx.x & 31u;
+    cell[lane] = lane + 100;
+    if (fixed) __syncwarp();
+    out[lane] = cell[lane ^ 1u];
+}
+DMC_EMU_LAUNCHER(dmc_bug_missing_syncwarp, (dmc_u32 fixed, dmc_u32* out), (fixed, out))
+
+// A lost update: every thread increments one counter, non-atomically unless fixed.
+extern "C" __global__ void __launch_bounds__(256) dmc_bug_lost_update(dmc_u32 fixed, dmc_u32* counter) {
+    if (fixed) {
+        atomicAdd(counter, 1u);
+    } else {
+        *counter += 1;
+    }
+}
+DMC_EMU_LAUNCHER(dmc_bug_lost_update, (dmc_u32 fixed, dmc_u32* counter), (fixed, counter))
+
+// Two blocks writing the same bytes: block b writes 256 bytes from b*128 (overlapping halves),
+// or from b*256 when fixed.
+extern "C" __global__ void dmc_bug_blocks_overlap(dmc_u32 fixed, dmc_u8* out) {
+    const dmc_u32 start = blockIdx.x * (fixed ? 256u : 128u);
+    for (dmc_u32 i = threadIdx.x; i < 256; i += blockDim.x) out[start + i] = (dmc_u8)blockIdx.x;
+}
+DMC_EMU_LAUNCHER(dmc_bug_blocks_overlap, (dmc_u32 fixed, dmc_u8* out), (fixed, out))
+
+// A divergent collective: half the warp shuffles from one call site, half from another, both
+// with the full mask (undefined on the GPU). Fixed: one call site.
+extern "C" __global__ void dmc_bug_divergent_shfl(dmc_u32 fixed, dmc_u32* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    dmc_u32 v;
+    if (fixed) {
+        v = __shfl_sync(0xffffffffu, lane * 3u, 0);
+    } else if (lane < 16) {
+        v = __shfl_sync(0xffffffffu, lane * 3u, 0);
+    } else {
+        v = __shfl_sync(0xffffffffu, lane * 3u, 0);
+    }
+    out[lane] = v;
+}
+DMC_EMU_LAUNCHER(dmc_bug_divergent_shfl, (dmc_u32 fixed, dmc_u32* out), (fixed, out))
+
+// An uninitialised shared read: the block sums into a shared accumulator that only the fixed
+// variant zeroes first. Mapping: one warp per block, out[block].
+extern "C" __global__ void dmc_bug_uninit_shared(dmc_u32 fixed, dmc_u32* out) {
+    __shared__ dmc_u32 acc;
+    if (fixed && threadIdx.x == 0) acc = 0;
+    __syncthreads();
+    atomicAdd(&acc, 1u);
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = acc;
+}
+DMC_EMU_LAUNCHER(dmc_bug_uninit_shared, (dmc_u32 fixed, dmc_u32* out), (fixed, out))
+
+// Static shared memory beyond the 48 KiB limit (ptxas rejects it on the GPU).
+extern "C" __global__ void dmc_bug_big_shared(dmc_u32* out) {
+    __shared__ dmc_u8 big[49 * 1024];
+    big[threadIdx.x] = 1;
+    __syncthreads();
+    out[threadIdx.x] = big[threadIdx.x];
+}
+DMC_EMU_LAUNCHER(dmc_bug_big_shared, (dmc_u32* out), (out))
+
+// A spin-wait on another warp: warp 0 waits for a flag that warp 1 sets. On the GPU warp 1 may
+// never be scheduled while warp 0 spins (no forward-progress guarantee between warps in this
+// form); the emulator's sync schedule never preempts, and the watchdog names warp 0.
+extern "C" __global__ void dmc_bug_spin_wait(volatile dmc_u32* flag, dmc_u32* out) {
+    if (threadIdx.x < 32) {
+        while (*flag == 0) {
+        }
+        out[threadIdx.x] = 1;
+    } else {
+        *flag = 1;
+    }
+}
+DMC_EMU_LAUNCHER(dmc_bug_spin_wait, (volatile dmc_u32* flag, dmc_u32* out), (flag, out))
+
+// Dynamic shared memory: each thread writes its index, the block reads them reversed.
+extern "C" __global__ void dmc_emu_dynamic_shared(dmc_u32* out) {
+    extern __shared__ dmc_u32 dyn[];
+    const dmc_u32 t = threadIdx.x;
+    dyn[t] = t * 7u;
+    __syncthreads();
+    out[t] = dyn[blockDim.x - 1 - t];
+}
+DMC_EMU_LAUNCHER(dmc_emu_dynamic_shared, (dmc_u32* out), (out))
+
+// Warp intrinsics with partial masks and widths; 16 results per lane in out[16 * lane + k].
+extern "C" __global__ void __launch_bounds__(32) dmc_emu_intrinsics(dmc_u32* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    dmc_u32* o = out + 16 * lane;
+    o[0] = __shfl_sync(0xffffffffu, lane, 9, 8);        // lane 9 of each group of 8: base + 1
+    o[1] = __shfl_up_sync(0xffffffffu, lane, 3, 8);
+    o[2] = __shfl_down_sync(0xffffffffu, lane, 3, 8);
+    o[3] = __shfl_xor_sync(0xffffffffu, lane, 16, 8);   // later group: own value; earlier: read
+    // partial masks: the two halves shuffle separately, from different call sites
+    if (lane < 16) {
+        o[4] = __shfl_sync(0x0000ffffu, lane * 10u, 3);
+    } else {
+        o[4] = __shfl_sync(0xffff0000u, lane * 10u, 20);
+    }
+    o[5] = (lane >= 8 && lane < 16) ? __ballot_sync(0x0000ff00u, lane & 1u) : 0u;
+    o[6] = __match_any_sync(0xffffffffu, lane / 5u);
+    o[7] = __reduce_add_sync(0xffffffffu, lane);
+    o[8] = __reduce_max_sync(0xffffffffu, (lane * 37u) % 32u);
+    o[9] = (dmc_u32)__reduce_min_sync(0xffffffffu, (int)lane - 7);
+    o[10] = __funnelshift_l(0x89abcdefu, 0x01234567u, lane);
+    o[11] = __funnelshift_r(0x89abcdefu, 0x01234567u, lane);
+    dmc_u32 active = 0;
+    if (lane % 3 == 0) active = __activemask();
+    o[12] = active;
+    o[13] = __reduce_xor_sync(0xffffffffu, lane * 0x01010101u);
+    __nanosleep(100);
+    __threadfence_block();
+    int pred = 0;
+    o[14] = __match_all_sync(0xffffffffu, lane < 32 ? 5u : lane, &pred);
+    o[15] = (dmc_u32)pred;
+}
+DMC_EMU_LAUNCHER(dmc_emu_intrinsics, (dmc_u32* out), (out))

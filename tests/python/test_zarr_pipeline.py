@@ -1,0 +1,267 @@
+"""damacy.GpuCodecPipeline against zarr-python's own pipeline, on every fixture."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+import zarr
+import zarr.storage
+
+import damacy
+from conftest import ARRAYS, DAMACY, DEFAULT, FIXTURES
+
+ZARR_VERSION = tuple(int(p) for p in zarr.__version__.split(".")[:2])
+
+
+def _open(path, **kwargs):
+    return zarr.open_array(str(FIXTURES / path), mode="r", **kwargs)
+
+
+def _random_selection(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple:
+    """Slices with random bounds and steps, sometimes an integer (a dropped axis)."""
+    sel = []
+    for n in shape:
+        kind = rng.integers(0, 5)
+        if kind == 0 and n > 0:
+            sel.append(int(rng.integers(0, n)))
+        else:
+            a, b = sorted(int(x) for x in rng.integers(0, n + 1, size=2))
+            if a == b:
+                b = min(n, a + 1)
+            step = int(rng.integers(1, 4)) if kind == 1 else 1
+            sel.append(slice(a, b, step))
+    return tuple(sel)
+
+
+@pytest.mark.parametrize("path", ARRAYS)
+def test_fixture_equals_default_pipeline(path, zarr_stats):
+    with zarr.config.set(DEFAULT):
+        ref_array = _open(path)
+        ref = ref_array[...]
+        rng = np.random.default_rng(abs(hash(path)) % (1 << 32))
+        selections = [_random_selection(rng, ref_array.shape) for _ in range(4)]
+        refs = [ref_array[s] for s in selections]
+    with zarr.config.set(DAMACY), warnings.catch_warnings():
+        warnings.simplefilter("error", damacy.FallbackWarning)
+        array = _open(path)
+        assert type(array._async_array.codec_pipeline).__name__ == "GpuCodecPipeline"
+        got = array[...]
+        assert got.dtype == ref.dtype and got.shape == ref.shape
+        np.testing.assert_array_equal(got, ref)
+        for s, r in zip(selections, refs, strict=True):
+            g = array[s]
+            assert np.shape(g) == np.shape(r), s
+            np.testing.assert_array_equal(g, r, err_msg=f"selection {s}")
+    counts = zarr_stats()
+    assert counts["fallback_reads"] == 0, counts
+    assert counts["reads"] >= 1 + sum(1 for r in refs if np.size(r) > 0)
+
+
+def test_orthogonal_ranges_go_through_damacy(zarr_stats):
+    with zarr.config.set(DEFAULT):
+        ref = _open("v3/zstd_l3_ck")
+        idx = (np.arange(2, 30, 3), slice(None), [1, 2, 3])
+        want = ref.oindex[idx]
+    with zarr.config.set(DAMACY):
+        got = _open("v3/zstd_l3_ck").oindex[idx]
+    np.testing.assert_array_equal(got, want)
+    assert zarr_stats()["fallback_reads"] == 0 and zarr_stats()["reads"] == 1
+
+
+def test_user_out_buffer_with_strides(zarr_stats):
+    """`out` given by the caller, non-contiguous (a view with negative strides)."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    with zarr.config.set(DEFAULT):
+        want = _open("v3/blosc_zstd_byte_ts2_small")[...]
+    with zarr.config.set(DAMACY):
+        array = _open("v3/blosc_zstd_byte_ts2_small")
+        backing = np.zeros(want.shape[::-1] + (2,), dtype=want.dtype)
+        view = backing[..., 1].T[::-1, ...][::-1, ...]
+        assert not view.flags.c_contiguous
+        out = default_buffer_prototype().nd_buffer.from_ndarray_like(view)
+        array.get_basic_selection(Ellipsis, out=out)
+    np.testing.assert_array_equal(view, want)
+    assert zarr_stats()["reads"] == 1
+
+
+def test_writes_are_delegated_and_read_back(tmp_path, zarr_stats):
+    data = np.arange(40 * 30, dtype="float32").reshape(40, 30)
+    with zarr.config.set(DAMACY):
+        a = zarr.create_array(str(tmp_path / "w"), shape=data.shape, chunks=(16, 8), dtype="float32")
+        a[...] = data
+        a[3:9, 4:6] = -1
+        data[3:9, 4:6] = -1
+        np.testing.assert_array_equal(a[...], data)
+        # Rewritten in place with another shape and dtype: no stale metadata.
+        b = zarr.create_array(str(tmp_path / "w"), shape=(7,), chunks=(3,), dtype="int16", overwrite=True)
+        b[...] = np.arange(7, dtype="int16")
+        np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "w"))[...], np.arange(7))
+    counts = zarr_stats()
+    assert counts["writes"] >= 3 and counts["reads"] >= 2 and counts["fallback_reads"] == 0
+
+
+def test_sharded_write_then_read(tmp_path, zarr_stats):
+    data = np.random.default_rng(1).integers(0, 1000, size=(64, 48), dtype="uint16")
+    with zarr.config.set(DAMACY):
+        a = zarr.create_array(
+            str(tmp_path / "s"), shape=data.shape, chunks=(8, 8), shards=(32, 16), dtype="uint16"
+        )
+        a[...] = data  # the sharding codec encodes inner chunks through from_codecs pipelines
+        np.testing.assert_array_equal(a[5:50:3, 7:40], data[5:50:3, 7:40])
+    assert zarr_stats()["reads"] == 1 and zarr_stats()["fallback_reads"] == 0
+
+
+# -- fallbacks, each hit and counted --------------------------------------------------------
+
+
+def _fallback(read, category, zarr_stats):
+    with pytest.warns(damacy.FallbackWarning):
+        got = read()
+    counts = zarr_stats()
+    assert counts["fallbacks"].get(category, 0) >= 1, counts
+    return got
+
+
+def test_fallback_store(zarr_stats):
+    with zarr.config.set(DAMACY):
+        a = zarr.create_array(zarr.storage.MemoryStore(), shape=(10,), chunks=(4,), dtype="int32")
+        a[...] = np.arange(10)
+        got = _fallback(lambda: a[...], "store", zarr_stats)
+    np.testing.assert_array_equal(got, np.arange(10))
+
+
+def test_fallback_selection(zarr_stats):
+    with zarr.config.set(DEFAULT):
+        ref = _open("v3/zstd_l3_ck")
+        want_v = ref.vindex[[0, 5, 9], [1, 2, 3], [0, 0, 1]]
+        want_o = ref.oindex[[7, 1, 3], :, :]
+    with zarr.config.set(DAMACY):
+        a = _open("v3/zstd_l3_ck")
+        np.testing.assert_array_equal(_fallback(lambda: a.vindex[[0, 5, 9], [1, 2, 3], [0, 0, 1]], "selection", zarr_stats), want_v)
+        np.testing.assert_array_equal(_fallback(lambda: a.oindex[[7, 1, 3], :, :], "selection", zarr_stats), want_o)
+
+
+def test_fallback_dtype(tmp_path, zarr_stats):
+    data = (np.arange(12) + 1j).astype("complex64")
+    with zarr.config.set(DAMACY):
+        a = zarr.create_array(str(tmp_path / "c"), shape=(12,), chunks=(5,), dtype="complex64")
+        a[...] = data
+        np.testing.assert_array_equal(_fallback(lambda: a[...], "dtype", zarr_stats), data)
+
+
+def test_fallback_array(tmp_path, zarr_stats):
+    with zarr.config.set(DAMACY):
+        a = zarr.create_array(str(tmp_path / "z"), shape=(), dtype="float64", fill_value=2.5)
+        a[...] = 7.0
+        assert _fallback(lambda: a[...], "array", zarr_stats) == 7.0
+
+
+@pytest.mark.skipif(ZARR_VERSION < (3, 2), reason="read_missing_chunks is a zarr 3.2+ setting")
+def test_fallback_missing_chunks(tmp_path, zarr_stats):
+    with zarr.config.set({**DAMACY, "array.read_missing_chunks": False}):
+        a = zarr.create_array(str(tmp_path / "m"), shape=(10,), chunks=(5,), dtype="int8")
+        a[:5] = 1
+        with pytest.warns(damacy.FallbackWarning), pytest.raises(Exception, match="c/1|missing|not found"):
+            a[...]
+    assert zarr_stats()["fallbacks"].get("missing_chunks", 0) == 1
+
+
+def test_strict_raises_instead(zarr_stats):
+    with zarr.config.set({**DAMACY, "codec_pipeline.strict": True}):
+        a = zarr.create_array(zarr.storage.MemoryStore(), shape=(10,), chunks=(4,), dtype="int32")
+        with pytest.raises(damacy.Unsupported, match="MemoryStore"):
+            a[...]
+    assert zarr_stats()["fallback_reads"] == 0
+
+
+def test_output_that_is_not_numpy_is_refused_under_strict():
+    """A CuPy output (zarr.config.enable_gpu) is not wired to the device path: it falls back.
+    Without a GPU, a non-numpy NDBuffer shows the decision."""
+    import asyncio
+
+    class NotNumpy:
+        def __init__(self, arr):
+            self.arr = arr
+
+    class FakeOut:
+        def as_ndarray_like(self):
+            return NotNumpy(np.zeros(4))
+
+    with zarr.config.set({**DAMACY, "codec_pipeline.strict": True}):
+        a = _open("v3/bytes_le_uint8_r1")
+        pipeline = a._async_array.codec_pipeline
+        getter = a._async_array.store_path / "c/0"
+        # The output is examined before the chunk spec, so none is needed here.
+        with pytest.raises(damacy.Unsupported, match="not a numpy array"):
+            asyncio.run(pipeline.read([(getter, None, (slice(0, 4, 1),), (slice(0, 4, 1),), False)], FakeOut()))
+
+
+def test_decode_and_encode_work_for_from_codecs_pipelines():
+    """What the sharding codec calls on its inner and index pipelines."""
+    import asyncio
+
+    from zarr.codecs import BytesCodec, ZstdCodec
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.core.buffer import default_buffer_prototype
+
+    pipeline = damacy.GpuCodecPipeline.from_codecs([BytesCodec(), ZstdCodec(level=1)])
+    dtype = zarr.open_array(str(FIXTURES / "v3/zstd_l3_ck"), mode="r").metadata.data_type
+    spec = ArraySpec(
+        shape=(4, 5),
+        dtype=dtype,
+        fill_value=dtype.default_scalar(),
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+    pipeline = pipeline.evolve_from_array_spec(spec)
+    data = np.arange(20, dtype=dtype.to_native_dtype()).reshape(4, 5)
+    nd = default_buffer_prototype().nd_buffer.from_ndarray_like(data)
+    (encoded,) = asyncio.run(pipeline.encode([(nd, spec)]))
+    assert encoded is not None and len(encoded.to_bytes()) > 0
+    (decoded,) = asyncio.run(pipeline.decode([(encoded, spec)]))
+    np.testing.assert_array_equal(decoded.as_ndarray_like(), data)
+
+
+def test_validate_checksums_config(tmp_path):
+    """A corrupt crc32c chunk: an error with checksums on, the bytes decode with them off."""
+    src = FIXTURES / "v3/crc32c_bytes"
+    dst = tmp_path / "crc"
+    shutil.copytree(src, dst)
+    chunk = next(p for p in sorted((dst / "c").rglob("*")) if p.is_file())
+    raw = bytearray(chunk.read_bytes())
+    raw[0] ^= 0xFF
+    chunk.write_bytes(bytes(raw))
+    with zarr.config.set(DAMACY):
+        with pytest.raises(damacy.DecodeError, match="crc32c|checksum"):
+            zarr.open_array(str(dst), mode="r")[...]
+    with zarr.config.set({**DAMACY, "codec_pipeline.validate_checksums": False}):
+        zarr.open_array(str(dst), mode="r")[...]
+
+
+def test_entry_point_registers_the_class():
+    from zarr.registry import get_pipeline_class
+
+    with zarr.config.set(DAMACY):
+        assert get_pipeline_class() is damacy.GpuCodecPipeline
+
+
+def test_reads_in_a_forked_child(zarr_stats):
+    """The engine's threads do not survive fork: a child rebuilds its readers and reads."""
+    import multiprocessing
+
+    with zarr.config.set(DAMACY):
+        a = _open("v3/sharded_zstd_index_end")
+        want = a[...]  # the parent's reader exists before the fork
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(1) as pool:
+            got = pool.apply_async(_child_read, ("v3/sharded_zstd_index_end",)).get(timeout=60)
+    np.testing.assert_array_equal(got, want)
+
+
+def _child_read(path):
+    with zarr.config.set(DAMACY):
+        return _open(path)[...]
