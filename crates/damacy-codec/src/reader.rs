@@ -200,6 +200,8 @@ impl Reader {
         dense: bool,
     ) -> Result<BatchPlan> {
         let c = &self.inner.config;
+        // Plain `bytes` chunks may be read by slabs on the CPU (the device reads whole chunks).
+        let split_raw = self.inner.device.is_none() || !matches!(array.route, ChainRoute::Device(_));
         let mut plan = plan::build(
             array,
             targets,
@@ -207,7 +209,7 @@ impl Reader {
             nbytes,
             &self.inner.index_cache,
             &self.inner.io_pool,
-            (c.coalesce_max_gap, c.coalesce_max_size),
+            plan::BuildOptions { max_gap: c.coalesce_max_gap, max_size: c.coalesce_max_size, split_raw },
         )?;
         plan.dense = dense;
         Ok(plan)

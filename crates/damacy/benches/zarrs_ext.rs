@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! cargo bench -p damacy --bench zarrs_ext -- [--size 512] [--reps 7] [--threads 2] [--data DIR]
+//!     [--layouts raw,zstd,sharded]
 //! ```
 //! The arrays are written once into `--data` (default `$CARGO_TARGET_DIR/bench-data` or
 //! `target/bench-data`) and reused.
@@ -25,11 +26,18 @@ struct Args {
     reps: usize,
     threads: usize,
     data: PathBuf,
+    layouts: Vec<String>,
 }
 
 fn args() -> Args {
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let mut a = Args { size: 512, reps: 7, threads: 2, data: Path::new(&target).join("bench-data") };
+    let mut a = Args {
+        size: 512,
+        reps: 7,
+        threads: 2,
+        data: Path::new(&target).join("bench-data"),
+        layouts: vec!["raw".into(), "zstd".into(), "sharded".into()],
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -38,6 +46,7 @@ fn args() -> Args {
             "--reps" => a.reps = value().parse().expect("--reps N"),
             "--threads" => a.threads = value().parse().expect("--threads N"),
             "--data" => a.data = PathBuf::from(value()),
+            "--layouts" => a.layouts = value().split(',').map(str::to_owned).collect(),
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -125,7 +134,7 @@ fn main() {
     println!("# zarrs_ext: uint16 {0}³, {1} threads, {2} reps (medians)\n", a.size, a.threads, a.reps);
     println!("| array | read | zarrs | damacy | zarrs / damacy |");
     println!("|---|---|---:|---:|---:|");
-    for layout in ["raw", "zstd", "sharded"] {
+    for layout in a.layouts.iter().map(String::as_str) {
         let path = format!("/{layout}");
         let array = if let Ok(array) = Array::open(store.clone(), &path) {
             array
