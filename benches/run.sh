@@ -36,3 +36,5 @@ run sampler-locality cargo run --release -q -p damacy-sampler --example locality
 run kernels cargo bench -p damacy-kernels --features emulate --bench kernels
 # CPU read path against zarrs, tensorstore and zarr-python + zarrs-python (writes cpu_read.md).
 "$root/.venv/bin/python" benches/read/compare.py
+# The zarrs extension against zarrs' own reads, 512³ (the explained table is zarrs_ext.md).
+run zarrs_ext_latest cargo bench -p damacy --bench zarrs_ext -- --size 512 --reps 9

@@ -467,6 +467,33 @@ fn dlpack_export_round_trip() {
     }
 }
 
+/// On a CUDA GPU: device arrays in device memory (kDLCUDA), equal to zarrs after a copy back,
+/// and exported with the consumer's stream ordered after them. Skips (saying why) without one.
+#[test]
+fn gpu_device_arrays() {
+    let config = ReaderConfig::default().with_executor(ExecutorKind::Gpu);
+    let ctx = match DamacyContext::new(config) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("skipped: this test needs a CUDA GPU: {e}");
+            return;
+        }
+    };
+    let device = ctx.device().expect("a GPU context has a device").clone();
+    for path in ["v3/sharded_blosc_index_end", "v3/zstd_l3_ck", "v3/bytes_le_uint16_r3"] {
+        let array = open(path);
+        let subset = array.subset_all();
+        let got = array.retrieve_array_subset_device(&subset, &ctx).unwrap();
+        assert_eq!(got.device_kind(), Some(damacy::DeviceKind::Cuda));
+        assert_eq!(got.dl_device().device_type, DLDeviceType::CUDA);
+        assert_eq!(got.to_host().unwrap(), zarrs_bytes(&array, &subset), "{path}");
+        let consumer = device.new_stream().unwrap();
+        let exported = got.into_dlpack_versioned(Some(&consumer)).unwrap();
+        assert_eq!(exported.managed().dl_tensor.device.device_type, DLDeviceType::CUDA);
+        drop(exported);
+    }
+}
+
 /// Host arrays view their batch; `to_vec` checks the element type.
 #[test]
 fn device_array_views() {
