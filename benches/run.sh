@@ -41,3 +41,5 @@ run zstd cargo bench -p damacy-kernels --features emulate --bench zstd
 "$root/.venv/bin/python" benches/read/compare.py
 # The Pipeline against the read engine alone on the same crops (writes pipeline.md).
 bash benches/pipeline/run.sh
+# The zarrs extension against zarrs' own reads, 512³ (the explained table is zarrs_ext.md).
+run zarrs_ext_latest cargo bench -p damacy --bench zarrs_ext -- --size 512 --reps 9

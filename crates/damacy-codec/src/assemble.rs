@@ -162,7 +162,7 @@ impl<'a> Scatter<'a> {
             plan,
             conv,
             fill: conv.one(&plan.array.fill_value),
-            unit_strides: c_strides(plan.array.decode_shape()),
+            unit_strides: c_strides(&plan.unit_shape),
             out: OutPtr::new(out),
         }
     }
@@ -207,7 +207,7 @@ impl<'a> Scatter<'a> {
     /// there.
     pub(crate) fn needed_elements(&self, u: usize) -> usize {
         let unit = &self.plan.units[u];
-        let shape = self.plan.array.decode_shape();
+        let shape = &self.plan.unit_shape;
         let mut needed = 0u64;
         for &t in &unit.targets {
             let target = &self.plan.targets[t as usize];
@@ -229,7 +229,7 @@ impl<'a> Scatter<'a> {
     /// offset in the output, elements).
     fn each_run(&self, u: usize, mut row: impl FnMut(usize, usize, usize)) {
         let unit = &self.plan.units[u];
-        let shape = self.plan.array.decode_shape();
+        let shape = &self.plan.unit_shape;
         let ts = self.conv.to.size() as isize;
         for &t in &unit.targets {
             let target = &self.plan.targets[t as usize];

@@ -127,6 +127,9 @@ pub struct BatchPlan {
     pub(crate) reads: Vec<ReadTask>,
     pub(crate) shape: Vec<u64>,
     pub(crate) nbytes: usize,
+    /// The shape of one decode unit: the array's decode shape, or (CPU reads of plain `bytes`
+    /// chunks that the batch touches sparsely) a contiguous slab of a chunk, read as a byte range.
+    pub(crate) unit_shape: Vec<u64>,
     /// Whether the targets cover every byte of a contiguous output (a batch of regions), so
     /// the output may be assembled elsewhere and copied whole.
     pub(crate) dense: bool,
@@ -181,12 +184,15 @@ impl BatchPlan {
     pub(crate) fn unit_location(&self, u: usize) -> Location {
         let array = &self.array;
         let unit = &self.units[u].coords;
-        let (chunk, inner) = match &array.shard {
-            Some(l) => (
-                unit.iter().zip(&l.chunks_per_shard).map(|(u, c)| u / c).collect(),
-                Some(unit.iter().zip(&l.chunks_per_shard).map(|(u, c)| u % c).collect()),
-            ),
-            None => (unit.clone(), None),
+        // Units per chunk (inner chunks per shard, or slabs per chunk) along each axis.
+        let per: Vec<u64> = array.chunk_shape.iter().zip(&self.unit_shape).map(|(c, u)| c / u).collect();
+        let (chunk, inner) = if per.iter().all(|&p| p == 1) {
+            (unit.clone(), None)
+        } else {
+            (
+                unit.iter().zip(&per).map(|(u, c)| u / c).collect(),
+                Some(unit.iter().zip(&per).map(|(u, c)| u % c).collect()),
+            )
         };
         let request = match self.units[u].source {
             UnitSource::Read(r) => Some(&self.requests[r]),
@@ -274,6 +280,15 @@ pub(crate) fn region_targets(
     Ok((targets, shape))
 }
 
+/// How [`build`] plans reads: the coalescing caps, and whether plain `bytes` chunks may be read
+/// by slabs (the CPU executor reads them so; the device reads whole chunks).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BuildOptions {
+    pub(crate) max_gap: u64,
+    pub(crate) max_size: u64,
+    pub(crate) split_raw: bool,
+}
+
 /// Build the plan of `targets`: the units each touches (each once), their sources (through the
 /// shard-index cache: a local store's fetched in parallel on `pool`, a remote store's
 /// concurrently on the I/O runtime), the requests and the coalesced reads.
@@ -284,9 +299,11 @@ pub(crate) fn build(
     nbytes: usize,
     index_cache: &ShardIndexCache,
     pool: &rayon::ThreadPool,
-    (max_gap, max_size): (u64, u64),
+    options: BuildOptions,
 ) -> Result<BatchPlan> {
-    let unit_shape = array.decode_shape().to_vec();
+    let BuildOptions { max_gap, max_size, split_raw } = options;
+    let unit_shape =
+        split_raw.then(|| raw_slabs(array, &targets)).flatten().unwrap_or_else(|| array.decode_shape().to_vec());
     let mut ids: HashMap<Vec<u64>, usize> = HashMap::new();
     let mut units: Vec<Unit> = Vec::new();
     for (t, target) in targets.iter().enumerate() {
@@ -308,7 +325,7 @@ pub(crate) fn build(
             units[id].targets.push(t as u32);
         });
     }
-    let (requests, indexes) = locate(array, &mut units, index_cache, pool)?;
+    let (requests, indexes) = locate(array, &unit_shape, &mut units, index_cache, pool)?;
     let reads = plan_reads(&requests, max_gap, max_size);
     Ok(BatchPlan {
         array: array.clone(),
@@ -318,24 +335,78 @@ pub(crate) fn build(
         reads,
         shape,
         nbytes,
+        unit_shape,
         dense: true,
         _indexes: indexes,
     })
 }
 
+/// Bytes of one slab of a plain `bytes` chunk ([`raw_slabs`]).
+const SLAB_BYTES: u64 = 32 << 10;
+
+/// The slab shape that splits the chunks of an unsharded array stored as plain `bytes` into
+/// contiguous byte ranges of about [`SLAB_BYTES`] (`[1, …, 1, k, full extents…]`), when the
+/// targets touch their chunks sparsely (under half of the touched chunks' elements): then a
+/// batch reads the slabs it needs instead of whole chunks. `None`: read whole chunks.
+fn raw_slabs(array: &ArrayHandle, targets: &[Target]) -> Option<Vec<u64>> {
+    let plain = matches!(array.decode_chain_metadata(), [bytes] if bytes.name() == "bytes");
+    if array.shard.is_some() || !plain {
+        return None;
+    }
+    let chunk = &array.chunk_shape;
+    let mut slab = chunk.clone();
+    let mut tail = array.dtype.size() as u64;
+    for a in (0..chunk.len()).rev() {
+        if tail * chunk[a] <= SLAB_BYTES {
+            tail *= chunk[a];
+            continue;
+        }
+        let k = (1..=(SLAB_BYTES / tail).max(1)).rev().find(|&k| chunk[a].is_multiple_of(k)).unwrap_or(1);
+        slab[a] = k;
+        for s in &mut slab[..a] {
+            *s = 1;
+        }
+        break;
+    }
+    if &slab == chunk {
+        return None;
+    }
+    let mut touched = std::collections::HashSet::new();
+    let mut wanted = 0u64;
+    for t in targets.iter().filter(|t| !t.count.contains(&0)) {
+        wanted += t.count.iter().product::<u64>();
+        let hi: Vec<u64> = t.start.iter().zip(&t.step).zip(&t.count).map(|((s, st), n)| s + (n - 1) * st + 1).collect();
+        crate::region::for_each_cell(&t.start, &hi, chunk, |c| {
+            touched.insert(c.to_vec());
+        });
+    }
+    let chunk_elements: u64 = chunk.iter().product();
+    (wanted.saturating_mul(2) < touched.len() as u64 * chunk_elements).then_some(slab)
+}
+
 /// Set each unit's source and return the requests: one whole-key read per chunk of an
-/// unsharded array; for a sharded array, the inner chunk's byte range from the shard index.
+/// unsharded array (or one byte range per slab of a chunk, see [`raw_slabs`]); for a sharded
+/// array, the inner chunk's byte range from the shard index.
 fn locate(
     array: &ArrayHandle,
+    unit_shape: &[u64],
     units: &mut [Unit],
     index_cache: &ShardIndexCache,
     pool: &rayon::ThreadPool,
 ) -> Result<(Vec<ReadRequest>, Vec<Arc<ShardIndex>>)> {
     let mut requests = Vec::with_capacity(units.len());
     let Some(layout) = &array.shard else {
+        let per: Vec<u64> = array.chunk_shape.iter().zip(unit_shape).map(|(c, u)| c / u).collect();
+        let strides = c_strides(&per);
+        let slab_bytes = unit_shape.iter().product::<u64>() * array.dtype.size() as u64;
         for (u, unit) in units.iter_mut().enumerate() {
             unit.source = UnitSource::Read(requests.len());
-            requests.push(ReadRequest { key: array.chunk_key(&unit.coords), range: None, unit: u });
+            let chunk: Vec<u64> = unit.coords.iter().zip(&per).map(|(c, p)| c / p).collect();
+            let range = (unit_shape != array.chunk_shape.as_slice()).then(|| {
+                let slab: u64 = unit.coords.iter().zip(&per).zip(&strides).map(|((c, p), s)| (c % p) * s).sum();
+                slab * slab_bytes..(slab + 1) * slab_bytes
+            });
+            requests.push(ReadRequest { key: array.chunk_key(&chunk), range, unit: u });
         }
         return Ok((requests, Vec::new()));
     };

@@ -257,8 +257,21 @@ impl Reader {
     ) -> Result<BatchPlan> {
         let c = &self.inner.config;
         let policy = array.store().coalescing();
-        let caps = (c.coalesce_max_gap.unwrap_or(policy.max_gap), c.coalesce_max_size.unwrap_or(policy.max_size));
-        let mut plan = plan::build(array, targets, shape, nbytes, &self.inner.index_cache, &self.inner.io_pool, caps)?;
+        // Plain `bytes` chunks may be read by slabs on the CPU (the device reads whole chunks).
+        let split_raw = self.inner.device.is_none() || !matches!(array.route, ChainRoute::Device(_));
+        let mut plan = plan::build(
+            array,
+            targets,
+            shape,
+            nbytes,
+            &self.inner.index_cache,
+            &self.inner.io_pool,
+            plan::BuildOptions {
+                max_gap: c.coalesce_max_gap.unwrap_or(policy.max_gap),
+                max_size: c.coalesce_max_size.unwrap_or(policy.max_size),
+                split_raw,
+            },
+        )?;
         plan.dense = dense;
         Ok(plan)
     }

@@ -1,11 +1,13 @@
 //! zarrs' read-all workload through the zarrs extension: a uint16 cube (uncompressed 256³
 //! chunks; zstd level 0 with 256³ chunks; 256³ shards of 64³ zstd inner chunks), read whole
 //! and as a batch of 32 random 64³ subsets, with the trait and the CPU executor against zarrs'
-//! own `retrieve_array_subset`, both on two threads, side by side in one run. Prints medians and
-//! ratios (zarrs time / damacy time: above 1 means damacy is faster).
+//! own `retrieve_array_subset`, both on two threads, side by side in one run. Prints medians of
+//! wall time and of process CPU time (user + system, less sensitive to other processes on the
+//! cores) and their ratios (zarrs / damacy: above 1 means damacy is faster).
 //!
 //! ```text
 //! cargo bench -p damacy --bench zarrs_ext -- [--size 512] [--reps 7] [--threads 2] [--data DIR]
+//!     [--layouts raw,zstd,sharded]
 //! ```
 //! The arrays are written once into `--data` (default `$CARGO_TARGET_DIR/bench-data` or
 //! `target/bench-data`) and reused.
@@ -25,11 +27,18 @@ struct Args {
     reps: usize,
     threads: usize,
     data: PathBuf,
+    layouts: Vec<String>,
 }
 
 fn args() -> Args {
     let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let mut a = Args { size: 512, reps: 7, threads: 2, data: Path::new(&target).join("bench-data") };
+    let mut a = Args {
+        size: 512,
+        reps: 7,
+        threads: 2,
+        data: Path::new(&target).join("bench-data"),
+        layouts: vec!["raw".into(), "zstd".into(), "sharded".into()],
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -38,6 +47,7 @@ fn args() -> Args {
             "--reps" => a.reps = value().parse().expect("--reps N"),
             "--threads" => a.threads = value().parse().expect("--threads N"),
             "--data" => a.data = PathBuf::from(value()),
+            "--layouts" => a.layouts = value().split(',').map(str::to_owned).collect(),
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -90,6 +100,19 @@ fn write_array(store: &Arc<FilesystemStore>, path: &str, size: u64, layout: &str
     array
 }
 
+/// CPU time (user + system) of the whole process so far: less sensitive than wall time to other
+/// processes sharing the cores.
+fn cpu_time() -> Duration {
+    // SAFETY: `getrusage` writes one `rusage` into the zeroed value it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &raw mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -123,9 +146,9 @@ fn main() {
     let ctx = DamacyContext::new(config).expect("damacy context");
 
     println!("# zarrs_ext: uint16 {0}³, {1} threads, {2} reps (medians)\n", a.size, a.threads, a.reps);
-    println!("| array | read | zarrs | damacy | zarrs / damacy |");
-    println!("|---|---|---:|---:|---:|");
-    for layout in ["raw", "zstd", "sharded"] {
+    println!("| array | read | zarrs | damacy | zarrs / damacy | zarrs CPU | damacy CPU | CPU ratio |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for layout in a.layouts.iter().map(String::as_str) {
         let path = format!("/{layout}");
         let array = if let Ok(array) = Array::open(store.clone(), &path) {
             array
@@ -134,18 +157,18 @@ fn main() {
             pool.install(|| write_array(&store, &path, a.size, layout))
         };
         for read in ["whole", "32 × 64³"] {
-            let (mut tz, mut td) = (Vec::new(), Vec::new());
+            let (mut tz, mut td, mut cz, mut cd) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for rep in 0..=a.reps {
                 let batch = subsets(a.size, rep as u64 + 1);
-                let t = Instant::now();
+                let (wall, cpu) = (Instant::now(), cpu_time());
                 let ours = if read == "whole" {
                     array.retrieve_array_subset_device(&array.subset_all(), &ctx)
                 } else {
                     array.retrieve_array_subsets_device(&batch, &ctx)
                 }
                 .expect("damacy");
-                let d = t.elapsed();
-                let t = Instant::now();
+                let (d, dc) = (wall.elapsed(), cpu_time().saturating_sub(cpu));
+                let (wall, cpu) = (Instant::now(), cpu_time());
                 let theirs: Vec<Vec<u8>> = pool.install(|| {
                     let subsets = if read == "whole" { vec![array.subset_all()] } else { batch.clone() };
                     subsets
@@ -156,7 +179,7 @@ fn main() {
                         })
                         .collect()
                 });
-                let z = t.elapsed();
+                let (z, zc) = (wall.elapsed(), cpu_time().saturating_sub(cpu));
                 // Compared outside the timed parts (damacy's CPU executor returns host memory).
                 assert!(
                     ours.host_bytes() == Some(theirs.concat().as_slice()),
@@ -166,14 +189,20 @@ fn main() {
                     // Rep 0 warms the page cache, the thread pools and damacy's caches.
                     tz.push(z);
                     td.push(d);
+                    cz.push(zc);
+                    cd.push(dc);
                 }
             }
-            let (z, d) = (median(tz), median(td));
+            let (z, d, zc, dc) = (median(tz), median(td), median(cz), median(cd));
+            let ms = |t: Duration| t.as_secs_f64() * 1e3;
             println!(
-                "| {layout} | {read} | {:.1} ms | {:.1} ms | {:.2} |",
-                z.as_secs_f64() * 1e3,
-                d.as_secs_f64() * 1e3,
-                z.as_secs_f64() / d.as_secs_f64()
+                "| {layout} | {read} | {:.1} ms | {:.1} ms | {:.2} | {:.1} ms | {:.1} ms | {:.2} |",
+                ms(z),
+                ms(d),
+                ms(z) / ms(d),
+                ms(zc),
+                ms(dc),
+                ms(zc) / ms(dc)
             );
         }
     }

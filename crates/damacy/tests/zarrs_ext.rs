@@ -145,6 +145,66 @@ fn a_batch_decodes_shared_chunks_once() {
     assert_eq!(bytes, [want.clone(), want.clone(), want].concat());
 }
 
+/// Plain `bytes` chunks touched sparsely are read by slabs on the CPU (byte ranges of the
+/// chunk), in either byte order, with missing chunks and partial edge chunks; the emulated device
+/// reads whole chunks. Both equal zarrs.
+#[test]
+fn sparse_reads_of_plain_bytes_chunks() {
+    use zarrs::array::ArrayBuilder;
+    use zarrs::array::codec::BytesCodec;
+    use zarrs::metadata::Endianness;
+    let store = Arc::new(zarrs::storage::store::MemoryStore::new());
+    let shape = vec![150u64, 130, 70];
+    for (path, endian) in [("/le", Endianness::Little), ("/be", Endianness::Big)] {
+        let mut builder =
+            ArrayBuilder::new(shape.clone(), vec![64u64, 64, 64], zarrs::array::data_type::uint16(), 7u16);
+        builder.array_to_bytes_codec(Arc::new(BytesCodec::new(Some(endian))));
+        let array = builder.build(store.clone(), path).unwrap();
+        array.store_metadata().unwrap();
+        let grid = array.chunk_grid_shape().to_vec();
+        for chunk in ArraySubset::new_with_shape(grid).indices() {
+            if chunk[0] == 1 && chunk[1] == 1 {
+                continue; // never written: the fill value
+            }
+            let n = 64 * 64 * 64;
+            let data: Vec<u16> =
+                (0..n).map(|i| (i as u16).wrapping_mul(31) ^ (chunk[2] as u16 * 7 + chunk[0] as u16)).collect();
+            array.store_chunk(&chunk, data).unwrap();
+        }
+        let mut rng = SplitMix(5);
+        let subsets: Vec<ArraySubset> = (0..6).map(|_| random_subset(&mut rng, &shape, &[20, 33, 9])).collect();
+        for executor in executors() {
+            let ctx = context(executor);
+            let before = ctx.stats();
+            let got = array.retrieve_array_subsets_device(&subsets, &ctx).unwrap().to_host().unwrap();
+            let stats = ctx.stats().since(&before);
+            let want: Vec<u8> = subsets
+                .iter()
+                .flat_map(|s| {
+                    let b: ArrayBytes<'static> = array.retrieve_array_subset(s).unwrap();
+                    b.into_fixed().unwrap().into_owned()
+                })
+                .collect();
+            assert_eq!(got, want, "{path} ({executor:?})");
+            if executor == ExecutorKind::Cpu {
+                // The whole chunks these crops touch (the written ones) hold more than twice the
+                // bytes the slabs read.
+                let mut whole = std::collections::BTreeSet::new();
+                for s in &subsets {
+                    let chunks = array.chunks_in_array_subset(s).unwrap().unwrap();
+                    whole.extend(chunks.indices().into_iter().filter(|c| !(c[0] == 1 && c[1] == 1)));
+                }
+                let whole_bytes = whole.len() as u64 * 64 * 64 * 64 * 2;
+                assert!(stats.bytes_read * 2 < whole_bytes, "{path}: {stats:?}, whole chunks {whole_bytes} bytes");
+            }
+            let edge = ArraySubset::new_with_ranges(&[60..150, 120..130, 0..70]);
+            let got = array.retrieve_array_subset_device(&edge, &ctx).unwrap().to_host().unwrap();
+            let want: ArrayBytes<'static> = array.retrieve_array_subset(&edge).unwrap();
+            assert_eq!(got, want.into_fixed().unwrap().into_owned(), "{path} edge ({executor:?})");
+        }
+    }
+}
+
 /// Chunks (shards for a sharded array) by grid coordinates, edge chunks clipped to the array.
 #[test]
 fn chunks_by_grid_coordinates() {
@@ -404,6 +464,33 @@ fn dlpack_export_round_trip() {
         let raw = versioned.into_raw();
         // SAFETY: the consumer's one call of the deleter of a live export.
         unsafe { (raw.as_ref().deleter.unwrap())(raw.as_ptr()) };
+    }
+}
+
+/// On a CUDA GPU: device arrays in device memory (kDLCUDA), equal to zarrs after a copy back,
+/// and exported with the consumer's stream ordered after them. Skips (saying why) without one.
+#[test]
+fn gpu_device_arrays() {
+    let config = ReaderConfig::default().with_executor(ExecutorKind::Gpu);
+    let ctx = match DamacyContext::new(config) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("skipped: this test needs a CUDA GPU: {e}");
+            return;
+        }
+    };
+    let device = ctx.device().expect("a GPU context has a device").clone();
+    for path in ["v3/sharded_blosc_index_end", "v3/zstd_l3_ck", "v3/bytes_le_uint16_r3"] {
+        let array = open(path);
+        let subset = array.subset_all();
+        let got = array.retrieve_array_subset_device(&subset, &ctx).unwrap();
+        assert_eq!(got.device_kind(), Some(damacy::DeviceKind::Cuda));
+        assert_eq!(got.dl_device().device_type, DLDeviceType::CUDA);
+        assert_eq!(got.to_host().unwrap(), zarrs_bytes(&array, &subset), "{path}");
+        let consumer = device.new_stream().unwrap();
+        let exported = got.into_dlpack_versioned(Some(&consumer)).unwrap();
+        assert_eq!(exported.managed().dl_tensor.device.device_type, DLDeviceType::CUDA);
+        drop(exported);
     }
 }
 

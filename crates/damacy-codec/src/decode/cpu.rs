@@ -26,10 +26,18 @@ use crate::stats::Stats;
 enum FastPath {
     /// `bytes` (either byte order) then `zstd`.
     Zstd { big_endian: bool },
+    /// `bytes` alone, in the host's byte order (or one-byte elements): the stored bytes are the
+    /// decoded bytes, scattered straight from the read without a copy.
+    Raw,
 }
 
 fn fast_path(array: &ArrayMeta) -> Option<FastPath> {
     match array.decode_chain_metadata() {
+        [bytes] if bytes.name() == "bytes" => {
+            let endian = bytes.configuration().and_then(|c| c.get("endian")).and_then(|v| v.as_str());
+            let host = if cfg!(target_endian = "big") { "big" } else { "little" };
+            (array.dtype.size() == 1 || endian == Some(host)).then_some(FastPath::Raw)
+        }
         [bytes, zstd] if bytes.name() == "bytes" && zstd.name() == "zstd" => {
             let endian = bytes.configuration().and_then(|c| c.get("endian")).and_then(|v| v.as_str());
             Some(FastPath::Zstd { big_endian: endian == Some("big") && array.dtype.size() > 1 })
@@ -109,9 +117,11 @@ pub(crate) struct CpuDecoder {
 }
 
 impl CpuDecoder {
-    pub(crate) fn new(array: &ArrayMeta, validate_checksums: bool) -> Result<Self> {
-        let mut shape = Vec::with_capacity(array.decode_shape().len());
-        for &s in array.decode_shape() {
+    /// A decoder of `array`'s units of `unit_shape` (its decode shape, or slabs of plain `bytes`
+    /// chunks).
+    pub(crate) fn new(array: &ArrayMeta, unit_shape: &[u64], validate_checksums: bool) -> Result<Self> {
+        let mut shape = Vec::with_capacity(unit_shape.len());
+        for &s in unit_shape {
             shape.push(NonZeroU64::new(s).ok_or_else(|| Error::metadata(&array.path, "zero-sized chunk"))?);
         }
         Ok(Self {
@@ -121,7 +131,7 @@ impl CpuDecoder {
             fill_value: array.zarrs().fill_value().clone(),
             // Parallelism is across units; each decode runs on one thread.
             options: CodecOptions::default().with_concurrent_target(1).with_validate_checksums(validate_checksums),
-            expected: array.decode_shape().iter().product::<u64>() as usize * array.dtype.size(),
+            expected: unit_shape.iter().product::<u64>() as usize * array.dtype.size(),
             fast: fast_path(array),
             size: array.dtype.size(),
         })
@@ -193,6 +203,13 @@ pub(crate) fn decode_scratch(
     SCRATCH.with(|cell| {
         let mut buf = cell.borrow_mut();
         let started = Instant::now();
+        if decoder.fast == Some(FastPath::Raw) && bytes.len() == decoder.expected {
+            stats.add_decode(started.elapsed());
+            stats.add_units_decoded(1);
+            stats.add_bytes_decoded(bytes.len() as u64);
+            consume(bytes);
+            return Ok(());
+        }
         decoder.decode(bytes, &mut buf, needed).map_err(|source| Error::Decode {
             location: Box::new(plan.unit_location(u)),
             message: source.to_string(),
@@ -213,7 +230,7 @@ pub(crate) struct CpuExecutor;
 impl Executor for CpuExecutor {
     fn read_host(&self, ctx: &Ctx<'_>, plan: &BatchPlan, out: &mut [u8]) -> Result<()> {
         let stats = ctx.stats;
-        let decoder = CpuDecoder::new(&plan.array, plan.array.options().validate_checksums)?;
+        let decoder = CpuDecoder::new(&plan.array, &plan.unit_shape, plan.array.options().validate_checksums)?;
         let scatter = Scatter::new(plan, out);
         let started = Instant::now();
         ctx.compute.install(|| scatter.prefill());
