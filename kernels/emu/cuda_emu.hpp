@@ -112,6 +112,12 @@ constexpr size_t STACK_BYTES = DMC_EMU_ASAN ? (512 * 1024) : DMC_EMU_TSAN ? (256
 constexpr size_t SMEM_STATIC_LIMIT = 48 * 1024;
 constexpr size_t SMEM_OPTIN_LIMIT = 227 * 1024;
 constexpr size_t ARENA_BYTES = (SMEM_STATIC_LIMIT + SMEM_OPTIN_LIMIT + 4095) / 4096 * 4096;
+// Under TSan a launch's blocks rotate through STACK_SETS sets of TSan fibers (see tsan_checkout),
+// and each set has its own fiber stacks: a stack is only ever used by one TSan fiber within a
+// launch, so locals whose address is taken (TSan tracks those) are never reported as shared
+// between CUDA threads of different blocks that happened to reuse the same memory.
+constexpr int STACK_SETS = DMC_EMU_TSAN ? 4 : 1;
+constexpr size_t STACKS_BYTES = (size_t)STACK_SETS * MAX_THREADS * STACK_BYTES;
 constexpr unsigned char SMEM_POISON = 0xA5;
 constexpr uint64_t SHFL_POISON = 0xA5A5A5A5A5A5A5A5ull;
 // TSan sync objects are addresses: every block gets a fresh window of them (so no ordering
@@ -242,7 +248,7 @@ struct Block {
 // Per OS thread: the fibers, their stacks and the shared-memory arena in one mapping.
 struct ThreadState {
     char* region = nullptr;
-    Fiber* fibers[MAX_THREADS] = {};
+    Fiber* fibers[STACK_SETS * MAX_THREADS] = {};
     RunRecord rec;
     Options opts;
     bool registered = false;
@@ -384,7 +390,7 @@ inline ThreadState::~ThreadState() {
 // process and reused in TSAN_SETS rotating sets per launch: block k runs on set k mod TSAN_SETS,
 // so blocks that run fewer than TSAN_SETS blocks apart share no ordering (with a seed the block
 // order is random, so every pair of blocks has its chance).
-constexpr int TSAN_SETS = 4;
+constexpr int TSAN_SETS = STACK_SETS;
 struct TsanPool {
     std::mutex mu;
     std::vector<void*> free;
@@ -454,11 +460,11 @@ DMC_EMU_INTERNAL inline void fiber_main() {
 DMC_EMU_INTERNAL inline ThreadState* thread_state() {
     if (tls_state == nullptr) {
         auto* s = new ThreadState();
-        const size_t bytes = ARENA_BYTES + (size_t)MAX_THREADS * STACK_BYTES;
+        const size_t bytes = ARENA_BYTES + STACKS_BYTES;
         void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) fail("cannot map fiber stacks and the shared-memory arena");
         s->region = static_cast<char*>(m);
-        for (int i = 0; i < MAX_THREADS; i++) {
+        for (int i = 0; i < STACK_SETS * MAX_THREADS; i++) {
             s->fibers[i] = new Fiber();
             s->fibers[i]->stack = s->region + ARENA_BYTES + (size_t)i * STACK_BYTES;
         }
@@ -467,7 +473,7 @@ DMC_EMU_INTERNAL inline ThreadState* thread_state() {
             ~Reaper() {
                 if (tls_state) {
                     for (Fiber* f : tls_state->fibers) delete f;
-                    munmap(tls_state->region, ARENA_BYTES + (size_t)MAX_THREADS * STACK_BYTES);
+                    munmap(tls_state->region, ARENA_BYTES + STACKS_BYTES);
                     delete tls_state;
                     tls_state = nullptr;
                 }
@@ -775,8 +781,7 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
 #if DMC_EMU_TSAN
     // Fresh memory for the block's shared memory: TSan forgets the accesses of the previous
     // block's threads there (no race: each block has its own shared memory on the GPU). Fiber
-    // stacks are reused as they are: kernels' locals do not escape to other threads, so TSan
-    // does not track them (the emulator passes call sites by value for that reason).
+    // stacks are reused as they are, one stack set per TSan fiber set (STACK_SETS).
     const size_t used = (SMEM_STATIC_LIMIT + b->dyn_bytes + 4095) / 4096 * 4096;
     if (mmap(ts->region, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
         MAP_FAILED)
@@ -797,9 +802,14 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
     for (int w = 0; w < (n + 31) / 32; w++) ts->nmasks[w] = 0;
     __tsan_release(&b->start_sync);
 #endif
+#if DMC_EMU_TSAN
+    Fiber** fibers = ts->fibers + (size_t)b->tsan_set * MAX_THREADS;
+#else
+    Fiber** fibers = ts->fibers;
+#endif
     Fiber* ready[MAX_THREADS];
     for (int i = 0; i < n; i++) {
-        Fiber* f = ts->fibers[i];
+        Fiber* f = fibers[i];
         f->linear = i;
         f->tid.x = i % b->bdim.x;
         f->tid.y = (i / b->bdim.x) % b->bdim.y;
@@ -816,7 +826,7 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
 #endif
         ready[i] = f;
     }
-    b->fibers = ts->fibers;
+    b->fibers = fibers;
     int nready = n;
     const bool shuffled = (b->seed != 0 && b->schedule == SCHED_SYNC) || b->schedule == SCHED_PREEMPT;
     if (shuffled) shuffle(ready, nready, b->rng);
@@ -825,14 +835,14 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
         nready = 0;
         // Preempted fibers (lockstep step, preemption, __nanosleep) run again.
         for (int i = 0; i < n; i++)
-            if (ts->fibers[i]->state == READY) ready[nready++] = ts->fibers[i];
+            if (fibers[i]->state == READY) ready[nready++] = fibers[i];
         const bool stalled = nready == 0;
         for (int w0 = 0; w0 < n; w0 += 32) complete_warp(b, w0, n - w0 < 32 ? n - w0 : 32, stalled, ready, &nready);
         if (nready == 0) {
             int done = 0, bar = 0;
             for (int i = 0; i < n; i++) {
-                done += ts->fibers[i]->state == DONE;
-                bar += ts->fibers[i]->state == WAIT_BAR;
+                done += fibers[i]->state == DONE;
+                bar += fibers[i]->state == WAIT_BAR;
             }
             if (done == n) break;
             if (bar == n) complete_barrier(b, ready, &nready);
@@ -841,7 +851,7 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
         if (shuffled) shuffle(ready, nready, b->rng);
     }
 #if DMC_EMU_TSAN
-    for (int i = 0; i < n; i++) ts->fibers[i]->tsan = nullptr;
+    for (int i = 0; i < n; i++) fibers[i]->tsan = nullptr;
 #endif
 }
 

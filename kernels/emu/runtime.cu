@@ -29,3 +29,18 @@ extern "C" int dmc_emu_configure(unsigned schedule, unsigned dyn_smem, unsigned 
 // Which sanitizer the emulated kernels were built with: 0 none, 1 AddressSanitizer,
 // 2 ThreadSanitizer.
 extern "C" int dmc_emu_sanitizer(void) { return DMC_EMU_ASAN ? 1 : DMC_EMU_TSAN ? 2 : 0; }
+
+// A hand-off between OS threads that TSan cannot see (the emulated streams' queues and events
+// are Rust channels, mutexes and condition variables on futexes): `release` 1 on the sending
+// side, 0 on the receiving side, with the same address. Then what the host did before queueing
+// work happens before the work, and what a stream did before an event before its waiters, as
+// on a GPU; a missing event between two streams stays a race. A no-op without TSan.
+extern "C" void dmc_emu_handoff(const void* addr, int release) {
+#if DMC_EMU_TSAN
+    if (release) __tsan_release(const_cast<void*>(addr));
+    else __tsan_acquire(const_cast<void*>(addr));
+#else
+    (void)addr;
+    (void)release;
+#endif
+}

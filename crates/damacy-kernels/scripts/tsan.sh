@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the emulated kernel tests with the kernels built under ThreadSanitizer: every CUDA thread
-# is a TSan fiber (fresh per block), barriers and warp collectives are the only ordering between
+# is a TSan fiber (blocks rotate through four sets of fibers, each with its own stacks), barriers and warp collectives are the only ordering between
 # the threads of a block and blocks are not ordered at all, so a missing __syncthreads or
 # __syncwarp, a lost update or two blocks writing the same bytes is reported as a data race and
 # fails the run. Needs gcc's libtsan (libtsan2, installed with g++).

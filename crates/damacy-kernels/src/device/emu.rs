@@ -18,6 +18,19 @@ pub(super) unsafe fn launch<A: KernelArgs>(args: &A, grid: (u32, u32), seed: u64
     if rc == 0 { Ok(()) } else { Err(Error::Emulator(format!("launch of {} rejected (code {rc})", kernel.name()))) }
 }
 
+unsafe extern "C" {
+    /// Tells `ThreadSanitizer` (in `DAMACY_EMU_TSAN` builds; a no-op otherwise) about a hand-off
+    /// between OS threads through Rust synchronisation it cannot see: `release` 1 on the
+    /// sending side, 0 on the receiving side, same address.
+    fn dmc_emu_handoff(addr: *const std::ffi::c_void, release: i32);
+}
+
+/// A hand-off keyed by the address `key` (only compared, never dereferenced).
+fn handoff(key: usize, release: bool) {
+    // SAFETY: the C side uses the address as a key only.
+    unsafe { dmc_emu_handoff(key as *const std::ffi::c_void, i32::from(release)) }
+}
+
 /// A piece of queued stream work; an `Err` is the stream's (sticky) error.
 pub(super) type Op = Box<dyn FnOnce() -> std::result::Result<(), String> + Send>;
 
@@ -44,6 +57,7 @@ pub(crate) struct Signal {
 
 impl Signal {
     fn set(&self, error: Option<String>) {
+        handoff(std::ptr::from_ref(self) as usize, true);
         if let Ok(mut s) = self.state.lock() {
             *s = Some((std::time::Instant::now(), error));
         }
@@ -57,7 +71,10 @@ impl Signal {
         loop {
             if let Some((at, err)) = &*s {
                 return match err {
-                    None => Ok(*at),
+                    None => {
+                        handoff(std::ptr::from_ref(self) as usize, false);
+                        Ok(*at)
+                    }
                     Some(e) => Err(Error::Emulator(format!("earlier stream work failed: {e}"))),
                 };
             }
@@ -75,11 +92,14 @@ impl EmuStream {
         let (tx, rx) = std::sync::mpsc::channel::<Op>();
         let error = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
         let err = error.clone();
+        // the address the queue's hand-offs are keyed by (the error slot lives as long as both ends)
+        let key = std::sync::Arc::as_ptr(&error) as usize;
         let worker = std::thread::Builder::new()
             .name("damacy-emu-stream".into())
             .spawn(move || {
                 let mut rng = seed;
                 while let Ok(op) = rx.recv() {
+                    handoff(key, false);
                     if seed != 0 {
                         rng ^= rng << 13;
                         rng ^= rng >> 7;
@@ -105,7 +125,10 @@ impl EmuStream {
     pub(super) fn enqueue(&self, op: Op) -> Result<()> {
         let tx = self.tx.lock().map_err(|_| Error::Emulator("stream queue poisoned".into()))?;
         match tx.as_ref() {
-            Some(tx) => tx.send(op).map_err(|_| Error::Emulator("the stream's worker thread is gone".into())),
+            Some(tx) => {
+                handoff(std::sync::Arc::as_ptr(&self.error) as usize, true);
+                tx.send(op).map_err(|_| Error::Emulator("the stream's worker thread is gone".into()))
+            }
             None => Err(Error::Emulator("could not start the stream's worker thread".into())),
         }
     }
