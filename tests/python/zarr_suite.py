@@ -17,6 +17,10 @@ Excluded, and why (keep this short):
   function addresses, which differ between xdist workers (collection fails); no pipeline use.
 - ``tests/test_config.py::test_config_defaults_set`` and ``::test_config_codec_pipeline_class``:
   they assert the default value of ``codec_pipeline.path``, which this run replaces on purpose.
+- ``tests/test_codecs/test_sharding.py::test_sharding_partial_shard_read__index_chunk_slice_fails``
+  (zarr ≥ 3.2): it monkeypatches zarr's own ``_ShardIndex.get_chunk_slice`` to fail and expects
+  the fill value; damacy's pipeline reads shards with its own index code, which the patch does
+  not reach (a failing index read through the store is tested, and passes, beside it).
 
 Measured (zarr 3.1.6, Python 3.11, the whole suite, before the fixes for pickling, equality,
 moved stores and fork of the same day): 4966 passed, 69 failed, 364 skipped, 7 xfailed; the 69
@@ -52,6 +56,7 @@ IGNORED = [
 EXCLUDED = [
     "tests/test_config.py::test_config_defaults_set",
     "tests/test_config.py::test_config_codec_pipeline_class",
+    "tests/test_codecs/test_sharding.py::test_sharding_partial_shard_read__index_chunk_slice_fails",
 ]
 # Reads and writes through the pipeline on every store, dtype and codec; about a minute.
 SUBSET = [

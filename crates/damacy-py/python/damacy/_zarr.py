@@ -242,21 +242,36 @@ def _obstore_target(store: Any) -> _StoreTarget | str:
     return f"ObjectStore over {name} has no damacy store"
 
 
+def _reads_as(store: Any, cls: type) -> bool:
+    """Whether ``store`` reads exactly as ``cls`` does: an instance of it (or of a subclass) whose
+    read methods are ``cls``'s own. A subclass that overrides how it reads, and a mock built with
+    ``spec=cls`` (which passes ``isinstance``), are not: damacy would bypass what they do."""
+    kind = type(store)
+    if not issubclass(kind, cls):
+        return False
+    return all(
+        getattr(kind, name, None) is getattr(cls, name, None) for name in ("get", "get_partial_values", "exists")
+    )
+
+
 def _store_target(store: Any) -> _StoreTarget | str:
     """A damacy store for a zarr store, or why there is none."""
     from zarr.storage import FsspecStore, LocalStore
 
-    if isinstance(store, LocalStore):
+    if _reads_as(store, LocalStore):
         return _StoreTarget(str(store.root))
-    if isinstance(store, FsspecStore):
+    if _reads_as(store, FsspecStore):
         return _fsspec_target(store)
     try:
         from zarr.storage import ObjectStore
     except ImportError:  # pragma: no cover - zarr without obstore support
-        ObjectStore = ()  # type: ignore[assignment,misc]  # noqa: N806
-    if ObjectStore and isinstance(store, ObjectStore):
+        ObjectStore = None  # type: ignore[assignment,misc]  # noqa: N806
+    if ObjectStore is not None and _reads_as(store, ObjectStore):
         return _obstore_target(store)
-    return f"{type(store).__name__} has no damacy store (damacy maps LocalStore, FsspecStore, ObjectStore)"
+    return (
+        f"{type(store).__name__} has no damacy store (damacy maps LocalStore, FsspecStore and ObjectStore "
+        "whose reads are not overridden)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
