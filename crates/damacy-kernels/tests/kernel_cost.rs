@@ -1,0 +1,119 @@
+//! The cost model (`damacy_kernels::cost`): probe kernels with known access patterns give
+//! exactly the sectors, lines and bank wavefronts the hardware rules say, and the real kernels
+//! stay within the budgets of `cost_budgets.toml`. Needs the cost build
+//! (`crates/damacy-kernels/scripts/cost.sh`, run by `make kernel-cost`); other builds skip with
+//! the reason.
+#![allow(clippy::doc_markdown, clippy::missing_panics_doc)]
+
+use damacy_kernels::cost::{self, LOAD, LaunchCost, STORE};
+
+unsafe extern "C" {
+    fn dmc_emu_dmc_cost_strided(gx: u32, gy: u32, bx: u32, seed: u64, stride: u32, input: *const u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_cost_banks(gx: u32, gy: u32, bx: u32, seed: u64, stride: u32, out: *mut u32) -> i32;
+}
+
+/// The launches of `kernel` among those recorded, summed; the record is emptied.
+fn recorded(kernel: &str) -> LaunchCost {
+    cost::per_kernel(&cost::take()).remove(kernel).unwrap_or_else(|| panic!("no launch of {kernel} was recorded"))
+}
+
+fn skip() -> bool {
+    if cost::enabled() {
+        return false;
+    }
+    eprintln!("SKIPPED kernel_cost: not a cost build (run crates/damacy-kernels/scripts/cost.sh, or make kernel-cost)");
+    true
+}
+
+/// `len` words starting at a 128-byte boundary (the backing vector, the offset of the start).
+fn aligned(len: usize, f: impl Fn(usize) -> u32) -> (Vec<u32>, usize) {
+    let mut v = vec![0u32; len + 32];
+    let off = v.as_ptr().align_offset(128);
+    for i in 0..len {
+        v[off + i] = f(i);
+    }
+    (v, off)
+}
+
+/// One test at a time: the record of launches is process-wide.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn strided_loads_touch_the_sectors_the_stride_implies() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // 2 blocks of 64 threads: 4 warps, each one load and one store request.
+    for (stride, sectors, lines) in [(1u32, 4u64, 1u64), (2, 8, 2), (8, 32, 8), (32, 32, 32)] {
+        let (input, i0) = aligned(128 * stride as usize, |i| i as u32);
+        let (mut out, o0) = aligned(128, |_| 0);
+        cost::reset();
+        // SAFETY: `input` holds 128 * stride words from i0, `out` the 128 results from o0.
+        assert_eq!(
+            unsafe { dmc_emu_dmc_cost_strided(2, 1, 64, 0, stride, input.as_ptr().add(i0), out.as_mut_ptr().add(o0)) },
+            0
+        );
+        assert!(out[o0..o0 + 128].iter().enumerate().all(|(i, &v)| v == i as u32 * stride));
+        let c = recorded("dmc_cost_strided");
+        let (ld, st) = (c.global[LOAD], c.global[STORE]);
+        assert_eq!((ld.requests, st.requests), (4, 4), "stride {stride}: {c:?}");
+        assert_eq!(ld.lanes, 128);
+        assert_eq!(ld.bytes, 512);
+        assert_eq!(ld.units, 4 * sectors, "stride {stride}: sectors of the loads");
+        assert_eq!(ld.lines, 4 * lines, "stride {stride}: lines of the loads");
+        assert_eq!(ld.ideal_units, 16, "128 distinct bytes per request: 4 sectors ideal");
+        assert_eq!((st.units, st.ideal_units, st.lines), (16, 16, 4), "the stores are coalesced");
+        assert_eq!(c.shared_total().requests, 0);
+        assert_eq!(c.host_accesses, 0, "emulator bookkeeping leaked into the record");
+        assert_eq!(c.footprint_sectors, 4 * sectors + 16);
+    }
+}
+
+#[test]
+fn misaligned_coalesced_loads_cost_one_more_sector() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The input starts 16 bytes into a sector: each warp's 128 bytes span 5 sectors, 2 lines.
+    let (backing, b0) = aligned(256, |i| i as u32);
+    let (mut out, o0) = aligned(64, |_| 0);
+    cost::reset();
+    // SAFETY: 64 words from b0 + 4 lie inside `backing`; `out` holds 64 from o0.
+    assert_eq!(
+        unsafe { dmc_emu_dmc_cost_strided(1, 1, 64, 0, 1, backing.as_ptr().add(b0 + 4), out.as_mut_ptr().add(o0)) },
+        0
+    );
+    let ld = recorded("dmc_cost_strided").global[LOAD];
+    assert_eq!((ld.requests, ld.units, ld.ideal_units, ld.lines), (2, 10, 8, 4));
+}
+
+#[test]
+fn bank_conflicts_have_the_degree_of_the_stride() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // (stride, wavefronts of the 32-lane read, ideal): 0 is a broadcast of one word
+    for (stride, wavefronts, ideal) in [(0u32, 1u64, 1u64), (1, 1, 1), (2, 2, 1), (3, 1, 1), (8, 8, 1), (32, 32, 1), (33, 1, 1)] {
+        let (mut out, o0) = aligned(64, |_| 0);
+        cost::reset();
+        // SAFETY: two warps write their 64 results to `out` from o0.
+        assert_eq!(unsafe { dmc_emu_dmc_cost_banks(1, 1, 64, 0, stride, out.as_mut_ptr().add(o0)) }, 0);
+        for (t, &v) in out[o0..o0 + 64].iter().enumerate() {
+            assert_eq!(v, if stride == 0 { 7 } else { t as u32 % 32 });
+        }
+        let c = recorded("dmc_cost_banks");
+        let ld = c.shared[LOAD];
+        assert_eq!(ld.requests, 2, "stride {stride}: {c:?}");
+        assert_eq!((ld.units, ld.ideal_units), (2 * wavefronts, 2 * ideal), "stride {stride}: wavefronts of the reads");
+        assert_eq!(ld.lanes, 64);
+        assert_eq!(c.shared_max_wavefronts, wavefronts.max(if stride == 0 { 1 } else { wavefronts }));
+        let st = c.shared[STORE];
+        assert_eq!(st.units, if stride == 0 { 2 } else { 2 * wavefronts }, "stride {stride}: the writes");
+        assert_eq!(st.lanes, if stride == 0 { 2 } else { 64 });
+        assert_eq!(c.global[STORE].units, 8, "the global stores are coalesced");
+        assert_eq!(c.host_accesses, 0);
+    }
+}
