@@ -21,6 +21,10 @@ fn skip() -> bool {
     if cost::enabled() {
         return false;
     }
+    assert!(
+        std::env::var_os("DAMACY_EMU_COST_REQUIRED").is_none(),
+        "DAMACY_EMU_COST_REQUIRED is set but this is no cost build (DAMACY_EMU_COST=1 at build time)"
+    );
     eprintln!("SKIPPED kernel_cost: not a cost build (run crates/damacy-kernels/scripts/cost.sh, or make kernel-cost)");
     true
 }
@@ -116,4 +120,92 @@ fn bank_conflicts_have_the_degree_of_the_stride() {
         assert_eq!(c.global[STORE].units, 8, "the global stores are coalesced");
         assert_eq!(c.host_accesses, 0);
     }
+}
+
+mod common;
+
+/// The metrics a budget bounds, for one kernel in one workload.
+fn metrics(c: &LaunchCost, bytes: u64) -> Vec<(&'static str, f64)> {
+    let mut m = vec![
+        ("sectors_per_request", c.global_total().units_per_request()),
+        ("requests_per_byte", c.requests_per_byte(bytes)),
+    ];
+    let s = c.shared_total();
+    if s.requests > 0 {
+        m.push(("bank_wavefronts_vs_ideal", s.vs_ideal()));
+    }
+    m
+}
+
+/// `cost_budgets.toml`: `["case/kernel"]` sections of `metric = number` lines.
+fn budgets() -> std::collections::BTreeMap<String, Vec<(String, f64)>> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/cost_budgets.toml");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out: std::collections::BTreeMap<String, Vec<(String, f64)>> = std::collections::BTreeMap::new();
+    let mut section = None;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(s) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let s = s.trim().trim_matches('"').to_string();
+            out.entry(s.clone()).or_default();
+            section = Some(s);
+            continue;
+        }
+        let (k, v) = line.split_once('=').unwrap_or_else(|| panic!("{path}:{}: expected `metric = number`", n + 1));
+        let v: f64 = v.trim().parse().unwrap_or_else(|_| panic!("{path}:{}: `{}` is not a number", n + 1, v.trim()));
+        let s = section.as_ref().unwrap_or_else(|| panic!("{path}:{}: a metric before any [case/kernel]", n + 1));
+        out.get_mut(s).expect("section inserted").push((k.trim().to_string(), v));
+    }
+    out
+}
+
+#[test]
+fn kernels_stay_within_their_budgets() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let budgets = budgets();
+    let mut failures = Vec::new();
+    let mut measured = String::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for case in common::cost_cases::cost_cases() {
+        for (kernel, c) in cost::per_kernel(&case.launches) {
+            let key = format!("{}/{kernel}", case.name);
+            let m = metrics(&c, case.bytes);
+            measured.push_str(&format!("[\"{key}\"]\n"));
+            for (name, v) in &m {
+                measured.push_str(&format!("{name} = {v:.4}\n"));
+            }
+            eprintln!("{key}: {m:?}");
+            let Some(b) = budgets.get(&key) else {
+                failures.push(format!("{key}: no budget in cost_budgets.toml"));
+                continue;
+            };
+            seen.insert(key.clone());
+            for (name, limit) in b {
+                match m.iter().find(|(n, _)| n == name) {
+                    Some((_, v)) if *v > *limit => {
+                        failures.push(format!("{key}: {name} = {v:.4} exceeds the budget {limit}"));
+                    }
+                    Some(_) => {}
+                    None => failures.push(format!("{key}: unknown metric `{name}` (or no shared accesses)")),
+                }
+            }
+            assert_eq!(c.host_accesses, 0, "{key}: emulator bookkeeping leaked into the record");
+        }
+    }
+    for key in budgets.keys() {
+        if !seen.contains(key) {
+            failures.push(format!("{key}: budgeted, but the workload did not launch it"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "cost budgets (model numbers; see the README's cost model):\n{}\n\nmeasured now:\n{measured}",
+        failures.join("\n")
+    );
 }
