@@ -53,7 +53,7 @@ fn resources() -> (BTreeMap<String, Resources>, String) {
     let (maj, min) = damacy_kernels::nvrtc::version().unwrap_or((0, 0));
     let mut s = format!("ptxas via NVRTC {maj}.{min} for sm_90 (`--ptxas-options=-v`)");
     if !notes.is_empty() {
-        s.push_str(&format!("; {}", notes.join("; ")));
+        let _ = write!(s, "; {}", notes.join("; "));
     }
     (out, s)
 }
@@ -62,12 +62,11 @@ fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut out_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../benches/results/kernel_cost.md").to_string();
     while let Some(a) = args.next() {
-        match (a.as_str(), args.next()) {
-            ("--out", Some(p)) => out_path = p,
-            _ => {
-                eprintln!("usage: kernel_cost [--out FILE]");
-                return ExitCode::from(2);
-            }
+        if let ("--out", Some(p)) = (a.as_str(), args.next()) {
+            out_path = p;
+        } else {
+            eprintln!("usage: kernel_cost [--out FILE]");
+            return ExitCode::from(2);
         }
     }
     if !cost::enabled() {
@@ -85,7 +84,11 @@ fn main() -> ExitCode {
     let _ = writeln!(md, "- commit: {}", sh("git", &["rev-parse", "--short", "HEAD"]));
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_default();
     let _ = writeln!(md, "- machine: {} cores, {cpu} (the emulator; no GPU was used)", sh("nproc", &[]));
     let _ = writeln!(md, "- command: `bash crates/damacy-kernels/scripts/cost.sh --report`");

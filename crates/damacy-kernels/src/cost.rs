@@ -161,7 +161,12 @@ pub const ATOMIC: usize = 2;
 impl LaunchCost {
     fn from_raw(r: &RawLaunchCost) -> Self {
         let name_len = r.kernel.iter().position(|&c| c == 0).unwrap_or(r.kernel.len());
-        let acc = |req: &[u64; 3], lanes: &[u64; 3], bytes: &[u64; 3], units: &[u64; 3], ideal: &[u64; 3], lines: Option<&[u64; 3]>| {
+        let acc = |req: &[u64; 3],
+                   lanes: &[u64; 3],
+                   bytes: &[u64; 3],
+                   units: &[u64; 3],
+                   ideal: &[u64; 3],
+                   lines: Option<&[u64; 3]>| {
             std::array::from_fn(|k| Accesses {
                 requests: req[k],
                 lanes: lanes[k],
@@ -248,6 +253,9 @@ pub fn reset() {
 
 /// The launches recorded since the last call (every OS thread's, in the order they ended);
 /// empty when this is no cost build.
+///
+/// # Panics
+/// When the C record (`kernels/emu/cost.hpp`) and its Rust twin differ in size: a build defect.
 #[must_use]
 pub fn take() -> Vec<LaunchCost> {
     if !enabled() {
@@ -351,7 +359,7 @@ pub struct Occupancy {
     pub limiter: &'static str,
 }
 
-/// The H100 (SXM5, sm_90) the model assumes, and the time estimate. Every number is an
+/// The H100 (SXM5, `sm_90`) the model assumes, and the time estimate. Every number is an
 /// assumption of the model, stated here and in the report; none is measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
@@ -463,7 +471,8 @@ impl H100Model {
         let blocks = (c.blocks as f64 / launches).max(1.0);
         let sms = blocks.min(f64::from(self.sms));
         let warps_per_block = c.block_threads.div_ceil(32).max(1) as f64;
-        let in_flight = (blocks.min(f64::from(self.sms) * f64::from(occ.blocks_per_sm.max(1))) * warps_per_block).max(1.0);
+        let in_flight =
+            (blocks.min(f64::from(self.sms) * f64::from(occ.blocks_per_sm.max(1))) * warps_per_block).max(1.0);
         let per = |x: u64| x as f64 / launches;
         let hbm = per(c.footprint_sectors) * 32.0 / self.hbm_bytes_per_s;
         let l2 = per(g.units) * 32.0 / self.l2_bytes_per_s;

@@ -5,10 +5,20 @@
 //! the reason.
 #![allow(clippy::doc_markdown, clippy::missing_panics_doc)]
 
+use std::fmt::Write as _;
+
 use damacy_kernels::cost::{self, LOAD, LaunchCost, STORE};
 
 unsafe extern "C" {
-    fn dmc_emu_dmc_cost_strided(gx: u32, gy: u32, bx: u32, seed: u64, stride: u32, input: *const u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_cost_strided(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        stride: u32,
+        input: *const u32,
+        out: *mut u32,
+    ) -> i32;
     fn dmc_emu_dmc_cost_banks(gx: u32, gy: u32, bx: u32, seed: u64, stride: u32, out: *mut u32) -> i32;
 }
 
@@ -100,7 +110,9 @@ fn bank_conflicts_have_the_degree_of_the_stride() {
     }
     let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // (stride, wavefronts of the 32-lane read, ideal): 0 is a broadcast of one word
-    for (stride, wavefronts, ideal) in [(0u32, 1u64, 1u64), (1, 1, 1), (2, 2, 1), (3, 1, 1), (8, 8, 1), (32, 32, 1), (33, 1, 1)] {
+    for (stride, wavefronts, ideal) in
+        [(0u32, 1u64, 1u64), (1, 1, 1), (2, 2, 1), (3, 1, 1), (8, 8, 1), (32, 32, 1), (33, 1, 1)]
+    {
         let (mut out, o0) = aligned(64, |_| 0);
         cost::reset();
         // SAFETY: two warps write their 64 results to `out` from o0.
@@ -176,9 +188,9 @@ fn kernels_stay_within_their_budgets() {
         for (kernel, c) in cost::per_kernel(&case.launches) {
             let key = format!("{}/{kernel}", case.name);
             let m = metrics(&c, case.bytes);
-            measured.push_str(&format!("[\"{key}\"]\n"));
+            let _ = writeln!(measured, "[\"{key}\"]");
             for (name, v) in &m {
-                measured.push_str(&format!("{name} = {v:.4}\n"));
+                let _ = writeln!(measured, "{name} = {v:.4}");
             }
             eprintln!("{key}: {m:?}");
             let Some(b) = budgets.get(&key) else {

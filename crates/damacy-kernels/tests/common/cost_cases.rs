@@ -71,7 +71,7 @@ fn assemble_case(device: &Device, name: &'static str, dst: Dtype) -> CostCase {
     // spot check: element (0, 0) of the crop is field element (100, 50)
     let v = u16::from_le_bytes([field[2 * (100 * 512 + 50) as usize], field[2 * (100 * 512 + 50) as usize + 1]]);
     match dst {
-        Dtype::F32 => assert_eq!(f32::from_le_bytes(host[..4].try_into().unwrap()), f32::from(v)),
+        Dtype::F32 => assert_eq!(f32::from_le_bytes(host[..4].try_into().unwrap()).to_bits(), f32::from(v).to_bits()),
         _ => assert_eq!(u16::from_le_bytes([host[0], host[1]]), v),
     }
     CostCase {
