@@ -20,7 +20,7 @@ NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 
-.PHONY: help demo test lint rust-test kernel-asan kernel-tsan fixtures fixtures-check bench venv venv313 nvrtc fuzz \
+.PHONY: help demo test lint rust-test kernel-asan kernel-tsan kernel-cost fixtures fixtures-check bench venv venv313 nvrtc fuzz \
 	clean py-wheel py-test zarr-suite bench-python
 
 help:
@@ -110,7 +110,14 @@ kernel-asan:
 kernel-tsan:
 	bash crates/damacy-kernels/scripts/tsan.sh
 
-test: venv lint rust-test kernel-asan kernel-tsan fixtures-check py-test
+# The emulated kernels built for the cost model (DAMACY_EMU_COST=1): probe kernels with known
+# access patterns must give exact sectors and bank wavefronts, and every kernel must stay within
+# its budget (crates/damacy-kernels/cost_budgets.toml: sectors per request, warp-requests per
+# byte, bank wavefronts) on the fixture workloads. Model numbers, not GPU time.
+kernel-cost:
+	bash crates/damacy-kernels/scripts/cost.sh
+
+test: venv lint rust-test kernel-asan kernel-tsan kernel-cost fixtures-check py-test
 
 fixtures: venv
 	$(VPY) fixtures/generate.py --check

@@ -34,6 +34,9 @@ run sampler-plan cargo bench -p damacy-sampler --bench plan
 run sampler-locality cargo run --release -q -p damacy-sampler --example locality
 # Kernel throughput needs a GPU; without one it says so and times the emulator (labelled).
 run kernels cargo bench -p damacy-kernels --features emulate --bench kernels
+# The emulator's memory-access cost model: sectors, bank conflicts, warp-requests per byte and a
+# modelled H100 time per kernel (writes kernel_cost.md; model, not GPU time).
+bash crates/damacy-kernels/scripts/cost.sh --report >/dev/null
 # zstd on the kernel emulator and libzstd (what zarrs' zstd codec calls) on the same frames;
 # emulator time is not GPU time.
 run zstd cargo bench -p damacy-kernels --features emulate --bench zstd

@@ -13,7 +13,9 @@
 //! compiler under the emulation header (`kernels/emu/cuda_emu.hpp`).
 //!
 //! `DAMACY_EMU_ASAN=1` builds the emulated kernels with `AddressSanitizer`, `DAMACY_EMU_TSAN=1`
-//! with `ThreadSanitizer` (one `TSan` fiber per CUDA thread).
+//! with `ThreadSanitizer` (one `TSan` fiber per CUDA thread), `DAMACY_EMU_COST=1` with gcc's
+//! `ThreadSanitizer` instrumentation but without libtsan: the emulator's own hooks record every
+//! memory access for the cost model (`kernels/emu/cost.hpp`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ fn main() {
     println!("cargo:rerun-if-changed={}", kernels.display());
     println!("cargo:rerun-if-env-changed=DAMACY_EMU_ASAN");
     println!("cargo:rerun-if-env-changed=DAMACY_EMU_TSAN");
+    println!("cargo:rerun-if-env-changed=DAMACY_EMU_COST");
 
     let common = kernels.join("common.cuh");
     println!("cargo:rerun-if-changed={}", common.display());
@@ -296,7 +299,11 @@ fn build_emulator(kernels: &Path, out: &Path) {
         .include(kernels);
     let asan = std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1");
     let tsan = std::env::var("DAMACY_EMU_TSAN").is_ok_and(|v| v == "1");
-    assert!(!(asan && tsan), "DAMACY_EMU_ASAN and DAMACY_EMU_TSAN exclude each other");
+    let cost = std::env::var("DAMACY_EMU_COST").is_ok_and(|v| v == "1");
+    assert!(
+        u8::from(asan) + u8::from(tsan) + u8::from(cost) <= 1,
+        "DAMACY_EMU_ASAN, DAMACY_EMU_TSAN and DAMACY_EMU_COST exclude each other"
+    );
     if asan {
         build.flag("-fsanitize=address").flag("-fno-omit-frame-pointer").flag("-g");
         println!("cargo:rustc-link-lib=dylib=asan");
@@ -304,6 +311,11 @@ fn build_emulator(kernels: &Path, out: &Path) {
     if tsan {
         build.flag("-fsanitize=thread").flag("-fno-omit-frame-pointer").flag("-g");
         println!("cargo:rustc-link-lib=dylib=tsan");
+    }
+    if cost {
+        // The instrumentation calls __tsan_* hooks that kernels/emu/runtime.cu defines; libtsan
+        // is not linked. -g: call sites can be named with addr2line.
+        build.flag("-fsanitize=thread").flag("-DDMC_EMU_COST=1").flag("-g");
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(kernels)
         .expect("kernels/ is readable")

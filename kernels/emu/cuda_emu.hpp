@@ -50,6 +50,13 @@
 #include <vector>
 #include <sys/mman.h>
 #include <ucontext.h>
+#if defined(DMC_EMU_COST) && DMC_EMU_COST
+#include <algorithm>
+#include <array>
+#include <pthread.h>
+#include <unordered_map>
+#include <unordered_set>
+#endif
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DMC_EMU_ASAN 1
@@ -64,7 +71,13 @@ void __asan_unpoison_memory_region(void const volatile* addr, size_t size);
 #define DMC_EMU_ASAN 0
 #endif
 
-#if defined(__SANITIZE_THREAD__)
+// DMC_EMU_COST=1 (the cost-model build): the kernels carry ThreadSanitizer's instrumentation,
+// but libtsan is not linked: the hooks record memory accesses (cost.hpp, runtime.cu).
+#ifndef DMC_EMU_COST
+#define DMC_EMU_COST 0
+#endif
+
+#if defined(__SANITIZE_THREAD__) && !DMC_EMU_COST
 #define DMC_EMU_TSAN 1
 extern "C" {
 void* __tsan_get_current_fiber(void);
@@ -86,6 +99,13 @@ void __tsan_release(void* addr);
 // drives the lockstep and preempt schedules.
 #define DMC_EMU_INTERNAL __attribute__((no_sanitize_thread, no_sanitize_coverage))
 #define DMC_EMU_TLS __attribute__((tls_model("initial-exec"))) thread_local
+// In the cost build: emulator glue that kernel code reaches (the launch trampolines, cur())
+// is no memory access of the emulated program either.
+#if DMC_EMU_COST
+#define DMC_EMU_COST_INTERNAL DMC_EMU_INTERNAL
+#else
+#define DMC_EMU_COST_INTERNAL
+#endif
 
 #define __global__
 #define __device__
@@ -248,6 +268,7 @@ struct Block {
 // Per OS thread: the fibers, their stacks and the shared-memory arena in one mapping.
 struct ThreadState {
     char* region = nullptr;
+    Fiber* fiber_pool = nullptr;  // one array: the cost model tells its addresses from the kernels'
     Fiber* fibers[STACK_SETS * MAX_THREADS] = {};
     RunRecord rec;
     Options opts;
@@ -295,7 +316,7 @@ DMC_EMU_INTERNAL inline const char* short_file(const char* f) {
     std::abort();
 }
 
-inline Fiber* cur() { return tls_block->cur; }
+DMC_EMU_COST_INTERNAL inline Fiber* cur() { return tls_block->cur; }
 
 // ---- Options: per OS thread (dmc_emu_configure), defaults from the environment ----
 
@@ -464,15 +485,16 @@ DMC_EMU_INTERNAL inline ThreadState* thread_state() {
         void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) fail("cannot map fiber stacks and the shared-memory arena");
         s->region = static_cast<char*>(m);
+        s->fiber_pool = new Fiber[STACK_SETS * MAX_THREADS]();  // value-initialised: uc zeroed
         for (int i = 0; i < STACK_SETS * MAX_THREADS; i++) {
-            s->fibers[i] = new Fiber();
+            s->fibers[i] = &s->fiber_pool[i];
             s->fibers[i]->stack = s->region + ARENA_BYTES + (size_t)i * STACK_BYTES;
         }
         tls_state = s;
         static thread_local struct Reaper {
             ~Reaper() {
                 if (tls_state) {
-                    for (Fiber* f : tls_state->fibers) delete f;
+                    delete[] tls_state->fiber_pool;
                     munmap(tls_state->region, ARENA_BYTES + STACKS_BYTES);
                     delete tls_state;
                     tls_state = nullptr;
@@ -579,6 +601,13 @@ DMC_EMU_INTERNAL inline void poison_arena(Block* b) {
 #endif
 }
 
+#if DMC_EMU_COST
+#include "cost.hpp"
+#define DMC_EMU_COST_HOOK(...) __VA_ARGS__
+#else
+#define DMC_EMU_COST_HOOK(...)
+#endif
+
 // ---- Collectives ----
 
 DMC_EMU_INTERNAL inline bool same_collective(const Fiber* a, const Fiber* b) {
@@ -683,6 +712,8 @@ DMC_EMU_INTERNAL inline void complete_warp(Block* b, int w0, int nl, bool stalle
             if (p >> k & 1u) same = same_collective(f, fs[k]);
         if (!same) continue;  // reported as a divergent collective if the block stalls
         complete_collective(b, w0, nl, p);
+        // the whole warp is converged here: its memory requests so far are complete
+        DMC_EMU_COST_HOOK(if (p == present) cost::flush_warp(w0 / 32));
         waiting &= ~p;
         released |= p;
     }
@@ -760,6 +791,7 @@ DMC_EMU_INTERNAL inline void complete_barrier(Block* b, Fiber** ready, int* nrea
         count += f->bar_pred != 0;
     }
     b->bar_count = count;
+    DMC_EMU_COST_HOOK(cost::flush_block(b, false));
 #if DMC_EMU_TSAN
     b->bar_gen++;
 #endif
@@ -853,6 +885,7 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
 #if DMC_EMU_TSAN
     for (int i = 0; i < n; i++) fibers[i]->tsan = nullptr;
 #endif
+    DMC_EMU_COST_HOOK(cost::flush_block(b, true));
 }
 
 DMC_EMU_INTERNAL inline uint64_t gcd(uint64_t a, uint64_t b) {
@@ -905,6 +938,7 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
         return E_SMEM;
     }
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return 0;
+    DMC_EMU_COST_HOOK(cost::launch_begin(kernel, grid, block));
     Block b;
     b.bdim = block;
     b.gdim = grid;
@@ -962,6 +996,7 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
     tsan_checkin(tsan_fibers.data(), (int)tsan_fibers.size());
 #endif
     tls_block = nullptr;
+    DMC_EMU_COST_HOOK(cost::launch_end(b.static_top + b.dyn_bytes));
     ts->rec.active.store(0);
 #if DMC_EMU_TSAN
     __tsan_acquire(&b.exit_sync);
@@ -971,7 +1006,7 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
 }
 
 template <class F> inline int launch_lambda(dim3 grid, dim3 block, uint64_t seed, unsigned bounds, const char* kernel, F&& f) {
-    auto tramp = [](void* p) { (*static_cast<F*>(p))(); };
+    auto tramp = [](void* p) DMC_EMU_COST_INTERNAL { (*static_cast<F*>(p))(); };
     return launch(grid, block, seed, bounds, kernel, tramp, (void*)&f);
 }
 template <class F> inline int launch_lambda(dim3 grid, dim3 block, uint64_t seed, F&& f) {
@@ -1069,10 +1104,25 @@ template <class T> inline T from_bits(uint64_t u) {
         &dmc_emu_key_##name, sizeof(dmc_emu_type_##name), alignof(dmc_emu_type_##name), #name))
 #define DMC_EMU_EXTERN_SHARED(T) (static_cast<DMC_EMU_UNPAREN T*>(::dmc_emu::shared_dynamic(alignof(DMC_EMU_UNPAREN T))))
 
+#if DMC_EMU_COST
+// The cost build reads the indices through uninstrumented functions: they are no memory
+// access of the emulated program.
+namespace dmc_emu {
+DMC_EMU_INTERNAL inline dim3 thread_idx() { return tls_block->cur->tid; }
+DMC_EMU_INTERNAL inline dim3 block_idx() { return tls_block->bidx; }
+DMC_EMU_INTERNAL inline dim3 block_dim() { return tls_block->bdim; }
+DMC_EMU_INTERNAL inline dim3 grid_dim() { return tls_block->gdim; }
+}  // namespace dmc_emu
+#define threadIdx (::dmc_emu::thread_idx())
+#define blockIdx (::dmc_emu::block_idx())
+#define blockDim (::dmc_emu::block_dim())
+#define gridDim (::dmc_emu::grid_dim())
+#else
 #define threadIdx (::dmc_emu::cur()->tid)
 #define blockIdx (::dmc_emu::tls_block->bidx)
 #define blockDim (::dmc_emu::tls_block->bdim)
 #define gridDim (::dmc_emu::tls_block->gdim)
+#endif
 #define warpSize 32
 
 #define DMC_EMU_LOC std::source_location loc = std::source_location::current()
@@ -1226,5 +1276,5 @@ template <class T> inline T atomicCAS(T* p, T cmp, T v) {
         dim3 b;                                                                                \
         b.x = block_x;                                                                         \
         return ::dmc_emu::launch_lambda(g, b, seed, dmc_emu_bounds_##name, #name,              \
-                                        [&]() { name ARGS; });                                 \
+                                        [&]() DMC_EMU_COST_INTERNAL { name ARGS; });                                 \
     }

@@ -44,3 +44,103 @@ extern "C" void dmc_emu_handoff(const void* addr, int release) {
     (void)release;
 #endif
 }
+
+// ---- The cost model (DMC_EMU_COST=1 builds; see kernels/emu/cost.hpp) ----
+
+// Whether the kernels were built to record their memory accesses.
+extern "C" int dmc_emu_cost_enabled(void) { return DMC_EMU_COST; }
+
+#if DMC_EMU_COST
+// sizeof(LaunchCost), for the Rust twin's check (0: no cost build).
+extern "C" unsigned long long dmc_emu_cost_record_size(void) { return sizeof(::dmc_emu::cost::LaunchCost); }
+
+// Moves up to `cap` recorded launches (oldest first) into `out`; returns how many.
+extern "C" DMC_EMU_INTERNAL unsigned long long dmc_emu_cost_take(void* out, unsigned long long cap) {
+    ::dmc_emu::cost::Sink& s = ::dmc_emu::cost::sink();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const size_t n = s.launches.size() < cap ? s.launches.size() : (size_t)cap;
+    for (size_t i = 0; i < n; i++) static_cast<::dmc_emu::cost::LaunchCost*>(out)[i] = s.launches[i];
+    s.launches.erase(s.launches.begin(), s.launches.begin() + (long)n);
+    return n;
+}
+
+// The hooks gcc's -fsanitize=thread instrumentation calls; libtsan is not linked.
+#define DMC_COST_HOOK extern "C" DMC_EMU_INTERNAL __attribute__((used))
+#define DMC_COST_PC ((uintptr_t)__builtin_return_address(0))
+#define DMC_COST_RW(n)                                                                                       \
+    DMC_COST_HOOK void __tsan_read##n(void* p) { ::dmc_emu::cost::record(p, n, ::dmc_emu::cost::KIND_LOAD, DMC_COST_PC); } \
+    DMC_COST_HOOK void __tsan_write##n(void* p) { ::dmc_emu::cost::record(p, n, ::dmc_emu::cost::KIND_STORE, DMC_COST_PC); } \
+    DMC_COST_HOOK void __tsan_unaligned_read##n(void* p) {                                                   \
+        ::dmc_emu::cost::record(p, n, ::dmc_emu::cost::KIND_LOAD, DMC_COST_PC);                              \
+    }                                                                                                        \
+    DMC_COST_HOOK void __tsan_unaligned_write##n(void* p) {                                                  \
+        ::dmc_emu::cost::record(p, n, ::dmc_emu::cost::KIND_STORE, DMC_COST_PC);                             \
+    }                                                                                                        \
+    DMC_COST_HOOK void __tsan_volatile_read##n(void* p) {                                                    \
+        ::dmc_emu::cost::record(p, n, ::dmc_emu::cost::KIND_LOAD, DMC_COST_PC);                              \
+    }                                                                                                        \
+    DMC_COST_HOOK void __tsan_volatile_write##n(void* p) {                                                   \
+        ::dmc_emu::cost::record(p, n, ::dmc_emu::cost::KIND_STORE, DMC_COST_PC);                             \
+    }
+DMC_COST_RW(1)
+DMC_COST_RW(2)
+DMC_COST_RW(4)
+DMC_COST_RW(8)
+DMC_COST_RW(16)
+DMC_COST_HOOK void __tsan_read_range(void* p, unsigned long size) {
+    ::dmc_emu::cost::record(p, size, ::dmc_emu::cost::KIND_LOAD, DMC_COST_PC);
+}
+DMC_COST_HOOK void __tsan_write_range(void* p, unsigned long size) {
+    ::dmc_emu::cost::record(p, size, ::dmc_emu::cost::KIND_STORE, DMC_COST_PC);
+}
+DMC_COST_HOOK void __tsan_init(void) {}
+DMC_COST_HOOK void __tsan_func_entry(void*) {}
+DMC_COST_HOOK void __tsan_func_exit(void) {}
+DMC_COST_HOOK void __tsan_vptr_update(void**, void*) {}
+DMC_COST_HOOK void __tsan_vptr_read(void**) {}
+DMC_COST_HOOK void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+DMC_COST_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+// Atomics: recorded, then performed for real (sequentially consistent, whatever the order asked).
+#define DMC_COST_ATOMIC(bits, T)                                                                             \
+    DMC_COST_HOOK T __tsan_atomic##bits##_load(const volatile T* a, int) {                                   \
+        ::dmc_emu::cost::record(a, sizeof(T), ::dmc_emu::cost::KIND_LOAD, DMC_COST_PC);                      \
+        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                         \
+    }                                                                                                        \
+    DMC_COST_HOOK void __tsan_atomic##bits##_store(volatile T* a, T v, int) {                                \
+        ::dmc_emu::cost::record(a, sizeof(T), ::dmc_emu::cost::KIND_STORE, DMC_COST_PC);                     \
+        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                            \
+    }                                                                                                        \
+    DMC_COST_ATOMIC_RMW(bits, T, exchange, __atomic_exchange_n)                                              \
+    DMC_COST_ATOMIC_RMW(bits, T, fetch_add, __atomic_fetch_add)                                              \
+    DMC_COST_ATOMIC_RMW(bits, T, fetch_sub, __atomic_fetch_sub)                                              \
+    DMC_COST_ATOMIC_RMW(bits, T, fetch_and, __atomic_fetch_and)                                              \
+    DMC_COST_ATOMIC_RMW(bits, T, fetch_or, __atomic_fetch_or)                                                \
+    DMC_COST_ATOMIC_RMW(bits, T, fetch_xor, __atomic_fetch_xor)                                              \
+    DMC_COST_ATOMIC_RMW(bits, T, fetch_nand, __atomic_fetch_nand)                                            \
+    DMC_COST_HOOK int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {    \
+        ::dmc_emu::cost::record(a, sizeof(T), ::dmc_emu::cost::KIND_ATOMIC, DMC_COST_PC);                    \
+        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);              \
+    }                                                                                                        \
+    DMC_COST_HOOK int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {      \
+        ::dmc_emu::cost::record(a, sizeof(T), ::dmc_emu::cost::KIND_ATOMIC, DMC_COST_PC);                    \
+        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);              \
+    }                                                                                                        \
+    DMC_COST_HOOK T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T c, T v, int, int) {          \
+        ::dmc_emu::cost::record(a, sizeof(T), ::dmc_emu::cost::KIND_ATOMIC, DMC_COST_PC);                    \
+        __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                    \
+        return c;                                                                                            \
+    }
+#define DMC_COST_ATOMIC_RMW(bits, T, op, builtin)                                                            \
+    DMC_COST_HOOK T __tsan_atomic##bits##_##op(volatile T* a, T v, int) {                                    \
+        ::dmc_emu::cost::record(a, sizeof(T), ::dmc_emu::cost::KIND_ATOMIC, DMC_COST_PC);                    \
+        return builtin(a, v, __ATOMIC_SEQ_CST);                                                              \
+    }
+DMC_COST_ATOMIC(8, unsigned char)
+DMC_COST_ATOMIC(16, unsigned short)
+DMC_COST_ATOMIC(32, unsigned int)
+DMC_COST_ATOMIC(64, unsigned long long)
+#else
+extern "C" unsigned long long dmc_emu_cost_record_size(void) { return 0; }
+extern "C" unsigned long long dmc_emu_cost_take(void*, unsigned long long) { return 0; }
+#endif

@@ -36,6 +36,8 @@ pub mod blosc;
 #[cfg(feature = "cuda")]
 pub mod cache;
 pub mod consts;
+#[cfg(feature = "emulate")]
+pub mod cost;
 pub mod decode;
 pub mod device;
 pub mod dtype;

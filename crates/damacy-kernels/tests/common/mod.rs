@@ -8,6 +8,10 @@ use std::path::PathBuf;
 #[path = "blosc_ref.rs"]
 mod blosc_ref;
 
+#[cfg(feature = "emulate")]
+#[path = "cost_cases.rs"]
+pub mod cost_cases;
+
 /// Compresses with the blosc C library (the reference writer numcodecs uses); panics on failure.
 pub fn blosc_compress(
     data: &[u8],

@@ -1,0 +1,97 @@
+//! The workloads of the cost model (issue 14): fixture chunks through the decode kernels, and
+//! crops through assemble. Shared by `tests/kernel_cost.rs` (budgets) and `benches/cost.rs`
+//! (the report), each including this file with `#[path]`.
+#![allow(dead_code, unreachable_pub, clippy::missing_panics_doc)]
+
+use damacy_kernels::cost::{self, LaunchCost};
+use damacy_kernels::{AssembleJob, Assembler, ChunkInput, Decoder, Device, Dtype};
+
+/// One workload: its launches (every kernel it ran) and the bytes it produced.
+pub struct CostCase {
+    /// Short name (the budget file's section prefix).
+    pub name: &'static str,
+    /// What it runs, for the report.
+    pub what: String,
+    /// Decoded (or assembled) bytes.
+    pub bytes: u64,
+    /// Every launch, in order.
+    pub launches: Vec<LaunchCost>,
+}
+
+fn fixture_chunks(path: &str) -> Vec<Vec<u8>> {
+    super::chunk_files(&super::fixtures_dir().join(path)).into_iter().map(|(_, b)| b).collect()
+}
+
+fn decode_case(device: &Device, name: &'static str, path: &str, input: fn(&[u8]) -> ChunkInput<'_>) -> CostCase {
+    let chunks = fixture_chunks(path);
+    assert!(!chunks.is_empty(), "fixture {path} has no chunks");
+    let inputs: Vec<ChunkInput<'_>> = chunks.iter().map(|c| input(c)).collect();
+    let mut dec = Decoder::new(device, super::small_config()).unwrap();
+    cost::reset();
+    let out = dec.decode_to_host(&inputs).unwrap();
+    let launches = cost::take();
+    let bytes = out.chunks.iter().map(|r| r.as_ref().map_or(0, Vec::len) as u64).sum();
+    for (i, r) in out.chunks.iter().enumerate() {
+        assert!(r.is_ok(), "{path} chunk {i}: {:?}", r.as_ref().err());
+    }
+    CostCase { name, what: format!("fixture `{path}`, {} chunks", chunks.len()), bytes, launches }
+}
+
+/// A 300 × 300 crop at (100, 50) of a 512 × 512 u16 field into its own tensor, as `dst`.
+fn assemble_case(device: &Device, name: &'static str, dst: Dtype) -> CostCase {
+    let (rows, cols, crop) = (512u64, 512u64, 300u64);
+    let field: Vec<u8> = (0..rows * cols).flat_map(|i| ((i * 7 % 65521) as u16).to_le_bytes()).collect();
+    let mut src = device.alloc(field.len()).unwrap();
+    device.upload(&field, &mut src, 0).unwrap();
+    let out_len = (crop * crop) as usize * dst.size();
+    let mut out = device.alloc(out_len).unwrap();
+    let job = AssembleJob::chunk_region(
+        0,
+        &[rows, cols],
+        None,
+        &[100, 50],
+        &[crop, crop],
+        0,
+        &[crop, crop],
+        &[0, 0],
+        Dtype::U16,
+        dst,
+        false,
+    )
+    .unwrap();
+    let mut asm = Assembler::new(device, 1).unwrap();
+    cost::reset();
+    for r in asm.run(&src, &mut out, &[job]).unwrap() {
+        r.unwrap();
+    }
+    device.synchronize_all().unwrap();
+    let launches = cost::take();
+    let mut host = vec![0u8; out_len];
+    device.download(&out, 0, &mut host).unwrap();
+    // spot check: element (0, 0) of the crop is field element (100, 50)
+    let v = u16::from_le_bytes([field[2 * (100 * 512 + 50) as usize], field[2 * (100 * 512 + 50) as usize + 1]]);
+    match dst {
+        Dtype::F32 => assert_eq!(f32::from_le_bytes(host[..4].try_into().unwrap()).to_bits(), f32::from(v).to_bits()),
+        _ => assert_eq!(u16::from_le_bytes([host[0], host[1]]), v),
+    }
+    CostCase {
+        name,
+        what: format!("{crop}×{crop} crop of a {rows}×{cols} u16 field → {dst:?}"),
+        bytes: out_len as u64,
+        launches,
+    }
+}
+
+/// Every workload, on the emulated device.
+pub fn cost_cases() -> Vec<CostCase> {
+    let device = Device::emulated(0);
+    vec![
+        decode_case(&device, "lz4", "v3/blosc_lz4_byte_ts4_large", |b| ChunkInput::blosc(b)),
+        decode_case(&device, "blosclz", "v3/blosc_blosclz_bit_ts4_large", |b| ChunkInput::blosc(b)),
+        decode_case(&device, "blosc-zstd", "v3/blosc_zstd_byte_ts4_large", |b| ChunkInput::blosc(b)),
+        decode_case(&device, "zstd", "v3/zstd_l3_ck", |b| ChunkInput::zstd(b)),
+        decode_case(&device, "crc32c", "v3/crc32c_bytes", |b| ChunkInput::raw(b).with_crc32c()),
+        assemble_case(&device, "assemble-u16", Dtype::U16),
+        assemble_case(&device, "assemble-f32", Dtype::F32),
+    ]
+}

@@ -1,0 +1,223 @@
+//! The cost model (`damacy_kernels::cost`): probe kernels with known access patterns give
+//! exactly the sectors, lines and bank wavefronts the hardware rules say, and the real kernels
+//! stay within the budgets of `cost_budgets.toml`. Needs the cost build
+//! (`crates/damacy-kernels/scripts/cost.sh`, run by `make kernel-cost`); other builds skip with
+//! the reason.
+#![allow(clippy::doc_markdown, clippy::missing_panics_doc)]
+
+use std::fmt::Write as _;
+
+use damacy_kernels::cost::{self, LOAD, LaunchCost, STORE};
+
+unsafe extern "C" {
+    fn dmc_emu_dmc_cost_strided(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        stride: u32,
+        input: *const u32,
+        out: *mut u32,
+    ) -> i32;
+    fn dmc_emu_dmc_cost_banks(gx: u32, gy: u32, bx: u32, seed: u64, stride: u32, out: *mut u32) -> i32;
+}
+
+/// The launches of `kernel` among those recorded, summed; the record is emptied.
+fn recorded(kernel: &str) -> LaunchCost {
+    cost::per_kernel(&cost::take()).remove(kernel).unwrap_or_else(|| panic!("no launch of {kernel} was recorded"))
+}
+
+fn skip() -> bool {
+    if cost::enabled() {
+        return false;
+    }
+    assert!(
+        std::env::var_os("DAMACY_EMU_COST_REQUIRED").is_none(),
+        "DAMACY_EMU_COST_REQUIRED is set but this is no cost build (DAMACY_EMU_COST=1 at build time)"
+    );
+    eprintln!("SKIPPED kernel_cost: not a cost build (run crates/damacy-kernels/scripts/cost.sh, or make kernel-cost)");
+    true
+}
+
+/// `len` words starting at a 128-byte boundary (the backing vector, the offset of the start).
+fn aligned(len: usize, f: impl Fn(usize) -> u32) -> (Vec<u32>, usize) {
+    let mut v = vec![0u32; len + 32];
+    let off = v.as_ptr().align_offset(128);
+    for i in 0..len {
+        v[off + i] = f(i);
+    }
+    (v, off)
+}
+
+/// One test at a time: the record of launches is process-wide.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn strided_loads_touch_the_sectors_the_stride_implies() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // 2 blocks of 64 threads: 4 warps, each one load and one store request.
+    for (stride, sectors, lines) in [(1u32, 4u64, 1u64), (2, 8, 2), (8, 32, 8), (32, 32, 32)] {
+        let (input, i0) = aligned(128 * stride as usize, |i| i as u32);
+        let (mut out, o0) = aligned(128, |_| 0);
+        cost::reset();
+        // SAFETY: `input` holds 128 * stride words from i0, `out` the 128 results from o0.
+        assert_eq!(
+            unsafe { dmc_emu_dmc_cost_strided(2, 1, 64, 0, stride, input.as_ptr().add(i0), out.as_mut_ptr().add(o0)) },
+            0
+        );
+        assert!(out[o0..o0 + 128].iter().enumerate().all(|(i, &v)| v == i as u32 * stride));
+        let c = recorded("dmc_cost_strided");
+        let (ld, st) = (c.global[LOAD], c.global[STORE]);
+        assert_eq!((ld.requests, st.requests), (4, 4), "stride {stride}: {c:?}");
+        assert_eq!(ld.lanes, 128);
+        assert_eq!(ld.bytes, 512);
+        assert_eq!(ld.units, 4 * sectors, "stride {stride}: sectors of the loads");
+        assert_eq!(ld.lines, 4 * lines, "stride {stride}: lines of the loads");
+        assert_eq!(ld.ideal_units, 16, "128 distinct bytes per request: 4 sectors ideal");
+        assert_eq!((st.units, st.ideal_units, st.lines), (16, 16, 4), "the stores are coalesced");
+        assert_eq!(c.shared_total().requests, 0);
+        assert_eq!(c.host_accesses, 0, "emulator bookkeeping leaked into the record");
+        assert_eq!(c.footprint_sectors, 4 * sectors + 16);
+    }
+}
+
+#[test]
+fn misaligned_coalesced_loads_cost_one_more_sector() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The input starts 16 bytes into a sector: each warp's 128 bytes span 5 sectors, 2 lines.
+    let (backing, b0) = aligned(256, |i| i as u32);
+    let (mut out, o0) = aligned(64, |_| 0);
+    cost::reset();
+    // SAFETY: 64 words from b0 + 4 lie inside `backing`; `out` holds 64 from o0.
+    assert_eq!(
+        unsafe { dmc_emu_dmc_cost_strided(1, 1, 64, 0, 1, backing.as_ptr().add(b0 + 4), out.as_mut_ptr().add(o0)) },
+        0
+    );
+    let ld = recorded("dmc_cost_strided").global[LOAD];
+    assert_eq!((ld.requests, ld.units, ld.ideal_units, ld.lines), (2, 10, 8, 4));
+}
+
+#[test]
+fn bank_conflicts_have_the_degree_of_the_stride() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // (stride, wavefronts of the 32-lane read, ideal): 0 is a broadcast of one word
+    for (stride, wavefronts, ideal) in
+        [(0u32, 1u64, 1u64), (1, 1, 1), (2, 2, 1), (3, 1, 1), (8, 8, 1), (32, 32, 1), (33, 1, 1)]
+    {
+        let (mut out, o0) = aligned(64, |_| 0);
+        cost::reset();
+        // SAFETY: two warps write their 64 results to `out` from o0.
+        assert_eq!(unsafe { dmc_emu_dmc_cost_banks(1, 1, 64, 0, stride, out.as_mut_ptr().add(o0)) }, 0);
+        for (t, &v) in out[o0..o0 + 64].iter().enumerate() {
+            assert_eq!(v, if stride == 0 { 7 } else { t as u32 % 32 });
+        }
+        let c = recorded("dmc_cost_banks");
+        let ld = c.shared[LOAD];
+        assert_eq!(ld.requests, 2, "stride {stride}: {c:?}");
+        assert_eq!((ld.units, ld.ideal_units), (2 * wavefronts, 2 * ideal), "stride {stride}: wavefronts of the reads");
+        assert_eq!(ld.lanes, 64);
+        assert_eq!(c.shared_max_wavefronts, wavefronts.max(if stride == 0 { 1 } else { wavefronts }));
+        let st = c.shared[STORE];
+        assert_eq!(st.units, if stride == 0 { 2 } else { 2 * wavefronts }, "stride {stride}: the writes");
+        assert_eq!(st.lanes, if stride == 0 { 2 } else { 64 });
+        assert_eq!(c.global[STORE].units, 8, "the global stores are coalesced");
+        assert_eq!(c.host_accesses, 0);
+    }
+}
+
+mod common;
+
+/// The metrics a budget bounds, for one kernel in one workload.
+fn metrics(c: &LaunchCost, bytes: u64) -> Vec<(&'static str, f64)> {
+    let mut m = vec![
+        ("sectors_per_request", c.global_total().units_per_request()),
+        ("requests_per_byte", c.requests_per_byte(bytes)),
+    ];
+    let s = c.shared_total();
+    if s.requests > 0 {
+        m.push(("bank_wavefronts_vs_ideal", s.vs_ideal()));
+    }
+    m
+}
+
+/// `cost_budgets.toml`: `["case/kernel"]` sections of `metric = number` lines.
+fn budgets() -> std::collections::BTreeMap<String, Vec<(String, f64)>> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/cost_budgets.toml");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut out: std::collections::BTreeMap<String, Vec<(String, f64)>> = std::collections::BTreeMap::new();
+    let mut section = None;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(s) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let s = s.trim().trim_matches('"').to_string();
+            out.entry(s.clone()).or_default();
+            section = Some(s);
+            continue;
+        }
+        let (k, v) = line.split_once('=').unwrap_or_else(|| panic!("{path}:{}: expected `metric = number`", n + 1));
+        let v: f64 = v.trim().parse().unwrap_or_else(|_| panic!("{path}:{}: `{}` is not a number", n + 1, v.trim()));
+        let s = section.as_ref().unwrap_or_else(|| panic!("{path}:{}: a metric before any [case/kernel]", n + 1));
+        out.get_mut(s).expect("section inserted").push((k.trim().to_string(), v));
+    }
+    out
+}
+
+#[test]
+fn kernels_stay_within_their_budgets() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let budgets = budgets();
+    let mut failures = Vec::new();
+    let mut measured = String::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for case in common::cost_cases::cost_cases() {
+        for (kernel, c) in cost::per_kernel(&case.launches) {
+            let key = format!("{}/{kernel}", case.name);
+            let m = metrics(&c, case.bytes);
+            let _ = writeln!(measured, "[\"{key}\"]");
+            for (name, v) in &m {
+                let _ = writeln!(measured, "{name} = {v:.4}");
+            }
+            eprintln!("{key}: {m:?}");
+            let Some(b) = budgets.get(&key) else {
+                failures.push(format!("{key}: no budget in cost_budgets.toml"));
+                continue;
+            };
+            seen.insert(key.clone());
+            for (name, limit) in b {
+                match m.iter().find(|(n, _)| n == name) {
+                    Some((_, v)) if *v > *limit => {
+                        failures.push(format!("{key}: {name} = {v:.4} exceeds the budget {limit}"));
+                    }
+                    Some(_) => {}
+                    None => failures.push(format!("{key}: unknown metric `{name}` (or no shared accesses)")),
+                }
+            }
+            assert_eq!(c.host_accesses, 0, "{key}: emulator bookkeeping leaked into the record");
+        }
+    }
+    for key in budgets.keys() {
+        if !seen.contains(key) {
+            failures.push(format!("{key}: budgeted, but the workload did not launch it"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "cost budgets (model numbers; see the README's cost model):\n{}\n\nmeasured now:\n{measured}",
+        failures.join("\n")
+    );
+}
