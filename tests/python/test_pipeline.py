@@ -439,3 +439,18 @@ def test_two_ranks_cover_the_dataset_exactly_once(arrays, tmp_path):
         expected = sum(int(data[i : i + 8, j : j + 8, k : k + 10].astype(np.int64).sum())
                        for (i, j, k), _ in r["crops"])
         assert r["total"] == expected
+
+
+def test_ddp_example_runs_on_one_cpu_process():
+    example = HERE.parents[1] / "examples" / "ddp_train.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    run = subprocess.run([sys.executable, str(example), "--no-torch", "--steps", "3", "--epochs", "1"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "delivered: 3 batches, 12 samples" in run.stdout, run.stdout
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        run = subprocess.run([sys.executable, str(example), "--steps", "1"], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode != 0 and "pip install torch" in run.stderr, (run.stdout, run.stderr)

@@ -76,10 +76,10 @@ where
 
 /// Seconds as a duration; `what` names the argument in the error.
 fn seconds(what: &str, s: f64) -> PyResult<Duration> {
-    if s > 0.0 {
-        if let Ok(d) = Duration::try_from_secs_f64(s) {
-            return Ok(d);
-        }
+    if s > 0.0
+        && let Ok(d) = Duration::try_from_secs_f64(s)
+    {
+        return Ok(d);
     }
     Err(InvalidArgument::new_err(format!("{what} is {s}: give a positive number of seconds")))
 }
@@ -167,7 +167,7 @@ pub(crate) fn _config_defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// Validates a `Config`'s fields and returns the sizes they imply (`damacy.Config.sizes`).
 #[pyfunction]
-pub(crate) fn _config_sizes<'py>(py: Python<'py>, args: ConfigArgs) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn _config_sizes(py: Python<'_>, args: ConfigArgs) -> PyResult<Bound<'_, PyDict>> {
     let config = args.build()?;
     let sizes = config.validate().map_err(|e| damacy_err(&e))?;
     let d = PyDict::new(py);
@@ -504,6 +504,34 @@ impl PyBatch {
         }
     }
 
+    /// Make the batch ready for a `DLPack` consumer: on CUDA, the consumer's `stream` waits on
+    /// the batch's ready event (returned, with the device, to fence the reuse of the buffers
+    /// when the consumer frees the tensor); host-visible device memory (the emulator) is
+    /// waited for on the host.
+    fn order_consumer(&self, py: Python<'_>, batch: &Batch, stream: Option<i64>) -> PyResult<Option<(Device, u64)>> {
+        let device_err =
+            |e| codec_err(&damacy::CodecError::Device { context: "__dlpack__".into(), source: Arc::new(e) });
+        let Some(ready) = batch.ready_event() else { return Ok(None) };
+        let (true, Some(device)) = (self.is_cuda(), &self.device) else {
+            py.detach(|| ready.synchronize()).map_err(device_err)?;
+            return Ok(None);
+        };
+        let s = match stream {
+            None | Some(0) => 1,
+            Some(-1) => return Ok(None),
+            Some(s) if s > 0 => s.unsigned_abs(),
+            Some(s) => {
+                return Err(PyBufferError::new_err(format!(
+                    "__dlpack__(stream={s}): use a CUstream handle, 1, 2, -1 or None"
+                )));
+            }
+        };
+        // SAFETY: `s` is the consumer's stream of this device, live during the call (the
+        // DLPack protocol's contract for `stream`).
+        unsafe { ready.make_raw_stream_wait(s) }.map_err(device_err)?;
+        Ok(Some((device.clone(), s)))
+    }
+
     /// Python `damacy.Sample`s of the batch.
     fn py_samples<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let cls = py.import("damacy._sample")?.getattr("Sample")?;
@@ -783,38 +811,7 @@ impl PyBatch {
             let spec = TensorSpec::c_contiguous(bytes.as_mut_ptr().cast(), DLDevice::CPU, dtype, &self.shape);
             (Exported { held: None, copy: Some(bytes), consumer: None }, spec)
         } else {
-            let consumer = match (self.is_cuda(), &self.device, batch.ready_event()) {
-                (true, Some(device), Some(ready)) => {
-                    let s = match stream {
-                        None | Some(0) => Some(1),
-                        Some(-1) => None,
-                        Some(s) if s > 0 => Some(s as u64),
-                        Some(s) => {
-                            return Err(PyBufferError::new_err(format!(
-                                "__dlpack__(stream={s}): use a CUstream handle, 1, 2, -1 or None"
-                            )));
-                        }
-                    };
-                    if let Some(s) = s {
-                        // SAFETY: `s` is the consumer's stream of this device, live during the
-                        // call (the DLPack protocol's contract for `stream`).
-                        unsafe { ready.make_raw_stream_wait(s) }.map_err(|e| {
-                            codec_err(&damacy::CodecError::Device { context: "__dlpack__".into(), source: Arc::new(e) })
-                        })?;
-                    }
-                    s.map(|s| (device.clone(), s))
-                }
-                _ => {
-                    // Host-visible memory (the emulator's device memory): the consumer reads
-                    // on the host, after the device work is complete.
-                    if let Some(ready) = batch.ready_event() {
-                        py.detach(|| ready.synchronize()).map_err(|e| {
-                            codec_err(&damacy::CodecError::Device { context: "__dlpack__".into(), source: Arc::new(e) })
-                        })?;
-                    }
-                    None
-                }
-            };
+            let consumer = self.order_consumer(py, batch, stream)?;
             let data = if self.nbytes == 0 {
                 NonNull::<u64>::dangling().as_ptr().cast()
             } else {
