@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -303,10 +304,26 @@ def test_iterable_errors_surface_at_pop(arrays):
 
 def test_pop_timeout_says_what_starves():
     with damacy.Pipeline(cfg(batch_size=2, pop_timeout=30)) as p:
-        started = time.monotonic()
-        with pytest.raises(damacy.Timeout, match="no samples were pushed"):
-            p.pop(timeout=0.2)
+        # The GIL is released while pop waits: another Python thread keeps running.
+        spins, stop = [0], threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                spins[0] += 1
+
+        spinner = threading.Thread(target=spin)
+        spinner.start()
+        try:
+            before = spins[0]
+            started = time.monotonic()
+            with pytest.raises(damacy.Timeout, match="no samples were pushed"):
+                p.pop(timeout=0.3)
+            during = spins[0] - before
+        finally:
+            stop.set()
+            spinner.join()
         assert time.monotonic() - started < 5
+        assert during > 10_000, f"another thread ran only {during} loops while pop waited"
 
         def slow():
             time.sleep(3)
