@@ -471,3 +471,30 @@ def test_ddp_example_runs_on_one_cpu_process():
         run = subprocess.run([sys.executable, str(example), "--steps", "1"], env=env, capture_output=True, text=True,
                              timeout=120)
         assert run.returncode != 0 and "pip install torch" in run.stderr, (run.stdout, run.stderr)
+
+
+def test_device_batches_through_the_kernel_emulator(arrays):
+    """The device route's batches (device memory, a ready event, consumer fencing) on the kernel
+    emulator, whose device memory is host memory: exported as kDLCPU after the ready event."""
+    path, data = arrays["sharded_zstd"]
+    try:
+        p = damacy.Pipeline(cfg(batch_size=2, executor="emulated", device_buffer_bytes=64 << 20,
+                                host_buffer_bytes=16 << 20))
+    except damacy.Unsupported as e:
+        pytest.skip(f"this wheel has no kernel emulator (build it with --features emulate): {e}")
+    with p:
+        assert "emulat" in p.executor
+        wanted = [np.s_[0:4, 0:8, 0:10], np.s_[9:13, 3:11, 5:15], np.s_[30:34, 10:18, 10:20]]
+        p.push(damacy.Sample(path, r) for r in wanted)
+        got = []
+        for batch in p.batches():
+            assert batch.device == "emulated" and batch.__dlpack_device__() == (1, 0)
+            a = np.from_dlpack(batch)
+            assert a.ctypes.data == batch.info.device_ptr
+            got.extend(a.copy())
+            # A consumer event is meaningless on the emulator's host memory: accepted, ignored.
+            batch.release(12345)
+        for g, r in zip(got, wanted, strict=True):
+            np.testing.assert_array_equal(g, data[r])
+        with pytest.raises(damacy.Exhausted):
+            p.pop(timeout=5)
