@@ -726,7 +726,8 @@ impl PyBatch {
     /// `CUevent` handle (int), a `torch.cuda.Event`/`cupy.cuda.Event` recorded after the work
     /// that reads the batch, or a `torch`/`cupy` Stream (an event is recorded on it now); the
     /// next write into the buffers waits for it on the device. Idempotent. Tensors made with
-    /// `from_dlpack` stay valid: the buffers come back when the last of them is freed.
+    /// `from_dlpack` stay valid: the buffers come back when the last of them is freed (until
+    /// then they count against `Config.depth`).
     #[pyo3(signature = (event = None))]
     fn release(&self, event: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let fence = match (event, self.is_cuda()) {
@@ -765,7 +766,9 @@ impl PyBatch {
     /// A `DLPack` capsule of the batch (the array-API protocol). `max_version >= (1, 0)` gets a
     /// versioned capsule (`dltensor_versioned`), otherwise a legacy one (`dltensor`). On CUDA,
     /// `stream` (an int: the consumer's `CUstream`, 1 the legacy default, 2 per-thread; `None`
-    /// the legacy default; -1 no ordering) is made to wait on the batch's ready event.
+    /// the legacy default; -1 no ordering: the consumer orders its own work and finishes
+    /// reading before it frees the tensor) is made to wait on the batch's ready event, and the
+    /// work queued on it by the time the consumer frees the tensor fences the buffers' reuse.
     /// `dl_device=(1, 0)` with a device batch copies to the host (unless `copy=False`);
     /// `copy=True` copies a host batch. The capsule keeps the buffers out of the pool until the
     /// consumer frees the tensor.
