@@ -746,10 +746,12 @@ impl PyBatch {
         Ok(())
     }
 
+    /// The batch itself: `with pipeline.pop() as batch:`.
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
+    /// `release()` (without an event) when the `with` block ends; exceptions propagate.
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
         self.release(None)?;
