@@ -233,7 +233,7 @@ fn dtype_of_format(format: &CStr, item: usize) -> PyResult<Dtype> {
     Ok(dtype)
 }
 
-fn stats_dict<'py>(py: Python<'py>, s: &StatsSnapshot) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &StatsSnapshot) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("regions", s.regions)?;
     d.set_item("batches", s.batches)?;

@@ -38,6 +38,18 @@ create_exception!(damacy, DeviceError, Error, "The device (a CUDA driver call, a
 create_exception!(damacy, OutOfMemory, Error, "A configured memory budget is too small for what was asked.");
 create_exception!(damacy, Timeout, Error, "A blocking call waited longer than its timeout.");
 create_exception!(damacy, Closed, Error, "The object was closed and cannot be used any more.");
+create_exception!(
+    damacy,
+    PoolStarved,
+    Error,
+    "`Pipeline.pop` while you hold `Config.depth` batches: release (or drop) a batch, or raise `Config.depth`."
+);
+create_exception!(
+    damacy,
+    Exhausted,
+    Error,
+    "`Pipeline.pop` with nothing left: every pushed sample was popped; push more samples."
+);
 
 /// The `kind` attribute of a `StorageError`, in words a Python caller compares against.
 fn kind_name(kind: StorageErrorKind) -> &'static str {
@@ -53,7 +65,11 @@ fn kind_name(kind: StorageErrorKind) -> &'static str {
 
 /// The Python exception for an engine error, the message kept whole.
 pub(crate) fn codec_err(e: &CodecError) -> PyErr {
-    let message = e.to_string();
+    codec_err_with(e, e.to_string())
+}
+
+/// The Python exception of `e`'s kind with `message` (e.g. one that names the sample too).
+fn codec_err_with(e: &CodecError, message: String) -> PyErr {
     match e {
         CodecError::InvalidArgument(_) => InvalidArgument::new_err(message),
         CodecError::Unsupported(_) => Unsupported::new_err(message),
@@ -71,6 +87,22 @@ pub(crate) fn codec_err(e: &CodecError) -> PyErr {
         CodecError::Device { .. } => DeviceError::new_err(message),
         CodecError::OutOfMemory(_) => OutOfMemory::new_err(message),
         _ => Error::new_err(message),
+    }
+}
+
+/// The Python exception for a facade error: the engine's kinds as in [`codec_err`] (a sample's
+/// error keeps its cause's kind and names the sample), pipeline states as `Timeout`,
+/// `PoolStarved`, `Exhausted`, `Closed`.
+pub(crate) fn damacy_err(e: &damacy::Error) -> PyErr {
+    match e {
+        damacy::Error::Codec(c) => codec_err(c),
+        damacy::Error::Sample { source, .. } => codec_err_with(source, e.to_string()),
+        damacy::Error::Sampler(s) => sampler_err(s),
+        damacy::Error::Timeout(_) => Timeout::new_err(e.to_string()),
+        damacy::Error::PoolStarved(_) => PoolStarved::new_err(e.to_string()),
+        damacy::Error::Exhausted(_) => Exhausted::new_err(e.to_string()),
+        damacy::Error::Closed => Closed::new_err(e.to_string()),
+        _ => Error::new_err(e.to_string()),
     }
 }
 
@@ -107,5 +139,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("OutOfMemory", py.get_type::<OutOfMemory>())?;
     m.add("Timeout", py.get_type::<Timeout>())?;
     m.add("Closed", py.get_type::<Closed>())?;
+    m.add("PoolStarved", py.get_type::<PoolStarved>())?;
+    m.add("Exhausted", py.get_type::<Exhausted>())?;
     Ok(())
 }

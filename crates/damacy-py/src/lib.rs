@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod engine;
 mod errors;
+mod pipeline;
 mod sampler;
 
 /// Panics inside the guard, to show (in tests) that a Rust panic surfaces as `damacy.Error`.
@@ -24,6 +25,7 @@ fn _damacy(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::PyReader>()?;
     m.add_class::<engine::PyStore>()?;
     m.add_class::<engine::PyArray>()?;
+    pipeline::register(m)?;
     sampler::register(m)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     Ok(())

@@ -75,9 +75,16 @@ pub enum Error {
     /// [`Pipeline::pop`] with nothing left to pop: every pushed sample was popped.
     #[error("nothing to pop: {0}")]
     Exhausted(String),
+    /// [`Pipeline::pop`] while the consumer holds [`Config::depth`] batches: no batch buffer can
+    /// come back until one is released or dropped.
+    #[error("{0}")]
+    PoolStarved(String),
     /// The pipeline was closed.
     #[error("the pipeline is closed")]
     Closed,
+    /// A wait was cut short by its caller ([`Pipeline::pop_with`]'s `interrupted`, e.g. Ctrl-C).
+    #[error("the wait was interrupted")]
+    Interrupted,
 }
 
 impl Error {

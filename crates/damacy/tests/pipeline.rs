@@ -381,7 +381,40 @@ fn invalid_configs_and_samples_are_named() {
     let u2 = u.clone();
     p.push((0..3).map(move |_| Sample::new(u2.clone(), Region::new(vec![0, 0, 0], vec![1, 1, 1])))).unwrap();
     let _held = p.pop().unwrap();
-    assert!(p.pop().unwrap_err().to_string().contains("you hold 1 batches, Config.depth"));
+    let m = p.pop().unwrap_err();
+    assert!(matches!(m, Error::PoolStarved(_)) && m.to_string().contains("you hold 1 batches, Config.depth"), "{m}");
+}
+
+/// `pop_with`: its own timeout, and an interruption that leaves the awaited batch queued.
+#[test]
+fn pop_with_times_out_and_is_interruptible() {
+    let p = Pipeline::new(config(2)).unwrap();
+    let started = Instant::now();
+    let m = p.pop_with(Duration::from_millis(120), &mut || false).unwrap_err();
+    assert!(matches!(m, Error::Timeout(_)) && m.to_string().contains("pop waited 120ms"), "{m}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The interruption is asked while the pop waits, at least every 50 ms.
+    let mut asked = 0;
+    let started = Instant::now();
+    let m = p
+        .pop_with(Duration::from_secs(30), &mut || {
+            asked += 1;
+            asked == 3
+        })
+        .unwrap_err();
+    assert!(matches!(m, Error::Interrupted), "{m}");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    // A stalled source, interrupted; the batch still comes to the next pop.
+    let u = uri("v3/bytes_le_uint16_r3");
+    p.push((0..2).map(move |i| {
+        if i == 1 {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Sample::new(u.clone(), Region::new(vec![0, 0, 0], vec![1, 1, 1]))
+    }))
+    .unwrap();
+    assert!(matches!(p.pop_with(Duration::from_secs(30), &mut || true), Err(Error::Interrupted)));
+    assert_eq!(p.pop_with(Duration::from_secs(30), &mut || false).unwrap().len(), 2);
 }
 
 /// The device budget is checked when the first batch fixes the buffer sizes, too.

@@ -170,6 +170,20 @@ impl CudaBackend {
         live.iter().try_for_each(|s| s.synchronize().map_err(cuda_err("cuStreamSynchronize")))
     }
 
+    /// An untimed event recorded on a foreign stream of this context.
+    ///
+    /// # Safety
+    /// `stream` is a live `CUstream` of this context, or a special handle.
+    pub(crate) unsafe fn record_raw_stream(&self, stream: u64) -> Result<CudaEvent> {
+        let event =
+            self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(cuda_err("cuEventCreate"))?;
+        self.ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+        // SAFETY: `event` was just created in this context; `stream` is live per the contract.
+        unsafe { cudarc::driver::result::event::record(event.cu_event(), stream as usize as sys::CUstream) }
+            .map_err(cuda_err("cuEventRecord"))?;
+        Ok(event)
+    }
+
     pub(crate) fn alloc(&self, len: usize) -> Result<CudaSlice<u8>> {
         let slice = self.stream.alloc_zeros::<u8>(len.max(1)).map_err(alloc_err("cuMemAllocAsync", len))?;
         // The allocation and its zeroing are ordered on the default stream only (stream-ordered
@@ -245,6 +259,40 @@ pub(crate) fn record(stream: &Arc<CudaStream>, timed: bool) -> Result<cudarc::dr
 /// so the free runs after the work the event marks without blocking the host.
 pub(crate) fn free_after(slice: &CudaSlice<u8>, event: &CudaEvent) -> Result<()> {
     slice.stream().wait(event).map_err(cuda_err("cuStreamWaitEvent"))
+}
+
+/// Makes `stream` wait for a foreign `CUevent` (a raw handle from another library).
+///
+/// # Safety
+/// `event` is a live `CUevent` of `stream`'s context.
+pub(crate) unsafe fn stream_wait_raw_event(stream: &Arc<CudaStream>, event: u64) -> Result<()> {
+    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+    // SAFETY: `stream` is alive (we hold it); `event` is live per the contract.
+    unsafe {
+        cudarc::driver::result::stream::wait_event(
+            stream.cu_stream(),
+            event as usize as sys::CUevent,
+            sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+        )
+    }
+    .map_err(cuda_err("cuStreamWaitEvent"))
+}
+
+/// Makes a foreign `CUstream` (a raw handle from another library) wait for `event`.
+///
+/// # Safety
+/// `stream` is a live `CUstream` of `event`'s context, or one of the special handles.
+pub(crate) unsafe fn raw_stream_wait_event(stream: u64, event: &CudaEvent) -> Result<()> {
+    event.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+    // SAFETY: `event` is alive (we hold it); `stream` is live per the contract.
+    unsafe {
+        cudarc::driver::result::stream::wait_event(
+            stream as usize as sys::CUstream,
+            event.cu_event(),
+            sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+        )
+    }
+    .map_err(cuda_err("cuStreamWaitEvent"))
 }
 
 /// Copies pageable `src` to device address `dst` on `stream` and waits for it.

@@ -121,6 +121,29 @@ impl Stream {
         }
     }
 
+    /// Makes work queued on this stream from now on wait until a foreign `CUevent` (recorded by
+    /// another library on a stream of the same device, e.g. `torch.cuda.Event.cuda_event`)
+    /// is complete. Does not block the calling thread. The emulator has no foreign events: an
+    /// [`Error::InvalidArgument`] there.
+    ///
+    /// # Safety
+    /// `event` is a live `CUevent` of this stream's context, and stays alive until this call
+    /// returns.
+    pub unsafe fn wait_raw_event(&self, event: u64) -> Result<()> {
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            StreamImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            StreamImpl::Emu(_) => {
+                let _ = event;
+                Err(Error::InvalidArgument("the emulator has no foreign CUDA events to wait for".into()))
+            }
+            #[cfg(feature = "cuda")]
+            // SAFETY: forwarded contract: `event` is live and of this stream's context.
+            StreamImpl::Cuda(s) => unsafe { cuda::stream_wait_raw_event(s, event) },
+        }
+    }
+
     /// Blocks until all work queued on this stream finished; reports an error raised by that work.
     pub fn synchronize(&self) -> Result<()> {
         match &self.imp {
@@ -241,6 +264,43 @@ impl Stream {
 }
 
 impl Event {
+    /// Makes work queued from now on on a foreign `CUstream` (another library's stream of the
+    /// same device; `DLPack`'s `stream` argument: 1 is the legacy default stream, 2 the
+    /// per-thread default stream) wait until this event is complete, without blocking the
+    /// host. On the emulator, whose device memory is host memory, this waits on the host.
+    ///
+    /// # Safety
+    /// `stream` is a live `CUstream` of this event's context (or one of the special handles 0,
+    /// 1, 2), and stays alive until this call returns.
+    pub unsafe fn make_raw_stream_wait(&self, stream: u64) -> Result<()> {
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            EventImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            EventImpl::Emu(e) => {
+                let _ = stream;
+                e.wait_done().map(|_| ())
+            }
+            #[cfg(feature = "cuda")]
+            // SAFETY: forwarded contract: `stream` is live and of this event's context.
+            EventImpl::Cuda(e) => unsafe { cuda::raw_stream_wait_event(stream, e) },
+        }
+    }
+
+    /// The `CUevent` handle, for consumers that order their own work after it; 0 on the
+    /// emulator.
+    #[must_use]
+    pub fn raw_handle(&self) -> u64 {
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            EventImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            EventImpl::Emu(_) => 0,
+            #[cfg(feature = "cuda")]
+            EventImpl::Cuda(e) => e.cu_event() as u64,
+        }
+    }
+
     /// Blocks until the event is complete; reports an error raised by the work before it.
     pub fn synchronize(&self) -> Result<()> {
         match &self.imp {
@@ -316,6 +376,29 @@ impl Device {
         let backend = cuda::CudaBackend::new(ordinal)?;
         let default = Stream { imp: StreamImpl::Cuda(backend.default_stream()) };
         Ok(Self { inner: std::sync::Arc::new(Inner { backend: Backend::Cuda(backend), default }) })
+    }
+
+    /// An event recorded on a foreign `CUstream` (another library's stream of this device, or
+    /// one of the special handles 0, 1, 2): complete once the work queued there so far is. Lets
+    /// a consumer's pending reads fence the reuse of damacy's memory without blocking the host.
+    /// On the emulator (whose consumers read on the host) an event on the default stream.
+    ///
+    /// # Safety
+    /// `stream` is a live `CUstream` of this device's primary context (or a special handle),
+    /// and stays alive until this call returns.
+    pub unsafe fn record_raw_stream(&self, stream: u64) -> Result<Event> {
+        match &self.inner.backend {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            Backend::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            Backend::Emulated { .. } => {
+                let _ = stream;
+                self.inner.default.record(false)
+            }
+            #[cfg(feature = "cuda")]
+            // SAFETY: forwarded contract: `stream` is live and of this context.
+            Backend::Cuda(b) => Ok(Event { imp: EventImpl::Cuda(unsafe { b.record_raw_stream(stream) }?) }),
+        }
     }
 
     /// Which backend this device runs on.

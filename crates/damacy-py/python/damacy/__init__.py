@@ -1,5 +1,7 @@
 """damacy: stream regions of zarr arrays into batched tensors for training.
 
+- :class:`damacy.Pipeline` with :class:`damacy.Config` — push :class:`damacy.Sample` regions,
+  pop :class:`damacy.Batch` tensors (``numpy.from_dlpack``/``torch.from_dlpack``, zero-copy).
 - :class:`damacy.GpuCodecPipeline` — a zarr-python codec pipeline whose reads go through
   damacy's engine: ``zarr.config.set({"codec_pipeline.path": "damacy.GpuCodecPipeline"})``.
 - :mod:`damacy.samplers` — per-rank sample plans (strided or contiguous shares, shuffles,
@@ -10,37 +12,54 @@
 
 from damacy._damacy import (
     Array,
+    Batch,
+    BatchInfo,
     Closed,
     DecodeError,
     DeviceError,
     Error,
+    Exhausted,
     InvalidArgument,
     NotFound,
     OutOfMemory,
+    PipelineStats,
+    PoolStarved,
     Reader,
+    StageStats,
     StorageError,
     Store,
     Timeout,
     Unsupported,
     __version__,
 )
+from damacy._config import Config, Sizes
+from damacy._pipeline import Pipeline
 from damacy._sample import Sample
 from damacy._warnings import DamacyWarning, FallbackWarning
 
 __all__ = [
     "Array",
+    "Batch",
+    "BatchInfo",
     "Closed",
+    "Config",
     "DamacyWarning",
     "DecodeError",
     "DeviceError",
     "Error",
+    "Exhausted",
     "FallbackWarning",
     "GpuCodecPipeline",
     "InvalidArgument",
     "NotFound",
     "OutOfMemory",
+    "Pipeline",
+    "PipelineStats",
+    "PoolStarved",
     "Reader",
     "Sample",
+    "Sizes",
+    "StageStats",
     "StorageError",
     "Store",
     "Timeout",

@@ -210,6 +210,13 @@ impl Batch {
         }
     }
 
+    /// The device a device batch lives on (`None` for a host batch): what bindings need to
+    /// fence a consumer's foreign stream ([`Device::record_raw_stream`]).
+    #[must_use]
+    pub fn device(&self) -> Option<&Device> {
+        self.device.as_ref()
+    }
+
     /// The samples, in order.
     #[must_use]
     pub fn samples(&self) -> &[Sample] {

@@ -214,12 +214,21 @@ impl Pipeline {
     /// [`OnError::Raise`]); later pops go on with the next batches. [`Error::Exhausted`] at once
     /// when nothing pushed is left.
     pub fn pop(&self) -> Result<Batch, Error> {
+        self.pop_with(self.shared.config.pop_timeout, &mut || false)
+    }
+
+    /// [`Pipeline::pop`] waiting at most `timeout` (instead of [`Config::pop_timeout`]), and
+    /// asking `interrupted` at least every 50 ms while it waits (with none of the pipeline's
+    /// locks held): when it says `true` the pop returns [`Error::Interrupted`] and the batch it
+    /// waited for stays queued for the next pop. Bindings use it to honour Ctrl-C.
+    pub fn pop_with(&self, timeout: Duration, interrupted: &mut dyn FnMut() -> bool) -> Result<Batch, Error> {
+        const POLL: Duration = Duration::from_millis(50);
         let started = Instant::now();
-        let deadline = started + self.shared.config.pop_timeout;
+        let deadline = started + timeout;
         let engine_before = self.shared.reader.stats();
         let mut st = self.shared.lock()?;
         if st.held >= self.shared.config.depth {
-            return Err(Error::invalid(format!(
+            return Err(Error::PoolStarved(format!(
                 "you hold {} batches, Config.depth: release or drop one before popping another, or raise Config.depth",
                 st.held
             )));
@@ -264,9 +273,19 @@ impl Pipeline {
             let now = Instant::now();
             if now >= deadline {
                 let engine = self.shared.reader.stats().since(&engine_before);
-                return Err(Error::Timeout(starving(&st, seq, self.shared.config.pop_timeout, &engine)));
+                return Err(Error::Timeout(starving(&st, seq, timeout, &engine)));
             }
-            st = self.shared.ready_cv.wait_timeout(st, deadline - now).map_err(|_| Error::invalid("poisoned"))?.0;
+            st = self
+                .shared
+                .ready_cv
+                .wait_timeout(st, (deadline - now).min(POLL))
+                .map_err(|_| Error::invalid("poisoned"))?
+                .0;
+            drop(st);
+            if interrupted() {
+                return Err(Error::Interrupted);
+            }
+            st = self.shared.lock()?;
         }
     }
 
