@@ -1,7 +1,127 @@
 // shuffle.cu — blosc byte unshuffle and bitunshuffle of decoded blocks.
-// Mapping: one block per blosc block (job, blockIdx.x); DMC_SHUFFLE_THREADS threads stride over
-// the output bytes, each gathers its byte (byte mode) or its 8 bits (bit mode) from the input.
+// Mapping: one block per blosc block (job, blockIdx.x), DMC_SHUFFLE_THREADS threads.
+//
+// Byte mode (issue 14: through shared memory, wide loads and stores). Byte b of element i is
+// stored at b*n + i: the block is `ts` byte planes of n bytes. The block walks the elements in
+// tiles of T elements (T a multiple of 16, as many as DMC_UNSHUFFLE_TILE_WORDS words of static
+// shared memory hold: `ts` rows of T bytes, plus padding in the generic case). Per tile:
+//   1. load: the tile's segment of every plane goes to its shared row; a flat (row, word)
+//      index strides over the threads, so a warp reads 128 contiguous global bytes as 4-byte
+//      words (single bytes when the planes are not 4-byte aligned: n % 4 != 0 or an unaligned
+//      source) and writes 32 consecutive shared words: no bank conflicts;
+//   2. assemble and store: for ts 2, 4 and 8 with an 8-byte-aligned destination, a thread
+//      builds 8 output bytes (8/ts whole elements) from ts shared reads of 8/ts bytes each (a
+//      warp request reads one row, contiguous: conflict-free) and stores them as one 8-byte word
+//      (a warp writes 256 contiguous bytes). Other typesizes (or a destination that is not
+//      8-byte aligned): a thread builds a 4-byte output word from 4 shared byte reads and stores
+//      it as one word (single bytes when the destination is not 4-byte aligned); rows are then
+//      a multiple of 32 words plus ceil(32/ts) words of padding, so that the ~32/ts words one
+//      warp request reads from each of the ts rows lie in different banks.
+//   A __syncthreads separates the phases and the tiles. Leftover bytes (len % ts) are copied
+//   as they are. A typesize too large for a 16-element tile falls back to a direct gather.
+// Bit mode: each thread gathers the 8 bits of its output byte from 8 planes (neighbouring lanes
+// read the same or neighbouring bytes: already coalesced).
 #include "common.cuh"
+
+// Static shared memory of the byte unshuffle tile: 16 KiB (8 blocks of 256 threads fit an SM).
+#define DMC_UNSHUFFLE_TILE_WORDS 4096
+
+// The 8 output bytes of group g (elements g*8/TS ..) from the TS shared rows (`row_words` apart);
+// the bytes of one row a group needs lie in one word.
+template <dmc_u32 TS>
+__device__ __forceinline__ dmc_u64 dmc_unshuffle_group8(const dmc_u32* row, dmc_u32 row_words, dmc_u32 g) {
+    constexpr dmc_u32 E = 8 / TS;  // elements per group = bytes read per row
+    dmc_u64 o = 0;
+    for (dmc_u32 b = 0; b < TS; b++) {
+        // the E bytes of row b at byte offset g*E: inside one word (E divides 4)
+        const dmc_u32 byte = g * E;
+        const dmc_u32 w = row[b * row_words + byte / 4] >> (8 * (byte % 4));
+        for (dmc_u32 k = 0; k < E; k++) o |= (dmc_u64)((w >> (8 * k)) & 0xffu) << (8 * (k * TS + b));
+    }
+    return o;
+}
+
+// Phase 2 for TS in {2, 4, 8}: `out` (8-byte aligned) receives the tile's cnt elements.
+template <dmc_u32 TS>
+__device__ __forceinline__ void dmc_unshuffle_store8(const dmc_u32* tile, dmc_u32 row_words, dmc_u32 cnt,
+                                                     dmc_u8* out, dmc_u32 t, dmc_u32 nt) {
+    constexpr dmc_u32 E = 8 / TS;
+    const dmc_u32 groups = cnt / E;
+    dmc_u64* out8 = (dmc_u64*)out;
+    for (dmc_u32 g = t; g < groups; g += nt) out8[g] = dmc_unshuffle_group8<TS>(tile, row_words, g);
+    const dmc_u8* tb = (const dmc_u8*)tile;
+    for (dmc_u32 i = groups * E + t; i < cnt; i += nt)
+        for (dmc_u32 b = 0; b < TS; b++) out[i * TS + b] = tb[b * row_words * 4 + i];
+}
+
+__device__ __forceinline__ void dmc_unshuffle_bytes(const dmc_u8* __restrict__ src, dmc_u8* __restrict__ dst,
+                                                    dmc_u32 ts, dmc_u32 n) {
+    __shared__ dmc_u32 tile[DMC_UNSHUFFLE_TILE_WORDS];
+    const dmc_u32 t = threadIdx.x, nt = blockDim.x;
+    const bool fast8 = (ts == 2 || ts == 4 || ts == 8) && (((dmc_u64)dst) & 7u) == 0;
+    const dmc_u32 pad = fast8 ? 0 : (32 + ts - 1) / ts;  // words after each row
+    const dmc_u32 per_row = DMC_UNSHUFFLE_TILE_WORDS / ts;
+    const dmc_u32 cap = per_row > pad ? per_row - pad : 0;
+    // generic case: rows of a multiple of 32 words plus the pad, so row b starts at bank b*pad
+    const dmc_u32 align = (!fast8 && cap >= 32) ? 32 : 4;
+    const dmc_u32 tile_words = cap & ~(align - 1);  // T / 4
+    if (tile_words == 0) {
+        // typesize too large for a 16-element tile: direct gather
+        for (dmc_u32 o = t; o < n * ts; o += nt) {
+            const dmc_u32 i = o / ts;
+            dst[o] = src[(o - i * ts) * n + i];
+        }
+        return;
+    }
+    const bool load4 = ((((dmc_u64)src) | n) & 3u) == 0;
+    const dmc_u32 tile_elems = tile_words * 4;
+    dmc_u8* tb = (dmc_u8*)tile;
+    for (dmc_u32 e0 = 0; e0 < n; e0 += tile_elems) {
+        const dmc_u32 cnt = dmc_min_u32(tile_elems, n - e0);
+        const dmc_u32 row_words = ((cnt + 3) / 4 + align - 1) / align * align + pad;
+        // 1. load the tile's segment of every plane into its row
+        if (load4) {
+            const dmc_u32 cw = cnt / 4;  // cnt is a multiple of 4 (n and e0 are)
+            for (dmc_u32 f = t; f < ts * row_words; f += nt) {
+                const dmc_u32 r = f / row_words, w = f - r * row_words;
+                if (w < cw) tile[f] = ((const dmc_u32*)(src + r * n + e0))[w];
+            }
+        } else {
+            const dmc_u32 row_bytes = row_words * 4;
+            for (dmc_u32 f = t; f < ts * row_bytes; f += nt) {
+                const dmc_u32 r = f / row_bytes, x = f - r * row_bytes;
+                if (x < cnt) tb[f] = src[r * n + e0 + x];
+            }
+        }
+        __syncthreads();
+        // 2. assemble whole elements, store words
+        dmc_u8* out = dst + (dmc_u64)e0 * ts;
+        if (fast8) {
+            if (ts == 2) dmc_unshuffle_store8<2>(tile, row_words, cnt, out, t, nt);
+            else if (ts == 4) dmc_unshuffle_store8<4>(tile, row_words, cnt, out, t, nt);
+            else dmc_unshuffle_store8<8>(tile, row_words, cnt, out, t, nt);
+        } else {
+            const dmc_u32 row_bytes = row_words * 4, nb = cnt * ts;
+            dmc_u32 done = 0;
+            if ((((dmc_u64)out) & 3u) == 0) {
+                done = nb / 4 * 4;
+                for (dmc_u32 w = t; w < nb / 4; w += nt) {
+                    dmc_u32 v = 0;
+                    for (dmc_u32 q = 0; q < 4; q++) {
+                        const dmc_u32 p = w * 4 + q, i = p / ts;
+                        v |= (dmc_u32)tb[(p - i * ts) * row_bytes + i] << (8 * q);
+                    }
+                    ((dmc_u32*)out)[w] = v;
+                }
+            }
+            for (dmc_u32 p = done + t; p < nb; p += nt) {
+                const dmc_u32 i = p / ts;
+                out[p] = tb[(p - i * ts) * row_bytes + i];
+            }
+        }
+        __syncthreads();
+    }
+}
 
 extern "C" __global__ void __launch_bounds__(DMC_SHUFFLE_THREADS)
 dmc_unshuffle(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
@@ -21,12 +141,8 @@ dmc_unshuffle(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __
     const dmc_u32 n = j.len / ts;        // whole elements
     const dmc_u32 body = n * ts;         // bytes that are (un)shuffled
     if (j.mode == DMC_SHUFFLE_BYTE) {
-        // byte j of element i is stored at j*n + i; leftover bytes are stored as they are
-        for (dmc_u32 o = t; o < body; o += blockDim.x) {
-            const dmc_u32 i = o / ts;
-            const dmc_u32 b = o - i * ts;
-            dst[o] = src[b * n + i];
-        }
+        // byte b of element i is stored at b*n + i; leftover bytes are stored as they are
+        dmc_unshuffle_bytes(src, dst, ts, n);
         for (dmc_u32 o = body + t; o < j.len; o += blockDim.x) dst[o] = src[o];
     } else if (j.mode == DMC_SHUFFLE_BIT && (n % 8) == 0) {
         // bit b of byte k of element i is bit (i % 8) of byte (k*8+b)*(n/8) + i/8
