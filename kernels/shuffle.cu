@@ -6,9 +6,11 @@
 // tiles of T elements (T a multiple of 16, as many as DMC_UNSHUFFLE_TILE_WORDS words of static
 // shared memory hold: `ts` rows of T bytes, plus padding in the generic case). Per tile:
 //   1. load: the tile's segment of every plane goes to its shared row; a flat (row, word)
-//      index strides over the threads, so a warp reads 128 contiguous global bytes as 4-byte
-//      words (single bytes when the planes are not 4-byte aligned: n % 4 != 0 or an unaligned
-//      source) and writes 32 consecutive shared words: no bank conflicts;
+//      index strides over the threads, so a warp reads 128 contiguous global bytes as aligned
+//      4-byte words (a plane that does not start 4-byte aligned, n % 4 != 0 or an unaligned
+//      block, takes two aligned loads per word, shifted together; only the words at the two
+//      ends of the block load single bytes) and writes 32 consecutive shared words: no bank
+//      conflicts;
 //   2. assemble and store: for ts 2, 4 and 8 with an 8-byte-aligned destination, a thread
 //      builds 8 output bytes (8/ts whole elements) from ts shared reads of 8/ts bytes each (a
 //      warp request reads one row, contiguous: conflict-free) and stores them as one 8-byte word
@@ -25,6 +27,23 @@
 
 // Static shared memory of the byte unshuffle tile: 16 KiB (8 blocks of 256 threads fit an SM).
 #define DMC_UNSHUFFLE_TILE_WORDS 4096
+
+// The 4 bytes at p (any alignment) as a little-endian word, from aligned 4-byte loads that stay
+// inside [lo, hi): one load when p is aligned, two (shifted together) when not; bytes at or past
+// `hi` read as 0, and near either end single bytes are loaded.
+__device__ __forceinline__ dmc_u32 dmc_load_word_any(const dmc_u8* p, const dmc_u8* lo, const dmc_u8* hi) {
+    const dmc_u32 sh = (dmc_u32)(((dmc_u64)p) & 3u);
+    const dmc_u8* a = p - sh;
+    if (sh == 0 && p + 4 <= hi) return *(const dmc_u32*)p;
+    if (sh != 0 && a >= lo && a + 8 <= hi) {
+        const dmc_u32* w = (const dmc_u32*)a;
+        return (w[0] >> (8 * sh)) | (w[1] << (32 - 8 * sh));
+    }
+    dmc_u32 v = 0;
+    for (dmc_u32 q = 0; q < 4; q++)
+        if (p + q < hi) v |= (dmc_u32)p[q] << (8 * q);
+    return v;
+}
 
 // The 8 output bytes of group g (elements g*8/TS ..) from the TS shared rows (`row_words` apart);
 // the bytes of one row a group needs lie in one word.
@@ -54,8 +73,8 @@ __device__ __forceinline__ void dmc_unshuffle_store8(const dmc_u32* tile, dmc_u3
         for (dmc_u32 b = 0; b < TS; b++) out[i * TS + b] = tb[b * row_words * 4 + i];
 }
 
-__device__ __forceinline__ void dmc_unshuffle_bytes(const dmc_u8* __restrict__ src, dmc_u8* __restrict__ dst,
-                                                    dmc_u32 ts, dmc_u32 n) {
+__device__ __forceinline__ void dmc_unshuffle_bytes(const dmc_u8* __restrict__ src, const dmc_u8* src_end,
+                                                    dmc_u8* __restrict__ dst, dmc_u32 ts, dmc_u32 n) {
     __shared__ dmc_u32 tile[DMC_UNSHUFFLE_TILE_WORDS];
     const dmc_u32 t = threadIdx.x, nt = blockDim.x;
     const bool fast8 = (ts == 2 || ts == 4 || ts == 8) && (((dmc_u64)dst) & 7u) == 0;
@@ -73,25 +92,16 @@ __device__ __forceinline__ void dmc_unshuffle_bytes(const dmc_u8* __restrict__ s
         }
         return;
     }
-    const bool load4 = ((((dmc_u64)src) | n) & 3u) == 0;
     const dmc_u32 tile_elems = tile_words * 4;
-    dmc_u8* tb = (dmc_u8*)tile;
+    const dmc_u8* tb = (const dmc_u8*)tile;
     for (dmc_u32 e0 = 0; e0 < n; e0 += tile_elems) {
         const dmc_u32 cnt = dmc_min_u32(tile_elems, n - e0);
         const dmc_u32 row_words = ((cnt + 3) / 4 + align - 1) / align * align + pad;
-        // 1. load the tile's segment of every plane into its row
-        if (load4) {
-            const dmc_u32 cw = cnt / 4;  // cnt is a multiple of 4 (n and e0 are)
-            for (dmc_u32 f = t; f < ts * row_words; f += nt) {
-                const dmc_u32 r = f / row_words, w = f - r * row_words;
-                if (w < cw) tile[f] = ((const dmc_u32*)(src + r * n + e0))[w];
-            }
-        } else {
-            const dmc_u32 row_bytes = row_words * 4;
-            for (dmc_u32 f = t; f < ts * row_bytes; f += nt) {
-                const dmc_u32 r = f / row_bytes, x = f - r * row_bytes;
-                if (x < cnt) tb[f] = src[r * n + e0 + x];
-            }
+        // 1. load the tile's segment of every plane into its row, a word per thread
+        const dmc_u32 cw = (cnt + 3) / 4;
+        for (dmc_u32 f = t; f < ts * row_words; f += nt) {
+            const dmc_u32 r = f / row_words, w = f - r * row_words;
+            if (w < cw) tile[f] = dmc_load_word_any(src + r * n + e0 + 4 * w, src, src_end);
         }
         __syncthreads();
         // 2. assemble whole elements, store words
@@ -142,7 +152,7 @@ dmc_unshuffle(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __
     const dmc_u32 body = n * ts;         // bytes that are (un)shuffled
     if (j.mode == DMC_SHUFFLE_BYTE) {
         // byte b of element i is stored at b*n + i; leftover bytes are stored as they are
-        dmc_unshuffle_bytes(src, dst, ts, n);
+        dmc_unshuffle_bytes(src, src + j.len, dst, ts, n);
         for (dmc_u32 o = body + t; o < j.len; o += blockDim.x) dst[o] = src[o];
     } else if (j.mode == DMC_SHUFFLE_BIT && (n % 8) == 0) {
         // bit b of byte k of element i is bit (i % 8) of byte (k*8+b)*(n/8) + i/8

@@ -599,13 +599,12 @@ proptest! {
         let want = unshuffle_reference(&data, ts);
         let src_mis = if seed & 1 == 0 { 0 } else { src_mis };
         let dst_mis = if seed & 2 == 0 { 0 } else { dst_mis };
-        // u64 backing: the buffers start 8-byte aligned, then the offsets misalign them
-        let mut src_buf = vec![0u64; (len + src_mis) / 8 + 2];
+        // the source is exactly the block (under ASan a read past it fails); the destination
+        // has a u64 backing (8-byte aligned) and zeros around the block
+        let mut src = vec![0u8; src_mis + len];
+        src[src_mis..].copy_from_slice(&data);
         let mut dst_buf = vec![0u64; (len + dst_mis) / 8 + 2];
-        // SAFETY: the u64 vectors are viewed as their bytes, which they own.
-        let src = unsafe { std::slice::from_raw_parts_mut(src_buf.as_mut_ptr().cast::<u8>(), src_buf.len() * 8) };
-        src[src_mis..src_mis + len].copy_from_slice(&data);
-        // SAFETY: as above.
+        // SAFETY: the u64 vector is viewed as its bytes, which it owns.
         let dst = unsafe { std::slice::from_raw_parts_mut(dst_buf.as_mut_ptr().cast::<u8>(), dst_buf.len() * 8) };
         // struct dmc_shuffle_job: src_off, dst_off, {len, typesize}, {mode, stream}
         let job = [src_mis as u64, dst_mis as u64, len as u64 | (ts as u64) << 32, 1u64];
