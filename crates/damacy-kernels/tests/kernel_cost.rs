@@ -140,6 +140,7 @@ mod common;
 fn metrics(c: &LaunchCost, bytes: u64) -> Vec<(&'static str, f64)> {
     let mut m = vec![
         ("sectors_per_request", c.global_total().units_per_request()),
+        ("sectors_vs_ideal", c.global_total().vs_ideal()),
         ("requests_per_byte", c.requests_per_byte(bytes)),
     ];
     let s = c.shared_total();
