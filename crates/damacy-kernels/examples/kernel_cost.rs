@@ -23,6 +23,10 @@ use damacy_kernels::cost::{self, H100Model, MARKDOWN_HEADER, Resources, markdown
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+/// The heading of the report's hand-kept section of measured changes, carried over when the
+/// report is regenerated.
+const HISTORY_HEADER: &str = "## Changes measured with the model";
+
 fn sh(cmd: &str, args: &[&str]) -> String {
     Command::new(cmd)
         .args(args)
@@ -141,6 +145,12 @@ fn main() -> ExitCode {
         }
     }
     let _ = writeln!(md, "\n## Workloads and model terms\n\n{details}");
+    // The hand-kept record of measured changes (before/after numbers with both commits) stays.
+    if let Ok(old) = std::fs::read_to_string(&out_path)
+        && let Some(at) = old.find(HISTORY_HEADER)
+    {
+        let _ = write!(md, "\n{}", &old[at..]);
+    }
     print!("{md}");
     if let Err(e) = std::fs::write(&out_path, &md) {
         eprintln!("kernel_cost: cannot write {out_path}: {e}");
