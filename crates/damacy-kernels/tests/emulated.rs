@@ -613,7 +613,7 @@ proptest! {
         // SAFETY: the job's ranges lie inside the buffers (sizes passed as the totals).
         let rc = unsafe {
             dmc_emu_dmc_unshuffle(1, 1, 256, sched, src.as_ptr(), src.len() as u64, dst.as_mut_ptr(),
-                dst.len() as u64, &job, 1, status.as_mut_ptr())
+                dst.len() as u64, &raw const job, 1, status.as_mut_ptr())
         };
         prop_assert_eq!(rc, 0);
         prop_assert_eq!(status[0], 0);
