@@ -21,6 +21,7 @@ typedef long long dmc_i64;
 #define DMC_LZ4_WARPS_PER_BLOCK 4
 #define DMC_BLOSCLZ_WARPS_PER_BLOCK 4
 #define DMC_ZSTD_WARPS_PER_BLOCK 2
+#define DMC_INFLATE_WARPS_PER_BLOCK 2
 #define DMC_MEMCPY_THREADS 256
 #define DMC_SHUFFLE_THREADS 256
 #define DMC_CRC32C_THREADS 256
@@ -55,6 +56,15 @@ typedef long long dmc_i64;
 // ---- zstd stream flags (dmc_stream.flags of zstd streams) ----
 // Verify the XXH64 content checksum of every frame that carries one.
 #define DMC_ZSTD_VERIFY_CHECKSUM 1
+
+// ---- inflate stream flags (dmc_stream.flags of inflate streams) ----
+// The wrapper around the deflate data: none, zlib (RFC 1950) or gzip (RFC 1952) members.
+#define DMC_INFLATE_FMT_RAW 0
+#define DMC_INFLATE_FMT_ZLIB 1
+#define DMC_INFLATE_FMT_GZIP 2
+#define DMC_INFLATE_FMT_MASK 3
+// Verify the wrapper's checksums: Adler-32 (zlib), CRC32, ISIZE and a header CRC (gzip).
+#define DMC_INFLATE_VERIFY_CHECKSUM 4
 
 // ---- Shuffle modes ----
 #define DMC_SHUFFLE_BYTE 1

@@ -119,8 +119,8 @@ pub fn run_blosc_fixtures(device: &Device) -> (usize, usize) {
             assert!(!files.is_empty(), "{path}: no chunks");
             let inputs: Vec<ChunkInput<'_>> = files.iter().map(|(_, b)| ChunkInput::blosc(b)).collect();
             let results = dec.decode_to_host(&inputs).unwrap().chunks;
-            if !matches!(cname, "lz4" | "lz4hc" | "blosclz" | "zstd") {
-                // Frames whose compressor has no kernel (zlib) are reported as such, unless
+            if !matches!(cname, "lz4" | "lz4hc" | "blosclz" | "zstd" | "zlib") {
+                // Frames whose compressor has no kernel (snappy) are reported as such, unless
                 // blosc stored them memcpyed.
                 for (r, (_, b)) in results.iter().zip(&files) {
                     match r {
@@ -134,7 +134,10 @@ pub fn run_blosc_fixtures(device: &Device) -> (usize, usize) {
             let mut all = Vec::new();
             for (r, (coords, b)) in results.into_iter().zip(&files) {
                 let v = r.unwrap_or_else(|e| panic!("{path} chunk {coords:?} (seed {seed}): {e}"));
-                assert_eq!(Some(&v), blosc_decompress(b).as_ref(), "{path} chunk {coords:?} differs from c-blosc");
+                // The test build of c-blosc has no zlib: those chunks are held to the digest only.
+                if cname != "zlib" {
+                    assert_eq!(Some(&v), blosc_decompress(b).as_ref(), "{path} chunk {coords:?} differs from c-blosc");
+                }
                 all.extend_from_slice(&v);
             }
             all.truncate(a["decoded_bytes"].as_u64().unwrap() as usize);
