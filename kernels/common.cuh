@@ -46,9 +46,9 @@ typedef long long dmc_i64;
 #define DMC_STATUS_BAD_DESCRIPTOR 6
 // Malformed compressed data (zstd: a bad header, table, bitstream or reserved field).
 #define DMC_STATUS_CORRUPT 7
-// The stored content checksum (zstd XXH64) does not match the decoded data.
+// A stored checksum (zstd XXH64, gzip CRC32/ISIZE/header CRC, zlib Adler-32) does not match.
 #define DMC_STATUS_CHECKSUM_MISMATCH 8
-// A valid feature this decoder does not implement (zstd dictionaries).
+// A valid feature this decoder does not implement (zstd dictionaries, zlib preset dictionaries).
 #define DMC_STATUS_UNSUPPORTED 9
 // Stream not processed (initial value written by the host).
 #define DMC_STATUS_PENDING 255
