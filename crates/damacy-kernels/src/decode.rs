@@ -387,43 +387,28 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
             ChunkEncoding::Gzip => c::DMC_INFLATE_FMT_GZIP,
             _ => c::DMC_INFLATE_FMT_ZLIB,
         };
+    // A chunk that is one stream of `codec` decoding to `decoded_len` bytes.
+    let single = |codec: StreamCodec, decoded_len: usize| ChunkPlan {
+        streams: vec![FrameStream {
+            src_off: 0,
+            src_len: payload.len() as u32,
+            dst_off: 0,
+            dst_len: decoded_len as u32,
+            codec,
+            to_scratch: false,
+        }],
+        shuffles: Vec::new(),
+        typesize: 1,
+        decoded_len,
+        payload_len: payload.len(),
+        crc,
+        zstd_flags,
+        inflate_flags,
+    };
     let plan = match input.encoding {
-        ChunkEncoding::Raw => ChunkPlan {
-            streams: vec![FrameStream {
-                src_off: 0,
-                src_len: payload.len() as u32,
-                dst_off: 0,
-                dst_len: payload.len() as u32,
-                codec: StreamCodec::Raw,
-                to_scratch: false,
-            }],
-            shuffles: Vec::new(),
-            typesize: 1,
-            decoded_len: payload.len(),
-            payload_len: payload.len(),
-            crc,
-            zstd_flags,
-            inflate_flags,
-        },
+        ChunkEncoding::Raw => single(StreamCodec::Raw, payload.len()),
         ChunkEncoding::Gzip | ChunkEncoding::Zlib => {
-            let decoded_len = deflate_decoded_len(index, input, payload)?;
-            ChunkPlan {
-                streams: vec![FrameStream {
-                    src_off: 0,
-                    src_len: payload.len() as u32,
-                    dst_off: 0,
-                    dst_len: decoded_len as u32,
-                    codec: StreamCodec::Deflate,
-                    to_scratch: false,
-                }],
-                shuffles: Vec::new(),
-                typesize: 1,
-                decoded_len,
-                payload_len: payload.len(),
-                crc,
-                zstd_flags,
-                inflate_flags,
-            }
+            single(StreamCodec::Deflate, deflate_decoded_len(index, input, payload)?)
         }
         ChunkEncoding::Zstd => {
             let p = zstd::parse(payload, input.expected_len).map_err(|e| zstd_error(index, "zstd frame", 0, e))?;

@@ -70,7 +70,9 @@ impl fmt::Display for StreamStatus {
             Self::BadDescriptor => "stream descriptor out of bounds",
             Self::Corrupt => "malformed compressed data",
             Self::ChecksumMismatch => "content checksum mismatch",
-            Self::Unsupported => "unsupported feature (zstd dictionaries and zlib preset dictionaries are not supported)",
+            Self::Unsupported => {
+                "unsupported feature (zstd dictionaries and zlib preset dictionaries are not supported)"
+            }
             Self::Pending => "stream not processed",
             Self::Unknown(c) => return write!(f, "unknown status {c}"),
         };

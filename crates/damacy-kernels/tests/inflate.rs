@@ -3,8 +3,14 @@
 //! 0–9 (gzip, zlib), stored, fixed-Huffman and dynamic-Huffman blocks built here bit by bit (with
 //! every code-length repeat code), gzip members with every optional header field and several
 //! members per chunk, and corrupt and truncated streams, which must end in a stream status (never
-//! a crash; `scripts/asan.sh` runs this file under AddressSanitizer).
-#![allow(clippy::missing_panics_doc, clippy::too_many_lines, clippy::cast_lossless)]
+//! a crash; `scripts/asan.sh` runs this file under `AddressSanitizer`).
+#![allow(
+    clippy::missing_panics_doc,
+    clippy::too_many_lines,
+    clippy::cast_lossless,
+    clippy::many_single_char_names,
+    clippy::similar_names
+)]
 
 mod common;
 
@@ -22,7 +28,7 @@ fn under_asan() -> bool {
     std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1")
 }
 
-/// The schedule seeds of this run (the shuffled one only under ASan).
+/// The schedule seeds of this run (the shuffled one only under `ASan`).
 fn seeds() -> &'static [u64] {
     if under_asan() { &SEEDS[1..] } else { &SEEDS }
 }
@@ -272,6 +278,9 @@ proptest! {
 
 // ---- Blocks built bit by bit ----
 
+/// The order of the code-length code's lengths in a dynamic block header.
+const ORDER: [usize; 19] = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
+
 /// LSB-first bit writer (deflate's bit order).
 #[derive(Default)]
 struct Bits {
@@ -336,7 +345,8 @@ const DIST_BASE: [u32; 30] = [
     1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145,
     8193, 12289, 16385, 24577,
 ];
-const DIST_EXTRA: [u32; 30] = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13];
+const DIST_EXTRA: [u32; 30] =
+    [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13];
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
@@ -383,7 +393,19 @@ fn write_symbols(w: &mut Bits, ops: &[Op], ll: (&[u32], &[u32]), dd: (&[u32], &[
 fn fixed_block(w: &mut Bits, ops: &[Op], last: bool) {
     w.put(u32::from(last), 1);
     w.put(1, 2);
-    let ll: Vec<u32> = (0..288).map(|s| if s < 144 { 8 } else if s < 256 { 9 } else if s < 280 { 7 } else { 8 }).collect();
+    let ll: Vec<u32> = (0..288)
+        .map(|s| {
+            if s < 144 {
+                8
+            } else if s < 256 {
+                9
+            } else if s < 280 {
+                7
+            } else {
+                8
+            }
+        })
+        .collect();
     let dl = vec![5u32; 30];
     write_symbols(w, ops, (&canonical(&ll), &ll), (&canonical(&dl), &dl));
 }
@@ -446,7 +468,6 @@ fn dynamic_block(w: &mut Bits, ops: &[Op], last: bool) {
         pl[s] = l;
     }
     let pc = canonical(&pl);
-    const ORDER: [usize; 19] = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
     let hclen = ORDER.iter().rposition(|&s| pl[s] > 0).unwrap() + 1;
     w.put(u32::from(last), 1);
     w.put(2, 2);
@@ -671,10 +692,11 @@ fn statuses_name_what_is_wrong() {
         }
     }
     // Without verification, checksums are not read.
-    let lax: Vec<ChunkInput<'_>> = [ChunkInput::gzip(&bad_crc), ChunkInput::zlib(&bad_adler), ChunkInput::gzip(&bad_hcrc)]
-        .into_iter()
-        .map(|i| i.with_expected_len(d.len()))
-        .collect();
+    let lax: Vec<ChunkInput<'_>> =
+        [ChunkInput::gzip(&bad_crc), ChunkInput::zlib(&bad_adler), ChunkInput::gzip(&bad_hcrc)]
+            .into_iter()
+            .map(|i| i.with_expected_len(d.len()))
+            .collect();
     for r in decode(0, &lax) {
         assert_eq!(r.unwrap(), d);
     }
@@ -717,7 +739,7 @@ fn corrupt_and_truncated_streams_end_in_a_status() {
                 variants.push((c[..cut].to_vec(), *gz, expect, true));
             } else {
                 let mut v = c.clone();
-                for _ in 0..1 + k % 4 {
+                for _ in 0..=k % 4 {
                     let at = (next() as usize) % v.len();
                     v[at] ^= 1 << (next() % 8);
                 }
