@@ -336,13 +336,13 @@ pub fn mixed_codec_chunks() -> Vec<MixedChunk> {
     // gzip (sized by its ISIZE) and zlib (sized by the caller), for the inflate kernel.
     for (k, level) in [1u32, 6].into_iter().enumerate() {
         use std::io::Write;
-        let d = test_data(25_000 + 3_001 * k, 2 + k as u8, 200 + k as u64);
-        let mut g = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
-        g.write_all(&d).unwrap();
-        out.push((g.finish().unwrap(), d.clone(), |b| ChunkInput::gzip(b), false));
-        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level));
-        z.write_all(&d).unwrap();
-        out.push((z.finish().unwrap(), d, |b| ChunkInput::zlib(b), true));
+        let data = test_data(25_000 + 3_001 * k, 2 + k as u8, 200 + k as u64);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+        gz.write_all(&data).unwrap();
+        out.push((gz.finish().unwrap(), data.clone(), |b| ChunkInput::gzip(b), false));
+        let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level));
+        zl.write_all(&data).unwrap();
+        out.push((zl.finish().unwrap(), data, |b| ChunkInput::zlib(b), true));
     }
     out
 }
