@@ -203,6 +203,7 @@ struct dmc_inf_state {
     bool verify;
     dmc_u32 phase;
     bool final_block;
+    bool fixed_tables;  // the shared tables hold the fixed code (built without error)
     dmc_u32 member_start;
     dmc_u32 members;
     dmc_u32 check;  // checksum computed by the warp
@@ -436,6 +437,11 @@ __device__ void dmc_inf_step(dmc_inf_state* s, dmc_inflate_smem* sm, dmc_u8* out
                     if (n == 0) break;
                     return dmc_inf_post(sm, DMC_INF_CMD_STORED, (dmc_u32)(p + 4), at, n);
                 }
+                if (type == 1 && s->fixed_tables) {  // the tables of the last block still hold
+                    s->phase = DMC_INF_PH_HUFF;
+                    break;
+                }
+                s->fixed_tables = type == 1;
                 if (type == 1) {
                     for (dmc_u32 k = 0; k < 288; k++) sm->lens[k] = k < 144 ? 8 : k < 256 ? 9 : k < 280 ? 7 : 8;
                     for (dmc_u32 k = 0; k < 32; k++) sm->lens[288 + k] = 5;
@@ -611,6 +617,7 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
     s.verify = (sd.flags & DMC_INFLATE_VERIFY_CHECKSUM) != 0;
     s.phase = DMC_INF_PH_MEMBER;
     s.final_block = false;
+    s.fixed_tables = false;
     s.member_start = 0;
     s.members = 0;
     s.check = 0;

@@ -540,16 +540,19 @@ fn hand_built_blocks_decode() {
         let mut w = Bits::default();
         dynamic_block(&mut w, &ops, true);
         cases.push((format!("dynamic {seed}"), zlib_wrap(&w.finish(), &d), d.clone()));
-        // stored + fixed + dynamic + empty stored, one stream
+        // stored, fixed, fixed (the tables kept), dynamic, fixed (rebuilt), empty stored
         let raw = data(1000 * seed as usize, 0, seed);
         let mut w = Bits::default();
         stored_block(&mut w, &raw, false);
         fixed_block(&mut w, &ops, false);
+        fixed_block(&mut w, &ops, false);
         dynamic_block(&mut w, &ops, false);
+        fixed_block(&mut w, &ops, false);
         stored_block(&mut w, &[], true);
         let mut all = raw.clone();
-        all.extend_from_slice(&d);
-        all.extend_from_slice(&d);
+        for _ in 0..4 {
+            all.extend_from_slice(&d);
+        }
         cases.push((format!("mixed {seed}"), zlib_wrap(&w.finish(), &all), all));
     }
     for (what, c, d) in &cases {
