@@ -21,6 +21,7 @@ typedef long long dmc_i64;
 #define DMC_LZ4_WARPS_PER_BLOCK 4
 #define DMC_BLOSCLZ_WARPS_PER_BLOCK 4
 #define DMC_ZSTD_WARPS_PER_BLOCK 2
+#define DMC_INFLATE_WARPS_PER_BLOCK 2
 #define DMC_MEMCPY_THREADS 256
 #define DMC_SHUFFLE_THREADS 256
 #define DMC_CRC32C_THREADS 256
@@ -45,9 +46,9 @@ typedef long long dmc_i64;
 #define DMC_STATUS_BAD_DESCRIPTOR 6
 // Malformed compressed data (zstd: a bad header, table, bitstream or reserved field).
 #define DMC_STATUS_CORRUPT 7
-// The stored content checksum (zstd XXH64) does not match the decoded data.
+// A stored checksum (zstd XXH64, gzip CRC32/ISIZE/header CRC, zlib Adler-32) does not match.
 #define DMC_STATUS_CHECKSUM_MISMATCH 8
-// A valid feature this decoder does not implement (zstd dictionaries).
+// A valid feature this decoder does not implement (zstd dictionaries, zlib preset dictionaries).
 #define DMC_STATUS_UNSUPPORTED 9
 // Stream not processed (initial value written by the host).
 #define DMC_STATUS_PENDING 255
@@ -55,6 +56,15 @@ typedef long long dmc_i64;
 // ---- zstd stream flags (dmc_stream.flags of zstd streams) ----
 // Verify the XXH64 content checksum of every frame that carries one.
 #define DMC_ZSTD_VERIFY_CHECKSUM 1
+
+// ---- inflate stream flags (dmc_stream.flags of inflate streams) ----
+// The wrapper around the deflate data: none, zlib (RFC 1950) or gzip (RFC 1952) members.
+#define DMC_INFLATE_FMT_RAW 0
+#define DMC_INFLATE_FMT_ZLIB 1
+#define DMC_INFLATE_FMT_GZIP 2
+#define DMC_INFLATE_FMT_MASK 3
+// Verify the wrapper's checksums: Adler-32 (zlib), CRC32, ISIZE and a header CRC (gzip).
+#define DMC_INFLATE_VERIFY_CHECKSUM 4
 
 // ---- Shuffle modes ----
 #define DMC_SHUFFLE_BYTE 1

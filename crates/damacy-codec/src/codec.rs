@@ -9,6 +9,8 @@ use zarrs::metadata::Endianness;
 use zarrs::metadata::v3::MetadataV3;
 use zarrs::metadata_ext::codec::blosc::{BloscCodecConfiguration, BloscCompressor};
 use zarrs::metadata_ext::codec::bytes::BytesCodecConfiguration;
+use zarrs::metadata_ext::codec::gzip::GzipCodecConfiguration;
+use zarrs::metadata_ext::codec::zlib::ZlibCodecConfiguration;
 use zarrs::metadata_ext::codec::zstd::ZstdCodecConfiguration;
 
 /// The bytes-to-bytes codec a device chain decodes with a kernel.
@@ -17,15 +19,21 @@ use zarrs::metadata_ext::codec::zstd::ZstdCodecConfiguration;
 pub enum DeviceCodec {
     /// No compression: the chunk's bytes are its elements (a copy kernel).
     Raw,
-    /// blosc with lz4, lz4hc, blosclz, zstd or memcpyed blocks and any shuffle.
+    /// blosc with lz4, lz4hc, blosclz, zstd, zlib or memcpyed blocks and any shuffle.
     Blosc,
     /// zstd: one or more frames per chunk, the XXH64 content checksum verified when the array's
     /// options validate checksums.
     Zstd,
+    /// gzip (zarr v3 `gzip`, numcodecs `gzip`): one or more members per chunk, CRC32 and ISIZE
+    /// verified when the array's options validate checksums.
+    Gzip,
+    /// zlib (numcodecs `zlib`, zarrs `numcodecs.zlib`), Adler-32 verified when the array's
+    /// options validate checksums.
+    Zlib,
 }
 
-/// A chain the device decodes: `bytes`, then at most one compressor (blosc or zstd), then at
-/// most a crc32c.
+/// A chain the device decodes: `bytes`, then at most one compressor (blosc, zstd, gzip or
+/// zlib), then at most a crc32c.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct DeviceChain {
@@ -77,11 +85,14 @@ fn blosc_has_kernel(meta: &MetadataV3) -> Result<(), String> {
         Err(e) => return Err(format!("blosc configuration: {e}")),
     };
     match cname {
-        BloscCompressor::LZ4 | BloscCompressor::LZ4HC | BloscCompressor::BloscLZ | BloscCompressor::Zstd => Ok(()),
-        other => Err(format!(
-            "blosc with cname {} has no device kernel yet (lz4, lz4hc, blosclz and zstd do)",
-            format!("{other:?}").to_lowercase()
-        )),
+        BloscCompressor::LZ4
+        | BloscCompressor::LZ4HC
+        | BloscCompressor::BloscLZ
+        | BloscCompressor::Zstd
+        | BloscCompressor::Zlib => Ok(()),
+        BloscCompressor::Snappy => {
+            Err("blosc with cname snappy has no device kernel yet (lz4, lz4hc, blosclz, zstd and zlib do)".into())
+        }
     }
 }
 
@@ -92,6 +103,24 @@ fn zstd_config(meta: &MetadataV3) -> Result<(), String> {
         Ok(ZstdCodecConfiguration::V1(_) | ZstdCodecConfiguration::Numcodecs(_)) => Ok(()),
         Ok(_) => Err("unknown zstd configuration version".into()),
         Err(e) => Err(format!("zstd configuration: {e}")),
+    }
+}
+
+/// Checks that a gzip or zlib codec's configuration is one zarrs knows (the level does not
+/// matter to decoding).
+fn deflate_config(meta: &MetadataV3) -> Result<DeviceCodec, String> {
+    if meta.name() == "gzip" {
+        match meta.to_typed_configuration::<GzipCodecConfiguration>() {
+            Ok(GzipCodecConfiguration::V1(_)) => Ok(DeviceCodec::Gzip),
+            Ok(_) => Err("unknown gzip configuration version".into()),
+            Err(e) => Err(format!("gzip configuration: {e}")),
+        }
+    } else {
+        match meta.to_typed_configuration::<ZlibCodecConfiguration>() {
+            Ok(ZlibCodecConfiguration::V1(_)) => Ok(DeviceCodec::Zlib),
+            Ok(_) => Err("unknown zlib configuration version".into()),
+            Err(e) => Err(format!("zlib configuration: {e}")),
+        }
     }
 }
 
@@ -122,10 +151,16 @@ fn device_chain(chain: &[MetadataV3], dtype_size: usize) -> Result<DeviceChain, 
                 zstd_config(meta)?;
                 out.codec = DeviceCodec::Zstd;
             }
+            "gzip" | "zlib" | "numcodecs.zlib" if seen_bytes && out.codec == DeviceCodec::Raw && !out.crc32c => {
+                out.codec = deflate_config(meta)?;
+            }
             "crc32c" if seen_bytes && i + 1 == chain.len() => out.crc32c = true,
             "crc32c" => return Err("crc32c is not the last codec; the device route verifies it only there".into()),
-            "blosc" | "zstd" | "bytes" => {
-                return Err(format!("{} appears out of the order bytes, blosc or zstd, crc32c", meta.name()));
+            "blosc" | "zstd" | "gzip" | "zlib" | "numcodecs.zlib" | "bytes" => {
+                return Err(format!(
+                    "{} appears out of the order bytes, a compressor (blosc, zstd, gzip or zlib), crc32c",
+                    meta.name()
+                ));
             }
             "transpose" => return Err("the chain has a transpose, which the device route does not run yet".into()),
             "sharding_indexed" => return Err("nested sharding runs on the CPU".into()),
@@ -183,6 +218,15 @@ mod tests {
             2,
         );
         assert_eq!(c.codec, DeviceCodec::Blosc);
+        let c = device(r#"[{"name":"bytes"},{"name":"gzip","configuration":{"level":5}},{"name":"crc32c"}]"#, 2);
+        assert_eq!(c, DeviceChain { codec: DeviceCodec::Gzip, crc32c: true, big_endian: false });
+        let c = device(r#"[{"name":"bytes"},{"name":"numcodecs.zlib","configuration":{"level":1}}]"#, 4);
+        assert_eq!(c.codec, DeviceCodec::Zlib);
+        let c = device(
+            r#"[{"name":"bytes"},{"name":"blosc","configuration":{"cname":"zlib","clevel":5,"shuffle":"noshuffle","blocksize":0}}]"#,
+            2,
+        );
+        assert_eq!(c.codec, DeviceCodec::Blosc);
     }
 
     #[test]
@@ -193,11 +237,17 @@ mod tests {
         assert!(e.contains("zstd appears out of the order"), "{e}");
         let e = cpu(r#"[{"name":"bytes"},{"name":"zstd","configuration":{"level":0,"checksum":false,"dict":1}}]"#);
         assert!(e.contains("zstd configuration"), "{e}");
-        assert!(cpu(r#"[{"name":"bytes"},{"name":"gzip","configuration":{"level":5}}]"#).contains("gzip"));
         let e = cpu(
-            r#"[{"name":"bytes"},{"name":"blosc","configuration":{"cname":"zlib","clevel":5,"shuffle":"noshuffle","blocksize":0}}]"#,
+            r#"[{"name":"bytes"},{"name":"gzip","configuration":{"level":5}},{"name":"zstd","configuration":{"level":0,"checksum":false}}]"#,
         );
-        assert!(e.contains("zlib"), "{e}");
+        assert!(e.contains("zstd appears out of the order"), "{e}");
+        assert!(
+            cpu(r#"[{"name":"bytes"},{"name":"gzip","configuration":{"level":50}}]"#).contains("gzip configuration")
+        );
+        let e = cpu(
+            r#"[{"name":"bytes"},{"name":"blosc","configuration":{"cname":"snappy","clevel":5,"shuffle":"noshuffle","blocksize":0}}]"#,
+        );
+        assert!(e.contains("snappy"), "{e}");
         assert!(
             cpu(r#"[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes"}]"#).contains("transpose")
         );

@@ -52,7 +52,7 @@ pub fn describe(meta: &MetadataV3) -> String {
             .filter_map(|k| get(k).map(|v| format!("{k}={v}")))
             .collect(),
         "zstd" => ["level", "checksum"].iter().filter_map(|k| get(k).map(|v| format!("{k}={v}"))).collect(),
-        "gzip" | "zlib" => get("level").map(|v| vec![format!("level={v}")]).unwrap_or_default(),
+        "gzip" | "zlib" | "numcodecs.zlib" => get("level").map(|v| vec![format!("level={v}")]).unwrap_or_default(),
         "bytes" => get("endian").map(|v| vec![v]).unwrap_or_default(),
         "transpose" => get("order").map(|v| vec![format!("order={v}")]).unwrap_or_default(),
         "sharding_indexed" => get("index_location").map(|v| vec![format!("index at {v}")]).unwrap_or_default(),
@@ -68,10 +68,15 @@ fn kernel_for(meta: &MetadataV3, chain: DeviceChain) -> &'static str {
         "blosc" if chain.codec == DeviceCodec::Blosc => match cname {
             Some("zstd") => "blosc parse, zstd frame parse, zstd kernel, unshuffle/bitunshuffle",
             Some("blosclz") => "blosc parse, blosclz kernel, unshuffle/bitunshuffle",
+            Some("zlib") => "blosc parse, inflate kernel, unshuffle/bitunshuffle",
             _ => "blosc parse, lz4 kernel, unshuffle/bitunshuffle",
         },
         "zstd" if chain.codec == DeviceCodec::Zstd => {
             "zstd frame parse, zstd kernel (XXH64 when checksums are validated)"
+        }
+        "gzip" if chain.codec == DeviceCodec::Gzip => "inflate kernel (CRC32 and ISIZE when checksums are validated)",
+        "zlib" | "numcodecs.zlib" if chain.codec == DeviceCodec::Zlib => {
+            "inflate kernel (Adler-32 when checksums are validated)"
         }
         "crc32c" => "crc32c kernel",
         "bytes" if chain.big_endian => "raw copy kernel, byte swap",

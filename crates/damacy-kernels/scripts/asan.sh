@@ -8,4 +8,4 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/asan}"
 # libasan is linked dynamically into a binary that is not itself instrumented; fibers switch
 # stacks, so stack-use-after-return tracking is off.
 export ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0:detect_stack_use_after_return=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-exec cargo test -p damacy-kernels --features emulate --test emulated --test emulated_casts --test emulator_checks --test zstd "$@"
+exec cargo test -p damacy-kernels --features emulate --test emulated --test emulated_casts --test emulator_checks --test zstd --test inflate "$@"

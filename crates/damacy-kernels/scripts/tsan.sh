@@ -12,11 +12,15 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/tsan"
 # address de-duplication of this libtsan scans a list per suppressed host-vs-kernel report.
 export TSAN_OPTIONS="halt_on_error=0:exitcode=66:report_signal_unsafe=0:suppress_equal_addresses=0:suppressions=$PWD/crates/damacy-kernels/scripts/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 # Every seeded-bug test, and the real kernels on the tests that exercise them (lz4, blosclz,
-# memcpy, crc32c, unshuffle, assemble on the fixtures); the fixture/proptest sweeps and the cast
+# memcpy, crc32c, unshuffle, assemble on the fixtures; inflate on its small cases); the fixture/proptest sweeps and the cast
 # matrix run under the schedules and ASan only — gcc 12's libtsan makes them take many minutes.
 # (shuffled_schedule_catches_a_missing_barrier runs a defective kernel on purpose; its race is
 # asserted by emulator_checks in a child process.)
 cargo test -p damacy-kernels --features emulate --test emulator_checks "$@"
+# inflate: hand-built stored/fixed/dynamic blocks, gzip members and every status case (small
+# streams: table builds, match and stored copies, both checksums, all through the warp commands)
+cargo test -p damacy-kernels --features emulate --test inflate "$@" -- \
+    hand_built_blocks_decode gzip_members_and_header_fields statuses_name_what_is_wrong
 exec cargo test -p damacy-kernels --features emulate --test emulated "$@" -- \
     --skip blosc_fixtures --skip random_blosc --skip corrupted_frames --skip pipelined --skip many_chunks \
     --skip shuffled_schedule_catches_a_missing_barrier

@@ -206,6 +206,9 @@ pub enum StreamCodec {
     /// Zstandard: one or more zstd frames (blosc's zstd compressor writes one frame per
     /// stream). The decoder's host parse reads the frames before it hands them to the kernel.
     Zstd,
+    /// zlib (RFC 1950): a deflate stream with a zlib header and Adler-32, as blosc's zlib
+    /// compressor writes one per stream.
+    Deflate,
     /// Stored bytes.
     Raw,
 }
@@ -279,6 +282,7 @@ pub fn plan_frame(frame: &[u8]) -> Result<FramePlan, FrameError> {
         BloscCodec::Lz4 => StreamCodec::Lz4,
         BloscCodec::BloscLz => StreamCodec::BloscLz,
         BloscCodec::Zstd => StreamCodec::Zstd,
+        BloscCodec::Zlib => StreamCodec::Deflate,
         other => {
             return Err(FrameError {
                 offset: 2,
@@ -427,13 +431,13 @@ mod tests {
 
     #[test]
     fn unsupported_compressor_is_reported() {
-        let mut f = header(3 << 5, 1, 100, 100, 0);
+        let mut f = header(2 << 5, 1, 100, 100, 0);
         f.extend_from_slice(&20u32.to_le_bytes());
         let n = f.len() as u32;
         f[12..16].copy_from_slice(&n.to_le_bytes());
         let e = plan_frame(&f).unwrap_err();
         assert_eq!(e.kind, FrameErrorKind::Unsupported);
-        assert!(e.reason.contains("zlib"), "{}", e.reason);
+        assert!(e.reason.contains("snappy"), "{}", e.reason);
     }
 
     proptest::proptest! {

@@ -1,5 +1,5 @@
 //! Batched decode of chunks on a [`Device`]: host parse (rayon) → one host-to-device copy per
-//! wave → one launch per codec per wave (crc32c, lz4, blosclz, zstd, raw copy) → unshuffle.
+//! wave → one launch per codec per wave (crc32c, lz4, blosclz, zstd, inflate, raw copy) → unshuffle.
 //!
 //! The decoder owns its buffers — pinned host staging and device memory — sized once from
 //! [`DecodeConfig`] against hard budgets: exceeding a budget is an error at construction, never
@@ -16,24 +16,39 @@ use crate::device::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::error::{Error, Result, StreamStatus};
 use crate::kernel::Kernel;
 use crate::launch::{
-    BloscLzDecodeArgs, Crc32cArgs, KernelArgs, Lz4DecodeArgs, MemcpyArgs, UnshuffleArgs, ZstdDecodeArgs,
+    BloscLzDecodeArgs, Crc32cArgs, InflateDecodeArgs, KernelArgs, Lz4DecodeArgs, MemcpyArgs, UnshuffleArgs,
+    ZstdDecodeArgs,
 };
 use crate::wire::{ShuffleJobDesc, StreamDesc};
 use crate::zstd;
 
 /// The kernels a decoder launches; [`Decoder::new`] prepares them.
-const DECODE_KERNELS: [Kernel; 6] =
-    [Kernel::Crc32c, Kernel::Lz4Decode, Kernel::BloscLzDecode, Kernel::ZstdDecode, Kernel::Memcpy, Kernel::Unshuffle];
+const DECODE_KERNELS: [Kernel; 7] = [
+    Kernel::Crc32c,
+    Kernel::Lz4Decode,
+    Kernel::BloscLzDecode,
+    Kernel::ZstdDecode,
+    Kernel::InflateDecode,
+    Kernel::Memcpy,
+    Kernel::Unshuffle,
+];
 
 /// How a chunk's bytes are encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ChunkEncoding {
-    /// One blosc1 frame (lz4, lz4hc, blosclz, zstd or memcpyed; any shuffle).
+    /// One blosc1 frame (lz4, lz4hc, blosclz, zstd, zlib or memcpyed; any shuffle).
     Blosc,
     /// One or more zstd frames (skippable frames allowed), as the zarr `zstd` codec writes
     /// them. A frame without a content size needs [`ChunkInput::expected_len`].
     Zstd,
+    /// One or more gzip members (RFC 1952), as the zarr `gzip` codec and numcodecs' `gzip`
+    /// write them. Without [`ChunkInput::expected_len`] the output size is the last member's
+    /// ISIZE.
+    Gzip,
+    /// One zlib stream (RFC 1950), as numcodecs' `zlib` writes it. Needs
+    /// [`ChunkInput::expected_len`].
+    Zlib,
     /// Raw bytes (zarr `bytes` codec); the decoded bytes are the encoded bytes.
     Raw,
 }
@@ -53,7 +68,8 @@ pub struct ChunkInput<'a> {
     /// content size take their output size from it (a decode error when it is `None`).
     pub expected_len: Option<usize>,
     /// Verify the XXH64 content checksum of every zstd frame that carries one (zstd chunks and
-    /// blosc-zstd streams); a mismatch is a decode error. Off, the checksum is skipped.
+    /// blosc-zstd streams), the CRC32 and ISIZE of gzip members and the Adler-32 of zlib streams
+    /// (zlib chunks and blosc-zlib streams); a mismatch is a decode error. Off, they are skipped.
     pub verify_checksums: bool,
 }
 
@@ -68,6 +84,18 @@ impl<'a> ChunkInput<'a> {
     #[must_use]
     pub fn zstd(bytes: &'a [u8]) -> Self {
         Self { bytes, encoding: ChunkEncoding::Zstd, crc32c: false, expected_len: None, verify_checksums: false }
+    }
+
+    /// One or more gzip members.
+    #[must_use]
+    pub fn gzip(bytes: &'a [u8]) -> Self {
+        Self { bytes, encoding: ChunkEncoding::Gzip, crc32c: false, expected_len: None, verify_checksums: false }
+    }
+
+    /// One zlib stream.
+    #[must_use]
+    pub fn zlib(bytes: &'a [u8]) -> Self {
+        Self { bytes, encoding: ChunkEncoding::Zlib, crc32c: false, expected_len: None, verify_checksums: false }
     }
 
     /// Raw bytes.
@@ -90,7 +118,7 @@ impl<'a> ChunkInput<'a> {
         self
     }
 
-    /// Verifies the XXH64 content checksums of the chunk's zstd frames.
+    /// Verifies the chunk's checksums: zstd XXH64, gzip CRC32 and ISIZE, zlib Adler-32.
     #[must_use]
     pub fn with_checksum_verification(mut self) -> Self {
         self.verify_checksums = true;
@@ -231,9 +259,10 @@ pub struct WaveStats {
     pub bytes_uploaded: usize,
     /// Decoded bytes produced.
     pub bytes_decoded: usize,
-    /// Streams per codec: lz4, blosclz, raw, crc32c, zstd (a zstd stream is a run of frames
-    /// with a known output range: usually one frame, one blosc split).
-    pub streams: [usize; 5],
+    /// Streams per codec: lz4, blosclz, raw, crc32c, zstd, inflate (a zstd stream is a run of
+    /// frames with a known output range: usually one frame, one blosc split; an inflate stream
+    /// is a gzip or zlib chunk or one blosc-zlib split).
+    pub streams: [usize; 6],
     /// Device time of the kernels: from the first launch of a wave to the end of its last
     /// kernel, summed over waves (timing events on CUDA; wall clock on the emulator).
     pub kernel_time: Duration,
@@ -328,6 +357,8 @@ struct ChunkPlan {
     crc: Option<u32>,
     /// `dmc_stream.flags` of the chunk's zstd streams.
     zstd_flags: u32,
+    /// `dmc_stream.flags` of the chunk's inflate streams (wrapper format and verification).
+    inflate_flags: u32,
 }
 
 fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
@@ -350,23 +381,35 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
         return Err(Error::Unsupported { chunk: index, what: format!("a {}-byte chunk (4 GiB limit)", payload.len()) });
     }
     let zstd_flags = if input.verify_checksums { c::DMC_ZSTD_VERIFY_CHECKSUM } else { 0 };
+    let verify_inflate = if input.verify_checksums { c::DMC_INFLATE_VERIFY_CHECKSUM } else { 0 };
+    let inflate_flags = verify_inflate
+        | match input.encoding {
+            ChunkEncoding::Gzip => c::DMC_INFLATE_FMT_GZIP,
+            _ => c::DMC_INFLATE_FMT_ZLIB,
+        };
+    // A chunk that is one stream of `codec` decoding to `decoded_len` bytes.
+    let single = |codec: StreamCodec, decoded_len: usize| ChunkPlan {
+        streams: vec![FrameStream {
+            src_off: 0,
+            src_len: payload.len() as u32,
+            dst_off: 0,
+            dst_len: decoded_len as u32,
+            codec,
+            to_scratch: false,
+        }],
+        shuffles: Vec::new(),
+        typesize: 1,
+        decoded_len,
+        payload_len: payload.len(),
+        crc,
+        zstd_flags,
+        inflate_flags,
+    };
     let plan = match input.encoding {
-        ChunkEncoding::Raw => ChunkPlan {
-            streams: vec![FrameStream {
-                src_off: 0,
-                src_len: payload.len() as u32,
-                dst_off: 0,
-                dst_len: payload.len() as u32,
-                codec: StreamCodec::Raw,
-                to_scratch: false,
-            }],
-            shuffles: Vec::new(),
-            typesize: 1,
-            decoded_len: payload.len(),
-            payload_len: payload.len(),
-            crc,
-            zstd_flags,
-        },
+        ChunkEncoding::Raw => single(StreamCodec::Raw, payload.len()),
+        ChunkEncoding::Gzip | ChunkEncoding::Zlib => {
+            single(StreamCodec::Deflate, deflate_decoded_len(index, input, payload)?)
+        }
         ChunkEncoding::Zstd => {
             let p = zstd::parse(payload, input.expected_len).map_err(|e| zstd_error(index, "zstd frame", 0, e))?;
             ChunkPlan {
@@ -377,6 +420,7 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
                 payload_len: payload.len(),
                 crc,
                 zstd_flags,
+                inflate_flags,
             }
         }
         ChunkEncoding::Blosc => {
@@ -397,6 +441,7 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
                 shuffles: p.shuffles,
                 crc,
                 zstd_flags,
+                inflate_flags,
             }
         }
     };
@@ -411,6 +456,37 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
         });
     }
     Ok(plan)
+}
+
+/// The decoded size of a gzip or zlib chunk: the caller's expected size, else (gzip) the last
+/// member's ISIZE (the size modulo 2^32; a wrong guess is a size-mismatch status).
+fn deflate_decoded_len(index: usize, input: &ChunkInput<'_>, payload: &[u8]) -> Result<usize> {
+    if let Some(e) = input.expected_len {
+        if e > u32::MAX as usize {
+            return Err(Error::Unsupported { chunk: index, what: format!("{e} decoded bytes (4 GiB limit)") });
+        }
+        return Ok(e);
+    }
+    let what = if input.encoding == ChunkEncoding::Gzip { "gzip member" } else { "zlib stream" };
+    match (input.encoding, payload.len().checked_sub(4)) {
+        (ChunkEncoding::Gzip, Some(at)) if payload.len() >= 18 => {
+            Ok(payload[at..].iter().rev().fold(0usize, |a, &b| (a << 8) | usize::from(b)))
+        }
+        (ChunkEncoding::Gzip, _) => Err(Error::Decode {
+            chunk: index,
+            what,
+            offset: 0,
+            reason: format!("{} bytes cannot hold a gzip member (18 bytes at least)", payload.len()),
+        }),
+        _ => Err(Error::Decode {
+            chunk: index,
+            what,
+            offset: 0,
+            reason: "a zlib stream does not record its decoded size: give the expected size \
+                     (ChunkInput::with_expected_len)"
+                .into(),
+        }),
+    }
 }
 
 /// A zstd parse error of chunk `index` as the decoder reports it; `base` is the byte of the
@@ -484,19 +560,21 @@ const SLOT_BLOSCLZ: usize = 1;
 const SLOT_RAW: usize = 2;
 const SLOT_CRC: usize = 3;
 const SLOT_ZSTD: usize = 4;
+const SLOT_INFLATE: usize = 5;
 /// Codec slots.
-const N_SLOTS: usize = 5;
+const N_SLOTS: usize = 6;
 
 fn codec_slot(codec: StreamCodec) -> usize {
     match codec {
         StreamCodec::Lz4 => SLOT_LZ4,
         StreamCodec::BloscLz => SLOT_BLOSCLZ,
         StreamCodec::Zstd => SLOT_ZSTD,
+        StreamCodec::Deflate => SLOT_INFLATE,
         StreamCodec::Raw => SLOT_RAW,
     }
 }
 
-const SLOT_NAMES: [&str; N_SLOTS] = ["lz4", "blosclz", "raw", "crc32c", "zstd"];
+const SLOT_NAMES: [&str; N_SLOTS] = ["lz4", "blosclz", "raw", "crc32c", "zstd", "inflate"];
 
 /// Appends `items` to `tables` as bytes, starting at a 16-byte aligned offset; returns that
 /// offset.
@@ -923,7 +1001,11 @@ impl Decoder {
                     src_len: s.src_len,
                     dst_len: s.dst_len,
                     codec: slot as u32,
-                    flags: if slot == SLOT_ZSTD { p.zstd_flags } else { 0 },
+                    flags: match slot {
+                        SLOT_ZSTD => p.zstd_flags,
+                        SLOT_INFLATE => p.inflate_flags,
+                        _ => 0,
+                    },
                 });
                 infos.push(StreamInfo {
                     chunk: *idx,
@@ -1036,7 +1118,7 @@ impl Decoder {
             unsafe { args.launch(dev, compute, (n, 1), &uses[..1])? };
             stats.launches += 1;
         }
-        for slot_k in [SLOT_LZ4, SLOT_BLOSCLZ, SLOT_ZSTD, SLOT_RAW] {
+        for slot_k in [SLOT_LZ4, SLOT_BLOSCLZ, SLOT_ZSTD, SLOT_INFLATE, SLOT_RAW] {
             let n_ids = ids[slot_k].len() as u32;
             if n_ids == 0 {
                 continue;
@@ -1084,6 +1166,20 @@ impl Decoder {
                         actual,
                     };
                     unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_ZSTD_WARPS_PER_BLOCK), 1), &uses)? };
+                }
+                SLOT_INFLATE => {
+                    let args = InflateDecodeArgs {
+                        src_base,
+                        src_total,
+                        dst_base,
+                        dst_total,
+                        streams,
+                        ids,
+                        n_ids,
+                        status: status_words,
+                        actual,
+                    };
+                    unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_INFLATE_WARPS_PER_BLOCK), 1), &uses)? };
                 }
                 _ => {
                     let args = MemcpyArgs {

@@ -25,9 +25,11 @@ pub enum StreamStatus {
     BadDescriptor,
     /// Malformed compressed data (a bad header, table, bitstream or reserved field).
     Corrupt,
-    /// The stored content checksum (zstd's XXH64) does not match the decoded data.
+    /// A stored checksum (zstd's XXH64, gzip's CRC32/ISIZE/header CRC, zlib's Adler-32) does not
+    /// match the decoded data.
     ChecksumMismatch,
-    /// A valid feature the kernel does not implement (zstd dictionaries).
+    /// A valid feature the kernel does not implement (zstd dictionaries, zlib preset
+    /// dictionaries).
     Unsupported,
     /// The stream was never processed by a kernel (a host-side bug).
     Pending,
@@ -68,7 +70,9 @@ impl fmt::Display for StreamStatus {
             Self::BadDescriptor => "stream descriptor out of bounds",
             Self::Corrupt => "malformed compressed data",
             Self::ChecksumMismatch => "content checksum mismatch",
-            Self::Unsupported => "unsupported feature (zstd dictionaries are not supported)",
+            Self::Unsupported => {
+                "unsupported feature (zstd dictionaries and zlib preset dictionaries are not supported)"
+            }
             Self::Pending => "stream not processed",
             Self::Unknown(c) => return write!(f, "unknown status {c}"),
         };

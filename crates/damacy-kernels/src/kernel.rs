@@ -21,15 +21,18 @@ pub enum Kernel {
     Assemble,
     /// `zstd.cu`: Zstandard frame decode, one warp per job (one or more frames).
     ZstdDecode,
+    /// `inflate.cu`: deflate decode (raw, zlib or gzip wrapped), one warp per stream.
+    InflateDecode,
 }
 
 impl Kernel {
     /// Every kernel, in launch order of a wave.
-    pub const ALL: [Kernel; 7] = [
+    pub const ALL: [Kernel; 8] = [
         Kernel::Crc32c,
         Kernel::Lz4Decode,
         Kernel::BloscLzDecode,
         Kernel::ZstdDecode,
+        Kernel::InflateDecode,
         Kernel::Memcpy,
         Kernel::Unshuffle,
         Kernel::Assemble,
@@ -46,6 +49,7 @@ impl Kernel {
             Kernel::Crc32c => "dmc_crc32c",
             Kernel::Assemble => "dmc_assemble",
             Kernel::ZstdDecode => "dmc_zstd_decode",
+            Kernel::InflateDecode => "dmc_inflate_decode",
         }
     }
 
@@ -60,6 +64,7 @@ impl Kernel {
             Kernel::Crc32c => "crc32c.cu",
             Kernel::Assemble => "assemble.cu",
             Kernel::ZstdDecode => "zstd.cu",
+            Kernel::InflateDecode => "inflate.cu",
         }
     }
 
@@ -74,6 +79,7 @@ impl Kernel {
             Kernel::Crc32c => include_str!("../../../kernels/crc32c.cu"),
             Kernel::Assemble => include_str!("../../../kernels/assemble.cu"),
             Kernel::ZstdDecode => include_str!("../../../kernels/zstd.cu"),
+            Kernel::InflateDecode => include_str!("../../../kernels/inflate.cu"),
         }
     }
 
@@ -96,6 +102,7 @@ impl Kernel {
             Kernel::Crc32c => c::DMC_CRC32C_THREADS,
             Kernel::Assemble => c::DMC_ASSEMBLE_THREADS,
             Kernel::ZstdDecode => c::DMC_ZSTD_WARPS_PER_BLOCK * c::DMC_WARP_SIZE,
+            Kernel::InflateDecode => c::DMC_INFLATE_WARPS_PER_BLOCK * c::DMC_WARP_SIZE,
         }
     }
 }

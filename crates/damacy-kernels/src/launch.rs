@@ -245,6 +245,11 @@ kernel_launchers! {
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
         streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
     );
+    /// `dmc_inflate_decode` (inflate.cu): one warp per stream (a gzip/zlib/raw deflate stream) of `ids`.
+    InflateDecodeArgs => InflateDecode "dmc_inflate_decode" (
+        src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
+        streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
+    );
     /// `dmc_memcpy` (memcpy.cu): one block per stream of `ids`.
     MemcpyArgs => Memcpy "dmc_memcpy" (
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,

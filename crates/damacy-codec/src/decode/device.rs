@@ -123,7 +123,8 @@ impl Encoded {
     }
 
     /// The decoder's inputs: every unit decodes to `expected` bytes (zstd frames without a
-    /// content size take it from there); zstd content checksums are verified when `verify`.
+    /// content size, gzip and zlib streams take it from there); zstd content checksums, gzip
+    /// CRC32/ISIZE and zlib Adler-32 are verified when `verify`.
     fn inputs(&self, chain: DeviceChain, expected: usize, verify: bool) -> Vec<ChunkInput<'_>> {
         self.bytes
             .iter()
@@ -131,6 +132,8 @@ impl Encoded {
                 let input = match chain.codec {
                     DeviceCodec::Blosc => ChunkInput::blosc(b),
                     DeviceCodec::Zstd => ChunkInput::zstd(b),
+                    DeviceCodec::Gzip => ChunkInput::gzip(b),
+                    DeviceCodec::Zlib => ChunkInput::zlib(b),
                     DeviceCodec::Raw => ChunkInput::raw(b),
                 };
                 let input = input.with_expected_len(expected);

@@ -90,6 +90,7 @@ pub fn cost_cases() -> Vec<CostCase> {
         decode_case(&device, "blosclz", "v3/blosc_blosclz_bit_ts4_large", |b| ChunkInput::blosc(b)),
         decode_case(&device, "blosc-zstd", "v3/blosc_zstd_byte_ts4_large", |b| ChunkInput::blosc(b)),
         decode_case(&device, "zstd", "v3/zstd_l3_ck", |b| ChunkInput::zstd(b)),
+        decode_case(&device, "gzip", "v3/gzip_l6", |b| ChunkInput::gzip(b)),
         decode_case(&device, "crc32c", "v3/crc32c_bytes", |b| ChunkInput::raw(b).with_crc32c()),
         assemble_case(&device, "assemble-u16", Dtype::U16),
         assemble_case(&device, "assemble-f32", Dtype::F32),

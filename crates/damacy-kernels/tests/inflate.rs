@@ -1,0 +1,774 @@
+//! Inflate kernel tests through the host emulator, held byte for byte to `flate2` as reference:
+//! every gzip, zlib and blosc-zlib fixture against the manifest digests, flate2's output at levels
+//! 0–9 (gzip, zlib), stored, fixed-Huffman and dynamic-Huffman blocks built here bit by bit (with
+//! every code-length repeat code), gzip members with every optional header field and several
+//! members per chunk, and corrupt and truncated streams, which must end in a stream status (never
+//! a crash; `scripts/asan.sh` runs this file under `AddressSanitizer`).
+#![allow(
+    clippy::missing_panics_doc,
+    clippy::too_many_lines,
+    clippy::cast_lossless,
+    clippy::many_single_char_names,
+    clippy::similar_names
+)]
+
+mod common;
+
+use std::io::Write;
+
+use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device, Error, StreamStatus};
+use flate2::Compression;
+use proptest::prelude::*;
+use sha2::{Digest, Sha256};
+
+/// Schedule seeds: launch order and a shuffled order of the lanes between synchronisations.
+const SEEDS: [u64; 2] = [0, 0x5EED_2026];
+
+fn under_asan() -> bool {
+    std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1")
+}
+
+/// The schedule seeds of this run (the shuffled one only under `ASan`).
+fn seeds() -> &'static [u64] {
+    if under_asan() { &SEEDS[1..] } else { &SEEDS }
+}
+
+fn config() -> DecodeConfig {
+    DecodeConfig::default()
+        .with_wave_src_bytes(8 << 20)
+        .with_wave_dst_bytes(8 << 20)
+        .with_wave_streams(1 << 12)
+        .with_slots(1)
+}
+
+/// Decodes the chunks on the emulator under schedule `seed`, one decoder per seed and thread.
+fn decode(seed: u64, inputs: &[ChunkInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
+    thread_local! {
+        static DECODERS: std::cell::RefCell<Vec<(u64, Decoder)>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    DECODERS.with_borrow_mut(|decoders| {
+        let at = decoders.iter().position(|(s, _)| *s == seed).unwrap_or_else(|| {
+            decoders.push((seed, Decoder::new(&Device::emulated(seed), config()).unwrap()));
+            decoders.len() - 1
+        });
+        decoders[at].1.decode_to_host(inputs).unwrap().chunks
+    })
+}
+
+fn data(len: usize, kind: u8, seed: u64) -> Vec<u8> {
+    match kind % 5 {
+        4 => {
+            let words: [&[u8]; 6] = [b"zarr ", b"chunk ", b"deflate ", b"gpu ", b"warp ", b"\n"];
+            let mut s = seed | 1;
+            let mut v = Vec::with_capacity(len + 8);
+            while v.len() < len {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                v.extend_from_slice(words[(s % 6) as usize]);
+            }
+            v.truncate(len);
+            v
+        }
+        k => common::test_data(len, k, seed),
+    }
+}
+
+fn gzip(d: &[u8], level: u32) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), Compression::new(level));
+    e.write_all(d).unwrap();
+    e.finish().unwrap()
+}
+
+fn zlib(d: &[u8], level: u32) -> Vec<u8> {
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), Compression::new(level));
+    e.write_all(d).unwrap();
+    e.finish().unwrap()
+}
+
+fn ref_gunzip(c: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::MultiGzDecoder::new(c), &mut out).ok().map(|_| out)
+}
+
+fn ref_unzlib(c: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(c), &mut out).ok().map(|_| out)
+}
+
+fn status_of(r: &Result<Vec<u8>, Error>) -> Option<StreamStatus> {
+    match r {
+        Err(Error::Stream { status, codec, .. }) => {
+            assert_eq!(*codec, "inflate");
+            Some(*status)
+        }
+        _ => None,
+    }
+}
+
+/// The type (0 stored, 1 fixed, 2 dynamic) of the first deflate block after `header` bytes.
+fn first_block_type(c: &[u8], header: usize) -> u8 {
+    (c[header] >> 1) & 3
+}
+
+// ---- Fixtures ----
+
+/// Assembles decoded chunks (C or F order within the chunk) into the array, C order.
+fn assemble(shape: &[usize], chunk: &[usize], fortran: bool, size: usize, chunks: &[(Vec<u64>, Vec<u8>)]) -> Vec<u8> {
+    let n: usize = shape.iter().product();
+    let mut out = vec![0u8; n * size];
+    let per: usize = chunk.iter().product();
+    for (coords, bytes) in chunks {
+        assert_eq!(bytes.len(), per * size);
+        for e in 0..per {
+            // the chunk-local index of element e
+            let mut idx = vec![0usize; chunk.len()];
+            let mut r = e;
+            if fortran {
+                for d in 0..chunk.len() {
+                    idx[d] = r % chunk[d];
+                    r /= chunk[d];
+                }
+            } else {
+                for d in (0..chunk.len()).rev() {
+                    idx[d] = r % chunk[d];
+                    r /= chunk[d];
+                }
+            }
+            let mut g = 0usize;
+            let mut inside = true;
+            for d in 0..chunk.len() {
+                let x = coords[d] as usize * chunk[d] + idx[d];
+                inside &= x < shape[d];
+                g = g * shape[d] + x;
+            }
+            if inside {
+                out[g * size..(g + 1) * size].copy_from_slice(&bytes[e * size..(e + 1) * size]);
+            }
+        }
+    }
+    out
+}
+
+fn v2_chunks(dir: &std::path::Path) -> Vec<(Vec<u64>, Vec<u8>)> {
+    let mut out: Vec<(Vec<u64>, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let coords = name.split('.').map(|p| p.parse::<u64>().ok()).collect::<Option<Vec<_>>>()?;
+            Some((coords, std::fs::read(e.path()).ok()?))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn gzip_and_zlib_fixtures_match_manifest_digests() {
+    let m = common::manifest();
+    let mut checked = Vec::new();
+    for a in m["arrays"].as_array().unwrap() {
+        let path = a["path"].as_str().unwrap();
+        let v2 = a["zarr_format"] == 2;
+        let id = if v2 {
+            a["codecs"]["compressor"]["id"].as_str().unwrap_or("").to_string()
+        } else {
+            let c = a["codecs"].as_array().unwrap();
+            if c.len() == 2 { c[1]["name"].as_str().unwrap().to_string() } else { String::new() }
+        };
+        if !(id == "gzip" || id == "zlib") || (v2 && a["codecs"]["filters"] != serde_json::Value::Null) {
+            continue;
+        }
+        assert!(a["shard_shape"].is_null(), "{path}");
+        let shape: Vec<usize> = a["shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        let chunk: Vec<usize> =
+            a["chunk_shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        let dtype = common::dtype_of(a["dtype"].as_str().unwrap()).unwrap();
+        let size = dtype.size();
+        let dir = common::fixtures_dir().join(path);
+        let files = if v2 { v2_chunks(&dir) } else { common::chunk_files(&dir) };
+        let per: usize = chunk.iter().product::<usize>() * size;
+        let grid: usize = shape.iter().zip(&chunk).map(|(s, c)| s.div_ceil(*c)).product();
+        assert_eq!(files.len(), grid, "{path}: every chunk is stored");
+        let fortran = v2 && a["codecs"]["order"] == "F";
+        for &seed in seeds() {
+            let inputs: Vec<ChunkInput<'_>> = files
+                .iter()
+                .map(|(_, b)| {
+                    let i = if id == "gzip" { ChunkInput::gzip(b) } else { ChunkInput::zlib(b) };
+                    i.with_expected_len(per).with_checksum_verification()
+                })
+                .collect();
+            let out = decode(seed, &inputs);
+            let mut decoded = Vec::new();
+            for (r, (coords, b)) in out.into_iter().zip(&files) {
+                let v = r.unwrap_or_else(|e| panic!("{path} chunk {coords:?} (seed {seed}): {e}"));
+                let reference = if id == "gzip" { ref_gunzip(b) } else { ref_unzlib(b) };
+                assert_eq!(Some(&v), reference.as_ref(), "{path} chunk {coords:?}");
+                decoded.push((coords.clone(), v));
+            }
+            let all = assemble(&shape, &chunk, fortran, size, &decoded);
+            assert_eq!(all.len(), a["decoded_bytes"].as_u64().unwrap() as usize, "{path}");
+            assert_eq!(hex::encode(Sha256::digest(&all)), a["sha256"].as_str().unwrap(), "{path}");
+        }
+        checked.push(path.to_string());
+    }
+    checked.sort();
+    assert_eq!(
+        checked,
+        ["v2/bool_r1", "v2/gzip_C", "v2/gzip_F", "v2/zlib_C", "v2/zlib_F", "v3/gzip_l1", "v3/gzip_l6"],
+        "every gzip and zlib fixture"
+    );
+}
+
+#[test]
+fn blosc_zlib_fixtures_match_manifest_digests() {
+    let (checked, unsupported) = common::run_blosc_fixtures(&Device::emulated(SEEDS[1]));
+    assert_eq!(checked, 120, "blosc fixtures, the 24 zlib ones among them");
+    assert_eq!(unsupported, 0);
+}
+
+// ---- flate2 at every level ----
+
+#[test]
+fn every_level_matches_flate2() {
+    let mut types = [0usize; 3];
+    let sizes: &[usize] = if under_asan() { &[0, 1, 100, 5000, 70_000] } else { &[0, 1, 100, 5000, 70_000, 300_000] };
+    let mut chunks = Vec::new();
+    for level in 0..=9u32 {
+        for (k, &n) in sizes.iter().enumerate() {
+            let d = data(n, (level as u8 + k as u8) % 5, u64::from(level) * 31 + k as u64);
+            let g = gzip(&d, level);
+            let z = zlib(&d, level);
+            types[first_block_type(&g, 10) as usize] += 1;
+            types[first_block_type(&z, 2) as usize] += 1;
+            chunks.push((g, d.clone(), true));
+            chunks.push((z, d, false));
+        }
+    }
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = chunks
+            .iter()
+            .map(|(c, d, gz)| {
+                let i = if *gz { ChunkInput::gzip(c) } else { ChunkInput::zlib(c).with_expected_len(d.len()) };
+                i.with_checksum_verification()
+            })
+            .collect();
+        for (i, (r, (_, d, gz))) in decode(seed, &inputs).into_iter().zip(&chunks).enumerate() {
+            let v = r.unwrap_or_else(|e| panic!("case {i} (gzip {gz}, {} bytes, seed {seed}): {e}", d.len()));
+            assert!(v == *d, "case {i} (gzip {gz}, {} bytes, seed {seed}) differs", d.len());
+        }
+    }
+    assert!(types.iter().all(|&t| t > 0), "stored, fixed and dynamic first blocks all occur: {types:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: if under_asan() { 8 } else { 32 }, ..ProptestConfig::default() })]
+    #[test]
+    fn random_inputs_match_flate2(len in 0usize..40_000, kind in 0u8..5, level in 0u32..10, seed in any::<u64>(), gz in any::<bool>()) {
+        let d = data(len, kind, seed);
+        let c = if gz { gzip(&d, level) } else { zlib(&d, level) };
+        let input = if gz { ChunkInput::gzip(&c) } else { ChunkInput::zlib(&c) };
+        let out = decode(SEEDS[1], &[input.with_expected_len(d.len()).with_checksum_verification()]);
+        let v = out[0].as_ref().map_err(ToString::to_string);
+        prop_assert!(v == Ok(&d), "{len} bytes, kind {kind}, level {level}, gzip {gz}: {:?}", v.map(Vec::len));
+    }
+}
+
+// ---- Blocks built bit by bit ----
+
+/// The order of the code-length code's lengths in a dynamic block header.
+const ORDER: [usize; 19] = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
+
+/// LSB-first bit writer (deflate's bit order).
+#[derive(Default)]
+struct Bits {
+    out: Vec<u8>,
+    acc: u64,
+    n: u32,
+}
+
+impl Bits {
+    fn put(&mut self, v: u32, bits: u32) {
+        self.acc |= u64::from(v) << self.n;
+        self.n += bits;
+        while self.n >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n -= 8;
+        }
+    }
+    /// A Huffman code: its bits go first-bit-first, i.e. reversed.
+    fn code(&mut self, code: u32, len: u32) {
+        self.put(code.reverse_bits() >> (32 - len), len);
+    }
+    fn align(&mut self) {
+        if self.n > 0 {
+            self.put(0, 8 - self.n);
+        }
+    }
+    fn finish(mut self) -> Vec<u8> {
+        self.align();
+        self.out
+    }
+}
+
+/// Canonical codes of a list of lengths.
+fn canonical(lens: &[u32]) -> Vec<u32> {
+    let mut count = [0u32; 16];
+    for &l in lens {
+        count[l as usize] += 1;
+    }
+    count[0] = 0;
+    let mut next = [0u32; 17];
+    for l in 1..16 {
+        next[l + 1] = (next[l] + count[l]) << 1;
+    }
+    lens.iter()
+        .map(|&l| {
+            if l == 0 {
+                0
+            } else {
+                let c = next[l as usize];
+                next[l as usize] += 1;
+                c
+            }
+        })
+        .collect()
+}
+
+const LEN_BASE: [u32; 29] =
+    [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258];
+const LEN_EXTRA: [u32; 29] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0];
+const DIST_BASE: [u32; 30] = [
+    1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145,
+    8193, 12289, 16385, 24577,
+];
+const DIST_EXTRA: [u32; 30] =
+    [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13];
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Lit(u8),
+    Match(u32, u32),
+}
+
+fn execute(out: &mut Vec<u8>, ops: &[Op]) {
+    for op in ops {
+        match *op {
+            Op::Lit(b) => out.push(b),
+            Op::Match(len, dist) => {
+                for _ in 0..len {
+                    out.push(out[out.len() - dist as usize]);
+                }
+            }
+        }
+    }
+}
+
+/// Writes the symbols of `ops` and end-of-block with the given literal/length and distance codes.
+fn write_symbols(w: &mut Bits, ops: &[Op], ll: (&[u32], &[u32]), dd: (&[u32], &[u32])) {
+    for op in ops {
+        match *op {
+            Op::Lit(b) => {
+                assert!(ll.1[b as usize] > 0, "literal {b} has no code");
+                w.code(ll.0[b as usize], ll.1[b as usize]);
+            }
+            Op::Match(len, dist) => {
+                let li = LEN_BASE.iter().rposition(|&b| b <= len).unwrap();
+                let li = if len == 258 { 28 } else { li.min(27) };
+                w.code(ll.0[257 + li], ll.1[257 + li]);
+                w.put(len - LEN_BASE[li], LEN_EXTRA[li]);
+                let di = DIST_BASE.iter().rposition(|&b| b <= dist).unwrap();
+                assert!(dd.1[di] > 0, "distance code {di} has no code");
+                w.code(dd.0[di], dd.1[di]);
+                w.put(dist - DIST_BASE[di], DIST_EXTRA[di]);
+            }
+        }
+    }
+    w.code(ll.0[256], ll.1[256]);
+}
+
+fn fixed_block(w: &mut Bits, ops: &[Op], last: bool) {
+    w.put(u32::from(last), 1);
+    w.put(1, 2);
+    let ll: Vec<u32> = (0..288)
+        .map(|s| {
+            if s < 144 {
+                8
+            } else if s < 256 {
+                9
+            } else if s < 280 {
+                7
+            } else {
+                8
+            }
+        })
+        .collect();
+    let dl = vec![5u32; 30];
+    write_symbols(w, ops, (&canonical(&ll), &ll), (&canonical(&dl), &dl));
+}
+
+fn stored_block(w: &mut Bits, d: &[u8], last: bool) {
+    w.put(u32::from(last), 1);
+    w.put(0, 2);
+    w.align();
+    let n = d.len() as u16;
+    w.out.extend_from_slice(&n.to_le_bytes());
+    w.out.extend_from_slice(&(!n).to_le_bytes());
+    w.out.extend_from_slice(d);
+}
+
+/// A dynamic block: literals/lengths 128..=191 unused (a run of 18s), 34 codes of 7 bits and
+/// 188 of 8 bits; distance codes 0..=7 of 3 bits, 8..=29 unused (17s); equal runs as 16s.
+fn dynamic_block(w: &mut Bits, ops: &[Op], last: bool) {
+    let mut ll = vec![0u32; 286];
+    let mut k = 0;
+    for (s, l) in ll.iter_mut().enumerate() {
+        if (128..192).contains(&s) {
+            continue;
+        }
+        *l = if k < 34 { 7 } else { 8 };
+        k += 1;
+    }
+    let mut dl = vec![0u32; 30];
+    dl[..8].fill(3);
+    // code-length symbols: run-length coded with 16 (repeat), 17 (3-10 zeros), 18 (11-138 zeros)
+    let all: Vec<u32> = ll.iter().chain(&dl).copied().collect();
+    let mut syms: Vec<(u32, u32, u32)> = Vec::new(); // (symbol, extra value, extra bits)
+    let mut i = 0;
+    while i < all.len() {
+        let v = all[i];
+        let mut run = 1;
+        while i + run < all.len() && all[i + run] == v {
+            run += 1;
+        }
+        if v == 0 && run >= 11 {
+            let r = run.min(138);
+            syms.push((18, r as u32 - 11, 7));
+            i += r;
+        } else if v == 0 && run >= 3 {
+            let r = run.min(10);
+            syms.push((17, r as u32 - 3, 3));
+            i += r;
+        } else if v != 0 && run >= 4 {
+            syms.push((v, 0, 0));
+            let r = (run - 1).min(6);
+            syms.push((16, r as u32 - 3, 2));
+            i += 1 + r;
+        } else {
+            syms.push((v, 0, 0));
+            i += 1;
+        }
+    }
+    // the code-length code: symbols 0, 3, 7, 8, 16, 17, 18 used; lengths 3,3,3,3,2,3,3 (complete)
+    let mut pl = [0u32; 19];
+    for (s, l) in [(0, 3), (3, 3), (7, 3), (8, 3), (16, 2), (17, 3), (18, 3)] {
+        pl[s] = l;
+    }
+    let pc = canonical(&pl);
+    let hclen = ORDER.iter().rposition(|&s| pl[s] > 0).unwrap() + 1;
+    w.put(u32::from(last), 1);
+    w.put(2, 2);
+    w.put(286 - 257, 5);
+    w.put(30 - 1, 5);
+    w.put(hclen as u32 - 4, 4);
+    for &s in &ORDER[..hclen] {
+        w.put(pl[s], 3);
+    }
+    for (s, e, eb) in syms {
+        w.code(pc[s as usize], pl[s as usize]);
+        w.put(e, eb);
+    }
+    write_symbols(w, ops, (&canonical(&ll), &ll), (&canonical(&dl), &dl));
+}
+
+fn adler32(d: &[u8]) -> u32 {
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in d {
+        a = (a + u32::from(x)) % 65521;
+        b = (b + a) % 65521;
+    }
+    (b << 16) | a
+}
+
+fn zlib_wrap(deflate: &[u8], d: &[u8]) -> Vec<u8> {
+    let mut v = vec![0x78, 0x9c];
+    v.extend_from_slice(deflate);
+    v.extend_from_slice(&adler32(d).to_be_bytes());
+    v
+}
+
+/// Ops of a random mix of literals (avoiding 128..=191) and matches of distance <= 16.
+fn random_ops(n: usize, seed: u64) -> Vec<Op> {
+    let mut s = seed | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut ops = Vec::new();
+    let mut produced = 0u32;
+    while ops.len() < n {
+        let r = next();
+        if produced >= 24 && r % 3 == 0 {
+            let len = if r % 11 == 0 { 258 } else { 3 + (next() % 200) as u32 };
+            let dist = 1 + (next() % 16) as u32;
+            ops.push(Op::Match(len, dist));
+            produced += len;
+        } else {
+            let b = (next() % 192) as u8;
+            ops.push(Op::Lit(if (128..192).contains(&b) { b - 64 } else { b }));
+            produced += 1;
+        }
+    }
+    ops
+}
+
+#[test]
+fn hand_built_blocks_decode() {
+    let mut cases: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
+    for seed in 1..6u64 {
+        let ops = random_ops(300 * seed as usize, seed);
+        let mut d = Vec::new();
+        execute(&mut d, &ops);
+        let mut w = Bits::default();
+        fixed_block(&mut w, &ops, true);
+        cases.push((format!("fixed {seed}"), zlib_wrap(&w.finish(), &d), d.clone()));
+        let mut w = Bits::default();
+        dynamic_block(&mut w, &ops, true);
+        cases.push((format!("dynamic {seed}"), zlib_wrap(&w.finish(), &d), d.clone()));
+        // stored, fixed, fixed (the tables kept), dynamic, fixed (rebuilt), empty stored
+        let raw = data(1000 * seed as usize, 0, seed);
+        let mut w = Bits::default();
+        stored_block(&mut w, &raw, false);
+        fixed_block(&mut w, &ops, false);
+        fixed_block(&mut w, &ops, false);
+        dynamic_block(&mut w, &ops, false);
+        fixed_block(&mut w, &ops, false);
+        stored_block(&mut w, &[], true);
+        let mut all = raw.clone();
+        for _ in 0..4 {
+            all.extend_from_slice(&d);
+        }
+        cases.push((format!("mixed {seed}"), zlib_wrap(&w.finish(), &all), all));
+    }
+    for (what, c, d) in &cases {
+        assert_eq!(ref_unzlib(c).as_ref(), Some(d), "{what}: flate2 agrees with the hand-built stream");
+    }
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = cases
+            .iter()
+            .map(|(_, c, d)| ChunkInput::zlib(c).with_expected_len(d.len()).with_checksum_verification())
+            .collect();
+        for (r, (what, _, d)) in decode(seed, &inputs).into_iter().zip(&cases) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+}
+
+// ---- gzip members ----
+
+fn crc32(d: &[u8]) -> u32 {
+    let mut c = flate2::Crc::new();
+    c.update(d);
+    c.sum()
+}
+
+/// A gzip member with FEXTRA, FNAME, FCOMMENT and (optionally) FHCRC.
+fn gzip_with_header(d: &[u8], level: u32, hcrc: bool) -> Vec<u8> {
+    let mut e = flate2::GzBuilder::new()
+        .extra(b"xy\x04\x00data".to_vec())
+        .filename("chunk.bin")
+        .comment("made by damacy's tests")
+        .write(Vec::new(), Compression::new(level));
+    e.write_all(d).unwrap();
+    let mut g = e.finish().unwrap();
+    if hcrc {
+        // the header ends after the comment's zero byte
+        let xlen = u16::from_le_bytes([g[10], g[11]]) as usize;
+        let mut end = 12 + xlen;
+        for _ in 0..2 {
+            end += g[end..].iter().position(|&b| b == 0).unwrap() + 1;
+        }
+        g[3] |= 2;
+        let h = (crc32(&g[..end]) & 0xFFFF) as u16;
+        g.splice(end..end, h.to_le_bytes());
+    }
+    g
+}
+
+#[test]
+fn gzip_members_and_header_fields() {
+    let a = data(3000, 4, 1);
+    let b = data(50_000, 2, 2);
+    let c = data(0, 0, 3);
+    let mut multi = gzip(&a, 6);
+    multi.extend(gzip_with_header(&b, 1, true));
+    multi.extend(gzip(&c, 9));
+    multi.extend(gzip_with_header(&a, 0, false));
+    let mut padded = gzip(&b, 5);
+    padded.extend([0u8; 7]);
+    let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+        ("header fields", gzip_with_header(&a, 6, false), a.clone()),
+        ("header crc", gzip_with_header(&b, 9, true), b.clone()),
+        ("four members", multi, [a.clone(), b.clone(), c, a.clone()].concat()),
+        ("zero padding", padded, b.clone()),
+    ];
+    for (what, g, d) in &cases {
+        // flate2 reads no zero padding after a member (gzip(1) and Python's gzip skip it)
+        let g = if *what == "zero padding" { &g[..g.len() - 7] } else { &g[..] };
+        assert!(ref_gunzip(g).as_ref() == Some(d), "{what}: flate2 agrees");
+    }
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = cases
+            .iter()
+            .map(|(_, g, d)| ChunkInput::gzip(g).with_expected_len(d.len()).with_checksum_verification())
+            .collect();
+        for (r, (what, _, d)) in decode(seed, &inputs).into_iter().zip(&cases) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+    // Without an expected size, a single member's size comes from its ISIZE.
+    let g = gzip(&b, 6);
+    assert_eq!(decode(0, &[ChunkInput::gzip(&g)])[0].as_ref().unwrap(), &b);
+}
+
+// ---- Corrupt and truncated input ----
+
+#[test]
+fn statuses_name_what_is_wrong() {
+    let d = data(20_000, 4, 7);
+    let g = gzip(&d, 6);
+    let z = zlib(&d, 6);
+    let mut bad_crc = g.clone();
+    let n = bad_crc.len();
+    bad_crc[n - 6] ^= 1;
+    let mut bad_isize = g.clone();
+    bad_isize[n - 1] ^= 1;
+    let mut bad_adler = z.clone();
+    let m = bad_adler.len();
+    bad_adler[m - 1] ^= 0x40;
+    let mut bad_hcrc = gzip_with_header(&d, 6, true);
+    let hc = bad_hcrc.len();
+    // flip the header CRC (the two bytes before the deflate data, which match `plain`'s)
+    let plain = gzip_with_header(&d, 6, false);
+    let header_end = hc - (plain.len() - header_len(&plain));
+    bad_hcrc[header_end - 1] ^= 0xFF;
+    // a match before the start of the output
+    let mut w = Bits::default();
+    fixed_block(&mut w, &[Op::Lit(1), Op::Match(5, 2)], true);
+    let bad_dist = zlib_wrap(&w.finish(), &[1, 1, 1, 1, 1, 1]);
+    let mut reserved = z.clone();
+    reserved[2] |= 6; // block type 3
+    let mut dict = z.clone();
+    let flg = 0xA0u32; // FDICT set, the header check made valid
+    dict[1] = (flg + (31 - ((0x78 << 8 | flg) % 31)) % 31) as u8;
+    let cases: Vec<(&str, ChunkInput<'_>, StreamStatus)> = vec![
+        ("crc32", ChunkInput::gzip(&bad_crc), StreamStatus::ChecksumMismatch),
+        ("isize", ChunkInput::gzip(&bad_isize).with_expected_len(d.len()), StreamStatus::ChecksumMismatch),
+        ("adler32", ChunkInput::zlib(&bad_adler), StreamStatus::ChecksumMismatch),
+        ("header crc", ChunkInput::gzip(&bad_hcrc), StreamStatus::ChecksumMismatch),
+        ("distance", ChunkInput::zlib(&bad_dist), StreamStatus::BadOffset),
+        ("overflow", ChunkInput::gzip(&g).with_expected_len(d.len() - 1), StreamStatus::DstOverflow),
+        ("short", ChunkInput::zlib(&z).with_expected_len(d.len() + 1), StreamStatus::SizeMismatch),
+        ("truncated", ChunkInput::zlib(&z[..z.len() / 2]), StreamStatus::SrcTruncated),
+        ("no trailer", ChunkInput::gzip(&g[..g.len() - 3]).with_expected_len(d.len()), StreamStatus::SrcTruncated),
+        ("reserved block", ChunkInput::zlib(&reserved), StreamStatus::Corrupt),
+        ("dictionary", ChunkInput::zlib(&dict), StreamStatus::Unsupported),
+    ];
+    let inputs: Vec<ChunkInput<'_>> = cases
+        .iter()
+        .map(|(_, i, _)| {
+            let i = if i.expected_len.is_none() { i.with_expected_len(d.len()) } else { *i };
+            if i.bytes == bad_dist.as_slice() { i.with_expected_len(6) } else { i }
+        })
+        .map(ChunkInput::with_checksum_verification)
+        .collect();
+    for &seed in seeds() {
+        for (r, (what, _, want)) in decode(seed, &inputs).iter().zip(&cases) {
+            assert_eq!(status_of(r), Some(*want), "{what} (seed {seed}): {r:?}");
+        }
+    }
+    // Without verification, checksums are not read.
+    let lax: Vec<ChunkInput<'_>> =
+        [ChunkInput::gzip(&bad_crc), ChunkInput::zlib(&bad_adler), ChunkInput::gzip(&bad_hcrc)]
+            .into_iter()
+            .map(|i| i.with_expected_len(d.len()))
+            .collect();
+    for r in decode(0, &lax) {
+        assert_eq!(r.unwrap(), d);
+    }
+}
+
+/// Bytes of a gzip member's header (FEXTRA, FNAME, FCOMMENT, no FHCRC).
+fn header_len(g: &[u8]) -> usize {
+    let xlen = u16::from_le_bytes([g[10], g[11]]) as usize;
+    let mut end = 12 + xlen;
+    for _ in 0..2 {
+        end += g[end..].iter().position(|&b| b == 0).unwrap() + 1;
+    }
+    end
+}
+
+#[test]
+fn corrupt_and_truncated_streams_end_in_a_status() {
+    let d = data(6000, 4, 11);
+    let mut originals = vec![(gzip(&d, 6), true), (zlib(&d, 1), false), (zlib(&d, 0), false)];
+    let mut w = Bits::default();
+    let ops = random_ops(400, 5);
+    let mut dd = Vec::new();
+    execute(&mut dd, &ops);
+    dynamic_block(&mut w, &ops, true);
+    originals.push((zlib_wrap(&w.finish(), &dd), false));
+    let mut s = 0x1234_5678_9abc_def1u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let per = if under_asan() { 40 } else { 120 };
+    let mut variants: Vec<(Vec<u8>, bool, usize, bool)> = Vec::new(); // bytes, gzip, expected, truncated
+    for (c, gz) in &originals {
+        let expect = if *gz { d.len() } else { ref_unzlib(c).unwrap().len() };
+        for k in 0..per {
+            if k % 3 == 0 {
+                let cut = (next() as usize) % c.len();
+                variants.push((c[..cut].to_vec(), *gz, expect, true));
+            } else {
+                let mut v = c.clone();
+                for _ in 0..=k % 4 {
+                    let at = (next() as usize) % v.len();
+                    v[at] ^= 1 << (next() % 8);
+                }
+                variants.push((v, *gz, expect, false));
+            }
+        }
+    }
+    for verify in [true, false] {
+        let inputs: Vec<ChunkInput<'_>> = variants
+            .iter()
+            .map(|(v, gz, n, _)| {
+                let i = if *gz { ChunkInput::gzip(v) } else { ChunkInput::zlib(v) }.with_expected_len(*n);
+                if verify { i.with_checksum_verification() } else { i }
+            })
+            .collect();
+        for (r, (v, gz, _, truncated)) in decode(SEEDS[1], &inputs).iter().zip(&variants) {
+            match r {
+                Ok(out) => {
+                    assert!(!truncated, "a truncated stream decoded");
+                    if verify {
+                        let reference = if *gz { ref_gunzip(v) } else { ref_unzlib(v) };
+                        assert_eq!(reference.as_ref(), Some(out), "a verified corrupt stream decoded unlike flate2");
+                    }
+                }
+                Err(e) => assert!(status_of(r).is_some() || matches!(e, Error::Decode { .. }), "{e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,669 @@
+// inflate.cu — DEFLATE (RFC 1951) decoder: stored, fixed-Huffman and dynamic-Huffman blocks, in
+// a raw stream, a zlib wrapper (RFC 1950: header, Adler-32) or a gzip wrapper (RFC 1952: header
+// with FEXTRA/FNAME/FCOMMENT/FHCRC, one or more members, CRC32 + ISIZE). No preset dictionaries.
+//
+// Mapping: one warp per stream (a whole gzip/zlib/raw chunk, or one zlib stream of a blosc
+// split); streams of all chunks decode at once. Blocks and symbols are inherently sequential, so:
+//   - SYMBOL DECODE IS SERIAL, ON LANE 0: lane 0 owns the bit reader (a 64-bit LSB-first window
+//     refilled a byte at a time, bounds-checked; bits past the end read as zeros and consuming
+//     one is DMC_STATUS_SRC_TRUNCATED), parses wrapper and block headers, decodes literal/length
+//     and distance symbols through the lookup tables and writes literals straight to the output.
+//     The issue's target design — all 32 lanes decoding the next <= 32 symbols speculatively from
+//     a shared bit window, a warp prefix sum placing the literals — is NOT implemented yet;
+//   - each time lane 0 needs the warp (a match, a stored block, a table build, a checksum) it
+//     posts one command in this warp's shared memory and all lanes run it after a __syncwarp:
+//   - table builds are cooperative: lane 0 counts code lengths, checks the code (over-subscribed
+//     or incomplete sets are corrupt, as zlib), assigns canonical codes from the prefix sums of
+//     the counts and places the second-level subtables; all lanes then clear and fill the
+//     two-level (libdeflate-style) tables in parallel, one symbol per lane at a time
+//     (literal/length: 10-bit root, distance: 8-bit root, subtables up to 15 bits);
+//   - matches use the overlap-safe cooperative copy of the LZ4 kernel (byte j of a match of
+//     distance d comes from op-d+(j mod d)); stored blocks are a 32-lane wide copy;
+//   - CRC32 (gzip) runs on 32 contiguous segments combined by GF(2) multiplication, as crc32c.cu;
+//     Adler-32 (zlib) on 32 segments summed with weights; both reduce with warp shuffles.
+// No spin-waits between warps: warps never share state.
+//
+// Shared memory: DMC_INFLATE_WARPS_PER_BLOCK × sizeof(dmc_inflate_smem) (≈ 11 KiB per warp).
+// Every load is checked against the stream's source length and every store against its output
+// length; a match reaching before the start of its member is DMC_STATUS_BAD_OFFSET, output past
+// dst_len DMC_STATUS_DST_OVERFLOW, a stream ending short of dst_len DMC_STATUS_SIZE_MISMATCH.
+#include "common.cuh"
+
+#ifdef DMC_EMULATE
+#ifndef __constant__
+#define __constant__
+#endif
+#endif
+
+#define DMC_INF_LITLEN_BITS 10
+#define DMC_INF_DIST_BITS 8
+#define DMC_INF_PRE_BITS 7
+// Largest two-level tables for 288 codes (10-bit root) and 32 codes (8-bit root) of <= 15 bits.
+#define DMC_INF_LITLEN_ENOUGH 1334
+#define DMC_INF_DIST_ENOUGH 402
+#define DMC_INF_MAX_LEN 15
+
+// Table entries: a symbol (bit 31, symbol in bits 0-15, code bits in 16-23), a pointer to a
+// subtable (bit 30, subtable offset in bits 0-15, its index bits in 16-23), or 0 (no code).
+#define DMC_INF_ENT_SYM 0x80000000u
+#define DMC_INF_ENT_SUB 0x40000000u
+
+// Commands lane 0 posts to the warp.
+#define DMC_INF_CMD_DONE 0
+#define DMC_INF_CMD_BUILD 1
+#define DMC_INF_CMD_MATCH 2
+#define DMC_INF_CMD_STORED 3
+#define DMC_INF_CMD_CRC32 4
+#define DMC_INF_CMD_ADLER 5
+
+struct dmc_inflate_smem {
+    dmc_u32 litlen[DMC_INF_LITLEN_ENOUGH];
+    dmc_u32 dist[DMC_INF_DIST_ENOUGH];
+    dmc_u32 crc[256];
+    dmc_u16 code[288 + 32];     // per symbol: its code, bit-reversed (first bit in bit 0)
+    dmc_u16 subbase[288 + 32];  // per long symbol: offset of its subtable
+    dmc_u8 subbits[288 + 32];   // per long symbol: index bits of its subtable
+    dmc_u8 lens[288 + 32];      // code lengths: literal/length (288), then distance (32)
+    dmc_u32 cmd[4];
+    dmc_u32 res[2];  // table build status (literal/length, distance)
+};
+
+__constant__ dmc_u16 dmc_inf_len_base[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+                                             31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+__constant__ dmc_u8 dmc_inf_len_extra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                             2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+__constant__ dmc_u16 dmc_inf_dist_base[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,
+                                              33,  49,  65,  97,  129, 193,  257,  385,  513,  769,
+                                              1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
+__constant__ dmc_u8 dmc_inf_dist_extra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
+                                              6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+__constant__ dmc_u8 dmc_inf_pre_order[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+
+#define DMC_INF_CRC_POLY 0xEDB88320u
+#define DMC_INF_ADLER_MOD 65521u
+
+__device__ __forceinline__ dmc_u32 dmc_inf_rev(dmc_u32 code, dmc_u32 len) {
+    return __brev(code) >> (32 - len);
+}
+
+// ---- Table build (cooperative) ----
+
+// Lane 0: checks the code of `n` lengths at `lens`, stores each symbol's reversed code and, for
+// codes longer than `tb`, its subtable, and writes the subtable pointers into the (cleared)
+// table. Returns the status.
+__device__ dmc_u32 dmc_inf_assign(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 n, dmc_u32* table, dmc_u32 tb,
+                                  dmc_u32 enough) {
+    dmc_u32 count[DMC_INF_MAX_LEN + 1];
+    for (int l = 0; l <= DMC_INF_MAX_LEN; l++) count[l] = 0;
+    for (dmc_u32 s = 0; s < n; s++) count[sm->lens[first + s]]++;
+    count[0] = 0;
+    dmc_u32 max = 0;
+    dmc_i32 left = 1;
+    for (dmc_u32 l = 1; l <= DMC_INF_MAX_LEN; l++) {
+        left <<= 1;
+        left -= (dmc_i32)count[l];
+        if (left < 0) return DMC_STATUS_CORRUPT;  // over-subscribed
+        if (count[l]) max = l;
+    }
+    // Incomplete sets are allowed only for a single code of one bit (zlib's rule) or no code.
+    if (left > 0 && max > 1) return DMC_STATUS_CORRUPT;
+    // Canonical codes from the prefix sums of the counts.
+    dmc_u32 next[DMC_INF_MAX_LEN + 2];
+    next[1] = 0;
+    for (dmc_u32 l = 1; l <= DMC_INF_MAX_LEN; l++) next[l + 1] = (next[l] + count[l]) << 1;
+    for (dmc_u32 s = 0; s < n; s++) {
+        const dmc_u32 l = sm->lens[first + s];
+        if (l == 0) continue;
+        const dmc_u32 c = next[l]++;
+        sm->code[first + s] = (dmc_u16)dmc_inf_rev(c, l);
+    }
+    // Subtables, in canonical order (length, then symbol): codes sharing their first tb bits are
+    // consecutive; a subtable is as wide as the remaining codes under its prefix need.
+    dmc_u32 free_at = 1u << tb;
+    dmc_i32 cur_prefix = -1;
+    dmc_u32 cur_base = 0, cur_bits = 0;
+    for (dmc_u32 l = tb + 1; l <= max; l++) {
+        for (dmc_u32 s = 0; s < n; s++) {
+            if (sm->lens[first + s] != l) continue;
+            const dmc_u32 r = sm->code[first + s];
+            const dmc_i32 prefix = (dmc_i32)(r & ((1u << tb) - 1));
+            if (prefix != cur_prefix) {
+                dmc_u32 k = l;
+                dmc_i32 room = 1 << (l - tb);
+                while (k < max) {
+                    room -= (dmc_i32)count[k];
+                    if (room <= 0) break;
+                    k++;
+                    room <<= 1;
+                }
+                cur_bits = k - tb;
+                cur_base = free_at;
+                free_at += 1u << cur_bits;
+                if (free_at > enough) return DMC_STATUS_CORRUPT;
+                cur_prefix = prefix;
+                table[prefix] = DMC_INF_ENT_SUB | cur_base | (cur_bits << 16);
+            }
+            sm->subbase[first + s] = (dmc_u16)cur_base;
+            sm->subbits[first + s] = (dmc_u8)cur_bits;
+            count[l]--;
+        }
+    }
+    return DMC_STATUS_OK;
+}
+
+// All lanes: builds `table` (root `tb` bits, `enough` entries) from lengths [first, first+n).
+// Returns the status (the same on every lane).
+__device__ dmc_u32 dmc_inf_build(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 n, dmc_u32* table, dmc_u32 tb,
+                                 dmc_u32 enough, dmc_u32 which, dmc_u32 lane) {
+    for (dmc_u32 i = lane; i < enough; i += DMC_WARP_SIZE) table[i] = 0;
+    __syncwarp();
+    if (lane == 0) sm->res[which] = dmc_inf_assign(sm, first, n, table, tb, enough);
+    __syncwarp();
+    const dmc_u32 st = sm->res[which];
+    if (st == DMC_STATUS_OK) {
+        for (dmc_u32 s = lane; s < n; s += DMC_WARP_SIZE) {
+            const dmc_u32 l = sm->lens[first + s];
+            if (l == 0) continue;
+            const dmc_u32 r = sm->code[first + s];
+            if (l <= tb) {
+                const dmc_u32 e = DMC_INF_ENT_SYM | s | (l << 16);
+                for (dmc_u32 i = r; i < (1u << tb); i += 1u << l) table[i] = e;
+            } else {
+                const dmc_u32 base = sm->subbase[first + s];
+                const dmc_u32 sb = sm->subbits[first + s];
+                const dmc_u32 e = DMC_INF_ENT_SYM | s | ((l - tb) << 16);
+                for (dmc_u32 i = r >> tb; i < (1u << sb); i += 1u << (l - tb)) table[base + i] = e;
+            }
+        }
+    }
+    __syncwarp();
+    return st;
+}
+
+// ---- Lane 0's decoder state ----
+
+#define DMC_INF_PH_MEMBER 0
+#define DMC_INF_PH_BLOCK 1
+#define DMC_INF_PH_BUILT 2
+#define DMC_INF_PH_HUFF 3
+#define DMC_INF_PH_TRAILER 4
+#define DMC_INF_PH_CHECKED 5
+#define DMC_INF_PH_END 6
+
+struct dmc_inf_state {
+    const dmc_u8* in;
+    dmc_u64 in_len;
+    dmc_u64 ip;  // next byte to load into the window (may pass in_len by phantom zero bytes)
+    dmc_u64 bitbuf;
+    dmc_u32 bitcnt;
+    bool trunc;  // a phantom bit was consumed
+    dmc_u32 out_len;
+    dmc_u32 op;
+    dmc_u32 fmt;
+    bool verify;
+    dmc_u32 phase;
+    bool final_block;
+    bool fixed_tables;  // the shared tables hold the fixed code (built without error)
+    dmc_u32 member_start;
+    dmc_u32 members;
+    dmc_u32 check;  // checksum computed by the warp
+};
+
+__device__ __forceinline__ void dmc_inf_refill(dmc_inf_state* s) {
+    while (s->bitcnt <= 56) {
+        const dmc_u64 b = s->ip < s->in_len ? (dmc_u64)s->in[s->ip] : 0;
+        s->bitbuf |= b << s->bitcnt;
+        s->bitcnt += 8;
+        s->ip++;
+    }
+}
+
+__device__ __forceinline__ void dmc_inf_consume(dmc_inf_state* s, dmc_u32 n) {
+    s->bitbuf >>= n;
+    s->bitcnt -= n;
+    const dmc_u64 phantom = s->ip > s->in_len ? 8 * (s->ip - s->in_len) : 0;
+    if ((dmc_u64)s->bitcnt < phantom) s->trunc = true;
+}
+
+// Reads n (<= 16) bits, first bit in bit 0.
+__device__ __forceinline__ dmc_u32 dmc_inf_bits(dmc_inf_state* s, dmc_u32 n) {
+    if (s->bitcnt < 32) dmc_inf_refill(s);
+    const dmc_u32 v = (dmc_u32)(s->bitbuf & ((1ull << n) - 1));
+    dmc_inf_consume(s, n);
+    return v;
+}
+
+// Drops the bits up to the next byte boundary and restarts the reader there; returns that byte.
+__device__ __forceinline__ dmc_u64 dmc_inf_align(dmc_inf_state* s) {
+    dmc_u64 pos = s->ip - (s->bitcnt >> 3);
+    if (pos > s->in_len) {  // only after a consumed phantom bit, already flagged
+        s->trunc = true;
+        pos = s->in_len;
+    }
+    s->ip = pos;
+    s->bitbuf = 0;
+    s->bitcnt = 0;
+    return pos;
+}
+
+// Decodes one symbol through a two-level table; returns 0xFFFFFFFF for a missing code.
+__device__ __forceinline__ dmc_u32 dmc_inf_decode(dmc_inf_state* s, const dmc_u32* table, dmc_u32 tb) {
+    if (s->bitcnt < 32) dmc_inf_refill(s);
+    dmc_u32 e = table[s->bitbuf & ((1u << tb) - 1)];
+    if (e & DMC_INF_ENT_SUB) {
+        const dmc_u32 sb = (e >> 16) & 0xFF;
+        const dmc_u32 idx = (dmc_u32)(s->bitbuf >> tb) & ((1u << sb) - 1);
+        e = table[(e & 0xFFFF) + idx];
+        if (!(e & DMC_INF_ENT_SYM)) return 0xFFFFFFFFu;
+        dmc_inf_consume(s, tb + ((e >> 16) & 0xFF));
+        return e & 0xFFFF;
+    }
+    if (!(e & DMC_INF_ENT_SYM)) return 0xFFFFFFFFu;
+    dmc_inf_consume(s, (e >> 16) & 0xFF);
+    return e & 0xFFFF;
+}
+
+__device__ __forceinline__ dmc_u32 dmc_inf_crc_bytes(const dmc_inflate_smem* sm, dmc_u32 c, const dmc_u8* p,
+                                                     dmc_u64 n) {
+    for (dmc_u64 i = 0; i < n; i++) c = sm->crc[(c ^ p[i]) & 0xFFu] ^ (c >> 8);
+    return c;
+}
+
+// Lane 0: parses a gzip member header at s->ip. Returns the status.
+__device__ dmc_u32 dmc_inf_gzip_header(dmc_inf_state* s, const dmc_inflate_smem* sm) {
+    const dmc_u8* in = s->in;
+    const dmc_u64 len = s->in_len;
+    dmc_u64 p = s->ip;
+    const dmc_u64 start = p;
+    if (len - p < 10) return DMC_STATUS_SRC_TRUNCATED;
+    if (in[p] != 0x1f || in[p + 1] != 0x8b || in[p + 2] != 8) return DMC_STATUS_CORRUPT;
+    const dmc_u32 flg = in[p + 3];
+    if (flg & 0xE0) return DMC_STATUS_CORRUPT;
+    p += 10;
+    if (flg & 4) {  // FEXTRA
+        if (len - p < 2) return DMC_STATUS_SRC_TRUNCATED;
+        const dmc_u32 xlen = dmc_load_le16(in + p);
+        p += 2;
+        if (len - p < xlen) return DMC_STATUS_SRC_TRUNCATED;
+        p += xlen;
+    }
+    for (dmc_u32 bit = 8; bit <= 16; bit <<= 1) {  // FNAME, FCOMMENT: zero-terminated
+        if (!(flg & bit)) continue;
+        for (;;) {
+            if (p >= len) return DMC_STATUS_SRC_TRUNCATED;
+            if (in[p++] == 0) break;
+        }
+    }
+    if (flg & 2) {  // FHCRC: low 16 bits of the CRC32 of the header so far
+        if (len - p < 2) return DMC_STATUS_SRC_TRUNCATED;
+        if (s->verify) {
+            const dmc_u32 c = dmc_inf_crc_bytes(sm, 0xFFFFFFFFu, in + start, p - start) ^ 0xFFFFFFFFu;
+            if ((c & 0xFFFF) != dmc_load_le16(in + p)) return DMC_STATUS_CHECKSUM_MISMATCH;
+        }
+        p += 2;
+    }
+    s->ip = p;
+    return DMC_STATUS_OK;
+}
+
+// Lane 0: reads a dynamic block's header into sm->lens. Returns the status.
+__device__ dmc_u32 dmc_inf_dynamic_header(dmc_inf_state* s, dmc_inflate_smem* sm) {
+    const dmc_u32 hlit = dmc_inf_bits(s, 5) + 257;
+    const dmc_u32 hdist = dmc_inf_bits(s, 5) + 1;
+    const dmc_u32 hclen = dmc_inf_bits(s, 4) + 4;
+    if (hlit > 286 || hdist > 30) return DMC_STATUS_CORRUPT;
+    dmc_u8 pl[19];
+    for (int i = 0; i < 19; i++) pl[i] = 0;
+    for (dmc_u32 i = 0; i < hclen; i++) pl[dmc_inf_pre_order[i]] = (dmc_u8)dmc_inf_bits(s, 3);
+    if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
+    // The code-length code: at most 7 bits, a one-level table of 128 entries (symbol | len << 8),
+    // built serially (19 symbols). It must be complete.
+    dmc_u32 count[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 19; i++) count[pl[i]]++;
+    count[0] = 0;
+    dmc_i32 left = 1;
+    for (int l = 1; l <= 7; l++) {
+        left = (left << 1) - (dmc_i32)count[l];
+        if (left < 0) return DMC_STATUS_CORRUPT;
+    }
+    if (left > 0) return DMC_STATUS_CORRUPT;
+    dmc_u16 pre[1 << DMC_INF_PRE_BITS];
+    dmc_u32 next[9];
+    next[1] = 0;
+    for (int l = 1; l <= 7; l++) next[l + 1] = (next[l] + count[l]) << 1;
+    for (dmc_u32 sym = 0; sym < 19; sym++) {
+        const dmc_u32 l = pl[sym];
+        if (l == 0) continue;
+        const dmc_u32 r = dmc_inf_rev(next[l]++, l);
+        for (dmc_u32 i = r; i < (1u << DMC_INF_PRE_BITS); i += 1u << l) pre[i] = (dmc_u16)(sym | (l << 8));
+    }
+    // The literal/length and distance code lengths, one run.
+    const dmc_u32 total = hlit + hdist;
+    dmc_u8 lens[286 + 30];
+    dmc_u32 i = 0;
+    while (i < total) {
+        if (s->bitcnt < 32) dmc_inf_refill(s);
+        const dmc_u32 e = pre[s->bitbuf & ((1u << DMC_INF_PRE_BITS) - 1)];
+        dmc_inf_consume(s, e >> 8);
+        const dmc_u32 sym = e & 0xFF;
+        if (sym < 16) {
+            lens[i++] = (dmc_u8)sym;
+            continue;
+        }
+        dmc_u32 rep;
+        dmc_u8 v = 0;
+        if (sym == 16) {
+            if (i == 0) return DMC_STATUS_CORRUPT;
+            v = lens[i - 1];
+            rep = 3 + dmc_inf_bits(s, 2);
+        } else if (sym == 17) {
+            rep = 3 + dmc_inf_bits(s, 3);
+        } else {
+            rep = 11 + dmc_inf_bits(s, 7);
+        }
+        if (rep > total - i) return DMC_STATUS_CORRUPT;
+        for (dmc_u32 k = 0; k < rep; k++) lens[i++] = v;
+        if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
+    }
+    if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
+    if (lens[256] == 0) return DMC_STATUS_CORRUPT;  // no end-of-block code
+    for (dmc_u32 k = 0; k < 288; k++) sm->lens[k] = k < hlit ? lens[k] : 0;
+    for (dmc_u32 k = 0; k < 32; k++) sm->lens[288 + k] = k < hdist ? lens[hlit + k] : 0;
+    return DMC_STATUS_OK;
+}
+
+__device__ __forceinline__ void dmc_inf_post(dmc_inflate_smem* sm, dmc_u32 kind, dmc_u32 a, dmc_u32 b, dmc_u32 c) {
+    sm->cmd[0] = kind;
+    sm->cmd[1] = a;
+    sm->cmd[2] = b;
+    sm->cmd[3] = c;
+}
+
+// Lane 0: runs the decoder until it needs the warp, and posts that command (DONE with a status
+// when the stream ends or fails).
+__device__ void dmc_inf_step(dmc_inf_state* s, dmc_inflate_smem* sm, dmc_u8* out) {
+    for (;;) {
+        switch (s->phase) {
+            case DMC_INF_PH_MEMBER: {
+                if (s->fmt == DMC_INFLATE_FMT_GZIP) {
+                    if (s->members > 0) {
+                        while (s->ip < s->in_len && s->in[s->ip] == 0) s->ip++;  // zero padding
+                        if (s->ip == s->in_len) {
+                            s->phase = DMC_INF_PH_END;
+                            break;
+                        }
+                    }
+                    const dmc_u32 st = dmc_inf_gzip_header(s, sm);
+                    if (st != DMC_STATUS_OK) return dmc_inf_post(sm, DMC_INF_CMD_DONE, st, 0, 0);
+                } else if (s->fmt == DMC_INFLATE_FMT_ZLIB) {
+                    if (s->in_len - s->ip < 2) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
+                    const dmc_u32 cmf = s->in[s->ip], flg = s->in[s->ip + 1];
+                    if ((cmf & 0x0F) != 8 || (cmf >> 4) > 7 || ((cmf << 8) | flg) % 31 != 0) {
+                        return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CORRUPT, 0, 0);
+                    }
+                    if (flg & 0x20) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_UNSUPPORTED, 0, 0);
+                    s->ip += 2;
+                }
+                s->bitbuf = 0;
+                s->bitcnt = 0;
+                s->member_start = s->op;
+                s->final_block = false;
+                s->phase = DMC_INF_PH_BLOCK;
+                break;
+            }
+            case DMC_INF_PH_BLOCK: {
+                if (s->final_block) {
+                    dmc_inf_align(s);
+                    if (s->trunc) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
+                    s->phase = DMC_INF_PH_TRAILER;
+                    break;
+                }
+                const dmc_u32 h = dmc_inf_bits(s, 3);
+                if (s->trunc) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
+                s->final_block = (h & 1) != 0;
+                const dmc_u32 type = h >> 1;
+                if (type == 0) {
+                    const dmc_u64 p = dmc_inf_align(s);
+                    if (s->trunc || s->in_len - p < 4) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
+                    const dmc_u32 n = dmc_load_le16(s->in + p);
+                    if ((n ^ dmc_load_le16(s->in + p + 2)) != 0xFFFF) {
+                        return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CORRUPT, 0, 0);
+                    }
+                    if (s->in_len - (p + 4) < n) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
+                    if (n > s->out_len - s->op) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_DST_OVERFLOW, 0, 0);
+                    s->ip = p + 4 + n;
+                    const dmc_u32 at = s->op;
+                    s->op += n;
+                    if (n == 0) break;
+                    return dmc_inf_post(sm, DMC_INF_CMD_STORED, (dmc_u32)(p + 4), at, n);
+                }
+                if (type == 1 && s->fixed_tables) {  // the tables of the last block still hold
+                    s->phase = DMC_INF_PH_HUFF;
+                    break;
+                }
+                s->fixed_tables = type == 1;
+                if (type == 1) {
+                    for (dmc_u32 k = 0; k < 288; k++) sm->lens[k] = k < 144 ? 8 : k < 256 ? 9 : k < 280 ? 7 : 8;
+                    for (dmc_u32 k = 0; k < 32; k++) sm->lens[288 + k] = 5;
+                } else if (type == 2) {
+                    const dmc_u32 st = dmc_inf_dynamic_header(s, sm);
+                    if (st != DMC_STATUS_OK) return dmc_inf_post(sm, DMC_INF_CMD_DONE, st, 0, 0);
+                } else {
+                    return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CORRUPT, 0, 0);
+                }
+                s->phase = DMC_INF_PH_BUILT;
+                return dmc_inf_post(sm, DMC_INF_CMD_BUILD, 0, 0, 0);
+            }
+            case DMC_INF_PH_BUILT: {
+                const dmc_u32 st = sm->res[0] != DMC_STATUS_OK ? sm->res[0] : sm->res[1];
+                if (st != DMC_STATUS_OK) return dmc_inf_post(sm, DMC_INF_CMD_DONE, st, 0, 0);
+                s->phase = DMC_INF_PH_HUFF;
+                break;
+            }
+            case DMC_INF_PH_HUFF: {
+                for (;;) {
+                    const dmc_u32 sym = dmc_inf_decode(s, sm->litlen, DMC_INF_LITLEN_BITS);
+                    if (s->trunc) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
+                    if (sym < 256) {
+                        if (s->op >= s->out_len) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_DST_OVERFLOW, 0, 0);
+                        out[s->op++] = (dmc_u8)sym;
+                        continue;
+                    }
+                    if (sym == 256) {
+                        s->phase = DMC_INF_PH_BLOCK;
+                        break;
+                    }
+                    if (sym > 285) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CORRUPT, 0, 0);
+                    const dmc_u32 li = sym - 257;
+                    const dmc_u32 len = dmc_inf_len_base[li] + dmc_inf_bits(s, dmc_inf_len_extra[li]);
+                    const dmc_u32 dsym = dmc_inf_decode(s, sm->dist, DMC_INF_DIST_BITS);
+                    if (s->trunc) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
+                    if (dsym >= 30) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CORRUPT, 0, 0);
+                    const dmc_u32 dist = dmc_inf_dist_base[dsym] + dmc_inf_bits(s, dmc_inf_dist_extra[dsym]);
+                    if (s->trunc) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
+                    if (dist > s->op - s->member_start) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_BAD_OFFSET, 0, 0);
+                    if (len > s->out_len - s->op) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_DST_OVERFLOW, 0, 0);
+                    const dmc_u32 at = s->op;
+                    s->op += len;
+                    return dmc_inf_post(sm, DMC_INF_CMD_MATCH, at, len, dist);
+                }
+                break;
+            }
+            case DMC_INF_PH_TRAILER: {
+                if (s->fmt == DMC_INFLATE_FMT_RAW) {
+                    s->phase = DMC_INF_PH_END;
+                    break;
+                }
+                const dmc_u64 need = s->fmt == DMC_INFLATE_FMT_GZIP ? 8 : 4;
+                if (s->in_len - s->ip < need) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
+                s->phase = DMC_INF_PH_CHECKED;
+                if (s->verify) {
+                    const dmc_u32 kind = s->fmt == DMC_INFLATE_FMT_GZIP ? DMC_INF_CMD_CRC32 : DMC_INF_CMD_ADLER;
+                    return dmc_inf_post(sm, kind, s->member_start, s->op - s->member_start, 0);
+                }
+                break;
+            }
+            case DMC_INF_PH_CHECKED: {
+                const dmc_u8* t = s->in + s->ip;
+                if (s->fmt == DMC_INFLATE_FMT_GZIP) {
+                    if (s->verify && (dmc_load_le32(t) != s->check || dmc_load_le32(t + 4) != s->op - s->member_start)) {
+                        return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CHECKSUM_MISMATCH, 0, 0);
+                    }
+                    s->ip += 8;
+                    s->members++;
+                    s->phase = DMC_INF_PH_MEMBER;
+                } else {
+                    const dmc_u32 want = ((dmc_u32)t[0] << 24) | ((dmc_u32)t[1] << 16) | ((dmc_u32)t[2] << 8) | t[3];
+                    if (s->verify && want != s->check) {
+                        return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CHECKSUM_MISMATCH, 0, 0);
+                    }
+                    s->ip += 4;
+                    if (s->ip != s->in_len) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CORRUPT, 0, 0);
+                    s->phase = DMC_INF_PH_END;
+                }
+                break;
+            }
+            default: {
+                const dmc_u32 st = s->op == s->out_len ? DMC_STATUS_OK : DMC_STATUS_SIZE_MISMATCH;
+                return dmc_inf_post(sm, DMC_INF_CMD_DONE, st, 0, 0);
+            }
+        }
+    }
+}
+
+// ---- Checksums (all lanes) ----
+
+// Product of two polynomials (reflected, bit 31 = x^0) modulo the CRC32 polynomial.
+__device__ __forceinline__ dmc_u32 dmc_inf_mulmod(dmc_u32 a, dmc_u32 b) {
+    dmc_u32 p = 0;
+    for (int i = 0; i < 32; i++) {
+        if (a & (0x80000000u >> i)) p ^= b;
+        b = (b & 1u) ? ((b >> 1) ^ DMC_INF_CRC_POLY) : (b >> 1);
+    }
+    return p;
+}
+
+__device__ __forceinline__ dmc_u32 dmc_inf_x8n(dmc_u64 n) {
+    dmc_u32 r = 0x80000000u, sq = 0x00800000u;
+    while (n != 0) {
+        if (n & 1u) r = dmc_inf_mulmod(r, sq);
+        sq = dmc_inf_mulmod(sq, sq);
+        n >>= 1;
+    }
+    return r;
+}
+
+__device__ dmc_u32 dmc_inf_crc32(const dmc_inflate_smem* sm, const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
+    const dmc_u64 seg = (n + DMC_WARP_SIZE - 1) / DMC_WARP_SIZE;
+    const dmc_u64 lo = dmc_min_u64((dmc_u64)lane * seg, n);
+    const dmc_u64 hi = dmc_min_u64(lo + seg, n);
+    dmc_u32 part = dmc_inf_crc_bytes(sm, 0, p + lo, hi - lo);
+    if (hi > lo) part = dmc_inf_mulmod(part, dmc_inf_x8n(n - hi));
+    for (int o = 16; o > 0; o >>= 1) part ^= __shfl_xor_sync(0xFFFFFFFFu, part, o);
+    return part ^ dmc_inf_mulmod(0xFFFFFFFFu, dmc_inf_x8n(n)) ^ 0xFFFFFFFFu;
+}
+
+__device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
+    const dmc_u64 seg = (n + DMC_WARP_SIZE - 1) / DMC_WARP_SIZE;
+    const dmc_u64 lo = dmc_min_u64((dmc_u64)lane * seg, n);
+    const dmc_u64 hi = dmc_min_u64(lo + seg, n);
+    // a = 1 + sum b_i, b = n + sum (n - i) b_i (mod 65521); each term below 2^24.
+    dmc_u64 s1 = 0, s2 = 0;
+    for (dmc_u64 i = lo; i < hi; i++) {
+        s1 += p[i];
+        s2 += ((n - i) % DMC_INF_ADLER_MOD) * p[i];
+    }
+    dmc_u32 a = (dmc_u32)(s1 % DMC_INF_ADLER_MOD), b = (dmc_u32)(s2 % DMC_INF_ADLER_MOD);
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xFFFFFFFFu, a, o);
+        b += __shfl_xor_sync(0xFFFFFFFFu, b, o);
+        a %= DMC_INF_ADLER_MOD;
+        b %= DMC_INF_ADLER_MOD;
+    }
+    a = (a + 1) % DMC_INF_ADLER_MOD;
+    b = (dmc_u32)((b + n % DMC_INF_ADLER_MOD) % DMC_INF_ADLER_MOD);
+    return (b << 16) | a;
+}
+
+extern "C" __global__ void __launch_bounds__(DMC_INFLATE_WARPS_PER_BLOCK * DMC_WARP_SIZE)
+dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
+                   dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
+                   dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
+    __shared__ dmc_inflate_smem smem[DMC_INFLATE_WARPS_PER_BLOCK];
+    const dmc_u32 warp = blockIdx.x * DMC_INFLATE_WARPS_PER_BLOCK + (threadIdx.x / DMC_WARP_SIZE);
+    const dmc_u32 lane = dmc_lane();
+    if (warp >= n_ids) return;  // whole warp leaves together
+    const dmc_u32 sid = ids[warp];
+    const dmc_stream sd = streams[sid];
+    if (!dmc_stream_ok(sd, sid, src_total, dst_total, lane == 0, status, actual)) return;
+    dmc_inflate_smem* sm = &smem[threadIdx.x / DMC_WARP_SIZE];
+    const dmc_u8* in = src_base + sd.src_off;
+    dmc_u8* out = dst_base + sd.dst_off;
+    for (dmc_u32 e = lane; e < 256; e += DMC_WARP_SIZE) {
+        dmc_u32 c = e;
+        for (int k = 0; k < 8; k++) c = (c & 1u) ? ((c >> 1) ^ DMC_INF_CRC_POLY) : (c >> 1);
+        sm->crc[e] = c;
+    }
+    dmc_inf_state s;
+    s.in = in;
+    s.in_len = sd.src_len;
+    s.ip = 0;
+    s.bitbuf = 0;
+    s.bitcnt = 0;
+    s.trunc = false;
+    s.out_len = sd.dst_len;
+    s.op = 0;
+    s.fmt = sd.flags & DMC_INFLATE_FMT_MASK;
+    s.verify = (sd.flags & DMC_INFLATE_VERIFY_CHECKSUM) != 0;
+    s.phase = DMC_INF_PH_MEMBER;
+    s.final_block = false;
+    s.fixed_tables = false;
+    s.member_start = 0;
+    s.members = 0;
+    s.check = 0;
+    dmc_u32 st = DMC_STATUS_OK;
+    if (sd.src_len == 0) {
+        st = DMC_STATUS_SRC_TRUNCATED;
+    } else if (s.fmt == 3) {
+        st = DMC_STATUS_UNSUPPORTED;
+    }
+    __syncwarp();  // the CRC table is complete
+    while (st == DMC_STATUS_OK) {
+        if (lane == 0) dmc_inf_step(&s, sm, out);
+        __syncwarp();
+        const dmc_u32 kind = sm->cmd[0], a = sm->cmd[1], b = sm->cmd[2], c = sm->cmd[3];
+        __syncwarp();  // every lane read the command before lane 0 posts the next
+        if (kind == DMC_INF_CMD_DONE) {
+            st = a;
+            break;
+        }
+        if (kind == DMC_INF_CMD_BUILD) {
+            dmc_inf_build(sm, 0, 288, sm->litlen, DMC_INF_LITLEN_BITS, DMC_INF_LITLEN_ENOUGH, 0, lane);
+            dmc_inf_build(sm, 288, 32, sm->dist, DMC_INF_DIST_BITS, DMC_INF_DIST_ENOUGH, 1, lane);
+        } else if (kind == DMC_INF_CMD_MATCH) {
+            // out[a + j] = out[a - c + (j mod c)]: every source byte precedes the match.
+            for (dmc_u32 j = lane; j < b; j += DMC_WARP_SIZE) out[a + j] = out[a - c + (j % c)];
+        } else if (kind == DMC_INF_CMD_STORED) {
+            for (dmc_u32 j = lane; j < c; j += DMC_WARP_SIZE) out[b + j] = in[a + j];
+        } else if (kind == DMC_INF_CMD_CRC32) {
+            const dmc_u32 v = dmc_inf_crc32(sm, out + a, b, lane);
+            if (lane == 0) s.check = v;
+        } else if (kind == DMC_INF_CMD_ADLER) {
+            const dmc_u32 v = dmc_inf_adler32(out + a, b, lane);
+            if (lane == 0) s.check = v;
+        }
+        __syncwarp();  // the warp's writes are visible to lane 0's next step
+    }
+    if (lane == 0) {
+        status[sid] = st;
+        actual[sid] = s.op;
+    }
+}
+
+#ifdef DMC_EMULATE
+DMC_EMU_LAUNCHER(dmc_inflate_decode,
+                 (const dmc_u8* src_base, dmc_u64 src_total, dmc_u8* dst_base, dmc_u64 dst_total,
+                  const dmc_stream* streams, const dmc_u32* ids, dmc_u32 n_ids, dmc_u32* status,
+                  dmc_u32* actual),
+                 (src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual))
+#endif
