@@ -31,7 +31,9 @@ struct Args {
 }
 
 fn args() -> Args {
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    // cargo runs benches in the crate's folder: default to the workspace's target folder
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target").into());
     let mut a = Args {
         size: 512,
         reps: 7,
