@@ -126,13 +126,15 @@ bench: venv nvrtc bench-python
 	$(VPY) -m pip install --quiet -r benches/requirements.txt
 	DAMACY_NVRTC_DIR="$(NVRTC_LIB)" bash benches/run.sh
 
-# zarr-python through damacy's pipeline vs its default vs zarrs-python (a release wheel).
+# zarr-python through damacy's pipeline vs its default vs zarrs-python, and damacy.Pipeline vs
+# thread-pool loops over tensorstore and zarr-python + zarrs-python (a release wheel).
 bench-python: venv
 	$(VPY) -m pip install --quiet -r benches/requirements.txt
 	rm -f $(WHEEL_DIR)/release/damacy-*.whl
 	$(VENV)/bin/maturin build --quiet --release -m crates/damacy-py/Cargo.toml --out $(WHEEL_DIR)/release -i $(VPY)
 	$(VPY) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/release/damacy-*.whl
 	$(VPY) benches/python/compare.py
+	$(VPY) benches/pipeline/loaders.py
 
 # cargo-fuzz targets for the parsers of untrusted bytes (libFuzzer; needs nightly features,
 # enabled on the stable toolchain with RUSTC_BOOTSTRAP). FUZZ_SECONDS per target.
