@@ -49,9 +49,11 @@ $(VENV313)/.stamp: requirements-py313.txt
 venv313: $(VENV313)/.stamp
 
 # One abi3 wheel, installed into both virtual environments.
+# The test wheel also holds the kernel emulator (executor="emulated"), so the Python tests run the
+# device route too; `pip install ./crates/damacy-py` builds without it.
 py-wheel: venv venv313
 	rm -f $(WHEEL_DIR)/damacy-*.whl
-	$(VENV)/bin/maturin build --quiet -m crates/damacy-py/Cargo.toml --out $(WHEEL_DIR) -i $(VPY)
+	$(VENV)/bin/maturin build --quiet -m crates/damacy-py/Cargo.toml --features emulate --out $(WHEEL_DIR) -i $(VPY)
 	$(VPY) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/damacy-*.whl
 	$(VPY313) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/damacy-*.whl
 

@@ -265,3 +265,29 @@ def test_reads_in_a_forked_child(zarr_stats):
 def _child_read(path):
     with zarr.config.set(DAMACY):
         return _open(path)[...]
+
+
+def test_every_fixture_through_the_device_route_on_the_kernel_emulator(zarr_stats):
+    """``codec_pipeline.executor = "emulated"``: the device route (batched kernels, device
+    assembly) behind zarr-python, on every fixture, equals zarr's own pipeline; the arrays whose
+    chain the device decodes are counted as decoded there."""
+    try:
+        damacy.Reader(executor="emulated")
+    except damacy.Unsupported as e:
+        pytest.skip(f"this wheel has no kernel emulator (build it with --features emulate): {e}")
+    emulated = {**DAMACY, "codec_pipeline.executor": "emulated", "codec_pipeline.strict": True}
+    from damacy import _zarr
+
+    with zarr.config.set(emulated):
+        before = _zarr._reader().stats()
+    for path in ARRAYS:
+        with zarr.config.set(DEFAULT):
+            ref = _open(path)[...]
+        with zarr.config.set(emulated):
+            got = _open(path)[...]
+        np.testing.assert_array_equal(got, ref, err_msg=path)
+    with zarr.config.set(emulated):
+        after = _zarr._reader().stats()
+    assert zarr_stats()["fallback_reads"] == 0
+    # zstd, gzip, zlib and blosc chains (most of the corpus) decode on the device
+    assert after["units_decoded_device"] - before["units_decoded_device"] >= len(ARRAYS) // 2, (before, after)
