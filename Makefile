@@ -60,6 +60,9 @@ py-wheel: venv venv313
 # tests/python on both interpreters, then the read/write part of zarr-python's own suite with
 # damacy's pipeline forced (the whole suite: make zarr-suite).
 py-test: py-wheel
+	trap 'bash tests/services/services.sh stop' EXIT; \
+	bash tests/services/services.sh start; \
+	set -a; . .services/env; set +a; \
 	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) tests/python && \
 	$(VPY313) -m pytest -q -n $(PYTEST_WORKERS) tests/python && \
 	$(VPY) tests/python/zarr_suite.py --subset --workers $(PYTEST_WORKERS) && \

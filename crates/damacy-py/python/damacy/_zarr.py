@@ -221,7 +221,13 @@ def _obstore_target(store: Any) -> _StoreTarget | str:
         url = str(inner.url).rstrip("/")
         return _StoreTarget(url + ("/" + prefix if prefix else ""))
     if name == "S3Store":
-        config = {str(k).lower(): v for k, v in dict(getattr(inner, "config", None) or {}).items()}
+        try:
+            raw = dict(getattr(inner, "config", None) or {})
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - obstore raises a PanicException (a BaseException) for some configs
+            return f"ObjectStore over S3Store: its config cannot be read ({type(e).__name__}: {e})"
+        config = {str(k).lower(): v for k, v in raw.items()}
         bucket = config.get("bucket") or config.get("aws_bucket") or config.get("aws_bucket_name")
         if bucket:
             options: dict[str, Any] = {}
