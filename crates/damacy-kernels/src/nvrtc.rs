@@ -99,6 +99,27 @@ pub fn version() -> Result<(i32, i32)> {
     Ok((major, minor))
 }
 
+/// Whether a driver that reports `driver` from `cuDriverGetVersion` (1000 × major + 10 × minor)
+/// loads what NVRTC `nvrtc` (major, minor) builds: the kernels are compiled to `sm_XY` cubins,
+/// which a driver of the same CUDA major version loads (minor version compatibility) and a
+/// driver of an older major version does not. The error says what to install instead.
+pub fn driver_accepts(driver: i32, nvrtc: (i32, i32)) -> std::result::Result<(), String> {
+    let (major, minor) = (driver / 1000, (driver % 1000) / 10);
+    if nvrtc.0 <= major {
+        return Ok(());
+    }
+    Err(format!(
+        "NVRTC {}.{} builds cubins for CUDA {}, which this driver (CUDA {major}.{minor}, cuDriverGetVersion {driver}) \
+         cannot load: update the driver (CUDA {} needs R{}+), or install the NVRTC of the driver's CUDA version \
+         (`pip install --target .nvrtc \"nvidia-cuda-nvrtc-cu{major}\"`) and set DAMACY_NVRTC_DIR to its lib folder",
+        nvrtc.0,
+        nvrtc.1,
+        nvrtc.0,
+        nvrtc.0,
+        if nvrtc.0 >= 13 { 580 } else { 525 },
+    ))
+}
+
 fn chars_to_string(v: &[c_char]) -> String {
     let bytes: Vec<u8> = v.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     String::from_utf8_lossy(&bytes).into_owned()
@@ -159,4 +180,20 @@ pub fn compile(kernel: Kernel, arch: &str, extra_options: &[&str]) -> Result<Com
 #[must_use]
 pub fn describe_log(kernel: Kernel, arch: &str, log: &str) -> String {
     format!("{} for {arch}:\n{log}", kernel.file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::driver_accepts;
+
+    #[test]
+    fn the_driver_must_be_of_nvrtcs_cuda_major_version_or_newer() {
+        // R580 reports CUDA 13.0; minor version compatibility covers NVRTC 13.1 cubins
+        assert!(driver_accepts(13_000, (13, 0)).is_ok());
+        assert!(driver_accepts(13_000, (13, 1)).is_ok());
+        assert!(driver_accepts(13_010, (12, 8)).is_ok());
+        // an R570 driver (CUDA 12.8) cannot load NVRTC 13's cubins: the message says what to do
+        let e = driver_accepts(12_080, (13, 0)).unwrap_err();
+        assert!(e.contains("CUDA 12.8") && e.contains("R580") && e.contains("nvidia-cuda-nvrtc-cu12"), "{e}");
+    }
 }

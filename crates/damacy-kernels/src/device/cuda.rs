@@ -120,6 +120,12 @@ impl CudaBackend {
             return Err(Error::NoDevice(r));
         }
         let count = CudaContext::device_count().map_err(cuda_err("cuDeviceGetCount"))?;
+        // The kernels are compiled by NVRTC at run time: a driver older than NVRTC's CUDA major
+        // version cannot load them, which is better said now than at the first launch.
+        let mut driver: std::ffi::c_int = 0;
+        // SAFETY: the driver is initialised (device_count succeeded); `driver` is valid for writes.
+        unsafe { sys::cuDriverGetVersion(&raw mut driver) }.result().map_err(cuda_err("cuDriverGetVersion"))?;
+        crate::nvrtc::driver_accepts(driver, crate::nvrtc::version()?).map_err(Error::NoDevice)?;
         let current = current_context_device()?;
         let dev = binding(ordinal, current, count as usize)?;
         let mut cur: sys::CUcontext = std::ptr::null_mut();
