@@ -125,12 +125,6 @@ def zarrs_loader(path: Path) -> LoopLoader:
     return LoopLoader("zarr-python+zarrs loop", lambda start: arr[slices(start)])
 
 
-def warm_page_cache(path: Path) -> None:
-    for p in path.rglob("*"):
-        if p.is_file():
-            p.read_bytes()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=Path("/tmp/damacy-bench-data"))
@@ -152,7 +146,7 @@ def main() -> None:
     table = []
     for name in ARRAYS:
         path = args.data / name
-        warm_page_cache(path)
+        make_data.warm_page_cache(path)
         shape = zarr.open_array(str(path), mode="r").shape
         loaders = [DamacyLoader(path, args.batch_size), tensorstore_loader(path), zarrs_loader(path)]
         rates: dict[str, list[float]] = {ld.label: [] for ld in loaders}

@@ -58,12 +58,6 @@ def crops(shape: tuple[int, ...], n: int, seed: int) -> list[tuple[slice, ...]]:
     return out
 
 
-def warm_page_cache(path: Path) -> None:
-    for p in path.rglob("*"):
-        if p.is_file():
-            p.read_bytes()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=Path("/tmp/damacy-bench-data"))
@@ -85,7 +79,7 @@ def main() -> None:
     table = []
     for name in ARRAYS:
         path = args.data / name
-        warm_page_cache(path)
+        make_data.warm_page_cache(path)
         shape = zarr.open_array(str(path), mode="r").shape
         n = args.batch_size * (1 + args.batches * args.rounds)
         sels = crops(shape, n, seed=7)
