@@ -494,6 +494,15 @@ DMC_EMU_INTERNAL inline ThreadState* thread_state() {
         static thread_local struct Reaper {
             ~Reaper() {
                 if (tls_state) {
+#if DMC_EMU_ASAN
+                    // gcc 12's libasan keeps the shadow of unmapped memory: without this the
+                    // arena's poison and the redzones of the suspended fibers' frames would be
+                    // found by whatever is mapped here next (another thread's fiber stacks).
+                    __asan_unpoison_memory_region(tls_state->region, ARENA_BYTES);
+                    for (int i = 0; i < STACK_SETS * MAX_THREADS; i++)
+                        if (tls_state->fiber_pool[i].uc.uc_stack.ss_sp != nullptr)
+                            __asan_unpoison_memory_region(tls_state->fiber_pool[i].stack, STACK_BYTES);
+#endif
                     delete[] tls_state->fiber_pool;
                     munmap(tls_state->region, ARENA_BYTES + STACKS_BYTES);
                     delete tls_state;
@@ -507,6 +516,11 @@ DMC_EMU_INTERNAL inline ThreadState* thread_state() {
 }
 
 DMC_EMU_INTERNAL inline void make_fiber(Fiber* f) {
+#if DMC_EMU_ASAN
+    // A fresh mapping may still carry shadow left by memory unmapped there earlier (libasan does
+    // not clear it on munmap, e.g. a finished thread's stack redzones): start the stack clean.
+    __asan_unpoison_memory_region(f->stack, STACK_BYTES);
+#endif
     if (getcontext(&f->uc) != 0) fail("getcontext failed");
     f->uc.uc_stack.ss_sp = f->stack;
     f->uc.uc_stack.ss_size = STACK_BYTES;

@@ -6,6 +6,7 @@
 //! `make test`); in other builds they check what the schedules alone can show.
 #![allow(clippy::doc_markdown, clippy::missing_panics_doc)]
 
+use std::ffi::{c_char, c_void};
 use std::process::Command;
 
 // The emulated kernels are a native library of the crate: link it.
@@ -25,6 +26,16 @@ unsafe extern "C" {
     fn dmc_emu_dmc_emu_dynamic_shared(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
     fn dmc_emu_dmc_emu_intrinsics(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
 }
+
+// libc, for the ASan shadow check below.
+unsafe extern "C" {
+    fn mmap(addr: *mut c_void, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> *mut c_void;
+    fn munmap(addr: *mut c_void, len: usize) -> i32;
+    fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void;
+}
+const PROT_READ_WRITE: i32 = 0x3;
+const MAP_PRIVATE_ANONYMOUS_NORESERVE: i32 = 0x02 | 0x20 | 0x4000;
+const MAP_FIXED_NOREPLACE: i32 = 0x10_0000;
 
 const SYNC: u32 = 1;
 const LOCKSTEP: u32 = 2;
@@ -195,6 +206,67 @@ fn uninitialised_shared_memory_reads_poison() {
     assert_eq!(run(0, 0), vec![0xA5A5_A5A5 + 32; 3]);
     assert_eq!(run(0, 7), vec![0xA5A5_A5A5 + 32; 3]);
     assert_eq!(run(1, 7), vec![32; 3]);
+}
+
+#[test]
+fn a_finished_thread_leaves_no_asan_poison_behind() {
+    // Under ASan: an emulator thread poisons the unused part of its shared-memory arena and its
+    // fibers' frames leave redzones; gcc 12's libasan keeps that shadow after munmap, so memory
+    // mapped there later (another thread's fiber stacks) would be reported as poisoned. Run in
+    // a child so that no other test thread maps memory in between.
+    // SAFETY: no arguments, no state.
+    if unsafe { dmc_emu_sanitizer() } != 1 {
+        return;
+    }
+    if child_case().is_none() {
+        let (ok, err) = child("a_finished_thread_leaves_no_asan_poison_behind", "run");
+        assert!(ok, "{err}");
+        return;
+    }
+    // The address ranges of this process's private read-write mappings.
+    let mappings = || -> Vec<(usize, usize)> {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        maps.lines()
+            .filter_map(|l| {
+                let mut fields = l.split_whitespace();
+                let (lo, hi) = fields.next()?.split_once('-')?;
+                if fields.next()? != "rw-p" {
+                    return None;
+                }
+                Some((usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?))
+            })
+            .collect()
+    };
+    // The emulator thread's largest new mapping is its fiber stacks and shared-memory arena.
+    let (lo, hi) = std::thread::spawn(move || {
+        let before = mappings();
+        configure(SYNC, 0, 0, 0);
+        let mut out = vec![0u32; 2];
+        // SAFETY: out holds one value per block.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_uninit_shared(2, 1, 64, 0, 1, out.as_mut_ptr()) }, 0);
+        mappings().into_iter().filter(|m| !before.contains(m)).max_by_key(|&(lo, hi)| hi - lo).unwrap()
+    })
+    .join()
+    .unwrap();
+    // SAFETY: maps only where nothing is mapped (the thread's region, unmapped at its exit);
+    // the ASan query reads only shadow memory.
+    unsafe {
+        let m = mmap(
+            lo as *mut c_void,
+            hi - lo,
+            PROT_READ_WRITE,
+            MAP_PRIVATE_ANONYMOUS_NORESERVE | MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        );
+        assert_eq!(m as usize, lo, "the emulator thread's region {lo:#x}..{hi:#x} is still mapped");
+        let query = dlsym(std::ptr::null_mut(), c"__asan_region_is_poisoned".as_ptr());
+        assert!(!query.is_null(), "libasan's interface is not loaded");
+        let query: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void = std::mem::transmute(query);
+        let bad = query(m, hi - lo);
+        assert!(bad.is_null(), "fresh memory at {bad:p} (where the region {lo:#x}..{hi:#x} was) is poisoned");
+        munmap(m, hi - lo);
+    }
 }
 
 #[test]
