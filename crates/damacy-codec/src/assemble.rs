@@ -3,7 +3,7 @@
 //! assemble jobs built by [`device_jobs`].
 
 use crate::dtype::Dtype;
-use crate::plan::{BatchPlan, FillBox, meet};
+use crate::plan::{Axes, BatchPlan, FillBox, meet};
 use crate::region::c_strides;
 
 /// Converts runs of elements from the array's type to the output's type.
@@ -102,7 +102,7 @@ fn for_each_run(
     let last = rank - 1;
     let contiguous = src_strides[last] == 1 && dst_strides[last] == dst_elem;
     let n = count[last] as usize;
-    let mut idx = vec![0u64; rank];
+    let mut idx: Axes<u64> = smallvec::smallvec![0; rank];
     loop {
         let mut s = src_base;
         let mut d = dst_base;
@@ -135,7 +135,7 @@ fn for_each_run(
 /// Write `value` (one element of the output type) to every element of an output box.
 fn fill_with(out: &OutPtr, b: &FillBox, value: &[u8]) {
     let ts = value.len();
-    let zeros = vec![0usize; b.count.len()];
+    let zeros: Axes<usize> = smallvec::smallvec![0; b.count.len()];
     for_each_run(&b.count, (0, &zeros), (b.dst_offset as isize, &b.dst_strides), ts as isize, |_, d, n, _| {
         for chunk in out.bytes(d as usize, n * ts).chunks_exact_mut(ts) {
             chunk.copy_from_slice(value);
@@ -234,7 +234,7 @@ impl<'a> Scatter<'a> {
         for &t in &unit.targets {
             let target = &self.plan.targets[t as usize];
             let Some(m) = meet(target, &unit.origin, shape) else { continue };
-            let src_strides: Vec<usize> =
+            let src_strides: Axes<usize> =
                 self.unit_strides.iter().zip(&target.step).map(|(s, step)| (s * step) as usize).collect();
             let src_base: usize = m.src_start.iter().zip(&self.unit_strides).map(|(s, st)| (s * st) as usize).sum();
             let dst_base: isize = target.dst_offset as isize

@@ -87,46 +87,76 @@ fn location(store: &Store, array: &str, key: &StoreKey, range: Option<Range<u64>
     }
 }
 
-/// Cut the bytes of each request a read serves out of what the read returned, in
-/// `task.requests` order. A missing key gives `None`s; a range that comes back short is an
-/// error naming the key and range (a truncated object).
-fn split(
-    store: &Store,
-    array: &str,
-    task: &ReadTask,
-    requests: &[ReadRequest],
-    got: Option<Bytes>,
-) -> Result<Vec<Option<Bytes>>> {
-    let Some(buf) = got else {
-        return Ok(vec![None; task.requests.len()]);
-    };
-    let base = task.range.as_ref().map_or(0, |r| r.start);
-    task.requests
-        .iter()
-        .map(|&i| {
-            let Some(range) = &requests[i].range else { return Ok(Some(buf.clone())) };
-            let lo = (range.start - base) as usize;
-            let hi = (range.end - base) as usize;
-            if hi > buf.len() {
-                return Err(Error::decode(
-                    location(store, array, &task.key, Some(range.clone())),
-                    format!(
-                        "truncated object: {} bytes requested, {} available",
-                        range.end - range.start,
-                        buf.len().saturating_sub(lo)
-                    ),
-                ));
-            }
-            Ok(Some(buf.slice(lo..hi)))
-        })
-        .collect()
+/// What one read returned: the bytes of the key or range, `None` for a missing key.
+enum Got<'a> {
+    Missing,
+    /// A buffer the reading thread reuses (local reads of the CPU executor).
+    Borrowed(&'a [u8]),
+    Owned(Bytes),
+}
+
+/// The bytes of each request one read serves, cut out of what the read returned on demand.
+pub(crate) struct Parts<'a> {
+    store: &'a Store,
+    array: &'a str,
+    task: &'a ReadTask,
+    requests: &'a [ReadRequest],
+    got: Got<'a>,
+}
+
+impl Parts<'_> {
+    fn whole(&self) -> Option<&[u8]> {
+        match &self.got {
+            Got::Missing => None,
+            Got::Borrowed(b) => Some(b),
+            Got::Owned(b) => Some(b),
+        }
+    }
+
+    /// The range of the read that the `k`-th request of the task (`task.requests[k]`) asked
+    /// for; `None` for a missing key. A range that came back short is an error naming the key
+    /// and range (a truncated object).
+    fn range(&self, k: usize) -> Result<Option<Range<usize>>> {
+        let Some(buf) = self.whole() else { return Ok(None) };
+        let Some(range) = &self.requests[self.task.requests[k]].range else { return Ok(Some(0..buf.len())) };
+        let base = self.task.range.as_ref().map_or(0, |r| r.start);
+        let lo = (range.start - base) as usize;
+        let hi = (range.end - base) as usize;
+        if hi > buf.len() {
+            return Err(Error::decode(
+                location(self.store, self.array, &self.task.key, Some(range.clone())),
+                format!(
+                    "truncated object: {} bytes requested, {} available",
+                    range.end - range.start,
+                    buf.len().saturating_sub(lo)
+                ),
+            ));
+        }
+        Ok(Some(lo..hi))
+    }
+
+    /// The bytes of the `k`-th request of the task, borrowed.
+    pub(crate) fn slice(&self, k: usize) -> Result<Option<&[u8]>> {
+        Ok(self.range(k)?.and_then(|r| self.whole().map(|b| &b[r])))
+    }
+
+    /// The bytes of the `k`-th request of the task, owned (a slice of the read's buffer, or a
+    /// copy when the buffer is the reading thread's).
+    pub(crate) fn bytes(&self, k: usize) -> Result<Option<Bytes>> {
+        let Some(r) = self.range(k)? else { return Ok(None) };
+        Ok(Some(match &self.got {
+            Got::Owned(b) => b.slice(r),
+            Got::Borrowed(b) => Bytes::copy_from_slice(&b[r]),
+            Got::Missing => return Ok(None),
+        }))
+    }
 }
 
 /// Count what a read returned: every byte as read, and as wanted the ranges its requests asked
 /// for (the whole object for a whole-key read).
-fn account(stats: &Stats, task: &ReadTask, requests: &[ReadRequest], got: Option<&Bytes>) {
-    let Some(bytes) = got else { return };
-    let len = bytes.len() as u64;
+fn account(stats: &Stats, task: &ReadTask, requests: &[ReadRequest], got: Option<usize>) {
+    let Some(len) = got else { return };
+    let len = len as u64;
     stats.add_bytes_read(len);
     stats.add_chunk_bytes_read(len);
     let wanted = match task.range {
@@ -154,13 +184,90 @@ fn read_sync(
     .map_err(|e| Error::storage(location(store, array, &task.key, task.range.clone()), e));
     stats.add_io(started.elapsed());
     let got = got?;
-    account(stats, task, requests, got.as_ref());
+    account(stats, task, requests, got.as_ref().map(Bytes::len));
     Ok(got)
 }
 
+thread_local! {
+    /// Each reading thread's buffer for local reads of the CPU executor, and the path of the file.
+    static READ_BUF: std::cell::Cell<(Vec<u8>, std::path::PathBuf)> = const { std::cell::Cell::new((Vec::new(), std::path::PathBuf::new())) };
+}
+
+/// Read a task's key (or range of it) from the local folder `root` into `buf` (which keeps its
+/// length between reads, so its bytes are zeroed once, not per read); `path` is scratch for the
+/// file's path. Returns how many bytes were read (fewer than the range when the file is shorter:
+/// [`Parts`] reports that as a truncated object), or `None` for a missing file.
+fn read_local(
+    root: &std::path::Path,
+    task: &ReadTask,
+    buf: &mut Vec<u8>,
+    path: &mut std::path::PathBuf,
+) -> std::io::Result<Option<usize>> {
+    use std::os::unix::fs::FileExt;
+    path.clear();
+    path.push(root);
+    let key = task.key.as_str();
+    if !key.is_empty() {
+        path.push(key.strip_prefix('/').unwrap_or(key));
+    }
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let (offset, len) = match &task.range {
+        Some(r) => (r.start, r.end - r.start),
+        None => (0, file.metadata()?.len()),
+    };
+    let len = usize::try_from(len).map_err(|_| std::io::Error::other("read larger than the address space"))?;
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    let mut done = 0;
+    while done < len {
+        match file.read_at(&mut buf[done..len], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(done))
+}
+
+/// One read of a local store into the reading thread's buffer, handed to `on_read` while the
+/// buffer is borrowed.
+fn read_local_reused(
+    store: &Store,
+    root: &std::path::Path,
+    array: &str,
+    task: &ReadTask,
+    requests: &[ReadRequest],
+    stats: &Stats,
+    on_read: impl FnOnce(&Parts<'_>) -> Result<()>,
+) -> Result<()> {
+    // Taken out of the cell (not borrowed), so a nested read on this thread gets its own.
+    let (mut buf, mut path) = READ_BUF.take();
+    let started = Instant::now();
+    stats.add_storage_requests(1);
+    let got = read_local(root, task, &mut buf, &mut path);
+    stats.add_io(started.elapsed());
+    let result = match got {
+        Err(e) => Err(Error::storage(location(store, array, &task.key, task.range.clone()), e.into())),
+        Ok(n) => {
+            account(stats, task, requests, n);
+            let got = n.map_or(Got::Missing, |n| Got::Borrowed(&buf[..n]));
+            on_read(&Parts { store, array, task, requests, got })
+        }
+    };
+    READ_BUF.set((buf, path));
+    result
+}
+
 /// Run every read of `plan` and call `on_read(task, parts)` for each, on a thread of `pool`,
-/// as soon as its bytes are there: `parts` holds the bytes of each request the read serves, in
-/// `task.requests` order (`None` for a missing key). A remote store's reads are issued at once
+/// as soon as its bytes are there: `parts` gives the bytes of each request the read serves, in
+/// `task.requests` order (`None` for a missing key). With `reuse`, a local store is read into a
+/// buffer each thread keeps (no allocation per read), which `parts` only lends. A remote store's reads are issued at once
 /// (at most `in_flight` of them per batch) and wait for room under the store's limits on
 /// requests and bytes in flight; a read's bytes stay counted against the store's budget until
 /// `on_read` is done with them. The first error stops the batch and is returned.
@@ -169,16 +276,22 @@ pub(crate) fn for_each_read(
     stats: &Stats,
     pool: &rayon::ThreadPool,
     in_flight: usize,
-    on_read: impl Fn(&ReadTask, Vec<Option<Bytes>>) -> Result<()> + Sync,
+    reuse: bool,
+    on_read: impl Fn(&ReadTask, &Parts<'_>) -> Result<()> + Sync,
 ) -> Result<()> {
     let store = plan.array.store();
     let array = plan.array.path.as_str();
     let requests = &plan.requests;
     let Some(remote) = store.remote() else {
         return pool.install(|| {
-            plan.reads.par_iter().try_for_each(|task| {
-                let got = read_sync(store, array, task, requests, stats)?;
-                on_read(task, split(store, array, task, requests, got)?)
+            plan.reads.par_iter().try_for_each(|task| match store.local_root() {
+                Some(root) if reuse => {
+                    read_local_reused(store, root, array, task, requests, stats, |parts| on_read(task, parts))
+                }
+                _ => {
+                    let got = read_sync(store, array, task, requests, stats)?.map_or(Got::Missing, Got::Owned);
+                    on_read(task, &Parts { store, array, task, requests, got })
+                }
             })
         });
     };
@@ -224,10 +337,11 @@ pub(crate) fn for_each_read(
                     break;
                 }
             };
-            account(stats, task, requests, got.as_ref());
+            account(stats, task, requests, got.as_ref().map(Bytes::len));
             let (on_read, fail) = (&on_read, &fail);
             scope.spawn(move |_| {
-                if let Err(e) = split(store, array, task, requests, got).and_then(|parts| on_read(task, parts)) {
+                let got = got.map_or(Got::Missing, Got::Owned);
+                if let Err(e) = on_read(task, &Parts { store, array, task, requests, got }) {
                     fail(e);
                 }
                 drop(reservation);
@@ -249,8 +363,9 @@ pub(crate) fn fetch_all(
     in_flight: usize,
 ) -> Result<Vec<Option<Bytes>>> {
     let out: Vec<Mutex<Option<Bytes>>> = (0..plan.requests.len()).map(|_| Mutex::new(None)).collect();
-    for_each_read(plan, stats, pool, in_flight, |task, parts| {
-        for (&i, bytes) in task.requests.iter().zip(parts) {
+    for_each_read(plan, stats, pool, in_flight, false, |task, parts| {
+        for (k, &i) in task.requests.iter().enumerate() {
+            let bytes = parts.bytes(k)?;
             if let Ok(mut slot) = out[i].lock() {
                 *slot = bytes;
             }
@@ -327,6 +442,30 @@ mod tests {
                 proptest::prop_assert_eq!(read.end, covered);
             }
         }
+    }
+
+    #[test]
+    fn local_reads_reuse_the_buffer_and_report_short_and_missing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("c/0")).unwrap();
+        std::fs::write(dir.path().join("c/0/1"), (0u8..100).collect::<Vec<u8>>()).unwrap();
+        let task = |key: &str, range: Option<Range<u64>>| ReadTask {
+            key: StoreKey::new(key).unwrap(),
+            range,
+            requests: Vec::new(),
+        };
+        let (mut buf, mut path) = (Vec::new(), std::path::PathBuf::new());
+        assert_eq!(read_local(dir.path(), &task("c/0/1", None), &mut buf, &mut path).unwrap(), Some(100));
+        assert_eq!(buf[..100], (0u8..100).collect::<Vec<u8>>());
+        let ptr = buf.as_ptr();
+        assert_eq!(read_local(dir.path(), &task("c/0/1", Some(10..30)), &mut buf, &mut path).unwrap(), Some(20));
+        assert_eq!(buf[..20], (10u8..30).collect::<Vec<u8>>());
+        assert_eq!(buf.as_ptr(), ptr, "a smaller read reuses the buffer");
+        // A range past the end comes back short (the caller reports a truncated object).
+        assert_eq!(read_local(dir.path(), &task("c/0/1", Some(90..120)), &mut buf, &mut path).unwrap(), Some(10));
+        assert_eq!(read_local(dir.path(), &task("c/0/2", None), &mut buf, &mut path).unwrap(), None);
+        let err = read_local(dir.path(), &task("c/0", None), &mut buf, &mut path).unwrap_err();
+        assert!(err.kind() != std::io::ErrorKind::NotFound, "a folder is not a missing chunk: {err}");
     }
 
     #[test]

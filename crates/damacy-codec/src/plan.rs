@@ -54,19 +54,29 @@ impl Target {
 
 /// Where a target meets a unit: along each axis, the first target index inside the unit, how
 /// many, and the element of the unit it starts at.
+/// Inline up to [`INLINE_RANK`] axes: no heap allocation per unit and target on the read path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Meet {
-    pub(crate) first: Vec<u64>,
-    pub(crate) count: Vec<u64>,
-    pub(crate) src_start: Vec<u64>,
+    pub(crate) first: Axes<u64>,
+    pub(crate) count: Axes<u64>,
+    pub(crate) src_start: Axes<u64>,
 }
+
+/// Arrays of at most this rank keep per-axis scratch values inline (on the stack).
+pub(crate) const INLINE_RANK: usize = 8;
+
+/// Per-axis values, inline up to [`INLINE_RANK`] axes.
+pub(crate) type Axes<T> = smallvec::SmallVec<[T; INLINE_RANK]>;
 
 /// The part of target `t` inside the unit with origin `origin` and shape `shape`.
 #[allow(clippy::many_single_char_names)] // the arithmetic reads as the formula in the doc
 pub(crate) fn meet(t: &Target, origin: &[u64], shape: &[u64]) -> Option<Meet> {
     let rank = t.start.len();
-    let mut m =
-        Meet { first: Vec::with_capacity(rank), count: Vec::with_capacity(rank), src_start: Vec::with_capacity(rank) };
+    let mut m = Meet {
+        first: Axes::with_capacity(rank),
+        count: Axes::with_capacity(rank),
+        src_start: Axes::with_capacity(rank),
+    };
     for a in 0..rank {
         let (st, step, n, o, s) = (t.start[a], t.step[a], t.count[a], origin[a], shape[a]);
         if o + s <= st {
@@ -459,19 +469,40 @@ mod tests {
     fn meets_with_steps() {
         // Elements 3, 6, 9, 12, 15 along one axis; a unit covering [8, 16).
         let t = target(&[3], &[3], &[5]);
-        assert_eq!(meet(&t, &[8], &[8]), Some(Meet { first: vec![2], count: vec![3], src_start: vec![1] }));
+        assert_eq!(
+            meet(&t, &[8], &[8]),
+            Some(Meet {
+                first: smallvec::smallvec![2],
+                count: smallvec::smallvec![3],
+                src_start: smallvec::smallvec![1]
+            })
+        );
         assert_eq!(meet(&t, &[16], &[8]), None);
         assert_eq!(meet(&t, &[0], &[3]), None, "element 3 lies in the next unit");
         // Step larger than the unit: a unit between two selected elements is not met.
         let sparse = target(&[0], &[10], &[3]);
         assert_eq!(meet(&sparse, &[4], &[4]), None);
-        assert_eq!(meet(&sparse, &[8], &[4]), Some(Meet { first: vec![1], count: vec![1], src_start: vec![2] }));
+        assert_eq!(
+            meet(&sparse, &[8], &[4]),
+            Some(Meet {
+                first: smallvec::smallvec![1],
+                count: smallvec::smallvec![1],
+                src_start: smallvec::smallvec![2]
+            })
+        );
     }
 
     #[test]
     fn meets_plain_boxes() {
         let t = target(&[3, 7], &[1, 1], &[6, 2]);
         let m = meet(&t, &[4, 8], &[4, 4]).unwrap();
-        assert_eq!(m, Meet { first: vec![1, 1], count: vec![4, 1], src_start: vec![0, 0] });
+        assert_eq!(
+            m,
+            Meet {
+                first: smallvec::smallvec![1, 1],
+                count: smallvec::smallvec![4, 1],
+                src_start: smallvec::smallvec![0, 0]
+            }
+        );
     }
 }

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions};
-use zarrs_storage::Bytes;
 
 use super::{Ctx, Executor};
 use crate::array::ArrayMeta;
@@ -58,27 +57,53 @@ fn zstd_has_checksum(frame: &[u8]) -> bool {
     frame.len() < 5 || frame[..4] != MAGIC || frame[4] & 0x04 != 0
 }
 
-/// Decode the first `want` bytes of one zstd frame into `out` and stop: the blocks after
-/// them are never decoded. A frame shorter than `want` is an error.
-fn zstd_decode_prefix(src: &[u8], want: usize, out: &mut Vec<u8>) -> Result<(), String> {
+/// The largest decoded size of a zstd block (`ZSTD_BLOCKSIZE_MAX`): a prefix decode can only
+/// skip whole blocks, so it pays off when at least this much of a frame is not needed.
+const ZSTD_BLOCK_MAX: usize = 128 * 1024;
+
+/// The longest zstd frame header (`ZSTD_FRAMEHEADERSIZE_MAX`).
+const ZSTD_FRAME_HEADER_MAX: usize = 18;
+
+/// Decode at least the first `want` bytes of one zstd frame of `expected` decoded bytes into
+/// `out` and stop: the blocks after them are never decoded. libzstd writes straight into `out`
+/// (a stable output buffer: no copy through its window, no zeroing); it requires room for the
+/// whole frame, which is reserved, not written. A frame shorter than `want` is an error.
+fn zstd_decode_prefix(src: &[u8], want: usize, expected: usize, out: &mut Vec<u8>) -> Result<(), String> {
     use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
+    use zstd::zstd_safe::DParameter;
     ZSTD_STREAM.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
-            *slot = Some(Decoder::new().map_err(|e| format!("zstd context: {e}"))?);
+            let mut decoder = Decoder::new().map_err(|e| format!("zstd context: {e}"))?;
+            decoder.set_parameter(DParameter::StableOutBuffer(true)).map_err(|e| format!("zstd context: {e}"))?;
+            *slot = Some(decoder);
         }
         let decoder = slot.as_mut().ok_or("zstd context")?;
         decoder.reinit().map_err(|e| format!("zstd: {e}"))?;
         out.clear();
-        out.resize(want, 0);
-        let mut input = InBuffer::around(src);
-        let mut output = OutBuffer::around(out.as_mut_slice());
+        out.reserve_exact(expected);
+        // The same buffer (start, size) for every call, as a stable output buffer requires.
+        let mut output = OutBuffer::around_pos(out, 0);
+        // Input is handed over as libzstd asks for it (its hint: the next block and the header
+        // after it), so each call decodes one block and decoding stops at the block that
+        // reaches `want`. (Given the whole frame at once, with room for all of it, libzstd
+        // would decode it in one pass.)
+        let mut end = src.len().min(ZSTD_FRAME_HEADER_MAX);
+        let mut consumed = 0;
         while output.pos() < want {
-            let before = (input.pos(), output.pos());
+            let mut input = InBuffer::around(&src[..end]);
+            input.set_pos(consumed);
+            let before = (consumed, output.pos());
             let hint = decoder.run(&mut input, &mut output).map_err(|e| format!("zstd: {e}"))?;
-            if output.pos() < want && (hint == 0 || (input.pos(), output.pos()) == before) {
+            consumed = input.pos();
+            if output.pos() >= want {
+                break;
+            }
+            let progressed = (consumed, output.pos()) != before;
+            if hint == 0 || (!progressed && end == src.len()) {
                 return Err(format!("zstd frame ends after {} bytes, the chunk holds at least {want}", output.pos()));
             }
+            end = if progressed { src.len().min(consumed.saturating_add(hint).max(end)) } else { src.len() };
         }
         Ok(())
     })
@@ -139,14 +164,14 @@ impl CpuDecoder {
 
     /// Decode one unit into `out` (native-endian, C order of the decode shape), reusing its
     /// allocation where the codec allows. `needed` elements are all the caller reads: a zstd
-    /// frame without a content checksum is decoded only that far (later blocks are skipped); any
-    /// other unit is decoded whole.
-    pub(crate) fn decode(&self, bytes: &Bytes, out: &mut Vec<u8>, needed: usize) -> Result<(), Source> {
+    /// frame without a content checksum whose unneeded tail holds a whole block or more is
+    /// decoded only that far (later blocks are skipped); any other unit is decoded whole.
+    pub(crate) fn decode(&self, bytes: &[u8], out: &mut Vec<u8>, needed: usize) -> Result<(), Source> {
         let expected = self.expected;
         if let Some(FastPath::Zstd { big_endian }) = self.fast {
             let want = (needed * self.size).min(expected);
-            let result = if want < expected && !zstd_has_checksum(bytes) {
-                zstd_decode_prefix(bytes, want, out)
+            let result = if want.saturating_add(ZSTD_BLOCK_MAX) < expected && !zstd_has_checksum(bytes) {
+                zstd_decode_prefix(bytes, want, expected, out)
             } else {
                 zstd_decode(bytes, expected, out)
             };
@@ -195,7 +220,7 @@ pub(crate) fn decode_scratch(
     decoder: &CpuDecoder,
     plan: &BatchPlan,
     u: usize,
-    bytes: &Bytes,
+    bytes: &[u8],
     needed: usize,
     stats: &Stats,
     consume: impl FnOnce(&[u8]),
@@ -236,17 +261,17 @@ impl Executor for CpuExecutor {
         ctx.compute.install(|| scatter.prefill());
         stats.add_assemble(started.elapsed());
         stats.add_units_filled(plan.units.iter().filter(|u| u.source == UnitSource::Fill).count() as u64);
-        for_each_read(plan, stats, ctx.compute, ctx.in_flight, |task, parts| {
-            for (&i, bytes) in task.requests.iter().zip(parts) {
+        for_each_read(plan, stats, ctx.compute, ctx.in_flight, true, |task, parts| {
+            for (k, &i) in task.requests.iter().enumerate() {
                 let u = plan.requests[i].unit;
-                match bytes {
+                match parts.slice(k)? {
                     None => {
                         stats.add_units_filled(1);
                         scatter.fill(u);
                     }
                     Some(bytes) => {
                         let needed = scatter.needed_elements(u);
-                        decode_scratch(&decoder, plan, u, &bytes, needed, stats, |decoded| scatter.unit(u, decoded))?;
+                        decode_scratch(&decoder, plan, u, bytes, needed, stats, |decoded| scatter.unit(u, decoded))?;
                     }
                 }
             }
@@ -271,15 +296,18 @@ mod tests {
     fn prefix_decode_equals_the_head_of_a_full_decode() {
         let (data, z) = frame(300_000, false);
         assert!(!zstd_has_checksum(&z));
-        for want in [1, 1000, 131_072, 131_073, 299_999, 300_000] {
-            let mut out = Vec::new();
-            zstd_decode_prefix(&z, want, &mut out).unwrap();
-            assert_eq!(out, data[..want], "want {want}");
-        }
         let mut out = Vec::new();
-        let err = zstd_decode_prefix(&z, 300_001, &mut out).unwrap_err();
+        for want in [1, 1000, 131_072, 131_073, 299_999, 300_000] {
+            zstd_decode_prefix(&z, want, data.len(), &mut out).unwrap();
+            assert!(out.len() >= want && out.len() <= data.len(), "want {want}: {} bytes", out.len());
+            assert_eq!(out, data[..out.len()], "want {want}");
+        }
+        // Only the blocks up to `want` are decoded.
+        zstd_decode_prefix(&z, 1000, data.len(), &mut out).unwrap();
+        assert!(out.len() <= ZSTD_BLOCK_MAX, "{} bytes decoded for 1000", out.len());
+        let err = zstd_decode_prefix(&z, 300_001, 400_000, &mut out).unwrap_err();
         assert!(err.contains("ends after 300000"), "{err}");
-        let err = zstd_decode_prefix(&z[..z.len() / 2], 299_000, &mut out).unwrap_err();
+        let err = zstd_decode_prefix(&z[..z.len() / 2], 299_000, data.len(), &mut out).unwrap_err();
         assert!(err.contains("zstd"), "{err}");
     }
 

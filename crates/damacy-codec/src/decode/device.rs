@@ -320,7 +320,7 @@ fn assemble_jobs(
             copies.push(AssembleJob {
                 src_offset: offset + src_elem as usize * fs,
                 dst_offset: dst_base + dst as usize,
-                shape: m.count.clone(),
+                shape: m.count.to_vec(),
                 src_strides: unit_strides.iter().zip(&target.step).map(|(s, step)| (s * step) as i64).collect(),
                 dst_strides: target.dst_strides.iter().map(|s| (*s / ts) as i64).collect(),
                 src_dtype,
