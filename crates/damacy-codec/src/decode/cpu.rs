@@ -2,8 +2,9 @@
 //! over chunks. Its strategy is fused: each read is decoded and scattered into the output by the
 //! thread it is handed to as soon as its bytes arrive, so reads of some chunks overlap the
 //! decoding of others and decoded bytes stay in one reused buffer per thread. The most common
-//! chain of zarr-python data, `bytes` + `zstd`, takes a fast path with one reused zstd
-//! decompression context per thread (zarrs creates one per chunk).
+//! chains of zarr data, `bytes` + `zstd` and `bytes` + `blosc`, take fast paths that decode into
+//! that buffer with one reused zstd context per thread (zarrs creates one per chunk) and c-blosc
+//! (zarrs allocates each decoded chunk).
 
 use std::cell::RefCell;
 use std::num::NonZeroU64;
@@ -25,6 +26,9 @@ use crate::stats::Stats;
 enum FastPath {
     /// `bytes` (either byte order) then `zstd`.
     Zstd { big_endian: bool },
+    /// `bytes` (either byte order) then `blosc` (any of its compressors and shuffles), decoded
+    /// by c-blosc straight into the thread's buffer.
+    Blosc { big_endian: bool },
     /// `bytes` alone, in the host's byte order (or one-byte elements): the stored bytes are the
     /// decoded bytes, scattered straight from the read without a copy.
     Raw,
@@ -37,9 +41,10 @@ fn fast_path(array: &ArrayMeta) -> Option<FastPath> {
             let host = if cfg!(target_endian = "big") { "big" } else { "little" };
             (array.dtype.size() == 1 || endian == Some(host)).then_some(FastPath::Raw)
         }
-        [bytes, zstd] if bytes.name() == "bytes" && zstd.name() == "zstd" => {
+        [bytes, codec] if bytes.name() == "bytes" && matches!(codec.name(), "zstd" | "blosc") => {
             let endian = bytes.configuration().and_then(|c| c.get("endian")).and_then(|v| v.as_str());
-            Some(FastPath::Zstd { big_endian: endian == Some("big") && array.dtype.size() > 1 })
+            let big_endian = endian == Some("big") && array.dtype.size() > 1;
+            Some(if codec.name() == "zstd" { FastPath::Zstd { big_endian } } else { FastPath::Blosc { big_endian } })
         }
         _ => None,
     }
@@ -129,7 +134,37 @@ fn zstd_decode(src: &[u8], expected: usize, out: &mut Vec<u8>) -> Result<(), Str
     })
 }
 
-/// Decodes units of one array on the host: the zstd fast path, else zarrs' codec chain.
+/// Decompress one blosc buffer of exactly `expected` decoded bytes into `out` with c-blosc (one
+/// internal thread: parallelism is across units). The header is validated against the buffer's
+/// length before anything is decoded.
+fn blosc_decode(src: &[u8], expected: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    use std::ffi::c_void;
+    let mut nbytes = 0usize;
+    // SAFETY: c-blosc reads at most `src.len()` bytes of `src` and writes one usize.
+    let invalid =
+        unsafe { blosc_src::blosc_cbuffer_validate(src.as_ptr().cast::<c_void>(), src.len(), &raw mut nbytes) };
+    if invalid != 0 {
+        return Err(format!("blosc: not a valid blosc buffer ({} bytes)", src.len()));
+    }
+    if nbytes != expected {
+        return Err(format!("blosc buffer decodes to {nbytes} bytes, the chunk holds {expected}"));
+    }
+    out.clear();
+    out.reserve(expected);
+    // SAFETY: `src` was validated above (its header's compressed size fits in `src`); c-blosc
+    // writes at most `expected` bytes to `out`'s spare capacity, which holds at least that many.
+    let n = unsafe {
+        blosc_src::blosc_decompress_ctx(src.as_ptr().cast::<c_void>(), out.as_mut_ptr().cast::<c_void>(), expected, 1)
+    };
+    if usize::try_from(n).ok() != Some(expected) {
+        return Err(format!("blosc: decompression failed ({n}) for a buffer of {} bytes", src.len()));
+    }
+    // SAFETY: c-blosc initialised exactly `expected` bytes (its return value).
+    unsafe { out.set_len(expected) };
+    Ok(())
+}
+
+/// Decodes units of one array on the host: the zstd and blosc fast paths, else zarrs' codec chain.
 pub(crate) struct CpuDecoder {
     chain: std::sync::Arc<zarrs::array::CodecChain>,
     shape: Vec<NonZeroU64>,
@@ -168,13 +203,20 @@ impl CpuDecoder {
     /// decoded only that far (later blocks are skipped); any other unit is decoded whole.
     pub(crate) fn decode(&self, bytes: &[u8], out: &mut Vec<u8>, needed: usize) -> Result<(), Source> {
         let expected = self.expected;
-        if let Some(FastPath::Zstd { big_endian }) = self.fast {
-            let want = (needed * self.size).min(expected);
-            let result = if want.saturating_add(ZSTD_BLOCK_MAX) < expected && !zstd_has_checksum(bytes) {
-                zstd_decode_prefix(bytes, want, expected, out)
-            } else {
-                zstd_decode(bytes, expected, out)
-            };
+        let fast = match self.fast {
+            Some(FastPath::Zstd { big_endian }) => {
+                let want = (needed * self.size).min(expected);
+                let result = if want.saturating_add(ZSTD_BLOCK_MAX) < expected && !zstd_has_checksum(bytes) {
+                    zstd_decode_prefix(bytes, want, expected, out)
+                } else {
+                    zstd_decode(bytes, expected, out)
+                };
+                Some((result, big_endian))
+            }
+            Some(FastPath::Blosc { big_endian }) => Some((blosc_decode(bytes, expected, out), big_endian)),
+            _ => None,
+        };
+        if let Some((result, big_endian)) = fast {
             result.map_err(|e| -> Source { Arc::new(Message(e)) })?;
             if big_endian {
                 for element in out.chunks_exact_mut(self.size) {
@@ -201,7 +243,7 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A decode failure that is only a message (the zstd fast path's).
+/// A decode failure that is only a message (the fast paths').
 #[derive(Debug)]
 struct Message(String);
 
@@ -309,6 +351,37 @@ mod tests {
         assert!(err.contains("ends after 300000"), "{err}");
         let err = zstd_decode_prefix(&z[..z.len() / 2], 299_000, data.len(), &mut out).unwrap_err();
         assert!(err.contains("zstd"), "{err}");
+    }
+
+    #[test]
+    fn blosc_buffers_decode_exactly_or_fail_clearly() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8 ^ (i >> 12) as u8).collect();
+        let mut z = vec![0u8; data.len() + 16];
+        // SAFETY: `z` has room for the data plus blosc's maximum overhead (16 bytes).
+        let n = unsafe {
+            blosc_src::blosc_compress_ctx(
+                5,
+                1,
+                4,
+                data.len(),
+                data.as_ptr().cast(),
+                z.as_mut_ptr().cast(),
+                z.len(),
+                c"lz4".as_ptr(),
+                0,
+                1,
+            )
+        };
+        z.truncate(usize::try_from(n).unwrap());
+        let mut out = Vec::new();
+        blosc_decode(&z, data.len(), &mut out).unwrap();
+        assert_eq!(out, data);
+        let err = blosc_decode(&z, data.len() + 4, &mut out).unwrap_err();
+        assert!(err.contains("decodes to 100000 bytes"), "{err}");
+        let err = blosc_decode(&z[..z.len() / 2], data.len(), &mut out).unwrap_err();
+        assert!(err.contains("not a valid blosc buffer"), "{err}");
+        let err = blosc_decode(b"short", data.len(), &mut out).unwrap_err();
+        assert!(err.contains("blosc"), "{err}");
     }
 
     #[test]
