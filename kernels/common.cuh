@@ -146,9 +146,9 @@ __device__ __forceinline__ bool dmc_in_bounds(dmc_u64 off, dmc_u64 len, dmc_u64 
     return off <= total && len <= total - off;
 }
 
-// 16 bytes as four little-endian words, moved with one 16-byte (vector) access; the pointer
-// must be 16-byte aligned. (The emulator reads and writes them as one GCC vector: a struct
-// copy would be split into four word accesses, and its cost model would count four requests.)
+// 16 bytes as four little-endian words, loaded with one 16-byte (vector) access; the pointer
+// must be 16-byte aligned. (The emulator reads them as one GCC vector: a struct copy would be
+// split into four word accesses, and its cost model would count four requests.)
 // Not a wire struct: no host twin.
 typedef struct alignas(16) {
     dmc_u32 w[4];
@@ -159,16 +159,10 @@ __device__ __forceinline__ dmc_u32x4 dmc_load16(const void* p) {
     const dmc_emu_u32v4 v = *(const dmc_emu_u32v4*)p;
     return dmc_u32x4{{v[0], v[1], v[2], v[3]}};
 }
-__device__ __forceinline__ void dmc_store16(void* p, const dmc_u32x4& x) {
-    *(dmc_emu_u32v4*)p = dmc_emu_u32v4{x.w[0], x.w[1], x.w[2], x.w[3]};
-}
 #else
 __device__ __forceinline__ dmc_u32x4 dmc_load16(const void* p) {
     const uint4 v = *(const uint4*)p;
     return dmc_u32x4{{v.x, v.y, v.z, v.w}};
-}
-__device__ __forceinline__ void dmc_store16(void* p, const dmc_u32x4& x) {
-    *(uint4*)p = make_uint4(x.w[0], x.w[1], x.w[2], x.w[3]);
 }
 #endif
 
