@@ -146,6 +146,26 @@ __device__ __forceinline__ bool dmc_in_bounds(dmc_u64 off, dmc_u64 len, dmc_u64 
     return off <= total && len <= total - off;
 }
 
+// 16 bytes as four little-endian words, loaded with one 16-byte (vector) access; the pointer
+// must be 16-byte aligned. (The emulator reads them as one GCC vector: a struct copy would be
+// split into four word accesses, and its cost model would count four requests.)
+// Not a wire struct: no host twin.
+typedef struct alignas(16) {
+    dmc_u32 w[4];
+} dmc_u32x4;
+#ifdef DMC_EMULATE
+typedef dmc_u32 dmc_emu_u32v4 __attribute__((vector_size(16)));
+__device__ __forceinline__ dmc_u32x4 dmc_load16(const void* p) {
+    const dmc_emu_u32v4 v = *(const dmc_emu_u32v4*)p;
+    return dmc_u32x4{{v[0], v[1], v[2], v[3]}};
+}
+#else
+__device__ __forceinline__ dmc_u32x4 dmc_load16(const void* p) {
+    const uint4 v = *(const uint4*)p;
+    return dmc_u32x4{{v.x, v.y, v.z, v.w}};
+}
+#endif
+
 // The prologue every decode kernel shares: check stream `sid`'s descriptor against the wave's
 // buffers. A descriptor outside them is reported (by `reporter`, one thread) as
 // DMC_STATUS_BAD_DESCRIPTOR with actual size 0, and the caller returns without touching memory.

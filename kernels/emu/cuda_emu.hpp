@@ -622,6 +622,22 @@ DMC_EMU_INTERNAL inline void poison_arena(Block* b) {
 #define DMC_EMU_COST_HOOK(...)
 #endif
 
+// The call site of a collective or barrier. std::source_location's accessors are out-of-line
+// functions compiled with the kernels' instrumentation: in the cost build their reads of the
+// location's static record would count as global loads of the kernel (three per collective),
+// so the recorder is paused while they run.
+DMC_EMU_INTERNAL inline Site site_of(const std::source_location& loc) {
+#if DMC_EMU_COST
+    const int busy = cost::tls_busy;
+    cost::tls_busy = 1;
+#endif
+    const Site s{loc.file_name(), (unsigned)loc.line(), (unsigned)loc.column()};
+#if DMC_EMU_COST
+    cost::tls_busy = busy;
+#endif
+    return s;
+}
+
 // ---- Collectives ----
 
 DMC_EMU_INTERNAL inline bool same_collective(const Fiber* a, const Fiber* b) {
@@ -1043,7 +1059,7 @@ DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int widt
     f->arg = arg;
     f->width = width;
     f->mask = mask;
-    f->site = Site{loc.file_name(), (unsigned)loc.line(), (unsigned)loc.column()};
+    f->site = site_of(loc);
     f->state = WAIT_WARP;
 #if DMC_EMU_TSAN
     {
@@ -1076,7 +1092,7 @@ DMC_EMU_INTERNAL inline int barrier(int pred, std::source_location loc) {
     Block* b = tls_block;
     f->bar_pred = pred;
     f->op = -1;
-    f->site = Site{loc.file_name(), (unsigned)loc.line(), (unsigned)loc.column()};
+    f->site = site_of(loc);
     f->state = WAIT_BAR;
 #if DMC_EMU_TSAN
     f->bar_gen = b->bar_gen;

@@ -347,6 +347,59 @@ fn assemble_casts_to_f32_f16_bf16() {
     }
 }
 
+/// Element loads and stores take one access of the element's size when the address is aligned
+/// to it, single bytes otherwise: every source and destination byte offset (aligned or not, in
+/// both byte orders) gives the same elements, and no byte outside the destination run changes.
+#[test]
+fn assemble_at_unaligned_offsets_matches_aligned() {
+    let device = Device::emulated(0x5EED);
+    let vals: Vec<i16> = (0..37).map(|i| (i * 1777 - 30_000) as i16).collect();
+    let n = vals.len() as u64;
+    for big_endian in [false, true] {
+        for (dst_dtype, expect) in [
+            (Dtype::I16, vals.iter().flat_map(|&v| v.to_le_bytes()).collect::<Vec<u8>>()),
+            (Dtype::F32, vals.iter().flat_map(|&v| f32::from(v).to_le_bytes()).collect()),
+            (Dtype::I64, vals.iter().flat_map(|&v| i64::from(v).to_le_bytes()).collect()),
+        ] {
+            for src_offset in [0usize, 1, 2, 3, 5] {
+                for dst_offset in [0usize, 1, 2, 4, 6, 7] {
+                    let mut src_bytes = vec![0xEEu8; src_offset];
+                    src_bytes
+                        .extend(vals.iter().flat_map(|v| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() }));
+                    let mut src = device.alloc(src_bytes.len()).unwrap();
+                    device.upload(&src_bytes, &mut src, 0).unwrap();
+                    let sentinel = vec![0x5Au8; dst_offset + expect.len() + 3];
+                    let mut dst = device.alloc(sentinel.len()).unwrap();
+                    device.upload(&sentinel, &mut dst, 0).unwrap();
+                    let job = AssembleJob {
+                        src_offset,
+                        dst_offset,
+                        shape: vec![n],
+                        src_strides: vec![1],
+                        dst_strides: vec![1],
+                        src_dtype: Dtype::I16,
+                        dst_dtype,
+                        big_endian,
+                        fill_bits: None,
+                    };
+                    for r in damacy_kernels::assemble(&device, &src, &mut dst, &[job]).unwrap() {
+                        r.unwrap();
+                    }
+                    let mut host = vec![0u8; sentinel.len()];
+                    device.download(&dst, 0, &mut host).unwrap();
+                    let what = format!("{dst_dtype:?} big_endian {big_endian} src +{src_offset} dst +{dst_offset}");
+                    assert_eq!(&host[dst_offset..dst_offset + expect.len()], &expect[..], "{what}");
+                    assert!(host[..dst_offset].iter().all(|&b| b == 0x5A), "{what}: bytes before the run");
+                    assert!(
+                        host[dst_offset + expect.len()..].iter().all(|&b| b == 0x5A),
+                        "{what}: bytes after the run"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn assemble_f32_to_f16_rounding_matches_half() {
     let device = Device::emulated(0);
