@@ -2,7 +2,8 @@
 // Mapping: grid.y = job (one region of one decoded chunk, or one fill region), grid.x blocks ×
 // DMC_ASSEMBLE_THREADS threads stride over the region's elements in C order; each thread maps
 // its element through the job's source and destination strides (so any axis permutation is a
-// stride choice), loads, swaps bytes, converts and stores one element.
+// stride choice), loads, swaps bytes, converts and stores one element. The job is copied into
+// registers once per thread, so the element loop reads only the data.
 #include "common.cuh"
 
 __device__ __forceinline__ dmc_u32 dmc_dtype_size(dmc_u32 d) {
@@ -203,7 +204,9 @@ dmc_assemble(const dmc_u8* __restrict__ src, dmc_u64 src_total, dmc_u8* __restri
              dmc_u32* __restrict__ status) {
     const dmc_u32 jid = blockIdx.y;
     if (jid >= n_jobs) return;
-    const dmc_assemble_job* j = jobs + jid;
+    // The job's fields in registers, read once: the element loop reads only the data.
+    const dmc_assemble_job job = jobs[jid];
+    const dmc_assemble_job* j = &job;
     const dmc_u32 ssz = dmc_dtype_size(j->src_dtype);
     const dmc_u32 dsz = dmc_dtype_size(j->dst_dtype);
     const bool fill = (j->flags & DMC_ASM_FILL) != 0;
