@@ -732,6 +732,9 @@ fn lz4_encode(seqs: &[(Vec<u8>, u16, usize)], last: &[u8]) -> Vec<u8> {
     out
 }
 
+/// One LZ77 sequence: its literals, the match distance and the match length.
+type Sequence = (Vec<u8>, usize, usize);
+
 /// A sequential LZ4 block decoder with the kernel's error rules (status, bytes written).
 fn lz4_reference(src: &[u8], dst_len: usize) -> Decoded {
     fn ext(src: &[u8], ip: &mut usize, len: &mut usize) -> bool {
@@ -793,7 +796,7 @@ fn lz4_reference(src: &[u8], dst_len: usize) -> Decoded {
 
 /// A BloscLZ stream from (literals, distance, match length) sequences and the final literals
 /// (literal runs of at most 32 bytes; distances past 8191 use the far form).
-fn blosclz_encode(seqs: &[(Vec<u8>, usize, usize)], last: &[u8]) -> Vec<u8> {
+fn blosclz_encode(seqs: &[Sequence], last: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let lits = |out: &mut Vec<u8>, lit: &[u8]| {
         for run in lit.chunks(32) {
@@ -913,7 +916,7 @@ fn blosclz_reference(src: &[u8], dst_len: usize) -> Decoded {
 /// Random sequences for the LZ/BloscLZ generators: literal runs around the window's 128 bytes
 /// and its refill points, matches with distances 1..=16 (overlapping any copy width), near and
 /// far, lengths with long extensions. Distances never exceed the output so far.
-fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<(Vec<u8>, usize, usize)>, Vec<u8>) {
+fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>, Vec<u8>) {
     let mut x = seed | 1;
     let mut next = move |m: usize| {
         x ^= x << 13;
