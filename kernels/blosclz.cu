@@ -1,7 +1,9 @@
 // blosclz.cu — BloscLZ decoder (c-blosc 1.x format, FastLZ level-1 derived).
-// Mapping: one warp per stream; every lane parses the same control bytes redundantly (uniform
-// control flow), the 32 lanes copy literal runs and matches cooperatively; one __syncwarp
-// before each match copy orders every earlier write before the match reads.
+// Mapping: one warp per stream; the warp holds a 128-byte window of the input in registers
+// (dmc_win, one coalesced 4-byte load per lane), every lane parses the same control bytes from
+// it redundantly with shuffles (uniform control flow), the 32 lanes copy literal runs (from the
+// window) and matches (long ones with 4-byte stores) cooperatively; one __syncwarp before each
+// match copy orders every earlier write before the match reads.
 #include "common.cuh"
 
 #define DMC_BLOSCLZ_MAX_DISTANCE 8191
@@ -23,8 +25,9 @@ dmc_blosclz_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total,
     const dmc_u32 dst_len = s.dst_len;
     dmc_u32 st = DMC_STATUS_OK;
     dmc_u32 ip = 0, op = 0;
+    dmc_win w = dmc_win_open(src, src_len, lane);
     if (src_len > 0) {
-        dmc_u32 ctrl = src[ip++] & 31u;
+        dmc_u32 ctrl = dmc_win_byte(&w, ip++, lane) & 31u;
         for (;;) {
             if (ctrl >= 32) {
                 // match: length in the top 3 bits (7 = extended), distance high bits in the low 5
@@ -34,7 +37,7 @@ dmc_blosclz_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total,
                     dmc_u32 code;
                     do {
                         if (ip + 1 >= src_len) { st = DMC_STATUS_SRC_TRUNCATED; break; }
-                        code = src[ip++];
+                        code = dmc_win_byte(&w, ip++, lane);
                         len += code;
                     } while (code == 255 && len < 0x7fffffffu);
                     if (st != DMC_STATUS_OK) break;
@@ -42,12 +45,13 @@ dmc_blosclz_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total,
                     st = DMC_STATUS_SRC_TRUNCATED;
                     break;
                 }
-                const dmc_u32 code = src[ip++];
+                const dmc_u32 code = dmc_win_byte(&w, ip++, lane);
                 len += 3;
                 dmc_u32 dist = ofs + code + 1;
                 if (code == 255 && ofs == (31u << 8)) {
                     if (ip + 1 >= src_len) { st = DMC_STATUS_SRC_TRUNCATED; break; }
-                    ofs = ((dmc_u32)src[ip] << 8) | (dmc_u32)src[ip + 1];
+                    dmc_win_need(&w, ip, 2, lane);
+                    ofs = (dmc_win_get(w, ip) << 8) | dmc_win_get(w, ip + 1);
                     ip += 2;
                     dist = ofs + DMC_BLOSCLZ_MAX_DISTANCE + 1;
                 }
@@ -55,24 +59,20 @@ dmc_blosclz_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total,
                 if (dist > op) { st = DMC_STATUS_BAD_OFFSET; break; }
                 // The reference decoder stops here, without copying, when the input ends.
                 if (ip >= src_len) break;
-                ctrl = src[ip++];
+                ctrl = dmc_win_byte(&w, ip++, lane);
                 __syncwarp();
-                const dmc_u32 base = op - dist;
-                for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) {
-                    const dmc_u32 k = j < dist ? j : j % dist;
-                    dst[op + j] = dst[base + k];
-                }
+                dmc_lz_match_copy(dst, op, dist, len, lane);
                 op += len;
             } else {
                 // literal run of ctrl+1 bytes
                 const dmc_u32 run = ctrl + 1;
                 if (run > dst_len - op) { st = DMC_STATUS_DST_OVERFLOW; break; }
                 if (run > src_len - ip) { st = DMC_STATUS_SRC_TRUNCATED; break; }
-                for (dmc_u32 j = lane; j < run; j += DMC_WARP_SIZE) dst[op + j] = src[ip + j];
+                dmc_win_copy(&w, ip, run, dst + op, lane);
                 op += run;
                 ip += run;
                 if (ip >= src_len) break;
-                ctrl = src[ip++];
+                ctrl = dmc_win_byte(&w, ip++, lane);
             }
         }
     }

@@ -195,6 +195,113 @@ __device__ __forceinline__ dmc_u32 dmc_load_le32(const dmc_u8* p) {
 // Lane index within the warp.
 __device__ __forceinline__ dmc_u32 dmc_lane() { return threadIdx.x & (DMC_WARP_SIZE - 1); }
 
+// ---- A warp's window on a stream's input (the LZ4 and BloscLZ parsers) ----
+// 128 bytes of the input held in registers, one 4-byte word per lane, filled with one aligned,
+// coalesced 4-byte load per lane and read with shuffles: the parse (token, lengths, offsets)
+// and the literal copies read the window, not global memory. The window starts at a 4-byte
+// aligned address, so its first word may begin up to 3 bytes before the byte asked for;
+// bytes outside the stream read as 0 and are never asked for (the parsers check lengths
+// against the stream first). Every call is a warp collective: all 32 lanes, same arguments
+// unless said otherwise.
+#define DMC_WIN_BYTES 128
+struct dmc_win {
+    const dmc_u8* src;  // the stream's input
+    dmc_u32 len;        // its length in bytes
+    dmc_u32 mis;        // the address of src modulo 4
+    dmc_u32 start;      // stream position of the window's first byte, plus mis (a multiple of 4)
+    dmc_u32 word;       // this lane's word: positions start - mis + 4*lane .. + 3
+};
+
+// Loads the window that holds stream position p.
+__device__ __forceinline__ void dmc_win_fill(dmc_win* w, dmc_u32 p, dmc_u32 lane) {
+    w->start = (p + w->mis) & ~3u;
+    const dmc_u32 at = w->start + 4 * lane;  // position at - mis
+    if (at >= w->mis && (dmc_u64)at + 4 <= (dmc_u64)w->len + w->mis) {
+        w->word = *(const dmc_u32*)(w->src + (at - w->mis));  // aligned: src - mis is
+    } else {
+        dmc_u32 v = 0;  // the stream's first or last word: single bytes inside it
+        for (dmc_u32 q = 0; q < 4; q++)
+            if (at + q >= w->mis && at + q - w->mis < w->len) v |= (dmc_u32)w->src[at + q - w->mis] << (8 * q);
+        w->word = v;
+    }
+}
+
+// A window on `src[0, len)` holding position 0.
+__device__ __forceinline__ dmc_win dmc_win_open(const dmc_u8* src, dmc_u32 len, dmc_u32 lane) {
+    dmc_win w;
+    w.src = src;
+    w.len = len;
+    w.mis = (dmc_u32)(((dmc_u64)src) & 3u);
+    dmc_win_fill(&w, 0, lane);
+    return w;
+}
+
+// Moves the window so that it holds [p, p + n) (n <= DMC_WIN_BYTES - 3), when it does not.
+__device__ __forceinline__ void dmc_win_need(dmc_win* w, dmc_u32 p, dmc_u32 n, dmc_u32 lane) {
+    const dmc_u64 a = (dmc_u64)p + w->mis;
+    if (a < w->start || a + n > (dmc_u64)w->start + DMC_WIN_BYTES) dmc_win_fill(w, p, lane);
+}
+
+// Byte p of the window; p may differ between lanes (a lane whose p lies outside the window
+// gets an unspecified byte).
+__device__ __forceinline__ dmc_u32 dmc_win_get(const dmc_win& w, dmc_u32 p) {
+    const dmc_u32 off = p + w.mis - w.start;
+    const dmc_u32 v = __shfl_sync(0xffffffffu, w.word, (int)((off >> 2) & (DMC_WARP_SIZE - 1)));
+    return (v >> (8 * (off & 3u))) & 0xffu;
+}
+
+// Byte p of the stream (the same p in every lane), moving the window when needed.
+__device__ __forceinline__ dmc_u32 dmc_win_byte(dmc_win* w, dmc_u32 p, dmc_u32 lane) {
+    dmc_win_need(w, p, 1, lane);
+    return dmc_win_get(*w, p);
+}
+
+// Copies stream bytes [p, p + n) to out[0, n): 32 bytes per round, one byte per lane, from the
+// window (moved as the copy advances).
+__device__ __forceinline__ void dmc_win_copy(dmc_win* w, dmc_u32 p, dmc_u32 n, dmc_u8* out,
+                                             dmc_u32 lane) {
+    for (dmc_u32 j = 0; j < n; j += DMC_WARP_SIZE) {
+        dmc_win_need(w, p + j, dmc_min_u32(n - j, DMC_WARP_SIZE), lane);
+        const dmc_u32 b = dmc_win_get(*w, p + j + lane);
+        if (j + lane < n) out[j + lane] = (dmc_u8)b;
+    }
+}
+
+// ---- LZ77 match copy (the LZ4 and BloscLZ decoders) ----
+// Matches at least this long are copied with 4-byte stores (below it, one byte per lane).
+#define DMC_LZ_WIDE_MATCH 128
+
+// Copies the match of `len` bytes at distance `dist` (1 <= dist <= op) to out[op, op + len): a
+// match repeats the dist bytes before it, so byte j comes from op - dist + (j mod dist), which
+// always lies before op: every source byte was written before the match (the caller orders
+// those writes with a __syncwarp) and no lane reads what another lane writes here, whatever the
+// overlap. Short matches: one byte per lane per round. Long ones: the unaligned head and tail
+// bytes one per lane, the rest as aligned 4-byte stores (128 bytes per round), each lane
+// gathering its word's 4 source bytes.
+__device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len,
+                                                  dmc_u32 lane) {
+    const dmc_u8* from = out + (op - dist);
+    dmc_u8* to = out + op;
+    if (len < DMC_LZ_WIDE_MATCH) {
+        for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) to[j] = from[j < dist ? j : j % dist];
+        return;
+    }
+    const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)to) & 3u;  // bytes before a 4-byte boundary
+    const dmc_u32 body = (len - head) & ~3u;                // then whole words
+    const dmc_u32 tail = len - head - body;                 // then up to 3 bytes
+    // lanes 0..2 copy the head, lanes 4..6 the tail
+    const dmc_u32 j = lane < 4 ? lane : head + body + (lane - 4);
+    if ((lane < head) || (lane >= 4 && lane < 4 + tail)) to[j] = from[j % dist];
+    for (dmc_u32 w = head + 4 * lane; w < head + body; w += 4 * DMC_WARP_SIZE) {
+        dmc_u32 k = w % dist, v = 0;
+        for (dmc_u32 q = 0; q < 4; q++) {
+            v |= (dmc_u32)from[k] << (8 * q);
+            k = k + 1 == dist ? 0 : k + 1;
+        }
+        *(dmc_u32*)(to + w) = v;  // aligned: to + head is a multiple of 4
+    }
+}
+
 #endif  // DMC_LAYOUT_PROBE
 
 #endif  // DMC_COMMON_CUH

@@ -1,16 +1,19 @@
 // lz4.cu — LZ4 block-format decoder (also decodes LZ4HC output: same format).
-// Mapping: one warp per stream; every lane parses the same token redundantly (uniform control
-// flow, broadcast loads), the 32 lanes copy literals and matches cooperatively; one __syncwarp
-// per sequence (before its match copy) orders every earlier write before the match reads.
+// Mapping: one warp per stream; the warp holds a 128-byte window of the input in registers
+// (dmc_win, one coalesced 4-byte load per lane), every lane parses the same token from it
+// redundantly with shuffles (uniform control flow), the 32 lanes copy literals (from the window)
+// and matches (long ones with 4-byte stores) cooperatively; one __syncwarp per sequence (before
+// its match copy) orders every earlier write before the match reads.
 #include "common.cuh"
 
-// Reads an LZ4 length extension (bytes of 255 continue). Returns false when the input ends.
-__device__ __forceinline__ bool dmc_lz4_ext_len(const dmc_u8* src, dmc_u32 src_len, dmc_u32* ip,
-                                                dmc_u32* len) {
+// Reads an LZ4 length extension (bytes of 255 continue) from the window. Returns false when the
+// input ends.
+__device__ __forceinline__ bool dmc_lz4_ext_len(dmc_win* w, dmc_u32 src_len, dmc_u32* ip,
+                                                dmc_u32* len, dmc_u32 lane) {
     dmc_u32 b;
     do {
         if (*ip >= src_len) return false;
-        b = src[*ip];
+        b = dmc_win_byte(w, *ip, lane);
         *ip += 1;
         *len += b;
         if (*len > 0x7fffffffu) return false;  // no stream this long: corrupt
@@ -36,25 +39,27 @@ dmc_lz4_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* _
     dmc_u32 ip = 0, op = 0;
     dmc_u32 st = DMC_STATUS_OK;
     if (src_len == 0) st = DMC_STATUS_SRC_TRUNCATED;
+    dmc_win w = dmc_win_open(src, src_len, lane);
     while (st == DMC_STATUS_OK) {
         if (ip >= src_len) { st = DMC_STATUS_SRC_TRUNCATED; break; }
-        const dmc_u32 token = src[ip++];
+        const dmc_u32 token = dmc_win_byte(&w, ip++, lane);
         dmc_u32 lit = token >> 4;
-        if (lit == 15 && !dmc_lz4_ext_len(src, src_len, &ip, &lit)) {
+        if (lit == 15 && !dmc_lz4_ext_len(&w, src_len, &ip, &lit, lane)) {
             st = DMC_STATUS_SRC_TRUNCATED;
             break;
         }
         if (lit > src_len - ip) { st = DMC_STATUS_SRC_TRUNCATED; break; }
         if (lit > dst_len - op) { st = DMC_STATUS_DST_OVERFLOW; break; }
-        for (dmc_u32 j = lane; j < lit; j += DMC_WARP_SIZE) dst[op + j] = src[ip + j];
+        dmc_win_copy(&w, ip, lit, dst + op, lane);
         ip += lit;
         op += lit;
         if (ip == src_len) break;  // the last sequence has literals only
         if (src_len - ip < 2) { st = DMC_STATUS_SRC_TRUNCATED; break; }
-        const dmc_u32 offset = dmc_load_le16(src + ip);
+        dmc_win_need(&w, ip, 2, lane);
+        const dmc_u32 offset = dmc_win_get(w, ip) | (dmc_win_get(w, ip + 1) << 8);
         ip += 2;
         dmc_u32 mlen = token & 15;
-        if (mlen == 15 && !dmc_lz4_ext_len(src, src_len, &ip, &mlen)) {
+        if (mlen == 15 && !dmc_lz4_ext_len(&w, src_len, &ip, &mlen, lane)) {
             st = DMC_STATUS_SRC_TRUNCATED;
             break;
         }
@@ -63,13 +68,7 @@ dmc_lz4_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* _
         if (mlen > dst_len - op) { st = DMC_STATUS_DST_OVERFLOW; break; }
         // Literals of this sequence and the previous match are read below: order them.
         __syncwarp();
-        // A match of distance d repeats the d bytes before it: byte j comes from op-d+(j mod d),
-        // which always lies before op, so all lanes copy at once.
-        const dmc_u32 base = op - offset;
-        for (dmc_u32 j = lane; j < mlen; j += DMC_WARP_SIZE) {
-            const dmc_u32 k = j < offset ? j : j % offset;
-            dst[op + j] = dst[base + k];
-        }
+        dmc_lz_match_copy(dst, op, offset, mlen, lane);
         op += mlen;
     }
     if (st == DMC_STATUS_OK && op != dst_len) st = DMC_STATUS_SIZE_MISMATCH;

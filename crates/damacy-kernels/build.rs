@@ -113,7 +113,10 @@ fn parse_structs(text: &str) -> Vec<(String, Vec<String>)> {
 /// Compiles and runs a probe that measures the C structs, then writes `const` assertions that
 /// their Rust twins have the same size and the same field offsets and sizes.
 fn write_wire_checks(kernels: &Path, common_text: &str, out: &Path) {
-    let structs = parse_structs(common_text);
+    // The wire structs come before the layout probe's stop; after it is device code (its structs,
+    // such as the LZ parsers' input window, live in registers and have no Rust twin).
+    let wire_text = common_text.split("#ifndef DMC_LAYOUT_PROBE").next().unwrap_or_default();
+    let structs = parse_structs(wire_text);
     for (c_name, _) in &structs {
         assert!(
             WIRE_STRUCTS.iter().any(|(c, _)| c == c_name),

@@ -674,3 +674,427 @@ proptest! {
         prop_assert!(dst[..dst_mis].iter().chain(&dst[dst_mis + len..]).all(|&b| b == 0), "wrote outside the block");
     }
 }
+
+unsafe extern "C" {
+    fn dmc_emu_dmc_lz4_decode(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        src_base: *const u8,
+        src_total: u64,
+        dst_base: *mut u8,
+        dst_total: u64,
+        streams: *const [u64; 4],
+        ids: *const u32,
+        n_ids: u32,
+        status: *mut u32,
+        actual: *mut u32,
+    ) -> i32;
+    fn dmc_emu_dmc_blosclz_decode(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        src_base: *const u8,
+        src_total: u64,
+        dst_base: *mut u8,
+        dst_total: u64,
+        streams: *const [u64; 4],
+        ids: *const u32,
+        n_ids: u32,
+        status: *mut u32,
+        actual: *mut u32,
+    ) -> i32;
+}
+
+/// The kernels' status codes (kernels/common.cuh).
+const ST_OK: u32 = 0;
+const ST_TRUNCATED: u32 = 1;
+const ST_OVERFLOW: u32 = 2;
+const ST_BAD_OFFSET: u32 = 3;
+const ST_SIZE_MISMATCH: u32 = 4;
+
+/// What a decoder reports for one stream: status, bytes written, and those bytes.
+type Decoded = (u32, usize, Vec<u8>);
+
+/// Launches `kernel` on one stream `src` placed `src_mis` bytes into a source buffer of exactly
+/// `src_mis + src.len()` bytes (under ASan a read past the stream fails), decoding into a
+/// destination of exactly `dst_len` bytes.
+fn launch_lz_kernel(lz4: bool, src: &[u8], src_mis: usize, dst_len: usize, sched: u64) -> Decoded {
+    let mut buf = vec![0u8; src_mis + src.len()];
+    buf[src_mis..].copy_from_slice(src);
+    let mut dst = vec![0u8; dst_len];
+    // struct dmc_stream: src_off, dst_off, {src_len, dst_len}, {codec, flags}
+    let stream = [src_mis as u64, 0, src.len() as u64 | (dst_len as u64) << 32, 0];
+    let ids = [0u32];
+    let (mut status, mut actual) = ([255u32], [0u32]);
+    let f = if lz4 { dmc_emu_dmc_lz4_decode } else { dmc_emu_dmc_blosclz_decode };
+    // SAFETY: the stream's ranges lie inside the buffers (their sizes passed as the totals); one
+    // id, one status and one actual slot.
+    let rc = unsafe {
+        f(
+            1,
+            1,
+            128,
+            sched,
+            buf.as_ptr(),
+            buf.len() as u64,
+            dst.as_mut_ptr(),
+            dst.len() as u64,
+            &raw const stream,
+            ids.as_ptr(),
+            1,
+            status.as_mut_ptr(),
+            actual.as_mut_ptr(),
+        )
+    };
+    assert_eq!(rc, 0, "launch failed");
+    let n = actual[0] as usize;
+    dst.truncate(n);
+    (status[0], n, dst)
+}
+
+/// Appends the bytes of an LZ4 length extension for `n` (a length minus 15).
+fn push_lz4_len(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 255 {
+        out.push(255);
+        n -= 255;
+    }
+    out.push(n as u8);
+}
+
+/// An LZ4 block from (literals, offset, match length) sequences and the final literals.
+fn lz4_encode(seqs: &[(Vec<u8>, u16, usize)], last: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let lits = |out: &mut Vec<u8>, lit: &[u8], m: usize| {
+        out.push((lit.len().min(15) as u8) << 4 | m.min(15) as u8);
+        if lit.len() >= 15 {
+            push_lz4_len(out, lit.len() - 15);
+        }
+        out.extend_from_slice(lit);
+    };
+    for (lit, offset, mlen) in seqs {
+        lits(&mut out, lit, mlen - 4);
+        out.extend_from_slice(&offset.to_le_bytes());
+        if mlen - 4 >= 15 {
+            push_lz4_len(&mut out, mlen - 4 - 15);
+        }
+    }
+    lits(&mut out, last, 0);
+    out
+}
+
+/// One LZ77 sequence: its literals, the match distance and the match length.
+type Sequence = (Vec<u8>, usize, usize);
+
+/// A sequential LZ4 block decoder with the kernel's error rules (status, bytes written).
+fn lz4_reference(src: &[u8], dst_len: usize) -> Decoded {
+    fn ext(src: &[u8], ip: &mut usize, len: &mut usize) -> bool {
+        loop {
+            let Some(&b) = src.get(*ip) else { return false };
+            *ip += 1;
+            *len += usize::from(b);
+            if *len > 0x7fff_ffff {
+                return false;
+            }
+            if b != 255 {
+                return true;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut ip = 0;
+    let st = loop {
+        let Some(&token) = src.get(ip) else { break ST_TRUNCATED };
+        ip += 1;
+        let mut lit = usize::from(token >> 4);
+        if lit == 15 && !ext(src, &mut ip, &mut lit) {
+            break ST_TRUNCATED;
+        }
+        if lit > src.len() - ip {
+            break ST_TRUNCATED;
+        }
+        if lit > dst_len - out.len() {
+            break ST_OVERFLOW;
+        }
+        out.extend_from_slice(&src[ip..ip + lit]);
+        ip += lit;
+        if ip == src.len() {
+            break ST_OK;
+        }
+        if src.len() - ip < 2 {
+            break ST_TRUNCATED;
+        }
+        let offset = usize::from(u16::from_le_bytes([src[ip], src[ip + 1]]));
+        ip += 2;
+        let mut mlen = usize::from(token & 15);
+        if mlen == 15 && !ext(src, &mut ip, &mut mlen) {
+            break ST_TRUNCATED;
+        }
+        mlen += 4;
+        if offset == 0 || offset > out.len() {
+            break ST_BAD_OFFSET;
+        }
+        if mlen > dst_len - out.len() {
+            break ST_OVERFLOW;
+        }
+        for _ in 0..mlen {
+            out.push(out[out.len() - offset]);
+        }
+    };
+    let st = if st == ST_OK && out.len() != dst_len { ST_SIZE_MISMATCH } else { st };
+    (st, out.len(), out)
+}
+
+/// A BloscLZ stream from (literals, distance, match length) sequences and the final literals
+/// (literal runs of at most 32 bytes; distances past 8191 use the far form).
+fn blosclz_encode(seqs: &[Sequence], last: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let lits = |out: &mut Vec<u8>, lit: &[u8]| {
+        for run in lit.chunks(32) {
+            out.push(run.len() as u8 - 1);
+            out.extend_from_slice(run);
+        }
+    };
+    for (lit, dist, len) in seqs {
+        lits(&mut out, lit);
+        let d = dist - 1;
+        let (hi, code) = if d < 8191 { ((d >> 8) as u8, (d & 255) as u8) } else { (31, 255) };
+        if *len <= 8 {
+            out.push(((len - 2) as u8) << 5 | hi);
+        } else {
+            out.push(7 << 5 | hi);
+            let mut n = len - 9;
+            while n >= 255 {
+                out.push(255);
+                n -= 255;
+            }
+            out.push(n as u8);
+        }
+        out.push(code);
+        if d >= 8191 {
+            out.extend_from_slice(&((dist - 8192) as u16).to_be_bytes());
+        }
+    }
+    lits(&mut out, last);
+    out
+}
+
+/// A sequential BloscLZ decoder with the kernel's error rules (status, bytes written).
+fn blosclz_reference(src: &[u8], dst_len: usize) -> Decoded {
+    let n = src.len();
+    let mut out: Vec<u8> = Vec::new();
+    let mut st = ST_OK;
+    if n > 0 {
+        let mut ctrl = usize::from(src[0] & 31);
+        let mut ip = 1;
+        loop {
+            if ctrl >= 32 {
+                let mut len = (ctrl >> 5) - 1;
+                let mut ofs = (ctrl & 31) << 8;
+                if len == 6 {
+                    loop {
+                        if ip + 1 >= n {
+                            st = ST_TRUNCATED;
+                            break;
+                        }
+                        let code = usize::from(src[ip]);
+                        ip += 1;
+                        len += code;
+                        if !(code == 255 && len < 0x7fff_ffff) {
+                            break;
+                        }
+                    }
+                    if st != ST_OK {
+                        break;
+                    }
+                } else if ip + 1 >= n {
+                    st = ST_TRUNCATED;
+                    break;
+                }
+                let code = usize::from(src[ip]);
+                ip += 1;
+                len += 3;
+                let mut dist = ofs + code + 1;
+                if code == 255 && ofs == 31 << 8 {
+                    if ip + 1 >= n {
+                        st = ST_TRUNCATED;
+                        break;
+                    }
+                    ofs = usize::from(src[ip]) << 8 | usize::from(src[ip + 1]);
+                    ip += 2;
+                    dist = ofs + 8191 + 1;
+                }
+                if len > dst_len - out.len() {
+                    st = ST_OVERFLOW;
+                    break;
+                }
+                if dist > out.len() {
+                    st = ST_BAD_OFFSET;
+                    break;
+                }
+                if ip >= n {
+                    break;
+                }
+                ctrl = usize::from(src[ip]);
+                ip += 1;
+                for _ in 0..len {
+                    out.push(out[out.len() - dist]);
+                }
+            } else {
+                let run = ctrl + 1;
+                if run > dst_len - out.len() {
+                    st = ST_OVERFLOW;
+                    break;
+                }
+                if run > n - ip {
+                    st = ST_TRUNCATED;
+                    break;
+                }
+                out.extend_from_slice(&src[ip..ip + run]);
+                ip += run;
+                if ip >= n {
+                    break;
+                }
+                ctrl = usize::from(src[ip]);
+                ip += 1;
+            }
+        }
+    }
+    let st = if st == ST_OK && out.len() != dst_len { ST_SIZE_MISMATCH } else { st };
+    (st, out.len(), out)
+}
+
+/// Random sequences for the LZ/BloscLZ generators: literal runs around the window's 128 bytes
+/// and its refill points, matches with distances 1..=16 (overlapping any copy width), near and
+/// far, lengths with long extensions. Distances never exceed the output so far.
+fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>, Vec<u8>) {
+    let mut x = seed | 1;
+    let mut next = move |m: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m as u64) as usize
+    };
+    let mut seqs = Vec::new();
+    let mut op = 0usize;
+    for _ in 0..n_seq {
+        let lit_len = match next(6) {
+            0 => 0,
+            1 => next(16),
+            2 => 14 + next(4),
+            3 => 120 + next(20),
+            4 => 250 + next(300),
+            _ => next(64),
+        };
+        let lit: Vec<u8> = (0..lit_len).map(|_| next(256) as u8).collect();
+        op += lit.len();
+        if op == 0 {
+            seqs.push((lit, 0, 0));
+            continue;
+        }
+        let dist = match next(4) {
+            0 | 1 => 1 + next(16.min(op)),
+            2 => 1 + next(op.min(200)),
+            _ => 1 + next(op.min(max_dist)),
+        };
+        let len = match next(4) {
+            0 => 4 + next(8),
+            1 => 16 + next(40),
+            2 => 260 + next(600),
+            _ => 4 + next(128),
+        };
+        op += len;
+        seqs.push((lit, dist, len));
+    }
+    // a first sequence with no output before it carries no match: fold its literals forward
+    let mut out = Vec::new();
+    let mut pending = Vec::new();
+    for (lit, dist, len) in seqs {
+        pending.extend(lit);
+        if dist > 0 {
+            out.push((std::mem::take(&mut pending), dist, len));
+        }
+    }
+    let last_len = 1 + next(200);
+    pending.extend((0..last_len).map(|_| next(256) as u8));
+    (out, pending)
+}
+
+/// A damaged copy of `s`: cut short, a byte flipped, or as it is.
+fn damage(s: &[u8], how: u8, at: usize, v: u8) -> Vec<u8> {
+    let mut s = s.to_vec();
+    if s.is_empty() {
+        return s;
+    }
+    match how {
+        0 => s.truncate(at % s.len()),
+        1 => {
+            let i = at % s.len();
+            s[i] ^= v | 1;
+        }
+        _ => {}
+    }
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// `dmc_lz4_decode` launched directly on generated blocks (long literals across the input
+    /// window's end, matches with offsets 1..16 and longer, long length extensions), placed at
+    /// every misalignment, intact or cut or with a flipped byte, with an exact or a wrong output
+    /// size: status, bytes written and their values equal the sequential reference's, under
+    /// fixed and shuffled schedules.
+    #[test]
+    fn lz4_kernel_matches_reference_on_generated_blocks(
+        seed in any::<u64>(),
+        n_seq in 1usize..40,
+        src_mis in 0usize..4,
+        how in 0u8..4,
+        at in any::<usize>(),
+        v in any::<u8>(),
+        size_delta in prop::sample::select(vec![0i64, 0, 0, -1, 1, -100]),
+    ) {
+        let (seqs, last) = random_sequences(seed, n_seq, 65_535);
+        let seqs: Vec<_> = seqs.into_iter().map(|(l, d, m)| (l, d as u16, m)).collect();
+        let block = lz4_encode(&seqs, &last);
+        let (_, full, _) = lz4_reference(&block, usize::MAX / 2);
+        let src = damage(&block, how, at, v);
+        let dst_len = (full as i64 + size_delta).max(0) as usize;
+        let want = lz4_reference(&src, dst_len);
+        if how == 3 && size_delta == 0 {
+            prop_assert_eq!(want.0, ST_OK);
+        }
+        let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
+        let got = launch_lz_kernel(true, &src, src_mis, dst_len, sched);
+        prop_assert_eq!(got, want);
+    }
+
+    /// `dmc_blosclz_decode` the same way: literal runs, near, far (past 8191) and overlapping
+    /// matches with long extensions, every misalignment, damaged copies, wrong output sizes.
+    #[test]
+    fn blosclz_kernel_matches_reference_on_generated_streams(
+        seed in any::<u64>(),
+        n_seq in 1usize..40,
+        src_mis in 0usize..4,
+        how in 0u8..4,
+        at in any::<usize>(),
+        v in any::<u8>(),
+        size_delta in prop::sample::select(vec![0i64, 0, 0, -1, 1, -100]),
+    ) {
+        let (seqs, last) = random_sequences(seed, n_seq, 8191 + 65_535);
+        let stream = blosclz_encode(&seqs, &last);
+        let (_, full, _) = blosclz_reference(&stream, usize::MAX / 2);
+        let src = damage(&stream, how, at, v);
+        let dst_len = (full as i64 + size_delta).max(0) as usize;
+        let want = blosclz_reference(&src, dst_len);
+        if how == 3 && size_delta == 0 {
+            prop_assert_eq!(want.0, ST_OK);
+        }
+        let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
+        let got = launch_lz_kernel(false, &src, src_mis, dst_len, sched);
+        prop_assert_eq!(got, want);
+    }
+}
