@@ -476,6 +476,10 @@ def table(results: list[dict], distinct: dict[str, dict], probe: dict[str, dict]
                 f"ms/batch, summed over the threads that ran them; reads and decodes overlap on local "
                 f"stores): io {ours.get('io_ms', float('nan')):.1f}, decode {ours.get('decode_ms', float('nan')):.1f},"
                 f" assemble {ours.get('assemble_ms', float('nan')):.1f} of {ours['batch_ms']:.1f} total."
+                f" Heap allocations per batch (a counting allocator; the output buffer is the bench's, reused):"
+                f" {ours.get('read_allocs_per_batch', float('nan')):.0f} in the read"
+                f" ({ours.get('read_alloc_bytes_per_batch', float('nan')):.0f} bytes),"
+                f" {ours.get('plan_allocs_per_batch', float('nan')):.0f} in the plan."
             )
         if name in probe:
             pr = probe[name]
