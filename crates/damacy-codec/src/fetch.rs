@@ -188,6 +188,9 @@ fn read_sync(
     Ok(got)
 }
 
+/// The largest read buffer a thread keeps between reads (bigger ones are freed after use).
+const READ_BUF_KEEP: usize = 64 << 20;
+
 thread_local! {
     /// Each reading thread's buffer for local reads of the CPU executor, and the path of the file.
     static READ_BUF: std::cell::Cell<(Vec<u8>, std::path::PathBuf)> = const { std::cell::Cell::new((Vec::new(), std::path::PathBuf::new())) };
@@ -260,6 +263,9 @@ fn read_local_reused(
             on_read(&Parts { store, array, task, requests, got })
         }
     };
+    if buf.capacity() > READ_BUF_KEEP {
+        buf = Vec::new(); // a rare huge read: do not hold its memory for the thread's lifetime
+    }
     READ_BUF.set((buf, path));
     result
 }
