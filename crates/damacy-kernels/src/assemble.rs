@@ -203,6 +203,19 @@ const JOB_BYTES: usize = size_of::<AssembleJobDesc>() + size_of::<u32>();
 /// Jobs per launch (grid.y limit of CUDA).
 const JOBS_PER_LAUNCH: usize = 65_535;
 
+/// Threads an H100 keeps resident (132 SMs × 2048), the largest device targeted: a launch with
+/// fewer elements than this runs one element per thread.
+const RESIDENT_THREADS: u64 = 132 * 2048;
+/// The most elements of a job one thread of `dmc_assemble` takes (grid-stride).
+const MAX_ELEMS_PER_THREAD: u64 = 8;
+
+/// Elements per thread for a launch of `total` elements: one while the device is not full, more
+/// when it is (each thread reads its job's fields once, so more elements per thread read them
+/// fewer times per element), at most [`MAX_ELEMS_PER_THREAD`].
+fn elems_per_thread(total: u64) -> u64 {
+    (total / RESIDENT_THREADS).clamp(1, MAX_ELEMS_PER_THREAD)
+}
+
 /// Runs assemble jobs; owns a preallocated job table so the hot path allocates no device memory.
 #[derive(Debug)]
 pub struct Assembler {
@@ -263,8 +276,9 @@ impl Assembler {
         bytes.extend_from_slice(bytemuck::cast_slice(&vec![c::DMC_STATUS_OK; valid.len()]));
         self.device.upload(&bytes, &mut self.table, 0)?;
         let max_elems = valid.iter().map(|&i| jobs[i].n_elems()).max().unwrap_or(0);
-        let bx = max_elems.div_ceil(u64::from(c::DMC_ASSEMBLE_THREADS)).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB))
-            as u32;
+        let total_elems: u64 = valid.iter().map(|&i| jobs[i].n_elems()).sum();
+        let per_block = u64::from(c::DMC_ASSEMBLE_THREADS) * elems_per_thread(total_elems);
+        let bx = max_elems.div_ceil(per_block).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB)) as u32;
         let stream = self.device.default_stream();
         let started = stream.record(true)?;
         let mut first = 0usize;
@@ -311,4 +325,18 @@ pub fn assemble(
     jobs: &[AssembleJob],
 ) -> Result<Vec<Result<()>>> {
     Assembler::new(device, jobs.len())?.run(src, dst, jobs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_take_more_elements_only_when_the_device_is_full() {
+        assert_eq!(elems_per_thread(0), 1);
+        assert_eq!(elems_per_thread(RESIDENT_THREADS - 1), 1);
+        assert_eq!(elems_per_thread(2 * RESIDENT_THREADS), 2);
+        assert_eq!(elems_per_thread(5 * RESIDENT_THREADS + 7), 5);
+        assert_eq!(elems_per_thread(u64::MAX), MAX_ELEMS_PER_THREAD);
+    }
 }

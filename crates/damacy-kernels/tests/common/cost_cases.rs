@@ -37,46 +37,59 @@ fn decode_case(device: &Device, name: &'static str, path: &str, input: fn(&[u8])
     CostCase { name, what: format!("fixture `{path}`, {} chunks", chunks.len()), bytes, launches }
 }
 
-/// A 300 × 300 crop at (100, 50) of a 512 × 512 u16 field into its own tensor, as `dst`.
-fn assemble_case(device: &Device, name: &'static str, dst: Dtype) -> CostCase {
+/// `n` 300 × 300 crops at (100, 50) of a 512 × 512 u16 field, one after another into one
+/// tensor, as `dst`: one job each.
+fn assemble_case(device: &Device, name: &'static str, dst: Dtype, n: u64) -> CostCase {
     let (rows, cols, crop) = (512u64, 512u64, 300u64);
     let field: Vec<u8> = (0..rows * cols).flat_map(|i| ((i * 7 % 65521) as u16).to_le_bytes()).collect();
     let mut src = device.alloc(field.len()).unwrap();
     device.upload(&field, &mut src, 0).unwrap();
-    let out_len = (crop * crop) as usize * dst.size();
+    let one_len = (crop * crop) as usize * dst.size();
+    let out_len = one_len * n as usize;
     let mut out = device.alloc(out_len).unwrap();
-    let job = AssembleJob::chunk_region(
-        0,
-        &[rows, cols],
-        None,
-        &[100, 50],
-        &[crop, crop],
-        0,
-        &[crop, crop],
-        &[0, 0],
-        Dtype::U16,
-        dst,
-        false,
-    )
-    .unwrap();
-    let mut asm = Assembler::new(device, 1).unwrap();
+    let jobs: Vec<AssembleJob> = (0..n as usize)
+        .map(|k| {
+            AssembleJob::chunk_region(
+                0,
+                &[rows, cols],
+                None,
+                &[100, 50],
+                &[crop, crop],
+                k * one_len,
+                &[crop, crop],
+                &[0, 0],
+                Dtype::U16,
+                dst,
+                false,
+            )
+            .unwrap()
+        })
+        .collect();
+    let mut asm = Assembler::new(device, jobs.len()).unwrap();
     cost::reset();
-    for r in asm.run(&src, &mut out, &[job]).unwrap() {
+    for r in asm.run(&src, &mut out, &jobs).unwrap() {
         r.unwrap();
     }
     device.synchronize_all().unwrap();
     let launches = cost::take();
     let mut host = vec![0u8; out_len];
     device.download(&out, 0, &mut host).unwrap();
-    // spot check: element (0, 0) of the crop is field element (100, 50)
-    let v = u16::from_le_bytes([field[2 * (100 * 512 + 50) as usize], field[2 * (100 * 512 + 50) as usize + 1]]);
-    match dst {
-        Dtype::F32 => assert_eq!(f32::from_le_bytes(host[..4].try_into().unwrap()).to_bits(), f32::from(v).to_bits()),
-        _ => assert_eq!(u16::from_le_bytes([host[0], host[1]]), v),
+    // every crop equals the field's crop at (100, 50), element by element
+    for k in 0..n as usize {
+        for (e, got) in host[k * one_len..(k + 1) * one_len].chunks_exact(dst.size()).enumerate() {
+            let (r, c) = (100 + e as u64 / crop, 50 + e as u64 % crop);
+            let at = 2 * (r * cols + c) as usize;
+            let v = u16::from_le_bytes([field[at], field[at + 1]]);
+            match dst {
+                Dtype::F32 => assert_eq!(f32::from_le_bytes(got.try_into().unwrap()).to_bits(), f32::from(v).to_bits()),
+                _ => assert_eq!(u16::from_le_bytes([got[0], got[1]]), v),
+            }
+        }
     }
+    let what = if n == 1 { String::new() } else { format!("{n} × ") };
     CostCase {
         name,
-        what: format!("{crop}×{crop} crop of a {rows}×{cols} u16 field → {dst:?}"),
+        what: format!("{what}{crop}×{crop} crop of a {rows}×{cols} u16 field → {dst:?}"),
         bytes: out_len as u64,
         launches,
     }
@@ -92,7 +105,9 @@ pub fn cost_cases() -> Vec<CostCase> {
         decode_case(&device, "zstd", "v3/zstd_l3_ck", |b| ChunkInput::zstd(b)),
         decode_case(&device, "gzip", "v3/gzip_l6", |b| ChunkInput::gzip(b)),
         decode_case(&device, "crc32c", "v3/crc32c_bytes", |b| ChunkInput::raw(b).with_crc32c()),
-        assemble_case(&device, "assemble-u16", Dtype::U16),
-        assemble_case(&device, "assemble-f32", Dtype::F32),
+        assemble_case(&device, "assemble-u16", Dtype::U16, 1),
+        assemble_case(&device, "assemble-f32", Dtype::F32, 1),
+        // enough elements to fill an H100: several elements per thread
+        assemble_case(&device, "assemble-batch-f32", Dtype::F32, 16),
     ]
 }
