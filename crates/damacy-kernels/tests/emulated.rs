@@ -708,12 +708,11 @@ unsafe extern "C" {
     ) -> i32;
 }
 
-/// The kernels' status codes (kernels/common.cuh).
-const ST_OK: u32 = 0;
-const ST_TRUNCATED: u32 = 1;
-const ST_OVERFLOW: u32 = 2;
-const ST_BAD_OFFSET: u32 = 3;
-const ST_SIZE_MISMATCH: u32 = 4;
+/// The kernels' status codes (kernels/common.cuh, generated into `damacy_kernels::consts`).
+use damacy_kernels::consts::{
+    DMC_STATUS_BAD_OFFSET as ST_BAD_OFFSET, DMC_STATUS_DST_OVERFLOW as ST_OVERFLOW, DMC_STATUS_OK as ST_OK,
+    DMC_STATUS_SIZE_MISMATCH as ST_SIZE_MISMATCH, DMC_STATUS_SRC_TRUNCATED as ST_TRUNCATED,
+};
 
 /// What a decoder reports for one stream: status, bytes written, and those bytes.
 type Decoded = (u32, usize, Vec<u8>);
