@@ -125,6 +125,7 @@ def test_config_repr_shows_every_derived_size_and_help_explains_the_knobs():
         (dict(batch_size=4, store_options={"password": "x"}), damacy.InvalidArgument, "unknown keys"),
         (dict(batch_size="8"), TypeError, "Config.batch_size"),
         (dict(batch_size=4, sample_shape=64), TypeError, "Config.sample_shape"),
+        (dict(batch_size=4, arrays_per_sample=0), damacy.InvalidArgument, "Config.arrays_per_sample is 0"),
     ],
 )
 def test_invalid_configs_name_the_knob(knobs, error, needle):
@@ -164,6 +165,53 @@ def test_numpy_from_dlpack_equals_zarr_regions(arrays, name):
     for stage in ("plan", "read", "io", "decode", "assemble", "pop wait", "delivered: 6 batches, 23 samples"):
         assert stage in table, table
     assert stats.as_dict()["read"]["count"] == 6
+
+
+def test_multi_array_samples_give_one_tensor_per_array(tmp_path):
+    """`Sample((image, labels), region)`: the batch holds one tensor per array, in the order of
+    the URIs, each exported by DLPack on its own; the batch itself refuses a single export."""
+    rng = np.random.default_rng(11)
+    image = rng.integers(0, 60000, size=(20, 18), dtype=np.uint16)
+    labels = rng.integers(0, 5, size=(20, 18), dtype=np.uint8)
+    uris = []
+    for name, data, chunks in (("image", image, (8, 6)), ("labels", labels, (5, 9))):
+        path = str(tmp_path / "pair.zarr" / name)
+        a = zarr.create_array(store=path, shape=data.shape, dtype=data.dtype, chunks=chunks)
+        a[...] = data
+        uris.append(path)
+    wanted = regions(image.shape, (4, 5), 7, seed=3)
+    samples = [damacy.Sample(tuple(uris), r) for r in wanted]
+    assert samples[0].uris == tuple(uris) and samples[0].uri == uris[0]
+    assert damacy.Sample(uris, wanted[0]) == samples[0] and "labels" in repr(samples[0])
+    for bad in ((), ("a", ""), ("a", 3)):
+        with pytest.raises(TypeError, match="not a non-empty string"):
+            damacy.Sample(bad, wanted[0])
+    config = cfg(batch_size=3, arrays_per_sample=2, sample_shape=(4, 5), dtype="float32")
+    assert config.sizes.batch_bytes == 2 * 3 * 4 * 5 * 4
+    got_image, got_labels = [], []
+    with damacy.Pipeline(cfg(batch_size=3, arrays_per_sample=2)) as p:
+        p.push(samples)
+        for batch in p.batches():
+            assert len(batch.tensors) == 2 and batch.dtypes == ["uint16", "uint8"]
+            assert batch.info.dtypes == ["uint16", "uint8"] and len(batch.info.device_ptrs) == 2
+            with pytest.raises(BufferError, match=r"holds 2 tensors .*batch\.tensors\[i\]"):
+                np.from_dlpack(batch)
+            img, lab = (np.from_dlpack(t) for t in batch.tensors)
+            assert [t.index for t in batch.tensors] == [0, 1]
+            assert img.ctypes.data == batch.tensors[0].device_ptr == batch.info.device_ptrs[0]
+            assert lab.ctypes.data == batch.info.device_ptrs[1] and lab.nbytes == batch.info.tensor_nbytes[1]
+            assert img.shape == lab.shape == batch.shape == (len(batch), 4, 5)
+            assert batch.samples[0].uris == tuple(uris)
+            got_image.extend(img.copy())
+            got_labels.extend(lab.copy())
+    for r, gi, gl in zip(wanted, got_image, got_labels, strict=True):
+        np.testing.assert_array_equal(gi, image[r])
+        np.testing.assert_array_equal(gl, labels[r])
+    # A sample naming another number of arrays than the batches hold is an error naming both.
+    with damacy.Pipeline(cfg(batch_size=1, arrays_per_sample=2)) as p:
+        p.push([damacy.Sample(uris[0], wanted[0])])
+        with pytest.raises(damacy.InvalidArgument, match="names 1 arrays but the batches hold 2 tensors"):
+            p.pop(timeout=30)
 
 
 def test_dtype_cast_and_preallocated_buffers(arrays):

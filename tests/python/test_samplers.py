@@ -95,6 +95,10 @@ def test_crop_space_samples():
     assert len(samples) == len(space) == (64 // 8) * (48 // 8) + (32 // 8) ** 2
     assert samples[0] == damacy.Sample("a.zarr/x", ((0, 0), (8, 8)))
     assert {x.uri for x in samples} == {"a.zarr/x", "a.zarr/y"}
+    # An entry of `uris` may name several arrays read at the same region (an image and its labels).
+    pairs = list(s.samples([("a.zarr/x", "a.zarr/x_labels"), ("a.zarr/y", "a.zarr/y_labels")]))
+    assert pairs[0] == damacy.Sample(("a.zarr/x", "a.zarr/x_labels"), ((0, 0), (8, 8)))
+    assert [p.start for p in pairs] == [p.start for p in samples]
     random = crop_space([((64, 48), (16, 16))], (8, 8), count=50)
     assert len(list(DistributedSampler(random, rank=0, world_size=1).samples(["u"]))) == 50
 

@@ -54,6 +54,7 @@ pub(crate) struct ConfigArgs {
     max_gpu_memory_bytes: Option<u64>,
     n_io_threads: usize,
     n_compute_threads: usize,
+    arrays_per_sample: usize,
     reads_in_flight: usize,
     n_workers: usize,
     lookahead: Option<usize>,
@@ -113,8 +114,7 @@ impl ConfigArgs {
             .with_on_error(parse::<OnError>("Config.on_error", &self.on_error)?)
             .with_drop_last(self.drop_last)
             .with_pop_timeout(seconds("Config.pop_timeout", self.pop_timeout)?)
-            // Python samples name one array each: one tensor per batch.
-            .with_arrays_per_sample(1);
+            .with_arrays_per_sample(self.arrays_per_sample);
         c.sample_shape = self.sample_shape;
         c.device = self.device;
         c.max_gpu_memory_bytes = self.max_gpu_memory_bytes;
@@ -173,7 +173,7 @@ pub(crate) fn _config_sizes(py: Python<'_>, args: ConfigArgs) -> PyResult<Bound<
     let d = PyDict::new(py);
     d.set_item("lookahead", sizes.lookahead)?;
     d.set_item("slots", sizes.slots)?;
-    d.set_item("batch_bytes", sizes.batch_bytes().and_then(|b| b.first().copied()))?;
+    d.set_item("batch_bytes", sizes.batch_bytes().map(|b| b.iter().sum::<u64>()))?;
     d.set_item("pool_bytes", sizes.pool_bytes())?;
     d.set_item("shard_index_cache_bytes", sizes.shard_index_cache_bytes)?;
     d.set_item("shard_index_floor", sizes.shard_index_floor)?;
@@ -223,18 +223,26 @@ struct PySamples {
     index: u64,
 }
 
-/// One Python `damacy.Sample` (anything with `uri`, `start` and `shape`) as a Rust sample.
+/// One Python `damacy.Sample` (anything with `uris` or `uri`, `start` and `shape`) as a Rust
+/// sample.
 fn sample_from_py(item: &Bound<'_, PyAny>, index: u64) -> PyResult<Sample> {
-    let fields = (|| -> PyResult<(String, Vec<u64>, Vec<u64>)> {
-        Ok((item.getattr("uri")?.extract()?, item.getattr("start")?.extract()?, item.getattr("shape")?.extract()?))
+    let fields = (|| -> PyResult<(Vec<String>, Vec<u64>, Vec<u64>)> {
+        let uris = match item.getattr("uris") {
+            Ok(u) => u.extract()?,
+            Err(_) => vec![item.getattr("uri")?.extract()?],
+        };
+        Ok((uris, item.getattr("start")?.extract()?, item.getattr("shape")?.extract()?))
     })();
-    let (uri, start, shape) = fields.map_err(|_| {
+    let (uris, start, shape) = fields.map_err(|_| {
         let repr = item.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string());
         PyTypeError::new_err(format!(
             "push(): item {index} of the iterable is {repr}, not a damacy.Sample; push an iterable of damacy.Sample(uri, region)"
         ))
     })?;
-    Ok(Sample::new(uri, Region::new(start, shape)))
+    if uris.is_empty() {
+        return Err(InvalidArgument::new_err(format!("push(): item {index} of the iterable names no array")));
+    }
+    Ok(Sample::multi(uris, Region::new(start, shape)))
 }
 
 impl Iterator for PySamples {
@@ -441,44 +449,58 @@ fn dl_device_of(place: Place) -> DLDevice {
     }
 }
 
-/// A batch popped from a `damacy.Pipeline`: one tensor of shape `(len, *sample_shape)`, in
-/// host memory (the CPU executor) or on the GPU. Consume it with any `DLPack` consumer
-/// (`numpy.from_dlpack`, `torch.from_dlpack`, `cupy.from_dlpack`, `jax.dlpack.from_dlpack`),
-/// zero-copy; give it back with `release()` (or `with pipeline.pop() as batch:`).
+/// A batch popped from a `damacy.Pipeline`: one tensor of shape `(len, *sample_shape)` per
+/// array of the samples (one for single-array samples), in host memory (the CPU executor) or
+/// on the GPU. Consume a single-tensor batch (or each of `batch.tensors`) with any `DLPack`
+/// consumer (`numpy.from_dlpack`, `torch.from_dlpack`, `cupy.from_dlpack`,
+/// `jax.dlpack.from_dlpack`), zero-copy; give it back with `release()` (or
+/// `with pipeline.pop() as batch:`).
 #[pyclass(module = "damacy", name = "Batch", frozen)]
 pub(crate) struct PyBatch {
     held: Mutex<Option<Arc<Held>>>,
     index: u64,
     shape: Vec<u64>,
-    dtype: Dtype,
+    tensors: Vec<TensorMeta>,
     place: Place,
-    ptr: u64,
     ready_stream: Option<u64>,
     ready_event: Option<u64>,
     samples: Vec<Sample>,
     mask: Option<Vec<bool>>,
     stats: BatchStats,
-    nbytes: usize,
     device: Option<Device>,
+}
+
+/// Where one tensor of a batch lives and what it holds.
+struct TensorMeta {
+    ptr: u64,
+    dtype: Dtype,
+    nbytes: usize,
 }
 
 impl PyBatch {
     fn new(batch: Batch) -> Self {
         let place = batch.place();
-        let ptr = batch.device_ptr(0).or_else(|| batch.host_bytes(0).map(|b| b.as_ptr() as usize as u64)).unwrap_or(0);
+        let tensors = (0..batch.num_tensors())
+            .map(|t| TensorMeta {
+                ptr: batch
+                    .device_ptr(t)
+                    .or_else(|| batch.host_bytes(t).map(|b| b.as_ptr() as usize as u64))
+                    .unwrap_or(0),
+                dtype: batch.dtype(t),
+                nbytes: batch.nbytes(t),
+            })
+            .collect();
         let device = batch.device().cloned();
         Self {
             index: batch.index(),
             shape: batch.shape(),
-            dtype: batch.dtype(0),
+            tensors,
             place,
-            ptr,
             ready_stream: batch.stream().map(damacy::Stream::raw_handle).filter(|&h| h != 0),
             ready_event: batch.ready_event().map(Event::raw_handle).filter(|&h| h != 0),
             samples: batch.samples().to_vec(),
             mask: batch.mask().map(<[bool]>::to_vec),
             stats: batch.stats(),
-            nbytes: batch.nbytes(0),
             device,
             held: Mutex::new(Some(Arc::new(Held { batch: Some(batch), release: Mutex::new(Vec::new()) }))),
         }
@@ -537,11 +559,89 @@ impl PyBatch {
         let cls = py.import("damacy._sample")?.getattr("Sample")?;
         let list = PyList::empty(py);
         for s in &self.samples {
-            let uri = s.uris.first().cloned().unwrap_or_default();
             let region = (s.region.start.clone(), s.region.shape.clone());
-            list.append(cls.call1((uri, region))?)?;
+            let sample = match s.uris.as_slice() {
+                [uri] => cls.call1((uri, region))?,
+                uris => cls.call1((PyTuple::new(py, uris)?, region))?,
+            };
+            list.append(sample)?;
         }
         Ok(list)
+    }
+
+    /// Tensor `t`'s metadata (`t` < the batch's tensor count, checked by the callers).
+    fn tensor(&self, t: usize) -> PyResult<&TensorMeta> {
+        self.tensors.get(t).ok_or_else(|| {
+            pyo3::exceptions::PyIndexError::new_err(format!("tensor {t}: the batch holds {}", self.tensors.len()))
+        })
+    }
+
+    /// A `DLPack` capsule of tensor `t` (see `__dlpack__`).
+    fn export(
+        &self,
+        py: Python<'_>,
+        t: usize,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let held = self.held()?;
+        let batch = held.batch.as_ref().ok_or_else(|| PyBufferError::new_err("the batch was released"))?;
+        let meta = self.tensor(t)?;
+        let ours = dl_device_of(self.place);
+        let to_host = match dl_device {
+            Some((ty, id)) if (ty, id) != (ours.device_type.0, ours.device_id) => {
+                if (ty, id) == (DLDevice::CPU.device_type.0, 0) && copy != Some(false) {
+                    true
+                } else {
+                    return Err(PyBufferError::new_err(format!(
+                        "the batch is on device {:?}; it cannot be exported to dl_device={:?}{}",
+                        (ours.device_type.0, ours.device_id),
+                        (ty, id),
+                        if copy == Some(false) { " without a copy (copy=False)" } else { "" }
+                    )));
+                }
+            }
+            _ => copy == Some(true),
+        };
+        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
+        let dtype = dlpack::dl_dtype(meta.dtype);
+        let (owner, spec) = if to_host {
+            // A copy in host memory (waits for the batch on the device).
+            let mut bytes = vec![0u8; meta.nbytes];
+            py.detach(|| batch.copy_to_host(t, &mut bytes)).map_err(|e| damacy_err(&e))?;
+            let spec = TensorSpec::c_contiguous(bytes.as_mut_ptr().cast(), DLDevice::CPU, dtype, &self.shape);
+            (Exported { held: None, copy: Some(bytes), consumer: None }, spec)
+        } else {
+            let consumer = self.order_consumer(py, batch, stream)?;
+            let data = if meta.nbytes == 0 {
+                NonNull::<u64>::dangling().as_ptr().cast()
+            } else {
+                meta.ptr as usize as *mut c_void
+            };
+            let spec = TensorSpec::c_contiguous(data, ours, dtype, &self.shape);
+            (Exported { held: Some(held.clone()), copy: None, consumer }, spec)
+        };
+        let copied = owner.copy.is_some();
+        if versioned {
+            // SAFETY: `spec` describes memory `owner` keeps alive and unmoved: the batch's buffer
+            // (held through the shared `Held`, never returned to the pool before it drops) or
+            // the copy's heap buffer; C-contiguous, exactly the tensor's `nbytes`; ready for
+            // the consumer (its stream waits on the batch, or the host waited).
+            let raw = unsafe { dlpack::export_versioned(owner, spec) }.into_raw();
+            if copied {
+                // SAFETY: `raw` is the live export just made (a pointer from `Box::into_raw`),
+                // not yet handed to anyone; only its flags change.
+                unsafe { (*raw.as_ptr()).flags |= DLPACK_FLAG_BITMASK_IS_COPIED };
+            }
+            // SAFETY: `raw` came from `into_raw` just above and nobody else deletes it.
+            capsule(py, unsafe { DlpackTensor::from_raw(raw) }, VERSIONED, drop_versioned_capsule)
+        } else {
+            // SAFETY: as above.
+            let tensor = unsafe { dlpack::export(owner, spec) };
+            capsule(py, tensor, LEGACY, drop_legacy_capsule)
+        }
     }
 }
 
@@ -656,16 +756,20 @@ impl PyBatch {
     /// The batch's device pointer, shape, dtype, samples and ready stream.
     #[getter]
     fn info(&self, py: Python<'_>) -> PyResult<PyBatchInfo> {
+        let first = self.tensor(0)?;
         Ok(PyBatchInfo {
-            device_ptr: self.ptr,
+            device_ptr: first.ptr,
+            device_ptrs: self.tensors.iter().map(|m| m.ptr).collect(),
             shape: self.shape.clone(),
-            dtype: self.dtype.name(),
+            dtype: first.dtype.name(),
+            dtypes: self.dtypes(),
             samples: self.py_samples(py)?.unbind(),
             ready_stream: self.ready_stream,
             ready_event: self.ready_event,
             device: self.place_name(),
             index: self.index,
-            nbytes: self.nbytes,
+            nbytes: first.nbytes,
+            tensor_nbytes: self.tensors.iter().map(|m| m.nbytes).collect(),
             mask: self.mask.clone(),
         })
     }
@@ -676,10 +780,11 @@ impl PyBatch {
         PyTuple::new(py, &self.shape)
     }
 
-    /// The element type (`"uint16"`, `"float32"`, `"bfloat16"`, …).
+    /// The element type (`"uint16"`, `"float32"`, `"bfloat16"`, …); of the first tensor when
+    /// the samples name several arrays (`dtypes` gives each).
     #[getter]
-    fn dtype(&self) -> &'static str {
-        self.dtype.name()
+    fn dtype(&self) -> PyResult<&'static str> {
+        Ok(self.tensor(0)?.dtype.name())
     }
 
     /// `"cpu"`, `"cuda:N"` or `"emulated"` (the kernel emulator; host memory).
@@ -765,7 +870,9 @@ impl PyBatch {
         (d.device_type.0, d.device_id)
     }
 
-    /// A `DLPack` capsule of the batch (the array-API protocol). `max_version >= (1, 0)` gets a
+    /// A `DLPack` capsule of the batch's tensor (the array-API protocol); a batch of samples
+    /// naming several arrays holds several tensors and raises `BufferError`: export each of
+    /// `batch.tensors`. `max_version >= (1, 0)` gets a
     /// versioned capsule (`dltensor_versioned`), otherwise a legacy one (`dltensor`). On CUDA,
     /// `stream` (an int: the consumer's `CUstream`, 1 the legacy default, 2 per-thread; `None`
     /// the legacy default; -1 no ordering: the consumer orders its own work and finishes
@@ -783,67 +890,30 @@ impl PyBatch {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let held = self.held()?;
-        let batch = held.batch.as_ref().ok_or_else(|| PyBufferError::new_err("the batch was released"))?;
-        if batch.num_tensors() != 1 {
+        if self.tensors.len() != 1 {
             return Err(PyBufferError::new_err(format!(
-                "the batch holds {} tensors; DLPack exports one",
-                batch.num_tensors()
+                "the batch holds {} tensors (one per array of each sample); DLPack exports one: use batch.tensors[i]",
+                self.tensors.len()
             )));
         }
-        let ours = dl_device_of(self.place);
-        let to_host = match dl_device {
-            Some((t, id)) if (t, id) != (ours.device_type.0, ours.device_id) => {
-                if (t, id) == (DLDevice::CPU.device_type.0, 0) && copy != Some(false) {
-                    true
-                } else {
-                    return Err(PyBufferError::new_err(format!(
-                        "the batch is on device {:?}; it cannot be exported to dl_device={:?}{}",
-                        (ours.device_type.0, ours.device_id),
-                        (t, id),
-                        if copy == Some(false) { " without a copy (copy=False)" } else { "" }
-                    )));
-                }
-            }
-            _ => copy == Some(true),
-        };
-        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
-        let dtype = dlpack::dl_dtype(self.dtype);
-        let (owner, spec) = if to_host {
-            // A copy in host memory (waits for the batch on the device).
-            let mut bytes = vec![0u8; self.nbytes];
-            py.detach(|| batch.copy_to_host(0, &mut bytes)).map_err(|e| damacy_err(&e))?;
-            let spec = TensorSpec::c_contiguous(bytes.as_mut_ptr().cast(), DLDevice::CPU, dtype, &self.shape);
-            (Exported { held: None, copy: Some(bytes), consumer: None }, spec)
-        } else {
-            let consumer = self.order_consumer(py, batch, stream)?;
-            let data = if self.nbytes == 0 {
-                NonNull::<u64>::dangling().as_ptr().cast()
-            } else {
-                self.ptr as usize as *mut c_void
-            };
-            let spec = TensorSpec::c_contiguous(data, ours, dtype, &self.shape);
-            (Exported { held: Some(held.clone()), copy: None, consumer }, spec)
-        };
-        let copied = owner.copy.is_some();
-        if versioned {
-            // SAFETY: `spec` describes memory `owner` keeps alive and unmoved: the batch's buffer
-            // (held through the shared `Held`, never returned to the pool before it drops) or
-            // the copy's heap buffer; C-contiguous, exactly `nbytes`; ready for the consumer
-            // (its stream waits on the batch, or the host waited).
-            let raw = unsafe { dlpack::export_versioned(owner, spec) }.into_raw();
-            if copied {
-                // SAFETY: `raw` is the live export just made (a pointer from `Box::into_raw`),
-                // not yet handed to anyone; only its flags change.
-                unsafe { (*raw.as_ptr()).flags |= DLPACK_FLAG_BITMASK_IS_COPIED };
-            }
-            // SAFETY: `raw` came from `into_raw` just above and nobody else deletes it.
-            capsule(py, unsafe { DlpackTensor::from_raw(raw) }, VERSIONED, drop_versioned_capsule)
-        } else {
-            // SAFETY: as above.
-            let tensor = unsafe { dlpack::export(owner, spec) };
-            capsule(py, tensor, LEGACY, drop_legacy_capsule)
-        }
+        self.export(py, 0, stream, max_version, dl_device, copy)
+    }
+
+    /// The batch's tensors, one per array of the samples, in the order of each sample's
+    /// `uris`: each a `DLPack` producer (`torch.from_dlpack(batch.tensors[1])`).
+    #[getter]
+    fn tensors<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let n = slf.get().tensors.len();
+        let items =
+            (0..n).map(|t| Py::new(py, PyTensor { batch: slf.clone().unbind(), t })).collect::<PyResult<Vec<_>>>()?;
+        PyTuple::new(py, items)
+    }
+
+    /// The element type of each tensor.
+    #[getter]
+    fn dtypes(&self) -> Vec<&'static str> {
+        self.tensors.iter().map(|m| m.dtype.name()).collect()
     }
 
     fn __repr__(&self) -> String {
@@ -851,7 +921,7 @@ impl PyBatch {
             "damacy.Batch(index={}, shape={:?}, dtype={}, device={}{})",
             self.index,
             self.shape,
-            self.dtype.name(),
+            self.dtypes().join("+"),
             self.place_name(),
             if self.released() { ", released" } else { "" }
         )
@@ -862,24 +932,45 @@ impl PyBatch {
 #[pyclass(module = "damacy", name = "BatchInfo", frozen)]
 pub(crate) struct PyBatchInfo {
     device_ptr: u64,
+    device_ptrs: Vec<u64>,
     shape: Vec<u64>,
     dtype: &'static str,
+    dtypes: Vec<&'static str>,
     samples: Py<PyList>,
     ready_stream: Option<u64>,
     ready_event: Option<u64>,
     device: String,
     index: u64,
     nbytes: usize,
+    tensor_nbytes: Vec<usize>,
     mask: Option<Vec<bool>>,
 }
 
 #[pymethods]
 impl PyBatchInfo {
-    /// The address of the tensor: a CUDA device pointer for GPU batches, a host address for
-    /// host batches. Valid until the batch is released.
+    /// The address of the (first) tensor: a CUDA device pointer for GPU batches, a host
+    /// address for host batches. Valid until the batch is released.
     #[getter]
     fn device_ptr(&self) -> u64 {
         self.device_ptr
+    }
+
+    /// The address of each tensor (one per array of the samples).
+    #[getter]
+    fn device_ptrs(&self) -> Vec<u64> {
+        self.device_ptrs.clone()
+    }
+
+    /// The element type of each tensor.
+    #[getter]
+    fn dtypes(&self) -> Vec<&'static str> {
+        self.dtypes.clone()
+    }
+
+    /// Bytes of each tensor.
+    #[getter]
+    fn tensor_nbytes(&self) -> Vec<usize> {
+        self.tensor_nbytes.clone()
     }
 
     /// `(len, *sample_shape)`, C order.
@@ -888,7 +979,7 @@ impl PyBatchInfo {
         PyTuple::new(py, &self.shape)
     }
 
-    /// The element type name (`"uint16"`, `"bfloat16"`, …).
+    /// The element type name (`"uint16"`, `"bfloat16"`, …) of the (first) tensor.
     #[getter]
     fn dtype(&self) -> &'static str {
         self.dtype
@@ -925,7 +1016,7 @@ impl PyBatchInfo {
         self.index
     }
 
-    /// Bytes of the tensor.
+    /// Bytes of the (first) tensor.
     #[getter]
     fn nbytes(&self) -> usize {
         self.nbytes
@@ -942,6 +1033,87 @@ impl PyBatchInfo {
             "damacy.BatchInfo(device_ptr={:#x}, shape={:?}, dtype={}, device={}, ready_stream={:?}, index={})",
             self.device_ptr, self.shape, self.dtype, self.device, self.ready_stream, self.index
         )
+    }
+}
+
+/// One tensor of a `damacy.Batch` (`batch.tensors[t]`): the batch's tensor for array `t` of
+/// each sample, shape `(len, *sample_shape)`, a `DLPack` producer sharing the batch's memory
+/// and lifetime rules (the batch's `release()` and every export must let go before its buffers
+/// are reused).
+#[pyclass(module = "damacy", name = "Tensor", frozen)]
+pub(crate) struct PyTensor {
+    batch: Py<PyBatch>,
+    t: usize,
+}
+
+#[pymethods]
+impl PyTensor {
+    /// Which array of each sample this tensor holds (its position in `Sample.uris`).
+    #[getter]
+    fn index(&self) -> usize {
+        self.t
+    }
+
+    /// `(len, *sample_shape)`.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.batch.get().shape)
+    }
+
+    /// The element type name.
+    #[getter]
+    fn dtype(&self) -> PyResult<&'static str> {
+        Ok(self.batch.get().tensor(self.t)?.dtype.name())
+    }
+
+    /// `"cpu"`, `"cuda:N"` or `"emulated"`.
+    #[getter]
+    fn device(&self) -> String {
+        self.batch.get().place_name()
+    }
+
+    /// The tensor's address (device pointer or host address), valid until the batch is
+    /// released.
+    #[getter]
+    fn device_ptr(&self) -> PyResult<u64> {
+        Ok(self.batch.get().tensor(self.t)?.ptr)
+    }
+
+    /// Bytes of the tensor.
+    #[getter]
+    fn nbytes(&self) -> PyResult<usize> {
+        Ok(self.batch.get().tensor(self.t)?.nbytes)
+    }
+
+    /// As `Batch.__dlpack_device__`.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        let d = dl_device_of(self.batch.get().place);
+        (d.device_type.0, d.device_id)
+    }
+
+    /// As `Batch.__dlpack__`, for this tensor.
+    #[pyo3(signature = (stream = None, *, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        self.batch.get().export(py, self.t, stream, max_version, dl_device, copy)
+    }
+
+    fn __repr__(&self) -> PyResult<String> {
+        let b = self.batch.get();
+        Ok(format!(
+            "damacy.Tensor(batch={}, index={}, shape={:?}, dtype={}, device={})",
+            b.index,
+            self.t,
+            b.shape,
+            b.tensor(self.t)?.dtype.name(),
+            b.place_name()
+        ))
     }
 }
 
@@ -1235,6 +1407,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPipeline>()?;
     m.add_class::<PyBatch>()?;
     m.add_class::<PyBatchInfo>()?;
+    m.add_class::<PyTensor>()?;
     m.add_class::<PyPipelineStats>()?;
     m.add_class::<PyStageStats>()?;
     m.add_function(wrap_pyfunction!(_config_defaults, m)?)?;

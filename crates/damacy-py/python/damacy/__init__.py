@@ -6,7 +6,8 @@
   damacy's engine: ``zarr.config.set({"codec_pipeline.path": "damacy.GpuCodecPipeline"})``.
 - :mod:`damacy.samplers` — per-rank sample plans (strided or contiguous shares, shuffles,
   equal-length policies, data-loader workers, resumable state).
-- :class:`damacy.Sample` — one region of one array, what a sampler yields.
+- :class:`damacy.Sample` — one region of one array (or of several: an image and its labels),
+  what a sampler yields.
 - :class:`damacy.Error` and its subclasses for every engine error.
 """
 
@@ -28,6 +29,7 @@ from damacy._damacy import (
     StageStats,
     StorageError,
     Store,
+    Tensor,
     Timeout,
     Unsupported,
     __version__,
@@ -62,6 +64,7 @@ __all__ = [
     "StageStats",
     "StorageError",
     "Store",
+    "Tensor",
     "Timeout",
     "Unsupported",
     "__version__",

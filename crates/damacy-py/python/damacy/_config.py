@@ -30,8 +30,8 @@ class Sizes:
 
     - ``lookahead``: samples pulled from the pushed iterable ahead of the reads.
     - ``slots``: batch buffers in the pool, ``depth + n_workers``.
-    - ``batch_bytes``: bytes of one batch buffer, when ``sample_shape`` and ``dtype`` fix it
-      (else ``None``: the first sample fixes it).
+    - ``batch_bytes``: bytes of one batch buffer (all its tensors), when ``sample_shape`` and
+      ``dtype`` fix it (else ``None``: the first sample fixes it).
     - ``pool_bytes``: bytes of all batch buffers (``slots × batch_bytes``), when known.
     - ``shard_index_cache_bytes``: the shard-index cache given to the reader (never below
       ``shard_index_floor``, what the batches being read need).
@@ -83,6 +83,10 @@ class Config:
         The shape of every sample's region. With it (and ``dtype``) the batch buffers are
         allocated at construction; without it the first sample fixes the shape, and a sample
         of another shape later is an error naming both.
+    arrays_per_sample [1]
+        How many arrays each sample names (``Sample((image_uri, labels_uri), region)``): the
+        batches hold one tensor per array (``batch.tensors``). A sample naming another number
+        is an error naming both.
     dtype [None]
         Element type of the batches: ``None`` keeps each array's own type; a name casts
         (``"bf16"``/``"bfloat16"``, ``"float16"``, ``"float32"``, ``"uint8"``, …, or a numpy
@@ -138,6 +142,7 @@ class Config:
 
     batch_size: int
     sample_shape: tuple[int, ...] | None = None
+    arrays_per_sample: int = 1
     dtype: str | None = None
     allow_lossy_cast: bool = bool(_DEFAULTS["allow_lossy_cast"])
     executor: str = "auto"
@@ -164,6 +169,7 @@ class Config:
             object.__setattr__(self, name, value)
 
         put("batch_size", _int("batch_size", self.batch_size))
+        put("arrays_per_sample", _int("arrays_per_sample", self.arrays_per_sample, minimum=1))
         for name in ("host_buffer_bytes", "device_buffer_bytes", "n_io_threads", "n_compute_threads",
                      "reads_in_flight", "n_workers", "depth"):
             put(name, _int(name, getattr(self, name)))

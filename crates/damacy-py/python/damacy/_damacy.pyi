@@ -174,11 +174,22 @@ class BatchInfo:
     """What a consumer that bypasses DLPack needs: the memory, its layout and its fence."""
     @property
     def device_ptr(self) -> int:
-        """CUDA device pointer (GPU batches) or host address (host batches)."""
+        """CUDA device pointer (GPU batches) or host address (host batches) of the (first)
+        tensor."""
+    @property
+    def device_ptrs(self) -> list[int]:
+        """The address of each tensor (one per array of the samples)."""
     @property
     def shape(self) -> tuple[int, ...]: ...
     @property
-    def dtype(self) -> str: ...
+    def dtype(self) -> str:
+        """The (first) tensor's element type."""
+    @property
+    def dtypes(self) -> list[str]:
+        """Each tensor's element type."""
+    @property
+    def tensor_nbytes(self) -> list[int]:
+        """Bytes of each tensor."""
     @property
     def samples(self) -> list[Any]:
         """The batch's ``damacy.Sample``s, in order."""
@@ -197,16 +208,49 @@ class BatchInfo:
     @property
     def mask(self) -> list[bool] | None: ...
 
+class Tensor:
+    """``batch.tensors[t]``: the tensor of array ``t`` of each sample, ``(len, *sample_shape)``;
+    a DLPack producer sharing the batch's memory."""
+    @property
+    def index(self) -> int:
+        """The array's position in each sample's ``uris``."""
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def device_ptr(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    def __dlpack__(
+        self,
+        stream: int | None = None,
+        *,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any: ...
+
 class Batch:
-    """A popped batch: one tensor ``(len, *sample_shape)``, host or GPU memory; a DLPack
-    producer (``numpy.from_dlpack(batch)``, ``torch.from_dlpack(batch)``), a context manager
+    """A popped batch: one tensor ``(len, *sample_shape)`` per array of the samples, host or
+    GPU memory; a DLPack producer when it holds one tensor (``numpy.from_dlpack(batch)``,
+    ``torch.from_dlpack(batch)``; else export each of ``batch.tensors``), a context manager
     that releases it."""
     @property
     def info(self) -> BatchInfo: ...
     @property
     def shape(self) -> tuple[int, ...]: ...
     @property
-    def dtype(self) -> str: ...
+    def dtype(self) -> str:
+        """The (first) tensor's element type."""
+    @property
+    def dtypes(self) -> list[str]: ...
+    @property
+    def tensors(self) -> tuple[Tensor, ...]:
+        """One DLPack producer per array of the samples, in the order of ``Sample.uris``."""
     @property
     def device(self) -> str:
         """``"cpu"``, ``"cuda:N"`` or ``"emulated"``."""

@@ -1,8 +1,9 @@
-"""``damacy.Sample``: one region of one array."""
+"""``damacy.Sample``: one region of one array, or of several arrays at once."""
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,31 +58,44 @@ def _parse_region(region: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 @dataclass(frozen=True, init=False)
 class Sample:
-    """One region of one array: ``Sample(uri, region)``.
+    """One region of one array, or the same region of several arrays: ``Sample(uri, region)``.
 
     ``uri`` names the array (a local path, ``file://``, ``s3://``, ``gs://``, ``az://`` or
-    ``http(s)://`` URL of the array inside its store). ``region`` is a tuple of slices (as
-    ``numpy.s_[0:64, 8:72]``) or ``(start, shape)``; a bare integer is rejected, since it
-    would silently drop an axis.
+    ``http(s)://`` URL of the array inside its store); a tuple or list of URIs names several
+    arrays read at the same region (an image and its labels): the batch then holds one tensor
+    per array, in this order (``batch.tensors``; set ``Config.arrays_per_sample``). ``region``
+    is a tuple of slices (as ``numpy.s_[0:64, 8:72]``) or ``(start, shape)``; a bare integer is
+    rejected, since it would silently drop an axis.
 
     >>> import numpy as np
     >>> Sample("data.zarr/raw", np.s_[0:64, 8:72]).shape
     (64, 64)
     >>> Sample("data.zarr/raw", ((0, 8), (64, 64))) == Sample("data.zarr/raw", np.s_[0:64, 8:72])
     True
+    >>> Sample(("data.zarr/image", "data.zarr/labels"), np.s_[0:64, 0:64]).uris
+    ('data.zarr/image', 'data.zarr/labels')
     """
 
-    uri: str
+    uris: tuple[str, ...]
     start: tuple[int, ...]
     shape: tuple[int, ...]
 
-    def __init__(self, uri: str, region: Any) -> None:
-        if not isinstance(uri, str) or not uri:
-            raise TypeError(f"uri {uri!r} is not a non-empty string naming an array")
+    def __init__(self, uri: str | Sequence[str], region: Any) -> None:
+        uris = (uri,) if isinstance(uri, str) else tuple(uri) if isinstance(uri, (tuple, list)) else None
+        if not uris or not all(isinstance(u, str) and u for u in uris):
+            raise TypeError(
+                f"uri {uri!r} is not a non-empty string naming an array, or a tuple of them (several arrays "
+                "read at the same region)"
+            )
         start, shape = _parse_region(region)
-        object.__setattr__(self, "uri", uri)
+        object.__setattr__(self, "uris", uris)
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "shape", shape)
+
+    @property
+    def uri(self) -> str:
+        """The array's URI (the first array's, when the sample names several)."""
+        return self.uris[0]
 
     @property
     def region(self) -> tuple[slice, ...]:
@@ -90,4 +104,5 @@ class Sample:
 
     def __repr__(self) -> str:
         axes = ", ".join(f"{s}:{s + n}" for s, n in zip(self.start, self.shape, strict=True))
-        return f"damacy.Sample({self.uri!r}, [{axes}])"
+        uri = self.uris[0] if len(self.uris) == 1 else self.uris
+        return f"damacy.Sample({uri!r}, [{axes}])"

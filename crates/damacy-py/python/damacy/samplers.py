@@ -256,14 +256,15 @@ class DistributedSampler:
 
     def samples(
         self,
-        uris: Sequence[str],
+        uris: Sequence[str | Sequence[str]],
         *,
         row_shape: Sequence[int] | None = None,
         worker: tuple[int, int] | None = None,
     ) -> Iterator[Sample]:
         """This rank's samples as :class:`damacy.Sample` (what ``Pipeline.push`` takes).
 
-        ``uris[a]`` names array ``a`` of the space. For an index space, a row of an array
+        ``uris[a]`` names array ``a`` of the space (a tuple of URIs names several arrays read at
+        the same region: ``Config.arrays_per_sample`` tensors per batch). For an index space, a row of an array
         whose rows have shape ``row_shape`` is the region ``[row, 0…]`` of shape
         ``[1, row_shape…]``. ``worker=(w, n)`` yields worker ``w``'s batches only; inside a
         torch ``DataLoader`` worker (torch already imported) that is found by itself.
