@@ -1,8 +1,10 @@
 //! NVRTC: locating the library, compiling a kernel for an architecture, and keeping the log.
 //!
 //! cudarc opens `libnvrtc.so*` by name only. [`load`] first preloads it by absolute path from
-//! `DAMACY_NVRTC_DIR` (the `nvidia/cu13/lib` folder of the `nvidia-cuda-nvrtc` wheel) or from the
-//! workspace's `.nvrtc/` folder that `make test` fills, so no `LD_LIBRARY_PATH` is needed.
+//! `DAMACY_NVRTC_DIR` (the `nvidia/cu13/lib` folder of the `nvidia-cuda-nvrtc` wheel, or the
+//! `nvidia/cuda_nvrtc/lib` folder of the CUDA 12 wheel) or from the workspace's `.nvrtc/` folder
+//! that `make test` fills, so no `LD_LIBRARY_PATH` is needed. Of the libraries found it loads the
+//! newest one whose cubins the installed driver can load ([`choose`]).
 
 use std::ffi::{CString, c_char, c_int};
 use std::path::PathBuf;
@@ -28,64 +30,154 @@ fn candidate_dirs() -> Vec<PathBuf> {
         dirs.push(PathBuf::from(d));
     }
     let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.nvrtc");
+    // The layouts of the nvidia-cuda-nvrtc wheels: CUDA 13 (`cu13/lib`) and CUDA 12
+    // (`cuda_nvrtc/lib`, the `-cu12` wheel).
     dirs.push(ws.join("nvidia/cu13/lib"));
     dirs.push(ws.join("nvidia/cuda_nvrtc/lib"));
     dirs
 }
 
-/// Makes libnvrtc loadable by cudarc. Returns the reason when it cannot be found.
+/// One NVRTC library on disk: its path and the CUDA major version of its soname
+/// (`libnvrtc.so.13` → 13).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Library {
+    /// The library file.
+    pub path: PathBuf,
+    /// Its CUDA major version.
+    pub major: i32,
+}
+
+/// The NVRTC libraries in the candidate folders (`DAMACY_NVRTC_DIR` first, then the
+/// workspace's `.nvrtc/`), in preference order: folder by folder, the newest first in each.
+fn find_libraries(dirs: &[PathBuf]) -> Vec<Library> {
+    let mut found = Vec::new();
+    for dir in dirs {
+        let mut here: Vec<Library> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let major = name.strip_prefix("libnvrtc.so.")?.split('.').next()?.parse().ok()?;
+                Some(Library { path: e.path(), major })
+            })
+            .collect();
+        here.sort_by(|a, b| b.major.cmp(&a.major).then_with(|| a.path.cmp(&b.path)));
+        here.dedup_by_key(|l| l.major);
+        found.extend(here);
+    }
+    found
+}
+
+/// Which of `majors` (the CUDA major versions of the NVRTC libraries found, in preference
+/// order) to load for a driver reporting `driver` from `cuDriverGetVersion`: the first whose
+/// cubins the driver loads (see [`driver_accepts`]); with no driver (nothing to load cubins
+/// into: compile checks, the emulator) or when none qualifies, the first. `None` when nothing
+/// was found.
+#[must_use]
+pub fn choose(majors: &[i32], driver: Option<i32>) -> Option<usize> {
+    if majors.is_empty() {
+        return None;
+    }
+    let accepted = driver.and_then(|d| majors.iter().position(|&m| driver_accepts(d, (m, 0)).is_ok()));
+    Some(accepted.unwrap_or(0))
+}
+
+/// The CUDA version of the installed driver (`cuDriverGetVersion`, 1000 × major + 10 × minor),
+/// when there is a driver; it needs no `cuInit`.
+fn driver_version() -> Option<i32> {
+    // SAFETY: only probes whether libcuda can be opened; no symbol is called.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return None;
+    }
+    let mut v: c_int = 0;
+    // SAFETY: cuDriverGetVersion may be called before cuInit; `v` is valid for writes.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&raw mut v) }.result().ok()?;
+    Some(v)
+}
+
+/// What [`load`] found and chose.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// Every NVRTC library found, in preference order.
+    pub found: Vec<Library>,
+    /// The one loaded (an index into `found`); `None` when NVRTC comes from the system's
+    /// library path instead.
+    pub chosen: Option<usize>,
+    /// The driver's `cuDriverGetVersion`, when there is a driver.
+    pub driver: Option<i32>,
+}
+
+impl Loaded {
+    /// The libraries found, for messages: `13 (/path/libnvrtc.so.13), 12 (…)`, or "none".
+    #[must_use]
+    pub fn describe_found(&self) -> String {
+        if self.found.is_empty() {
+            return "none".to_owned();
+        }
+        self.found.iter().map(|l| format!("{} ({})", l.major, l.path.display())).collect::<Vec<_>>().join(", ")
+    }
+}
+
+fn loaded() -> &'static std::result::Result<Loaded, String> {
+    static LOADED: OnceLock<std::result::Result<Loaded, String>> = OnceLock::new();
+    LOADED.get_or_init(|| {
+        let found = find_libraries(&candidate_dirs());
+        let driver = driver_version();
+        let chosen = choose(&found.iter().map(|l| l.major).collect::<Vec<_>>(), driver);
+        let mut tried = Vec::new();
+        if let Some(lib) = chosen.map(|i| &found[i]) {
+            let dir = lib.path.parent().map(PathBuf::from).unwrap_or_default();
+            // libnvrtc dlopens its builtins library by soname at compile time; loading it
+            // first by absolute path lets that lookup succeed without LD_LIBRARY_PATH.
+            let mut builtins: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libnvrtc-builtins.so"))
+                })
+                .collect();
+            builtins.sort();
+            for path in builtins {
+                // SAFETY: loading the builtins library runs only its initialisers.
+                if let Ok(l) = unsafe { libloading::Library::new(&path) } {
+                    std::mem::forget(l);
+                }
+            }
+            // SAFETY: loading NVRTC runs only its library initialisers, which have no
+            // preconditions.
+            match unsafe { libloading::Library::new(&lib.path) } {
+                // Keep it loaded for the life of the process: cudarc then finds it by its
+                // soname (and, only this one being loaded, not another version).
+                Ok(l) => std::mem::forget(l),
+                Err(e) => tried.push(format!("{}: {e}", lib.path.display())),
+            }
+        }
+        // SAFETY: only probes whether the library can be opened; no symbol is called.
+        if unsafe { sys::is_culib_present() } {
+            Ok(Loaded { chosen: if tried.is_empty() { chosen } else { None }, found, driver })
+        } else {
+            Err(format!(
+                "libnvrtc not found: install the PyPI wheel (`pip install --target .nvrtc \"nvidia-cuda-nvrtc>=13,<14\"`, or `nvidia-cuda-nvrtc-cu12` for a CUDA 12 driver) or set DAMACY_NVRTC_DIR to its lib folder{}",
+                if tried.is_empty() { String::new() } else { format!(" ({})", tried.join("; ")) }
+            ))
+        }
+    })
+}
+
+/// Makes libnvrtc loadable by cudarc, choosing among the NVRTC libraries found (in
+/// `DAMACY_NVRTC_DIR`, then the workspace's `.nvrtc/`) the newest one whose cubins the
+/// installed driver loads: with a CUDA 12 driver and both the CUDA 13 and the CUDA 12 wheels
+/// installed, NVRTC 12 ([`choose`]). Returns the reason when none can be found.
 pub fn load() -> std::result::Result<(), String> {
-    static LOADED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            let mut tried = Vec::new();
-            for dir in candidate_dirs() {
-                // libnvrtc dlopens its builtins library by soname at compile time; loading it
-                // first by absolute path lets that lookup succeed without LD_LIBRARY_PATH.
-                let mut builtins: Vec<PathBuf> = std::fs::read_dir(&dir)
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .map(|e| e.path())
-                    .filter(|p| {
-                        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libnvrtc-builtins.so"))
-                    })
-                    .collect();
-                builtins.sort();
-                for path in builtins {
-                    // SAFETY: loading the builtins library runs only its initialisers.
-                    if let Ok(lib) = unsafe { libloading::Library::new(&path) } {
-                        std::mem::forget(lib);
-                    }
-                }
-                for name in ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"] {
-                    let path = dir.join(name);
-                    if !path.exists() {
-                        continue;
-                    }
-                    // SAFETY: loading NVRTC runs only its library initialisers, which have no
-                    // preconditions.
-                    match unsafe { libloading::Library::new(&path) } {
-                        Ok(lib) => {
-                            // Keep it loaded for the life of the process: cudarc then finds it by
-                            // its soname.
-                            std::mem::forget(lib);
-                        }
-                        Err(e) => tried.push(format!("{}: {e}", path.display())),
-                    }
-                }
-            }
-            // SAFETY: only probes whether the library can be opened; no symbol is called.
-            if unsafe { sys::is_culib_present() } {
-                Ok(())
-            } else {
-                Err(format!(
-                    "libnvrtc not found: install the PyPI wheel (`pip install --target .nvrtc \"nvidia-cuda-nvrtc>=13,<14\"`) or set DAMACY_NVRTC_DIR to its nvidia/cu13/lib folder{}",
-                    if tried.is_empty() { String::new() } else { format!(" ({})", tried.join("; ")) }
-                ))
-            }
-        })
-        .clone()
+    loaded().as_ref().map(|_| ()).map_err(Clone::clone)
+}
+
+/// What [`load`] found and chose (the reason when NVRTC cannot be loaded).
+pub fn loaded_libraries() -> std::result::Result<&'static Loaded, String> {
+    loaded().as_ref().map_err(Clone::clone)
 }
 
 /// NVRTC's version, e.g. (13, 0).
@@ -184,7 +276,46 @@ pub fn describe_log(kernel: Kernel, arch: &str, log: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::driver_accepts;
+    use super::{choose, driver_accepts, find_libraries};
+
+    #[test]
+    fn libraries_are_found_folder_by_folder_newest_first() {
+        let root = std::env::temp_dir().join(format!("damacy-nvrtc-find-{}", std::process::id()));
+        let (a, b) = (root.join("a"), root.join("b"));
+        for (dir, names) in [
+            (&a, &["libnvrtc.so.12", "libnvrtc.so.13", "libnvrtc-builtins.so.13.0"][..]),
+            (&b, &["libnvrtc.so.12.8.93", "libnvrtc.alt.so.12"][..]),
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
+            for n in names {
+                std::fs::write(dir.join(n), b"").unwrap();
+            }
+        }
+        let found = find_libraries(&[a.clone(), root.join("missing"), b.clone()]);
+        let got: Vec<_> = found.iter().map(|l| (l.path.clone(), l.major)).collect();
+        assert_eq!(
+            got,
+            [(a.join("libnvrtc.so.13"), 13), (a.join("libnvrtc.so.12"), 12), (b.join("libnvrtc.so.12.8.93"), 12)]
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_newest_nvrtc_the_driver_loads_is_chosen() {
+        // nothing found
+        assert_eq!(choose(&[], Some(13_000)), None);
+        // no driver (compile checks, the emulator): the first in preference order
+        assert_eq!(choose(&[13, 12], None), Some(0));
+        // an R580 driver (CUDA 13.0) takes NVRTC 13
+        assert_eq!(choose(&[13, 12], Some(13_000)), Some(0));
+        // an R570 driver (CUDA 12.8) cannot load NVRTC 13's cubins: NVRTC 12, wherever it is
+        assert_eq!(choose(&[13, 12], Some(12_080)), Some(1));
+        assert_eq!(choose(&[13, 13, 12], Some(12_080)), Some(2));
+        // none qualifies: the first, and opening the device then says what to install
+        assert_eq!(choose(&[13], Some(12_080)), Some(0));
+        // DAMACY_NVRTC_DIR's library comes first when the driver takes it
+        assert_eq!(choose(&[12, 13], Some(13_000)), Some(0));
+    }
 
     #[test]
     fn the_driver_must_be_of_nvrtcs_cuda_major_version_or_newer() {

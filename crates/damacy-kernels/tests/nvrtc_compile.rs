@@ -32,6 +32,12 @@ fn every_kernel_compiles_cleanly_for_sm80_and_sm90() {
     }
     let (maj, min) = nvrtc::version().unwrap();
     eprintln!("NVRTC {maj}.{min}");
+    // The library loaded is the one chosen among those found (no driver here: the first), and
+    // its soname's major version is what it reports.
+    let loaded = nvrtc::loaded_libraries().unwrap();
+    if let Some(i) = loaded.chosen {
+        assert_eq!(loaded.found[i].major, maj, "chose {}, loaded NVRTC {maj}.{min}", loaded.describe_found());
+    }
     let mut failures = Vec::new();
     for k in Kernel::ALL {
         for arch in ARCHS {

@@ -125,7 +125,11 @@ impl CudaBackend {
         let mut driver: std::ffi::c_int = 0;
         // SAFETY: the driver is initialised (device_count succeeded); `driver` is valid for writes.
         unsafe { sys::cuDriverGetVersion(&raw mut driver) }.result().map_err(cuda_err("cuDriverGetVersion"))?;
-        crate::nvrtc::driver_accepts(driver, crate::nvrtc::version()?).map_err(Error::NoDevice)?;
+        crate::nvrtc::driver_accepts(driver, crate::nvrtc::version()?).map_err(|e| {
+            let found = crate::nvrtc::loaded_libraries()
+                .map_or_else(|_| "none".to_owned(), crate::nvrtc::Loaded::describe_found);
+            Error::NoDevice(format!("{e} (NVRTC libraries found: {found})"))
+        })?;
         let current = current_context_device()?;
         let dev = binding(ordinal, current, count as usize)?;
         let mut cur: sys::CUcontext = std::ptr::null_mut();
