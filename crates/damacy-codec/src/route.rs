@@ -79,8 +79,19 @@ fn kernel_for(meta: &MetadataV3, chain: DeviceChain) -> &'static str {
             "inflate kernel (Adler-32 when checksums are validated)"
         }
         "crc32c" => "crc32c kernel",
-        "bytes" if chain.big_endian => "raw copy kernel, byte swap",
-        _ => "raw copy kernel",
+        "bytes" if chain.codec != DeviceCodec::Raw => {
+            if chain.big_endian {
+                "the decompressor's output, byte-swapped in assemble"
+            } else {
+                "the decompressor's output as is"
+            }
+        }
+        // Raw chunks without a checksum are uploaded straight into the decode output; with
+        // one, the crc32c kernel reads them from the upload and a copy kernel moves them.
+        "bytes" if chain.crc32c && chain.big_endian => "raw copy kernel, byte swap in assemble",
+        "bytes" if chain.crc32c => "raw copy kernel",
+        "bytes" if chain.big_endian => "uploaded straight into the decode output, byte swap in assemble",
+        _ => "uploaded straight into the decode output (no kernel)",
     }
 }
 

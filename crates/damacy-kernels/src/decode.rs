@@ -1,5 +1,8 @@
 //! Batched decode of chunks on a [`Device`]: host parse (rayon) → one host-to-device copy per
-//! wave → one launch per codec per wave (crc32c, lz4, blosclz, zstd, inflate, raw copy) → unshuffle.
+//! wave → one launch per codec per wave (crc32c, lz4, blosclz, zstd, inflate, raw copy), each
+//! over its streams longest first → unshuffle. Raw chunks without a checksum (zarr `bytes`) are
+//! not launched at all: they are laid out first, at the same offsets in the upload and the
+//! output, and a second copy puts them straight into the output.
 //!
 //! The decoder owns its buffers — pinned host staging and device memory — sized once from
 //! [`DecodeConfig`] against hard budgets: exceeding a budget is an error at construction, never
@@ -257,6 +260,9 @@ pub struct WaveStats {
     pub launches: usize,
     /// Encoded bytes copied to the device.
     pub bytes_uploaded: usize,
+    /// Of `bytes_uploaded`, raw chunks' bytes copied straight into the decoded output (zarr
+    /// `bytes` chunks without a checksum: no kernel touches them).
+    pub bytes_direct: usize,
     /// Decoded bytes produced.
     pub bytes_decoded: usize,
     /// Streams per codec: lz4, blosclz, raw, crc32c, zstd, inflate (a zstd stream is a run of
@@ -359,6 +365,20 @@ struct ChunkPlan {
     zstd_flags: u32,
     /// `dmc_stream.flags` of the chunk's inflate streams (wrapper format and verification).
     inflate_flags: u32,
+}
+
+impl ChunkPlan {
+    /// A chunk whose decoded bytes are its payload as is (zarr `bytes`, no checksum): its
+    /// upload goes straight to its place in the output, with no kernel.
+    fn is_direct(&self) -> bool {
+        self.crc.is_none()
+            && self.shuffles.is_empty()
+            && self.decoded_len == self.payload_len
+            && matches!(
+                self.streams.as_slice(),
+                [FrameStream { codec: StreamCodec::Raw, src_off: 0, dst_off: 0, to_scratch: false, .. }]
+            )
+    }
 }
 
 fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
@@ -604,6 +624,10 @@ struct Slot {
     output: DeviceBuffer,
     /// Complete when the last wave submitted to this slot finished (kernels and status copy).
     done: Option<Event>,
+    /// Recorded on the compute stream when the decoder was next called after this slot's last
+    /// wave: the work queued by then that reads the slot's output (the caller's, e.g.
+    /// assembling a batch) precedes it. Copies into the output from the copy stream wait on it.
+    released: Option<Event>,
 }
 
 /// A wave submitted to the device and not yet collected.
@@ -636,6 +660,8 @@ pub struct Decoder {
     readback: Stream,
     slots: Vec<Slot>,
     next_slot: usize,
+    /// The slot of the last submitted wave.
+    last_slot: Option<usize>,
     pool: Option<rayon::ThreadPool>,
 }
 
@@ -686,6 +712,7 @@ impl Decoder {
                 input: device.alloc(config.wave_src_bytes + config.table_bytes())?,
                 output: device.alloc(config.wave_dst_bytes * 2)?,
                 done: None,
+                released: None,
             });
         }
         let pool = if config.n_compute_threads > 0 {
@@ -705,6 +732,7 @@ impl Decoder {
             config,
             slots,
             next_slot: 0,
+            last_slot: None,
             pool,
         })
     }
@@ -954,21 +982,37 @@ impl Decoder {
     fn submit(&mut self, chunks: &[ChunkInput<'_>], wave: &[(usize, ChunkPlan)]) -> Result<Pending> {
         let slot_index = self.next_slot;
         self.next_slot = (self.next_slot + 1) % self.slots.len();
+        let compute = self.device.default_stream();
+        // Whatever reads the previous wave's output was queued before this call.
+        if let Some(prev) = self.last_slot.replace(slot_index) {
+            self.slots[prev].released = Some(compute.record(false)?);
+        }
         if let Some(done) = self.slots[slot_index].done.take() {
             done.synchronize()?;
         }
         let mut stats = WaveStats { waves: 1, ..WaveStats::default() };
         let scratch_base = self.config.wave_dst_bytes as u64;
-        // Layout of the source region: every chunk's payload, 16-byte aligned.
-        let mut chunk_src = Vec::with_capacity(wave.len());
-        let mut chunk_dst = Vec::with_capacity(wave.len());
+        // Layout: every chunk's payload in the source region and its decoded bytes in the
+        // output, 16-byte aligned. Direct chunks come first, at the same offsets in both, so
+        // one copy puts them straight into the output; the others follow.
+        let mut chunk_src = vec![0usize; wave.len()];
+        let mut chunk_dst = vec![0usize; wave.len()];
         let (mut src_cursor, mut dst_cursor) = (0usize, 0usize);
-        for (_, p) in wave {
-            chunk_src.push(src_cursor);
-            src_cursor += align_up(p.payload_len);
-            chunk_dst.push(dst_cursor);
-            dst_cursor += align_up(p.decoded_len);
+        for direct_pass in [true, false] {
+            for (w, (_, p)) in wave.iter().enumerate() {
+                if p.is_direct() == direct_pass {
+                    chunk_src[w] = src_cursor;
+                    src_cursor += align_up(p.payload_len);
+                    chunk_dst[w] = dst_cursor;
+                    dst_cursor += align_up(p.decoded_len);
+                }
+            }
+            if direct_pass {
+                stats.bytes_direct = src_cursor;
+                debug_assert_eq!(src_cursor, dst_cursor);
+            }
         }
+        let direct_total = stats.bytes_direct;
         let src_total = src_cursor;
         stats.bytes_uploaded = src_total;
         // Stream table, id lists per codec, shuffle jobs.
@@ -977,8 +1021,29 @@ impl Decoder {
         let mut infos: Vec<StreamInfo> = Vec::new();
         let mut jobs: Vec<ShuffleJobDesc> = Vec::new();
         let mut first_stream: Vec<u32> = Vec::with_capacity(wave.len());
+        // Streams whose status the host knows: direct chunks, copied whole.
+        let mut known: Vec<(usize, u32)> = Vec::new();
         for (w, (idx, p)) in wave.iter().enumerate() {
             first_stream.push(infos.len() as u32);
+            if p.is_direct() {
+                stats.streams[SLOT_RAW] += 1;
+                known.push((infos.len(), p.payload_len as u32));
+                descs.push(StreamDesc {
+                    src_off: chunk_src[w] as u64,
+                    dst_off: chunk_dst[w] as u64,
+                    src_len: p.payload_len as u32,
+                    dst_len: p.decoded_len as u32,
+                    codec: SLOT_RAW as u32,
+                    flags: 0,
+                });
+                infos.push(StreamInfo {
+                    chunk: *idx,
+                    slot: SLOT_RAW,
+                    src: (0, p.payload_len as u32),
+                    expected: p.decoded_len as u32,
+                });
+                continue;
+            }
             let (cs, cd) = (chunk_src[w] as u64, chunk_dst[w] as u64);
             if let Some(crc) = p.crc {
                 ids[SLOT_CRC].push(infos.len() as u32);
@@ -1027,8 +1092,17 @@ impl Decoder {
             }
         }
         let n_streams = infos.len();
-        for (k, v) in ids.iter().enumerate() {
+        for (k, v) in ids.iter_mut().enumerate() {
             stats.streams[k] += v.len();
+            // Longest first: one warp (or block) per stream, so the long ones start at once
+            // and the short ones fill in behind them.
+            v.sort_by_key(|&sid| std::cmp::Reverse(descs[sid as usize].dst_len));
+        }
+        let mut status_init = vec![c::DMC_STATUS_PENDING; n_streams];
+        let mut sizes = vec![0u32; n_streams];
+        for &(sid, len) in &known {
+            status_init[sid] = c::DMC_STATUS_OK;
+            sizes[sid] = len;
         }
         // Tables follow the source region in the same upload; offsets below are relative to
         // the start of the tables, then moved past the source region.
@@ -1043,8 +1117,8 @@ impl Decoder {
             ids_at[k] = src_total + push_table(&mut tables, v);
         }
         let jobs_at = src_total + push_table(&mut tables, &jobs);
-        let status_at = src_total + push_table(&mut tables, &vec![c::DMC_STATUS_PENDING; n_streams]);
-        let actual_at = src_total + push_table(&mut tables, &vec![0u32; n_streams]);
+        let status_at = src_total + push_table(&mut tables, &status_init);
+        let actual_at = src_total + push_table(&mut tables, &sizes);
         let upload_len = src_total + tables.len();
         let slot = &mut self.slots[slot_index];
         if upload_len > slot.staging.len() || 8 * n_streams > slot.readback.len() {
@@ -1066,8 +1140,12 @@ impl Decoder {
         rest[..tables.len()].copy_from_slice(&tables);
         let mut regions: Vec<(&mut [u8], &[u8])> = Vec::with_capacity(wave.len());
         let mut tail = payloads;
-        for (w, (idx, p)) in wave.iter().enumerate() {
-            let size = chunk_src.get(w + 1).copied().unwrap_or(src_total) - chunk_src[w];
+        // In layout order (direct chunks first), each chunk's range up to the next one's.
+        let mut order: Vec<usize> = (0..wave.len()).collect();
+        order.sort_by_key(|&w| chunk_src[w]);
+        for (k, &w) in order.iter().enumerate() {
+            let (idx, p) = &wave[w];
+            let size = order.get(k + 1).map_or(src_total, |&next| chunk_src[next]) - chunk_src[w];
             let (head, next) = tail.split_at_mut(size);
             regions.push((&mut head[..p.payload_len], &chunks[*idx].bytes[..p.payload_len]));
             tail = next;
@@ -1082,11 +1160,27 @@ impl Decoder {
             }
         }
         let slot = &self.slots[slot_index];
-        // SAFETY: both buffers record the copy as a use (their drop waits for it), and the host
-        // writes the staging buffer again only after this slot's `done` event.
-        unsafe { self.copy.copy_to_device(&slot.staging, 0, &slot.input, 0, upload_len)? };
+        // SAFETY (both copies): the buffers record each copy as a use (their drop waits for
+        // it), and the host writes the staging buffer again only after this slot's `done`
+        // event. The input is free (the slot's last wave is done); the output is written only
+        // after what reads the slot's last wave (`released`).
+        unsafe {
+            self.copy.copy_to_device(
+                &slot.staging,
+                direct_total,
+                &slot.input,
+                direct_total,
+                upload_len - direct_total,
+            )?;
+        }
+        if direct_total > 0 {
+            if let Some(released) = &slot.released {
+                self.copy.wait(released)?;
+            }
+            // SAFETY: see above.
+            unsafe { self.copy.copy_to_device(&slot.staging, 0, &slot.output, 0, direct_total)? };
+        }
         let uploaded = self.copy.record(false)?;
-        let compute = self.device.default_stream();
         compute.wait(&uploaded)?;
         let started = compute.record(true)?;
 
@@ -1276,6 +1370,7 @@ fn merge_stats(a: &mut WaveStats, b: &WaveStats) {
     a.waves += b.waves;
     a.launches += b.launches;
     a.bytes_uploaded += b.bytes_uploaded;
+    a.bytes_direct += b.bytes_direct;
     a.bytes_decoded += b.bytes_decoded;
     a.kernel_time += b.kernel_time;
     for k in 0..N_SLOTS {

@@ -1097,3 +1097,50 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+/// Raw chunks without a checksum go straight from the upload into the output, with no kernel:
+/// a wave of them launches nothing, a wave mixing them with other chunks launches only for the
+/// others, and every chunk comes back whole, whatever the order of the chunks.
+#[test]
+fn raw_chunks_are_copied_straight_into_the_output() {
+    let device = Device::emulated(0);
+    let cfg = DecodeConfig::default()
+        .with_wave_src_bytes(256 << 10)
+        .with_wave_dst_bytes(256 << 10)
+        .with_wave_streams(64)
+        .with_slots(2)
+        .with_device_budget_bytes(8 << 20)
+        .with_host_budget_bytes(4 << 20);
+    let mut dec = Decoder::new(&device, cfg).unwrap();
+    let datas: Vec<Vec<u8>> = (0..6).map(|i| test_data(1000 + 3333 * i, (i % 4) as u8, i as u64)).collect();
+    let raw: Vec<_> = datas.iter().map(|d| ChunkInput::raw(d)).collect();
+    let out = dec.decode_to_host(&raw).unwrap();
+    assert_eq!(out.stats.launches, 0, "{:?}", out.stats);
+    assert_eq!(out.stats.streams[2], raw.len());
+    assert_eq!(out.stats.bytes_direct, out.stats.bytes_uploaded);
+    for (r, d) in out.chunks.iter().zip(&datas) {
+        assert_eq!(r.as_ref().unwrap(), d);
+    }
+    // Mixed: blosc chunks and checksummed raw chunks between the direct ones, several waves
+    // in flight over both slots, and through decode_wave.
+    let lz4 = blosc_compress(&datas[3], 5, 1, 4, "lz4", 0);
+    let mut with_crc = datas[2].clone();
+    with_crc.extend_from_slice(&crc32c::crc32c(&datas[2]).to_le_bytes());
+    let mixed = [raw[0], ChunkInput::blosc(&lz4), raw[1], ChunkInput::raw(&with_crc).with_crc32c(), raw[5]];
+    let want = [&datas[0], &datas[3], &datas[1], &datas[2], &datas[5]];
+    for _ in 0..3 {
+        let out = dec.decode_to_host(&mixed).unwrap();
+        assert_eq!(out.stats.launches, 4, "lz4, unshuffle, crc32c and one copy: {:?}", out.stats);
+        let direct: usize = [0, 1, 5].iter().map(|&i| datas[i].len().div_ceil(16) * 16).sum();
+        assert_eq!(out.stats.bytes_direct, direct);
+        for (r, d) in out.chunks.iter().zip(want) {
+            assert_eq!(r.as_ref().unwrap(), d);
+        }
+        let wave = dec.decode_wave(&mixed).unwrap();
+        let mut bytes = vec![0u8; wave.output.len()];
+        device.download(wave.output, 0, &mut bytes).unwrap();
+        for (r, d) in wave.chunks.iter().zip(want) {
+            assert_eq!(&bytes[r.as_ref().unwrap().clone()], d.as_slice());
+        }
+    }
+}
