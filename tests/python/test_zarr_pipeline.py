@@ -160,6 +160,18 @@ def test_fallback_array(tmp_path, zarr_stats):
         assert _fallback(lambda: a[...], "array", zarr_stats) == 7.0
 
 
+def test_fallback_rectilinear_chunk_grid(tmp_path, zarr_stats):
+    """Rectilinear chunk grids (zarr 3.4, behind `array.rectilinear_chunks`) are read by zarr:
+    damacy reads regular grids, and zarr refuses to serialise such metadata without the flag."""
+    if not hasattr(pytest.importorskip("zarr.core.metadata.v3"), "RectilinearChunkGridMetadata"):
+        pytest.skip("this zarr has no rectilinear chunk grids")
+    data = np.arange(20 * 6, dtype="int16").reshape(20, 6)
+    with zarr.config.set({**DAMACY, "array.rectilinear_chunks": True}):
+        a = zarr.create_array(str(tmp_path / "r"), shape=data.shape, chunks=[[5, 10, 5], [6]], dtype="int16")
+        a[...] = data
+        np.testing.assert_array_equal(_fallback(lambda: a[...], "array", zarr_stats), data)
+
+
 @pytest.mark.skipif(ZARR_VERSION < (3, 2), reason="read_missing_chunks is a zarr 3.2+ setting")
 def test_fallback_missing_chunks(tmp_path, zarr_stats):
     with zarr.config.set({**DAMACY, "array.read_missing_chunks": False}):

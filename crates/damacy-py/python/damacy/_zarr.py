@@ -292,6 +292,16 @@ class _Unsupported(Exception):
         self.category = category
 
 
+def _metadata_document(md: Any, name: str) -> Any:
+    """The array's metadata document (``zarr.json`` or ``.zarray``) as zarr writes it, which is
+    what damacy's reader parses; metadata zarr reads but will not write (behind a config flag)
+    is read by zarr-python instead."""
+    try:
+        return md.to_buffer_dict(default_buffer_prototype())[name]
+    except Exception as e:  # noqa: BLE001 - any refusal means: not through damacy
+        raise _Unsupported("array", f"zarr cannot serialise the array's metadata for damacy: {e}") from None
+
+
 def _axis(sel: Any, what: str) -> tuple[int, int, int]:
     """(start, step, count) of one axis of a selection: a slice, or an integer array that is
     an increasing arithmetic progression (what orthogonal indexing passes for ranges)."""
@@ -558,12 +568,16 @@ class GpuCodecPipeline(CodecPipeline):
                 raise _Unsupported("chunk_key", f"chunk key encoding {name!r}")
             decode = _key_parser(sep, default=name == "default")
             components = (ndim + (name == "default")) if sep == "/" else 1
-            doc = md.to_buffer_dict(default_buffer_prototype())["zarr.json"]
+            # RegularChunkGrid (zarr 3.1) or RegularChunkGridMetadata (3.4); not rectilinear.
+            grid = type(md.chunk_grid).__name__
+            if not grid.startswith("Regular"):
+                raise _Unsupported("array", f"chunk grid {grid} (damacy reads regular chunk grids)")
+            doc = _metadata_document(md, "zarr.json")
         else:
             sep = md.dimension_separator or "."
             decode = _key_parser(sep, default=False)
             components = ndim if sep == "/" else 1
-            doc = md.to_buffer_dict(default_buffer_prototype())[".zarray"]
+            doc = _metadata_document(md, ".zarray")
         parts = first_key.split("/")
         if len(parts) < components:
             raise _Unsupported("chunk_key", f"chunk key {first_key!r} does not match the encoding")
