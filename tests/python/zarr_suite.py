@@ -22,10 +22,11 @@ Excluded, and why (keep this short):
   the fill value; damacy's pipeline reads shards with its own index code, which the patch does
   not reach (a failing index read through the store is tested, and passes, beside it).
 
-Measured (zarr 3.1.6, Python 3.11, the whole suite, before the fixes for pickling, equality,
-moved stores and fork of the same day): 4966 passed, 69 failed, 364 skipped, 7 xfailed; the 69
-(pickling, array equality, LocalStore.move, multiprocessing) were fixed and those tests rerun
-green (578 passed). Rerun ``make zarr-suite`` for current counts.
+Measured, the whole suite (``make zarr-suite``) on 2026-11-24: zarr 3.1.6 on Python 3.11, 5108
+passed, 368 skipped, 7 xfailed, none failed (3 min with 2 workers); zarr 3.4.2 on Python 3.13,
+12314 passed, 1325 skipped, 4 xfailed, none failed (6 min), after rectilinear chunk grids were
+made to fall back (4 tests of ``tests/test_metadata/test_repair.py`` had failed). The subset
+``make test`` runs adds ``tests/test_metadata`` since then.
 - ``tests/test_examples.py``, ``tests/test_docs.py``: run example scripts with ``uv`` and
   docs snippets; no pipeline use and need network tools.
 - ``tests/benchmarks``: timing, not behaviour.
@@ -64,6 +65,7 @@ SUBSET = [
     "tests/test_codecs",
     "tests/test_v2.py",
     "tests/test_array.py",
+    "tests/test_metadata",
 ]
 
 PLUGIN = '''
