@@ -4,6 +4,14 @@
 //! not launched at all: they are laid out first, at the same offsets in the upload and the
 //! output, and a second copy puts them straight into the output.
 //!
+//! Why one launch per codec rather than one launch for every codec of a wave: the chunks of an
+//! array share one codec chain, and a batch reads one array, so a wave nearly always holds one
+//! codec (plus crc32c and unshuffle, which must follow or precede it anyway); a fused kernel
+//! would run every codec at the block size, registers and shared memory of the most demanding
+//! one (zstd and inflate: 80 registers and ~10–20 KiB of shared memory per warp, against 32–39
+//! registers and none for lz4), cutting lz4's occupancy to theirs, to save a launch (~3 µs in
+//! the cost model) only in the rare mixed wave.
+//!
 //! The decoder owns its buffers — pinned host staging and device memory — sized once from
 //! [`DecodeConfig`] against hard budgets: exceeding a budget is an error at construction, never
 //! an out-of-memory in the middle of a run. Batches larger than one wave are split into several
