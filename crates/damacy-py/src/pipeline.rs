@@ -872,8 +872,8 @@ impl PyBatch {
 
     /// A `DLPack` capsule of the batch's tensor (the array-API protocol); a batch of samples
     /// naming several arrays holds several tensors and raises `BufferError`: export each of
-    /// `batch.tensors`. `max_version >= (1, 0)` gets a
-    /// versioned capsule (`dltensor_versioned`), otherwise a legacy one (`dltensor`). On CUDA,
+    /// `batch.tensors`. `max_version >= (1, 0)` gets a versioned capsule
+    /// (`dltensor_versioned`), otherwise a legacy one (`dltensor`). On CUDA,
     /// `stream` (an int: the consumer's `CUstream`, 1 the legacy default, 2 per-thread; `None`
     /// the legacy default; -1 no ordering: the consumer orders its own work and finishes
     /// reading before it frees the tensor) is made to wait on the batch's ready event, and the
