@@ -718,14 +718,16 @@ use damacy_kernels::consts::{
 type Decoded = (u32, usize, Vec<u8>);
 
 /// Launches `kernel` on one stream `src` placed `src_mis` bytes into a source buffer of exactly
-/// `src_mis + src.len()` bytes (under ASan a read past the stream fails), decoding into a
-/// destination of exactly `dst_len` bytes.
-fn launch_lz_kernel(lz4: bool, src: &[u8], src_mis: usize, dst_len: usize, sched: u64) -> Decoded {
+/// `src_mis + src.len()` bytes (under ASan a read past the stream fails), decoding into the last
+/// `dst_len` bytes of a destination of `dst_mis + dst_len` bytes (the 16-byte match copies align
+/// to the output's addresses, not the stream's positions); the `dst_mis` bytes before the stream
+/// must stay as they were.
+fn launch_lz_kernel(lz4: bool, src: &[u8], src_mis: usize, dst_mis: usize, dst_len: usize, sched: u64) -> Decoded {
     let mut buf = vec![0u8; src_mis + src.len()];
     buf[src_mis..].copy_from_slice(src);
-    let mut dst = vec![0u8; dst_len];
+    let mut dst = vec![0xa5u8; dst_mis + dst_len];
     // struct dmc_stream: src_off, dst_off, {src_len, dst_len}, {codec, flags}
-    let stream = [src_mis as u64, 0, src.len() as u64 | (dst_len as u64) << 32, 0];
+    let stream = [src_mis as u64, dst_mis as u64, src.len() as u64 | (dst_len as u64) << 32, 0];
     let ids = [0u32];
     let (mut status, mut actual) = ([255u32], [0u32]);
     let f = if lz4 { dmc_emu_dmc_lz4_decode } else { dmc_emu_dmc_blosclz_decode };
@@ -749,7 +751,9 @@ fn launch_lz_kernel(lz4: bool, src: &[u8], src_mis: usize, dst_len: usize, sched
         )
     };
     assert_eq!(rc, 0, "launch failed");
+    assert!(dst[..dst_mis].iter().all(|&b| b == 0xa5), "a write before the stream's output");
     let n = actual[0] as usize;
+    let mut dst = dst.split_off(dst_mis);
     dst.truncate(n);
     (status[0], n, dst)
 }
@@ -965,9 +969,36 @@ fn blosclz_reference(src: &[u8], dst_len: usize) -> Decoded {
     (st, out.len(), out)
 }
 
+/// Long matches whose source starts within the first 16 bytes of the stream's output, at every
+/// alignment of the output: the 16-byte match copy's first aligned load would begin before the
+/// stream (another stream's output) and must read single bytes there instead. Distances on both
+/// sides of the pattern copy's limit (128) and of the 16-byte rounds' sizes, lengths on both
+/// sides of the wide copy's threshold (64), literal runs on both sides of 96.
+#[test]
+fn lz_wide_copies_at_the_start_of_an_unaligned_output() {
+    for dst_mis in 0..16 {
+        for (lit_len, dist, mlen) in
+            [(130, 130, 300), (140, 129, 1000), (127, 127, 700), (600, 513, 2000), (96, 96, 64), (95, 17, 63)]
+        {
+            let lit: Vec<u8> = (0..lit_len).map(|i| (i * 7 + dst_mis) as u8).collect();
+            let last: Vec<u8> = (0..40u8).collect();
+            let seqs = vec![(lit.clone(), dist, mlen)];
+            let block = lz4_encode(&[(lit, dist as u16, mlen)], &last);
+            let want = lz4_reference(&block, lit_len + mlen + last.len());
+            assert_eq!(want.0, ST_OK);
+            assert_eq!(launch_lz_kernel(true, &block, 0, dst_mis, want.1, 0), want, "lz4 at {dst_mis}");
+            let stream = blosclz_encode(&seqs, &last);
+            let want = blosclz_reference(&stream, lit_len + mlen + last.len());
+            assert_eq!(want.0, ST_OK);
+            assert_eq!(launch_lz_kernel(false, &stream, 1, dst_mis, want.1, 0), want, "blosclz at {dst_mis}");
+        }
+    }
+}
+
 /// Random sequences for the LZ/BloscLZ generators: literal runs around the window's 128 bytes
-/// and its refill points, matches with distances 1..=16 (overlapping any copy width), near and
-/// far, lengths with long extensions. Distances never exceed the output so far.
+/// and its refill points, matches with distances 1..=16 (overlapping any copy width), near (to
+/// 200: the pattern copies), around the 16-byte rounds' sizes (to 1100) and far, lengths with
+/// long extensions. Distances never exceed the output so far.
 fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>, Vec<u8>) {
     let mut x = seed | 1;
     let mut next = move |m: usize| {
@@ -993,9 +1024,10 @@ fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>,
             seqs.push((lit, 0, 0));
             continue;
         }
-        let dist = match next(4) {
+        let dist = match next(5) {
             0 | 1 => 1 + next(16.min(op)),
             2 => 1 + next(op.min(200)),
+            3 => 1 + next(op.min(1100)),
             _ => 1 + next(op.min(max_dist)),
         };
         let len = match next(4) {
@@ -1043,7 +1075,7 @@ proptest! {
 
     /// `dmc_lz4_decode` launched directly on generated blocks (long literals across the input
     /// window's end, matches with offsets 1..16 and longer, long length extensions), placed at
-    /// every misalignment, intact or cut or with a flipped byte, with an exact or a wrong output
+    /// every misalignment of input and output, intact or cut or with a flipped byte, with an exact or a wrong output
     /// size: status, bytes written and their values equal the sequential reference's, under
     /// fixed and shuffled schedules.
     #[test]
@@ -1051,6 +1083,7 @@ proptest! {
         seed in any::<u64>(),
         n_seq in 1usize..40,
         src_mis in 0usize..4,
+        dst_mis in 0usize..16,
         how in 0u8..4,
         at in any::<usize>(),
         v in any::<u8>(),
@@ -1067,17 +1100,18 @@ proptest! {
             prop_assert_eq!(want.0, ST_OK);
         }
         let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
-        let got = launch_lz_kernel(true, &src, src_mis, dst_len, sched);
+        let got = launch_lz_kernel(true, &src, src_mis, dst_mis, dst_len, sched);
         prop_assert_eq!(got, want);
     }
 
     /// `dmc_blosclz_decode` the same way: literal runs, near, far (past 8191) and overlapping
-    /// matches with long extensions, every misalignment, damaged copies, wrong output sizes.
+    /// matches with long extensions, every misalignment of input and output, damaged copies, wrong output sizes.
     #[test]
     fn blosclz_kernel_matches_reference_on_generated_streams(
         seed in any::<u64>(),
         n_seq in 1usize..40,
         src_mis in 0usize..4,
+        dst_mis in 0usize..16,
         how in 0u8..4,
         at in any::<usize>(),
         v in any::<u8>(),
@@ -1093,7 +1127,7 @@ proptest! {
             prop_assert_eq!(want.0, ST_OK);
         }
         let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
-        let got = launch_lz_kernel(false, &src, src_mis, dst_len, sched);
+        let got = launch_lz_kernel(false, &src, src_mis, dst_mis, dst_len, sched);
         prop_assert_eq!(got, want);
     }
 }
