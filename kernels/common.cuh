@@ -323,6 +323,34 @@ __device__ __forceinline__ dmc_u32x4 dmc_load16_from(const dmc_u8* p, const dmc_
     return v;
 }
 
+// The 16 bytes at the aligned address p, of which those outside [lo, hi) (another stream's
+// output, or outside the buffer) are not read and come back as 0: one 16-byte load when all
+// 16 lie inside, else single bytes.
+__device__ __forceinline__ dmc_u32x4 dmc_load16_in(const dmc_u8* p, const dmc_u8* lo, const dmc_u8* hi) {
+    if (p >= lo && p + 16 <= hi) return dmc_load16(p);
+    dmc_u32x4 v = {{0, 0, 0, 0}};
+    for (dmc_u32 q = 0; q < 16; q++)
+        if (p + q >= lo && p + q < hi) v.w[q >> 2] |= (dmc_u32)p[q] << (8 * (q & 3u));
+    return v;
+}
+
+// Bytes [sh, sh + 16) of the 32 bytes lo:hi (two little-endian 16-byte vectors), sh < 16.
+__device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_u32x4& hi, dmc_u32 sh) {
+    dmc_u32 x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
+    if (sh & 8u) {
+#pragma unroll
+        for (dmc_u32 i = 0; i < 6; i++) x[i] = x[i + 2];
+    }
+    if (sh & 4u) {
+#pragma unroll
+        for (dmc_u32 i = 0; i < 7; i++) x[i] = x[i + 1];
+    }
+    dmc_u32x4 o;
+#pragma unroll
+    for (dmc_u32 i = 0; i < 4; i++) o.w[i] = __funnelshift_r(x[i], x[i + 1], 8 * (sh & 3u));
+    return o;
+}
+
 // Byte m (< DMC_LZ_PATTERN_DIST) of a match pattern held by the warp as in dmc_lz_match_copy:
 // lane l's word holds bytes l, l + 32, l + 64 and l + 96. A warp collective (m per lane).
 __device__ __forceinline__ dmc_u32 dmc_lz_pat_byte(dmc_u32 pat, dmc_u32 m) {

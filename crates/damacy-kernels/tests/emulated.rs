@@ -633,6 +633,60 @@ fn unshuffle_reference(src: &[u8], ts: usize) -> Vec<u8> {
     out
 }
 
+/// Bit unshuffle of `len` bytes with typesize `ts` as blosc does it: with n = len / ts elements a
+/// multiple of 8, bit b of byte k of element i is bit i % 8 of byte (8 k + b) n/8 + i/8 (the
+/// leftover bytes stored as they are); otherwise the block is stored as it is.
+fn bit_unshuffle_reference(src: &[u8], ts: usize) -> Vec<u8> {
+    let n = src.len() / ts;
+    let mut out = src.to_vec();
+    if n % 8 != 0 {
+        return out;
+    }
+    for i in 0..n {
+        for k in 0..ts {
+            out[i * ts + k] =
+                (0..8).map(|b| ((src[(8 * k + b) * (n / 8) + i / 8] >> (i % 8)) & 1) << b).fold(0, |a, v| a | v);
+        }
+    }
+    out
+}
+
+/// Launches `dmc_unshuffle` on one block `data` (mode 1 byte, 2 bit) placed `src_mis` bytes into
+/// a source buffer of exactly its size (under ASan a read past it fails), into a destination
+/// with a u64 backing (8-byte aligned) at `dst_mis`; returns the block's bytes and whether the
+/// zeros around it stayed.
+fn launch_unshuffle(data: &[u8], ts: usize, mode: u64, src_mis: usize, dst_mis: usize, sched: u64) -> (Vec<u8>, bool) {
+    let len = data.len();
+    let mut src = vec![0u8; src_mis + len];
+    src[src_mis..].copy_from_slice(data);
+    let mut dst_buf = vec![0u64; (len + dst_mis) / 8 + 2];
+    // SAFETY: the u64 vector is viewed as its bytes, which it owns.
+    let dst = unsafe { std::slice::from_raw_parts_mut(dst_buf.as_mut_ptr().cast::<u8>(), dst_buf.len() * 8) };
+    // struct dmc_shuffle_job: src_off, dst_off, {len, typesize}, {mode, stream}
+    let job = [src_mis as u64, dst_mis as u64, len as u64 | (ts as u64) << 32, mode];
+    let mut status = [0u32; 1];
+    // SAFETY: the job's ranges lie inside the buffers (sizes passed as the totals).
+    let rc = unsafe {
+        dmc_emu_dmc_unshuffle(
+            1,
+            1,
+            256,
+            sched,
+            src.as_ptr(),
+            src.len() as u64,
+            dst.as_mut_ptr(),
+            dst.len() as u64,
+            &raw const job,
+            1,
+            status.as_mut_ptr(),
+        )
+    };
+    assert_eq!(rc, 0, "launch failed");
+    assert_eq!(status[0], 0, "status");
+    let outside = dst[..dst_mis].iter().chain(&dst[dst_mis + len..]).all(|&b| b == 0);
+    (dst[dst_mis..dst_mis + len].to_vec(), outside)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -652,26 +706,35 @@ proptest! {
         let want = unshuffle_reference(&data, ts);
         let src_mis = if seed & 1 == 0 { 0 } else { src_mis };
         let dst_mis = if seed & 2 == 0 { 0 } else { dst_mis };
-        // the source is exactly the block (under ASan a read past it fails); the destination
-        // has a u64 backing (8-byte aligned) and zeros around the block
-        let mut src = vec![0u8; src_mis + len];
-        src[src_mis..].copy_from_slice(&data);
-        let mut dst_buf = vec![0u64; (len + dst_mis) / 8 + 2];
-        // SAFETY: the u64 vector is viewed as its bytes, which it owns.
-        let dst = unsafe { std::slice::from_raw_parts_mut(dst_buf.as_mut_ptr().cast::<u8>(), dst_buf.len() * 8) };
-        // struct dmc_shuffle_job: src_off, dst_off, {len, typesize}, {mode, stream}
-        let job = [src_mis as u64, dst_mis as u64, len as u64 | (ts as u64) << 32, 1u64];
-        let mut status = [0u32; 1];
         let sched = if seed & 4 == 0 { 0 } else { seed | 1 };
-        // SAFETY: the job's ranges lie inside the buffers (sizes passed as the totals).
-        let rc = unsafe {
-            dmc_emu_dmc_unshuffle(1, 1, 256, sched, src.as_ptr(), src.len() as u64, dst.as_mut_ptr(),
-                dst.len() as u64, &raw const job, 1, status.as_mut_ptr())
-        };
-        prop_assert_eq!(rc, 0);
-        prop_assert_eq!(status[0], 0);
-        prop_assert!(dst[dst_mis..dst_mis + len] == want[..], "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
-        prop_assert!(dst[..dst_mis].iter().chain(&dst[dst_mis + len..]).all(|&b| b == 0), "wrote outside the block");
+        let (got, outside) = launch_unshuffle(&data, ts, 1, src_mis, dst_mis, sched);
+        prop_assert!(got == want, "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
+        prop_assert!(outside, "wrote outside the block");
+    }
+
+    /// `dmc_unshuffle` in bit mode, launched directly: the bit transpose into the shared tile
+    /// (element counts a multiple of 8: whole and partial 32-element groups, bit rows at every
+    /// alignment, several tiles, padded generic rows, the gather for huge typesizes) and the
+    /// 16-byte block copy (other counts, leftover bytes) at every source and destination
+    /// misalignment equal blosc's bit unshuffle, under both schedules.
+    #[test]
+    fn bit_unshuffle_kernel_matches_reference(
+        ts in prop::sample::select(vec![1usize, 2, 3, 4, 5, 8, 12, 16, 17, 600, 2000]),
+        elems in 0usize..6_000,
+        extra in 0usize..8,
+        src_mis in 0usize..16,
+        dst_mis in 0usize..16,
+        seed in any::<u64>(),
+    ) {
+        let elems = elems.min(120_000 / ts);
+        let elems = if seed & 8 == 0 { elems & !7 } else { elems };
+        let len = elems * ts + extra % ts;
+        let data = test_data(len, 0, seed);
+        let want = bit_unshuffle_reference(&data, ts);
+        let sched = if seed & 4 == 0 { 0 } else { seed | 1 };
+        let (got, outside) = launch_unshuffle(&data, ts, 2, src_mis, dst_mis, sched);
+        prop_assert!(got == want, "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
+        prop_assert!(outside, "wrote outside the block");
     }
 }
 
