@@ -146,6 +146,13 @@ __device__ __forceinline__ bool dmc_in_bounds(dmc_u64 off, dmc_u64 len, dmc_u64 
     return off <= total && len <= total - off;
 }
 
+// `#pragma unroll` for the CUDA compilers (the host compiler of the emulator has no such pragma).
+#ifdef DMC_EMULATE
+#define DMC_UNROLL
+#else
+#define DMC_UNROLL _Pragma("unroll")
+#endif
+
 // 16 bytes as four little-endian words, loaded with one 16-byte (vector) access; the pointer
 // must be 16-byte aligned. (The emulator reads them as one GCC vector: a struct copy would be
 // split into four word accesses, and its cost model would count four requests.)
@@ -338,15 +345,15 @@ __device__ __forceinline__ dmc_u32x4 dmc_load16_in(const dmc_u8* p, const dmc_u8
 __device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_u32x4& hi, dmc_u32 sh) {
     dmc_u32 x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
     if (sh & 8u) {
-#pragma unroll
+DMC_UNROLL
         for (dmc_u32 i = 0; i < 6; i++) x[i] = x[i + 2];
     }
     if (sh & 4u) {
-#pragma unroll
+DMC_UNROLL
         for (dmc_u32 i = 0; i < 7; i++) x[i] = x[i + 1];
     }
     dmc_u32x4 o;
-#pragma unroll
+DMC_UNROLL
     for (dmc_u32 i = 0; i < 4; i++) o.w[i] = __funnelshift_r(x[i], x[i + 1], 8 * (sh & 3u));
     return o;
 }
@@ -401,10 +408,10 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
             const dmc_u32 b = head + k + 16 * lane;
             dmc_u32 m = b % dist;
             dmc_u32x4 v;
-#pragma unroll
+DMC_UNROLL
             for (dmc_u32 i = 0; i < 4; i++) {
                 dmc_u32 x = 0;
-#pragma unroll
+DMC_UNROLL
                 for (dmc_u32 q = 0; q < 4; q++) {
                     x |= dmc_lz_pat_byte(pat, m) << (8 * q);
                     m = m + 1 == dist ? 0 : m + 1;
@@ -427,21 +434,21 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         dmc_u32x4 v = {{0, 0, 0, 0}};
         if (lane <= n) v = dmc_load16_from(a + 16 * lane, out);
         dmc_u32 x[8];
-#pragma unroll
+DMC_UNROLL
         for (dmc_u32 i = 0; i < 4; i++) {
             x[i] = v.w[i];
             x[i + 4] = __shfl_down_sync(0xffffffffu, v.w[i], 1);
         }
         if (sh & 8u) {
-#pragma unroll
+DMC_UNROLL
             for (dmc_u32 i = 0; i < 6; i++) x[i] = x[i + 2];
         }
         if (sh & 4u) {
-#pragma unroll
+DMC_UNROLL
             for (dmc_u32 i = 0; i < 7; i++) x[i] = x[i + 1];
         }
         dmc_u32x4 o;
-#pragma unroll
+DMC_UNROLL
         for (dmc_u32 i = 0; i < 4; i++) o.w[i] = __funnelshift_r(x[i], x[i + 1], 8 * (sh & 3u));
         if (lane < n) dmc_store16(to + head + k + 16 * lane, o);  // aligned: to + head is
     }

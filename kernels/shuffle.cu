@@ -155,7 +155,7 @@ __device__ __forceinline__ void dmc_unshuffle_tiled(const dmc_u8* __restrict__ s
                 const dmc_u32 r = f / groups, u = f - r * groups;
                 const dmc_u8* p = src + (dmc_u64)(8 * r) * rb + (e0 + 32 * u) / 8;
                 dmc_u32 x[8];
-#pragma unroll
+DMC_UNROLL
                 for (dmc_u32 b = 0; b < 8; b++) x[b] = dmc_load_word_any(p + (dmc_u64)b * rb, src, src_end);
                 // the two 16-byte halves in the order (u >> 2) & 1 picks: a warp request's 32
                 // stores then cover every bank 4 times (eight consecutive groups u write words
@@ -164,11 +164,11 @@ __device__ __forceinline__ void dmc_unshuffle_tiled(const dmc_u8* __restrict__ s
                 for (dmc_u32 s = 0; s < 2; s++) {
                     const dmc_u32 h = s ^ ((u >> 2) & 1u);
                     dmc_u32x4 o;
-#pragma unroll
+DMC_UNROLL
                     for (dmc_u32 jj = 0; jj < 2; jj++) {
                         const dmc_u32 j = 2 * h + jj;  // byte j of the row words: elements 8j..8j+7
                         dmc_u64 m = 0;
-#pragma unroll
+DMC_UNROLL
                         for (dmc_u32 b = 0; b < 8; b++) m |= (dmc_u64)((x[b] >> (8 * j)) & 0xffu) << (8 * b);
                         m = dmc_transpose8x8(m);
                         o.w[2 * jj] = (dmc_u32)m;

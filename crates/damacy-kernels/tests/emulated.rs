@@ -639,7 +639,7 @@ fn unshuffle_reference(src: &[u8], ts: usize) -> Vec<u8> {
 fn bit_unshuffle_reference(src: &[u8], ts: usize) -> Vec<u8> {
     let n = src.len() / ts;
     let mut out = src.to_vec();
-    if n % 8 != 0 {
+    if !n.is_multiple_of(8) {
         return out;
     }
     for i in 0..n {
