@@ -2,8 +2,9 @@
 // Mapping: one warp per stream; the warp holds a 128-byte window of the input in registers
 // (dmc_win, one coalesced 4-byte load per lane), every lane parses the same control bytes from
 // it redundantly with shuffles (uniform control flow), the 32 lanes copy literal runs (from the
-// window) and matches (long ones with 4-byte stores) cooperatively; one __syncwarp before each
-// match copy orders every earlier write before the match reads.
+// window) and matches (long ones with 16-byte stores, dmc_lz_match_copy) cooperatively; one
+// __syncwarp before each match copy (and one per round of a far match's copy) orders every
+// earlier write before the match reads.
 #include "common.cuh"
 
 #define DMC_BLOSCLZ_MAX_DISTANCE 8191
@@ -59,10 +60,10 @@ dmc_blosclz_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total,
                 if (dist > op) { st = DMC_STATUS_BAD_OFFSET; break; }
                 // The reference decoder stops here, without copying, when the input ends.
                 if (ip >= src_len) break;
-                ctrl = dmc_win_byte(&w, ip++, lane);
                 __syncwarp();
                 dmc_lz_match_copy(dst, op, dist, len, lane);
                 op += len;
+                ctrl = dmc_win_byte(&w, ip++, lane);
             } else {
                 // literal run of ctrl+1 bytes
                 const dmc_u32 run = ctrl + 1;

@@ -146,6 +146,13 @@ __device__ __forceinline__ bool dmc_in_bounds(dmc_u64 off, dmc_u64 len, dmc_u64 
     return off <= total && len <= total - off;
 }
 
+// `#pragma unroll` for the CUDA compilers (the host compiler of the emulator has no such pragma).
+#ifdef DMC_EMULATE
+#define DMC_UNROLL
+#else
+#define DMC_UNROLL _Pragma("unroll")
+#endif
+
 // 16 bytes as four little-endian words, loaded with one 16-byte (vector) access; the pointer
 // must be 16-byte aligned. (The emulator reads them as one GCC vector: a struct copy would be
 // split into four word accesses, and its cost model would count four requests.)
@@ -256,11 +263,35 @@ __device__ __forceinline__ dmc_u32 dmc_win_byte(dmc_win* w, dmc_u32 p, dmc_u32 l
     return dmc_win_get(*w, p);
 }
 
-// Copies stream bytes [p, p + n) to out[0, n): 32 bytes per round, one byte per lane, from the
-// window (moved as the copy advances).
+// Literal runs at least this long are copied with 4-byte stores (below it, one byte per lane).
+#define DMC_WIN_WIDE_COPY 96
+
+// Copies stream bytes [p, p + n) to out[0, n) from the window (moved as the copy advances).
+// Short runs: one byte per lane, 32 bytes per round. Runs of DMC_WIN_WIDE_COPY bytes or more:
+// the bytes before out's first 4-byte boundary (head < 4) and after its last (tail < 4) one per
+// lane, the words between as aligned 4-byte stores, 31 per round (124 bytes: the window holds
+// them at any alignment), lane l's word from the two window words holding its 4 bytes (two
+// shuffles and a funnel shift).
 __device__ __forceinline__ void dmc_win_copy(dmc_win* w, dmc_u32 p, dmc_u32 n, dmc_u8* out,
                                              dmc_u32 lane) {
-    for (dmc_u32 j = 0; j < n; j += DMC_WARP_SIZE) {
+    dmc_u32 j = 0;
+    if (n >= DMC_WIN_WIDE_COPY) {
+        const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)out) & 3u;
+        const dmc_u32 end = head + ((n - head) & ~3u);  // the tail starts here
+        dmc_win_need(w, p, head, lane);
+        const dmc_u32 b = dmc_win_get(*w, p + lane);
+        if (lane < head) out[lane] = (dmc_u8)b;
+        for (j = head; j < end; j += 4 * (DMC_WARP_SIZE - 1)) {
+            const dmc_u32 m = dmc_min_u32(end - j, 4 * (DMC_WARP_SIZE - 1));
+            dmc_win_need(w, p + j, m, lane);
+            const dmc_u32 off = p + j + 4 * lane + w->mis - w->start;
+            const dmc_u32 lo = __shfl_sync(0xffffffffu, w->word, (int)((off >> 2) & (DMC_WARP_SIZE - 1)));
+            const dmc_u32 hi = __shfl_sync(0xffffffffu, w->word, (int)(((off >> 2) + 1) & (DMC_WARP_SIZE - 1)));
+            if (4 * lane < m) *(dmc_u32*)(out + j + 4 * lane) = __funnelshift_r(lo, hi, 8 * (off & 3u));
+        }
+        j = end;  // the tail: fewer than 4 bytes, one round below
+    }
+    for (; j < n; j += DMC_WARP_SIZE) {
         dmc_win_need(w, p + j, dmc_min_u32(n - j, DMC_WARP_SIZE), lane);
         const dmc_u32 b = dmc_win_get(*w, p + j + lane);
         if (j + lane < n) out[j + lane] = (dmc_u8)b;
@@ -268,16 +299,92 @@ __device__ __forceinline__ void dmc_win_copy(dmc_win* w, dmc_u32 p, dmc_u32 n, d
 }
 
 // ---- LZ77 match copy (the LZ4 and BloscLZ decoders) ----
-// Matches at least this long are copied with 4-byte stores (below it, one byte per lane).
-#define DMC_LZ_WIDE_MATCH 128
+// Matches at least this long are copied with 16-byte stores (below it, one byte per lane).
+#define DMC_LZ_WIDE_MATCH 64
+// Long matches at distances below this are built from the pattern held in registers; at this
+// distance or more they are copied in rounds of aligned 16-byte loads and stores.
+#define DMC_LZ_PATTERN_DIST 128
 
-// Copies the match of `len` bytes at distance `dist` (1 <= dist <= op) to out[op, op + len): a
-// match repeats the dist bytes before it, so byte j comes from op - dist + (j mod dist), which
-// always lies before op: every source byte was written before the match (the caller orders
-// those writes with a __syncwarp) and no lane reads what another lane writes here, whatever the
-// overlap. Short matches: one byte per lane per round. Long ones: the unaligned head and tail
-// bytes one per lane, the rest as aligned 4-byte stores (128 bytes per round), each lane
-// gathering its word's 4 source bytes.
+// Stores 16 bytes (four little-endian words) with one 16-byte access; p must be 16-byte aligned.
+__device__ __forceinline__ void dmc_store16(void* p, dmc_u32x4 v) {
+#ifdef DMC_EMULATE
+    *(dmc_emu_u32v4*)p = dmc_emu_u32v4{v.w[0], v.w[1], v.w[2], v.w[3]};
+#else
+    uint4 u;
+    u.x = v.w[0];
+    u.y = v.w[1];
+    u.z = v.w[2];
+    u.w = v.w[3];
+    *(uint4*)p = u;
+#endif
+}
+
+// The 16 bytes at the aligned address p, of which those before `lo` (another stream's output,
+// or outside the buffer) are not read and come back as 0: one 16-byte load when p >= lo, else
+// single bytes.
+__device__ __forceinline__ dmc_u32x4 dmc_load16_from(const dmc_u8* p, const dmc_u8* lo) {
+    if (p >= lo) return dmc_load16(p);
+    dmc_u32x4 v = {{0, 0, 0, 0}};
+    for (dmc_u32 q = 0; q < 16; q++)
+        if (p + q >= lo) v.w[q >> 2] |= (dmc_u32)p[q] << (8 * (q & 3u));
+    return v;
+}
+
+// The 16 bytes at the aligned address p, of which those outside [lo, hi) (another stream's
+// output, or outside the buffer) are not read and come back as 0: one 16-byte load when all
+// 16 lie inside, else single bytes.
+__device__ __forceinline__ dmc_u32x4 dmc_load16_in(const dmc_u8* p, const dmc_u8* lo, const dmc_u8* hi) {
+    if (p >= lo && p + 16 <= hi) return dmc_load16(p);
+    dmc_u32x4 v = {{0, 0, 0, 0}};
+    for (dmc_u32 q = 0; q < 16; q++)
+        if (p + q >= lo && p + q < hi) v.w[q >> 2] |= (dmc_u32)p[q] << (8 * (q & 3u));
+    return v;
+}
+
+// Bytes [sh, sh + 16) of the 32 bytes lo:hi (two little-endian 16-byte vectors), sh < 16.
+__device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_u32x4& hi, dmc_u32 sh) {
+    dmc_u32 x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
+    if (sh & 8u) {
+DMC_UNROLL
+        for (dmc_u32 i = 0; i < 6; i++) x[i] = x[i + 2];
+    }
+    if (sh & 4u) {
+DMC_UNROLL
+        for (dmc_u32 i = 0; i < 7; i++) x[i] = x[i + 1];
+    }
+    dmc_u32x4 o;
+DMC_UNROLL
+    for (dmc_u32 i = 0; i < 4; i++) o.w[i] = __funnelshift_r(x[i], x[i + 1], 8 * (sh & 3u));
+    return o;
+}
+
+// Byte m (< DMC_LZ_PATTERN_DIST) of a match pattern held by the warp as in dmc_lz_match_copy:
+// lane l's word holds bytes l, l + 32, l + 64 and l + 96. A warp collective (m per lane).
+__device__ __forceinline__ dmc_u32 dmc_lz_pat_byte(dmc_u32 pat, dmc_u32 m) {
+    return (__shfl_sync(0xffffffffu, pat, (int)(m & (DMC_WARP_SIZE - 1))) >> (8 * (m >> 5))) & 0xffu;
+}
+
+// Copies the match of `len` bytes at distance `dist` (1 <= dist <= op) to out[op, op + len),
+// where out is the start of the stream's output: a match repeats the dist bytes before it, so
+// byte j comes from op - dist + (j mod dist). Every byte before op was written before the
+// match (the caller orders those writes with a __syncwarp). A warp collective (uniform
+// arguments).
+// - len < DMC_LZ_WIDE_MATCH: one byte per lane per round, from op - dist + (j mod dist), which
+//   lies before op: no lane reads what another writes here, whatever the overlap.
+// - Longer: the bytes before out + op + head (the first 16-byte boundary, head < 16) and after
+//   the last whole 16-byte word (tail < 16) one per lane (two stores: each stays in one
+//   sector), from the dist bytes before op as above; the body as aligned 16-byte stores, lane l
+//   taking the 16 bytes at 16 l of a round:
+//   - dist < DMC_LZ_PATTERN_DIST: the dist bytes before op are loaded once (one byte per lane,
+//     ceil(dist / 32) loads) into a word per lane and every output byte is shuffled out of it
+//     (byte j from pattern byte j mod dist): no memory reads after that, no ordering needed.
+//   - dist >= DMC_LZ_PATTERN_DIST: rounds of R = min(496, (dist - 16) rounded down to 16) bytes.
+//     The round's source S = its destination - dist; lane l loads the aligned 16 bytes at
+//     (S rounded down to 16) + 16 l, for l = 0..R/16, and builds its output from its own and
+//     the next lane's (shuffled down) with funnel shifts. The last byte loaded lies below
+//     S + R + 16 <= the round's destination: only bytes written before the round are read
+//     (a __syncwarp at the top of each round orders the earlier rounds' and the head's stores),
+//     never one this round writes. Loads that would start before `out` read single bytes.
 __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len,
                                                   dmc_u32 lane) {
     const dmc_u8* from = out + (op - dist);
@@ -286,19 +393,64 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) to[j] = from[j < dist ? j : j % dist];
         return;
     }
-    const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)to) & 3u;  // bytes before a 4-byte boundary
-    const dmc_u32 body = (len - head) & ~3u;                // then whole words
-    const dmc_u32 tail = len - head - body;                 // then up to 3 bytes
-    // lanes 0..2 copy the head, lanes 4..6 the tail
-    const dmc_u32 j = lane < 4 ? lane : head + body + (lane - 4);
-    if ((lane < head) || (lane >= 4 && lane < 4 + tail)) to[j] = from[j % dist];
-    for (dmc_u32 w = head + 4 * lane; w < head + body; w += 4 * DMC_WARP_SIZE) {
-        dmc_u32 k = w % dist, v = 0;
-        for (dmc_u32 q = 0; q < 4; q++) {
-            v |= (dmc_u32)from[k] << (8 * q);
-            k = k + 1 == dist ? 0 : k + 1;
+    const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)to) & 15u;  // bytes before a 16-byte boundary
+    const dmc_u32 body = (len - head) & ~15u;                // then whole 16-byte words
+    const dmc_u32 tail = len - head - body;                  // then up to 15 bytes
+    if (dist < DMC_LZ_PATTERN_DIST) {
+        dmc_u32 pat = 0;
+        for (dmc_u32 q = 0; 32 * q < dist; q++)
+            if (32 * q + lane < dist) pat |= (dmc_u32)from[32 * q + lane] << (8 * q);
+        const dmc_u32 eh = dmc_lz_pat_byte(pat, lane % dist);
+        if (lane < head) to[lane] = (dmc_u8)eh;  // one sector each: head and tail
+        const dmc_u32 et = dmc_lz_pat_byte(pat, (head + body + lane) % dist);
+        if (lane < tail) to[head + body + lane] = (dmc_u8)et;
+        for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
+            const dmc_u32 b = head + k + 16 * lane;
+            dmc_u32 m = b % dist;
+            dmc_u32x4 v;
+DMC_UNROLL
+            for (dmc_u32 i = 0; i < 4; i++) {
+                dmc_u32 x = 0;
+DMC_UNROLL
+                for (dmc_u32 q = 0; q < 4; q++) {
+                    x |= dmc_lz_pat_byte(pat, m) << (8 * q);
+                    m = m + 1 == dist ? 0 : m + 1;
+                }
+                v.w[i] = x;
+            }
+            if (b < head + body) dmc_store16(to + b, v);  // aligned: to + head is
         }
-        *(dmc_u32*)(to + w) = v;  // aligned: to + head is a multiple of 4
+        return;
+    }
+    if (lane < head) to[lane] = from[lane];  // one sector each: head and tail (dist > 15)
+    if (lane < tail) to[head + body + lane] = from[(head + body + lane) % dist];
+    const dmc_u32 round = dmc_min_u32(16 * (DMC_WARP_SIZE - 1), (dist - 16) & ~15u);
+    for (dmc_u32 k = 0; k < body; k += round) {
+        const dmc_u32 n = dmc_min_u32(body - k, round) / 16;  // storing lanes
+        __syncwarp();  // the head's and the earlier rounds' stores are read below
+        const dmc_u64 s = (dmc_u64)(to + head + k - dist);
+        const dmc_u8* a = (const dmc_u8*)(s & ~(dmc_u64)15);
+        const dmc_u32 sh = (dmc_u32)(s & 15u);
+        dmc_u32x4 v = {{0, 0, 0, 0}};
+        if (lane <= n) v = dmc_load16_from(a + 16 * lane, out);
+        dmc_u32 x[8];
+DMC_UNROLL
+        for (dmc_u32 i = 0; i < 4; i++) {
+            x[i] = v.w[i];
+            x[i + 4] = __shfl_down_sync(0xffffffffu, v.w[i], 1);
+        }
+        if (sh & 8u) {
+DMC_UNROLL
+            for (dmc_u32 i = 0; i < 6; i++) x[i] = x[i + 2];
+        }
+        if (sh & 4u) {
+DMC_UNROLL
+            for (dmc_u32 i = 0; i < 7; i++) x[i] = x[i + 1];
+        }
+        dmc_u32x4 o;
+DMC_UNROLL
+        for (dmc_u32 i = 0; i < 4; i++) o.w[i] = __funnelshift_r(x[i], x[i + 1], 8 * (sh & 3u));
+        if (lane < n) dmc_store16(to + head + k + 16 * lane, o);  // aligned: to + head is
     }
 }
 

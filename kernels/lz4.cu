@@ -1,9 +1,10 @@
 // lz4.cu — LZ4 block-format decoder (also decodes LZ4HC output: same format).
 // Mapping: one warp per stream; the warp holds a 128-byte window of the input in registers
 // (dmc_win, one coalesced 4-byte load per lane), every lane parses the same token from it
-// redundantly with shuffles (uniform control flow), the 32 lanes copy literals (from the window)
-// and matches (long ones with 4-byte stores) cooperatively; one __syncwarp per sequence (before
-// its match copy) orders every earlier write before the match reads.
+// redundantly with shuffles (uniform control flow), the 32 lanes copy literals (from the window;
+// long runs with 4-byte stores) and matches (long ones with 16-byte stores, dmc_lz_match_copy)
+// cooperatively; one __syncwarp per sequence (before its match copy, and one per round of a
+// far match's copy) orders every earlier write before the match reads.
 #include "common.cuh"
 
 // Reads an LZ4 length extension (bytes of 255 continue) from the window. Returns false when the

@@ -21,8 +21,17 @@
 //      warp request reads from each of the ts rows lie in different banks.
 //   A __syncthreads separates the phases and the tiles. Leftover bytes (len % ts) are copied
 //   as they are. A typesize too large for a 16-element tile falls back to a direct gather.
-// Bit mode: each thread gathers the 8 bits of its output byte from 8 planes (neighbouring lanes
-// read the same or neighbouring bytes: already coalesced).
+// Bit mode (n a multiple of 8; issue 14: a bit transpose into the same tile). Byte k of element
+// i holds, as bit b, bit i of bit row 8k + b (rows of n/8 bytes). Phase 1 fills the tile's byte
+// planes instead: thread f takes 32 elements of one plane, loads the word of each of the
+// plane's 8 bit rows that holds them (consecutive threads, consecutive words of a row:
+// coalesced; dmc_load_word_any when the rows are not 4-byte aligned), transposes the four 8×8
+// bit matrices in registers (delta swaps) and writes the plane's 32 bytes into its shared row
+// (two 16-byte stores, their order swapped for every other 4 groups so that a warp request hits
+// every bank equally, or 8 words when the padded rows are not 16-byte aligned); phase 2 is the
+// byte mode's. Bit mode with n not a multiple of 8 copies the block as it is.
+// Copies as they are (leftover bytes, blocks stored as they are): dmc_block_copy, aligned
+// 16-byte stores from pairs of aligned 16-byte loads.
 #include "common.cuh"
 
 // Static shared memory of the byte unshuffle tile: 16 KiB (8 blocks of 256 threads fit an SM).
@@ -43,6 +52,37 @@ __device__ __forceinline__ dmc_u32 dmc_load_word_any(const dmc_u8* p, const dmc_
     for (dmc_u32 q = 0; q < 4; q++)
         if (p + q < hi) v |= (dmc_u32)p[q] << (8 * q);
     return v;
+}
+
+// The transpose of an 8×8 bit matrix held row r in byte r (bit c of byte r moves to bit r of
+// byte c): three delta swaps (2×2, then 2×2 blocks of 2×2, then 4×4 blocks).
+__device__ __forceinline__ dmc_u64 dmc_transpose8x8(dmc_u64 x) {
+    dmc_u64 t = (x ^ (x >> 7)) & 0x00aa00aa00aa00aaull;
+    x ^= t ^ (t << 7);
+    t = (x ^ (x >> 14)) & 0x0000cccc0000ccccull;
+    x ^= t ^ (t << 14);
+    t = (x ^ (x >> 28)) & 0x00000000f0f0f0f0ull;
+    return x ^ t ^ (t << 28);
+}
+
+// Copies len bytes src -> dst with the block's threads: the bytes before dst's first 16-byte
+// boundary and after its last one per thread, the middle as aligned 16-byte stores, each from
+// the two aligned 16-byte source vectors it straddles (one when src shares dst's alignment),
+// shifted together; source vectors reaching outside [src, src + len) load single bytes.
+__device__ __forceinline__ void dmc_block_copy(dmc_u8* __restrict__ dst, const dmc_u8* __restrict__ src,
+                                               dmc_u32 len, dmc_u32 t, dmc_u32 nt) {
+    const dmc_u32 head = dmc_min_u32((0u - (dmc_u32)(dmc_u64)dst) & 15u, len);
+    const dmc_u32 body = (len - head) & ~15u;
+    if (t < head) dst[t] = src[t];
+    for (dmc_u32 i = head + body + t; i < len; i += nt) dst[i] = src[i];
+    const dmc_u8* s = src + head;
+    const dmc_u32 sh = (dmc_u32)((dmc_u64)s & 15u);
+    const dmc_u8* a = s - sh;
+    for (dmc_u32 w = t; w < body / 16; w += nt) {
+        dmc_u32x4 v = dmc_load16_in(a + 16 * w, src, src + len);
+        if (sh != 0) v = dmc_shift16(v, dmc_load16_in(a + 16 * w + 16, src, src + len), sh);
+        dmc_store16(dst + head + 16 * w, v);
+    }
 }
 
 // The 8 output bytes of group g (elements g*8/TS ..) from the TS shared rows (`row_words` apart);
@@ -73,22 +113,30 @@ __device__ __forceinline__ void dmc_unshuffle_store8(const dmc_u32* tile, dmc_u3
         for (dmc_u32 b = 0; b < TS; b++) out[i * TS + b] = tb[b * row_words * 4 + i];
 }
 
-__device__ __forceinline__ void dmc_unshuffle_bytes(const dmc_u8* __restrict__ src, const dmc_u8* src_end,
-                                                    dmc_u8* __restrict__ dst, dmc_u32 ts, dmc_u32 n) {
-    __shared__ dmc_u32 tile[DMC_UNSHUFFLE_TILE_WORDS];
+__device__ __forceinline__ void dmc_unshuffle_tiled(const dmc_u8* __restrict__ src, const dmc_u8* src_end,
+                                                    dmc_u8* __restrict__ dst, dmc_u32 ts, dmc_u32 n, bool bits) {
+    __shared__ __align__(16) dmc_u32 tile[DMC_UNSHUFFLE_TILE_WORDS];
     const dmc_u32 t = threadIdx.x, nt = blockDim.x;
     const bool fast8 = (ts == 2 || ts == 4 || ts == 8) && (((dmc_u64)dst) & 7u) == 0;
     const dmc_u32 pad = fast8 ? 0 : (32 + ts - 1) / ts;  // words after each row
     const dmc_u32 per_row = DMC_UNSHUFFLE_TILE_WORDS / ts;
     const dmc_u32 cap = per_row > pad ? per_row - pad : 0;
     // generic case: rows of a multiple of 32 words plus the pad, so row b starts at bank b*pad
-    const dmc_u32 align = (!fast8 && cap >= 32) ? 32 : 4;
+    // (bit mode: a multiple of 8 words, so that tiles start at whole bytes of the bit rows)
+    const dmc_u32 align = (!fast8 && cap >= 32) ? 32 : bits ? 8 : 4;
     const dmc_u32 tile_words = cap & ~(align - 1);  // T / 4
     if (tile_words == 0) {
-        // typesize too large for a 16-element tile: direct gather
+        // typesize too large for a tile: direct gather
         for (dmc_u32 o = t; o < n * ts; o += nt) {
-            const dmc_u32 i = o / ts;
-            dst[o] = src[(o - i * ts) * n + i];
+            const dmc_u32 i = o / ts, k = o - i * ts;
+            if (bits) {
+                const dmc_u8* p = src + (dmc_u64)(k * 8) * (n / 8) + (i >> 3);
+                dmc_u32 v = 0;
+                for (dmc_u32 b = 0; b < 8; b++) v |= (((dmc_u32)p[(dmc_u64)b * (n / 8)] >> (i & 7u)) & 1u) << b;
+                dst[o] = (dmc_u8)v;
+            } else {
+                dst[o] = src[k * n + i];
+            }
         }
         return;
     }
@@ -97,11 +145,49 @@ __device__ __forceinline__ void dmc_unshuffle_bytes(const dmc_u8* __restrict__ s
     for (dmc_u32 e0 = 0; e0 < n; e0 += tile_elems) {
         const dmc_u32 cnt = dmc_min_u32(tile_elems, n - e0);
         const dmc_u32 row_words = ((cnt + 3) / 4 + align - 1) / align * align + pad;
-        // 1. load the tile's segment of every plane into its row, a word per thread
-        const dmc_u32 cw = (cnt + 3) / 4;
-        for (dmc_u32 f = t; f < ts * row_words; f += nt) {
-            const dmc_u32 r = f / row_words, w = f - r * row_words;
-            if (w < cw) tile[f] = dmc_load_word_any(src + r * n + e0 + 4 * w, src, src_end);
+        if (bits) {
+            // 1. bit mode: thread f takes 32 elements (group u) of byte plane r: a word of each of
+            // the plane's 8 bit rows (a warp reads 128 contiguous bytes of a row per request),
+            // four 8×8 bit transposes, 32 bytes of the plane into its shared row
+            const dmc_u32 groups = (cnt + 31) / 32, rb = n / 8;
+            const bool vec = (row_words & 3u) == 0;
+            for (dmc_u32 f = t; f < ts * groups; f += nt) {
+                const dmc_u32 r = f / groups, u = f - r * groups;
+                const dmc_u8* p = src + (dmc_u64)(8 * r) * rb + (e0 + 32 * u) / 8;
+                dmc_u32 x[8];
+DMC_UNROLL
+                for (dmc_u32 b = 0; b < 8; b++) x[b] = dmc_load_word_any(p + (dmc_u64)b * rb, src, src_end);
+                // the two 16-byte halves in the order (u >> 2) & 1 picks: a warp request's 32
+                // stores then cover every bank 4 times (eight consecutive groups u write words
+                // 8u + 4h at 8 different 4-bank offsets)
+                dmc_u32* row = tile + r * row_words + 8 * u;  // 16-byte aligned when vec
+                for (dmc_u32 s = 0; s < 2; s++) {
+                    const dmc_u32 h = s ^ ((u >> 2) & 1u);
+                    dmc_u32x4 o;
+DMC_UNROLL
+                    for (dmc_u32 jj = 0; jj < 2; jj++) {
+                        const dmc_u32 j = 2 * h + jj;  // byte j of the row words: elements 8j..8j+7
+                        dmc_u64 m = 0;
+DMC_UNROLL
+                        for (dmc_u32 b = 0; b < 8; b++) m |= (dmc_u64)((x[b] >> (8 * j)) & 0xffu) << (8 * b);
+                        m = dmc_transpose8x8(m);
+                        o.w[2 * jj] = (dmc_u32)m;
+                        o.w[2 * jj + 1] = (dmc_u32)(m >> 32);
+                    }
+                    if (vec) {
+                        dmc_store16(row + 4 * h, o);
+                    } else {
+                        for (dmc_u32 q = 0; q < 4; q++) row[4 * h + q] = o.w[q];
+                    }
+                }
+            }
+        } else {
+            // 1. load the tile's segment of every plane into its row, a word per thread
+            const dmc_u32 cw = (cnt + 3) / 4;
+            for (dmc_u32 f = t; f < ts * row_words; f += nt) {
+                const dmc_u32 r = f / row_words, w = f - r * row_words;
+                if (w < cw) tile[f] = dmc_load_word_any(src + r * n + e0 + 4 * w, src, src_end);
+            }
         }
         __syncthreads();
         // 2. assemble whole elements, store words
@@ -133,7 +219,7 @@ __device__ __forceinline__ void dmc_unshuffle_bytes(const dmc_u8* __restrict__ s
     }
 }
 
-extern "C" __global__ void __launch_bounds__(DMC_SHUFFLE_THREADS)
+extern "C" __global__ void __launch_bounds__(DMC_SHUFFLE_THREADS, 8)
 dmc_unshuffle(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
               dmc_u64 dst_total, const dmc_shuffle_job* __restrict__ jobs, dmc_u32 n_jobs,
               dmc_u32* __restrict__ status) {
@@ -150,26 +236,15 @@ dmc_unshuffle(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __
     const dmc_u32 ts = j.typesize;
     const dmc_u32 n = j.len / ts;        // whole elements
     const dmc_u32 body = n * ts;         // bytes that are (un)shuffled
-    if (j.mode == DMC_SHUFFLE_BYTE) {
-        // byte b of element i is stored at b*n + i; leftover bytes are stored as they are
-        dmc_unshuffle_bytes(src, src + j.len, dst, ts, n);
-        for (dmc_u32 o = body + t; o < j.len; o += blockDim.x) dst[o] = src[o];
-    } else if (j.mode == DMC_SHUFFLE_BIT && (n % 8) == 0) {
-        // bit b of byte k of element i is bit (i % 8) of byte (k*8+b)*(n/8) + i/8
-        const dmc_u32 row = n / 8;
-        for (dmc_u32 o = t; o < body; o += blockDim.x) {
-            const dmc_u32 i = o / ts;
-            const dmc_u32 k = o - i * ts;
-            const dmc_u32 sh = i & 7u;
-            const dmc_u8* p = src + (k * 8) * row + (i >> 3);
-            dmc_u32 v = 0;
-            for (dmc_u32 b = 0; b < 8; b++) v |= (((dmc_u32)p[b * row] >> sh) & 1u) << b;
-            dst[o] = (dmc_u8)v;
-        }
-        for (dmc_u32 o = body + t; o < j.len; o += blockDim.x) dst[o] = src[o];
+    if (j.mode == DMC_SHUFFLE_BYTE || (j.mode == DMC_SHUFFLE_BIT && (n % 8) == 0)) {
+        // byte mode: byte b of element i is stored at b*n + i; bit mode: bit b of byte k of
+        // element i is bit (i % 8) of byte (k*8+b)*(n/8) + i/8. Leftover bytes are stored as
+        // they are.
+        dmc_unshuffle_tiled(src, src + j.len, dst, ts, n, j.mode == DMC_SHUFFLE_BIT);
+        dmc_block_copy(dst + body, src + body, j.len - body, t, blockDim.x);
     } else {
         // bit mode with an element count that is not a multiple of 8: blosc stores the block as is
-        for (dmc_u32 o = t; o < j.len; o += blockDim.x) dst[o] = src[o];
+        dmc_block_copy(dst, src, j.len, t, blockDim.x);
     }
 }
 

@@ -633,6 +633,60 @@ fn unshuffle_reference(src: &[u8], ts: usize) -> Vec<u8> {
     out
 }
 
+/// Bit unshuffle of `len` bytes with typesize `ts` as blosc does it: with n = len / ts elements a
+/// multiple of 8, bit b of byte k of element i is bit i % 8 of byte (8 k + b) n/8 + i/8 (the
+/// leftover bytes stored as they are); otherwise the block is stored as it is.
+fn bit_unshuffle_reference(src: &[u8], ts: usize) -> Vec<u8> {
+    let n = src.len() / ts;
+    let mut out = src.to_vec();
+    if !n.is_multiple_of(8) {
+        return out;
+    }
+    for i in 0..n {
+        for k in 0..ts {
+            out[i * ts + k] =
+                (0..8).map(|b| ((src[(8 * k + b) * (n / 8) + i / 8] >> (i % 8)) & 1) << b).fold(0, |a, v| a | v);
+        }
+    }
+    out
+}
+
+/// Launches `dmc_unshuffle` on one block `data` (mode 1 byte, 2 bit) placed `src_mis` bytes into
+/// a source buffer of exactly its size (under ASan a read past it fails), into a destination
+/// with a u64 backing (8-byte aligned) at `dst_mis`; returns the block's bytes and whether the
+/// zeros around it stayed.
+fn launch_unshuffle(data: &[u8], ts: usize, mode: u64, src_mis: usize, dst_mis: usize, sched: u64) -> (Vec<u8>, bool) {
+    let len = data.len();
+    let mut src = vec![0u8; src_mis + len];
+    src[src_mis..].copy_from_slice(data);
+    let mut dst_buf = vec![0u64; (len + dst_mis) / 8 + 2];
+    // SAFETY: the u64 vector is viewed as its bytes, which it owns.
+    let dst = unsafe { std::slice::from_raw_parts_mut(dst_buf.as_mut_ptr().cast::<u8>(), dst_buf.len() * 8) };
+    // struct dmc_shuffle_job: src_off, dst_off, {len, typesize}, {mode, stream}
+    let job = [src_mis as u64, dst_mis as u64, len as u64 | (ts as u64) << 32, mode];
+    let mut status = [0u32; 1];
+    // SAFETY: the job's ranges lie inside the buffers (sizes passed as the totals).
+    let rc = unsafe {
+        dmc_emu_dmc_unshuffle(
+            1,
+            1,
+            256,
+            sched,
+            src.as_ptr(),
+            src.len() as u64,
+            dst.as_mut_ptr(),
+            dst.len() as u64,
+            &raw const job,
+            1,
+            status.as_mut_ptr(),
+        )
+    };
+    assert_eq!(rc, 0, "launch failed");
+    assert_eq!(status[0], 0, "status");
+    let outside = dst[..dst_mis].iter().chain(&dst[dst_mis + len..]).all(|&b| b == 0);
+    (dst[dst_mis..dst_mis + len].to_vec(), outside)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -652,26 +706,35 @@ proptest! {
         let want = unshuffle_reference(&data, ts);
         let src_mis = if seed & 1 == 0 { 0 } else { src_mis };
         let dst_mis = if seed & 2 == 0 { 0 } else { dst_mis };
-        // the source is exactly the block (under ASan a read past it fails); the destination
-        // has a u64 backing (8-byte aligned) and zeros around the block
-        let mut src = vec![0u8; src_mis + len];
-        src[src_mis..].copy_from_slice(&data);
-        let mut dst_buf = vec![0u64; (len + dst_mis) / 8 + 2];
-        // SAFETY: the u64 vector is viewed as its bytes, which it owns.
-        let dst = unsafe { std::slice::from_raw_parts_mut(dst_buf.as_mut_ptr().cast::<u8>(), dst_buf.len() * 8) };
-        // struct dmc_shuffle_job: src_off, dst_off, {len, typesize}, {mode, stream}
-        let job = [src_mis as u64, dst_mis as u64, len as u64 | (ts as u64) << 32, 1u64];
-        let mut status = [0u32; 1];
         let sched = if seed & 4 == 0 { 0 } else { seed | 1 };
-        // SAFETY: the job's ranges lie inside the buffers (sizes passed as the totals).
-        let rc = unsafe {
-            dmc_emu_dmc_unshuffle(1, 1, 256, sched, src.as_ptr(), src.len() as u64, dst.as_mut_ptr(),
-                dst.len() as u64, &raw const job, 1, status.as_mut_ptr())
-        };
-        prop_assert_eq!(rc, 0);
-        prop_assert_eq!(status[0], 0);
-        prop_assert!(dst[dst_mis..dst_mis + len] == want[..], "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
-        prop_assert!(dst[..dst_mis].iter().chain(&dst[dst_mis + len..]).all(|&b| b == 0), "wrote outside the block");
+        let (got, outside) = launch_unshuffle(&data, ts, 1, src_mis, dst_mis, sched);
+        prop_assert!(got == want, "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
+        prop_assert!(outside, "wrote outside the block");
+    }
+
+    /// `dmc_unshuffle` in bit mode, launched directly: the bit transpose into the shared tile
+    /// (element counts a multiple of 8: whole and partial 32-element groups, bit rows at every
+    /// alignment, several tiles, padded generic rows, the gather for huge typesizes) and the
+    /// 16-byte block copy (other counts, leftover bytes) at every source and destination
+    /// misalignment equal blosc's bit unshuffle, under both schedules.
+    #[test]
+    fn bit_unshuffle_kernel_matches_reference(
+        ts in prop::sample::select(vec![1usize, 2, 3, 4, 5, 8, 12, 16, 17, 600, 2000]),
+        elems in 0usize..6_000,
+        extra in 0usize..8,
+        src_mis in 0usize..16,
+        dst_mis in 0usize..16,
+        seed in any::<u64>(),
+    ) {
+        let elems = elems.min(120_000 / ts);
+        let elems = if seed & 8 == 0 { elems & !7 } else { elems };
+        let len = elems * ts + extra % ts;
+        let data = test_data(len, 0, seed);
+        let want = bit_unshuffle_reference(&data, ts);
+        let sched = if seed & 4 == 0 { 0 } else { seed | 1 };
+        let (got, outside) = launch_unshuffle(&data, ts, 2, src_mis, dst_mis, sched);
+        prop_assert!(got == want, "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
+        prop_assert!(outside, "wrote outside the block");
     }
 }
 
@@ -718,14 +781,16 @@ use damacy_kernels::consts::{
 type Decoded = (u32, usize, Vec<u8>);
 
 /// Launches `kernel` on one stream `src` placed `src_mis` bytes into a source buffer of exactly
-/// `src_mis + src.len()` bytes (under ASan a read past the stream fails), decoding into a
-/// destination of exactly `dst_len` bytes.
-fn launch_lz_kernel(lz4: bool, src: &[u8], src_mis: usize, dst_len: usize, sched: u64) -> Decoded {
+/// `src_mis + src.len()` bytes (under ASan a read past the stream fails), decoding into the last
+/// `dst_len` bytes of a destination of `dst_mis + dst_len` bytes (the 16-byte match copies align
+/// to the output's addresses, not the stream's positions); the `dst_mis` bytes before the stream
+/// must stay as they were.
+fn launch_lz_kernel(lz4: bool, src: &[u8], src_mis: usize, dst_mis: usize, dst_len: usize, sched: u64) -> Decoded {
     let mut buf = vec![0u8; src_mis + src.len()];
     buf[src_mis..].copy_from_slice(src);
-    let mut dst = vec![0u8; dst_len];
+    let mut dst = vec![0xa5u8; dst_mis + dst_len];
     // struct dmc_stream: src_off, dst_off, {src_len, dst_len}, {codec, flags}
-    let stream = [src_mis as u64, 0, src.len() as u64 | (dst_len as u64) << 32, 0];
+    let stream = [src_mis as u64, dst_mis as u64, src.len() as u64 | (dst_len as u64) << 32, 0];
     let ids = [0u32];
     let (mut status, mut actual) = ([255u32], [0u32]);
     let f = if lz4 { dmc_emu_dmc_lz4_decode } else { dmc_emu_dmc_blosclz_decode };
@@ -749,7 +814,9 @@ fn launch_lz_kernel(lz4: bool, src: &[u8], src_mis: usize, dst_len: usize, sched
         )
     };
     assert_eq!(rc, 0, "launch failed");
+    assert!(dst[..dst_mis].iter().all(|&b| b == 0xa5), "a write before the stream's output");
     let n = actual[0] as usize;
+    let mut dst = dst.split_off(dst_mis);
     dst.truncate(n);
     (status[0], n, dst)
 }
@@ -965,9 +1032,36 @@ fn blosclz_reference(src: &[u8], dst_len: usize) -> Decoded {
     (st, out.len(), out)
 }
 
+/// Long matches whose source starts within the first 16 bytes of the stream's output, at every
+/// alignment of the output: the 16-byte match copy's first aligned load would begin before the
+/// stream (another stream's output) and must read single bytes there instead. Distances on both
+/// sides of the pattern copy's limit (128) and of the 16-byte rounds' sizes, lengths on both
+/// sides of the wide copy's threshold (64), literal runs on both sides of 96.
+#[test]
+fn lz_wide_copies_at_the_start_of_an_unaligned_output() {
+    for dst_mis in 0..16 {
+        for (lit_len, dist, mlen) in
+            [(130, 130, 300), (140, 129, 1000), (127, 127, 700), (600, 513, 2000), (96, 96, 64), (95, 17, 63)]
+        {
+            let lit: Vec<u8> = (0..lit_len).map(|i| (i * 7 + dst_mis) as u8).collect();
+            let last: Vec<u8> = (0..40u8).collect();
+            let seqs = vec![(lit.clone(), dist, mlen)];
+            let block = lz4_encode(&[(lit, dist as u16, mlen)], &last);
+            let want = lz4_reference(&block, lit_len + mlen + last.len());
+            assert_eq!(want.0, ST_OK);
+            assert_eq!(launch_lz_kernel(true, &block, 0, dst_mis, want.1, 0), want, "lz4 at {dst_mis}");
+            let stream = blosclz_encode(&seqs, &last);
+            let want = blosclz_reference(&stream, lit_len + mlen + last.len());
+            assert_eq!(want.0, ST_OK);
+            assert_eq!(launch_lz_kernel(false, &stream, 1, dst_mis, want.1, 0), want, "blosclz at {dst_mis}");
+        }
+    }
+}
+
 /// Random sequences for the LZ/BloscLZ generators: literal runs around the window's 128 bytes
-/// and its refill points, matches with distances 1..=16 (overlapping any copy width), near and
-/// far, lengths with long extensions. Distances never exceed the output so far.
+/// and its refill points, matches with distances 1..=16 (overlapping any copy width), near (to
+/// 200: the pattern copies), around the 16-byte rounds' sizes (to 1100) and far, lengths with
+/// long extensions. Distances never exceed the output so far.
 fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>, Vec<u8>) {
     let mut x = seed | 1;
     let mut next = move |m: usize| {
@@ -993,9 +1087,10 @@ fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>,
             seqs.push((lit, 0, 0));
             continue;
         }
-        let dist = match next(4) {
+        let dist = match next(5) {
             0 | 1 => 1 + next(16.min(op)),
             2 => 1 + next(op.min(200)),
+            3 => 1 + next(op.min(1100)),
             _ => 1 + next(op.min(max_dist)),
         };
         let len = match next(4) {
@@ -1043,7 +1138,7 @@ proptest! {
 
     /// `dmc_lz4_decode` launched directly on generated blocks (long literals across the input
     /// window's end, matches with offsets 1..16 and longer, long length extensions), placed at
-    /// every misalignment, intact or cut or with a flipped byte, with an exact or a wrong output
+    /// every misalignment of input and output, intact or cut or with a flipped byte, with an exact or a wrong output
     /// size: status, bytes written and their values equal the sequential reference's, under
     /// fixed and shuffled schedules.
     #[test]
@@ -1051,6 +1146,7 @@ proptest! {
         seed in any::<u64>(),
         n_seq in 1usize..40,
         src_mis in 0usize..4,
+        dst_mis in 0usize..16,
         how in 0u8..4,
         at in any::<usize>(),
         v in any::<u8>(),
@@ -1067,17 +1163,18 @@ proptest! {
             prop_assert_eq!(want.0, ST_OK);
         }
         let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
-        let got = launch_lz_kernel(true, &src, src_mis, dst_len, sched);
+        let got = launch_lz_kernel(true, &src, src_mis, dst_mis, dst_len, sched);
         prop_assert_eq!(got, want);
     }
 
     /// `dmc_blosclz_decode` the same way: literal runs, near, far (past 8191) and overlapping
-    /// matches with long extensions, every misalignment, damaged copies, wrong output sizes.
+    /// matches with long extensions, every misalignment of input and output, damaged copies, wrong output sizes.
     #[test]
     fn blosclz_kernel_matches_reference_on_generated_streams(
         seed in any::<u64>(),
         n_seq in 1usize..40,
         src_mis in 0usize..4,
+        dst_mis in 0usize..16,
         how in 0u8..4,
         at in any::<usize>(),
         v in any::<u8>(),
@@ -1093,7 +1190,7 @@ proptest! {
             prop_assert_eq!(want.0, ST_OK);
         }
         let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
-        let got = launch_lz_kernel(false, &src, src_mis, dst_len, sched);
+        let got = launch_lz_kernel(false, &src, src_mis, dst_mis, dst_len, sched);
         prop_assert_eq!(got, want);
     }
 }
