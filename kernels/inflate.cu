@@ -16,10 +16,11 @@
 //     the literal/length symbol that would start at bit pos + i (one shared table lookup for
 //     the warp); pointer doubling over those 32 candidates (5 shuffle steps on successor =
 //     offset + code length, a non-literal ending the chain) gives lane k the offset of the
-//     chain's k-th real symbol. The chain's literals join a run of up to 32 output bytes held
-//     one per lane in registers (placed by a shuffle at the run's length, a prefix count of
-//     the literals), stored with ONE coalesced store when the run is full, before a long
-//     match and at the block's end. A length symbol ending the chain is decoded by all lanes
+//     chain's k-th real symbol. The chain's literals join a run of up to 128 output bytes held
+//     in registers, 4 per lane (placed by shuffles from the chain's k-th lane at the run's
+//     length + k), stored with ONE aligned 4-byte store per lane when the run is full (plus one
+//     byte-store request for partial words when it is not), before a match longer than its
+//     room and at the block's end. A length symbol ending the chain is decoded by all lanes
 //     alike (extra bits, distance code, extra bits); a match that fits the run is gathered
 //     into it (bytes of the run by shuffle, older bytes by one load request), a longer one is
 //     copied by the overlap-safe cooperative copy of the LZ4 kernel (byte j of a match of
@@ -626,12 +627,43 @@ __device__ __forceinline__ dmc_u32 dmc_inf_jump(dmc_u32 j) {
     return j < 32 ? t : j;
 }
 
-// Stores the run of decoded bytes held in registers (out[op - *run, op), byte k on lane k) with
-// one store, and orders it before the warp's next reads of the output.
-__device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_u32 op, dmc_u32* run, dmc_u32 mine, dmc_u32 lane) {
-    if (lane < *run) out[op - *run + lane] = (dmc_u8)mine;
+// The run: up to 128 decoded bytes held in registers, 4 per lane (lane L holds slots 4L..4L+3,
+// slot b of a lane in bits 8b..8b+7 of `mine`). Slot 0 lies at output position base - head,
+// a 4-byte aligned address; slots [head, head + len) hold out[base, base + len).
+struct dmc_inf_run {
+    dmc_u32 base, head, len, mine;
+};
+
+#define DMC_INF_RUN_BYTES (4 * DMC_WARP_SIZE)
+
+// Puts byte `v` (a value of this lane) into slot `slot` of this lane's word when `put`.
+__device__ __forceinline__ void dmc_inf_put(dmc_inf_run* r, dmc_u32 b, bool put, dmc_u32 v) {
+    if (put) r->mine = (r->mine & ~(0xFFu << (8 * b))) | ((v & 0xFFu) << (8 * b));
+}
+
+// Byte of slot `slot` (any lane's; `slot` may differ between lanes). A warp collective.
+__device__ __forceinline__ dmc_u32 dmc_inf_slot(const dmc_inf_run& r, dmc_u32 slot) {
+    return (__shfl_sync(DMC_INF_FULL, r.mine, (int)((slot >> 2) & 31)) >> (8 * (slot & 3))) & 0xFFu;
+}
+
+// Stores the run: whole words with one aligned 4-byte store per lane (one request), the
+// partial first and last words byte by byte (lanes 0-2 and 4-6, one more request); orders the
+// stores before the warp's next reads of the output and starts an empty run at `op`.
+__device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_inf_run* r, dmc_u32 op, dmc_u32 mis, dmc_u32 lane) {
+    const dmc_u32 end = r->head + r->len;
+    const dmc_u32 lo = (r->head + 3) & ~3u;  // first whole word's slot
+    const dmc_u32 hi = end & ~3u;            // end of the whole words
+    dmc_u8* slot0 = out + r->base;           // slot s lies at slot0 + s - head
+    if (4 * lane >= lo && 4 * lane + 4 <= hi) *(dmc_u32*)(slot0 + (4 * lane - r->head)) = r->mine;  // aligned
+    const dmc_u32 tail = hi > lo ? hi : lo;  // the last word's slots [tail, end), when tail < end
+    const dmc_u32 s = lane < 4 ? r->head + lane : tail + (lane - 4);
+    const bool part = lane < 3 ? s < dmc_min_u32(lo, end) : (lane >= 4 && lane < 7 && s < end);
+    const dmc_u32 v = dmc_inf_slot(*r, s);
+    if (part) slot0[s - r->head] = (dmc_u8)v;
     __syncwarp();
-    *run = 0;
+    r->base = op;
+    r->head = (mis + op) & 3;
+    r->len = 0;
 }
 
 struct dmc_inf_huff_res {
@@ -647,9 +679,9 @@ struct dmc_inf_huff_res {
 //   2. the real chain of symbols from pos is found by pointer doubling over the 32 candidate
 //      offsets (successor = offset + code length for a literal; a run ends at any other
 //      symbol): lane k learns the offset of the chain's k-th symbol;
-//   3. the chain's literals join a run of up to 32 decoded bytes held one per lane in
-//      registers (a shuffle places them), stored with one coalesced store when the run is full,
-//      before a long match, and at the end;
+//   3. the chain's literals join a run of up to 128 decoded bytes held in registers (4 per
+//      lane, placed by shuffles), stored with one aligned 4-byte store per lane when the run
+//      is full, before a match longer than its room, and at the end;
 //   4. a length code at the end of the literals is decoded uniformly (length extra bits, the
 //      distance code through its table, distance extra bits); a match that fits the run is
 //      gathered into it (bytes still in registers by shuffle, older ones by one load request),
@@ -660,11 +692,18 @@ struct dmc_inf_huff_res {
 // DST_OVERFLOW.
 __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w, dmc_u8* out, dmc_u64 pos,
                                          dmc_u32 op, dmc_u32 out_len, dmc_u32 member_start, dmc_u32 lane) {
-    const dmc_u64 limit = 8ull * w->len;
-    dmc_u32 run = 0, mine = 0, st = DMC_STATUS_OK;
+    dmc_win win = *w;  // in registers while the block decodes
+    const dmc_u64 limit = 8ull * win.len;
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
+    dmc_inf_run run;
+    run.base = op;
+    run.head = (mis + op) & 3;
+    run.len = 0;
+    run.mine = 0;
+    dmc_u32 st = DMC_STATUS_OK;
     for (;;) {
-        dmc_win_need(w, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
-        const dmc_u32 v = dmc_inf_peek(*w, pos + lane);
+        dmc_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
+        const dmc_u32 v = dmc_inf_peek(win, pos + lane);
         dmc_u32 e = sm->litlen[v & ((1u << DMC_INF_LITLEN_BITS) - 1)];
         if (e & DMC_INF_ENT_SUB) {
             e = sm->litlen[(e & 0xFFFF) + ((v >> DMC_INF_LITLEN_BITS) & ((1u << ((e >> 16) & 0xFF)) - 1))];
@@ -699,15 +738,19 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w,
         const dmc_u32 ovf = __ballot_sync(DMC_INF_FULL, litk && (dmc_u64)op + lane >= out_len);
         const dmc_u32 first_tr = trunc ? (dmc_u32)__ffs(trunc) - 1 : 32;
         const dmc_u32 first_ov = ovf ? (dmc_u32)__ffs(ovf) - 1 : 32;
-        const dmc_u32 take = dmc_min_u32(dmc_min_u32(nlit, 32 - run), dmc_min_u32(first_tr, first_ov));
-        // literals [0, take) of the chain join the run: lane run + k takes the k-th
-        const dmc_u32 byte = __shfl_sync(DMC_INF_FULL, ek & 0xFF, (int)((lane - run) & 31));
-        if (lane >= run && lane < run + take) mine = byte;
+        const dmc_u32 at0 = run.head + run.len;  // the run's next slot
+        const dmc_u32 take = dmc_min_u32(dmc_min_u32(nlit, DMC_INF_RUN_BYTES - at0), dmc_min_u32(first_tr, first_ov));
+        // literals [0, take) of the chain join the run: slot at0 + k takes the k-th
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 k = 4 * lane + b - at0;
+            const dmc_u32 byte = __shfl_sync(DMC_INF_FULL, ek, (int)(k & 31));
+            dmc_inf_put(&run, b, k < take, byte);
+        }
         const dmc_u32 adv = __shfl_sync(DMC_INF_FULL, after, (int)((take - 1) & 31));
         if (take > 0) {
             pos += adv;
             op += take;
-            run += take;
+            run.len += take;
         }
         if (trunc && take == first_tr) {
             st = DMC_STATUS_SRC_TRUNCATED;
@@ -717,7 +760,7 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w,
             st = DMC_STATUS_DST_OVERFLOW;
             break;
         }
-        if (run == DMC_WARP_SIZE) dmc_inf_flush(out, op, &run, mine, lane);
+        if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
         if (take < nlit || nlit == nin) continue;  // the run filled up, or the round's bits ended
         // The chain's symbol after its literals is not a literal.
         const dmc_u32 x = __shfl_sync(DMC_INF_FULL, ek, (int)(nlit & 31));
@@ -730,10 +773,10 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w,
         pos += xl;
         if (kind == DMC_INF_KIND_EOB) break;
         // A length: its extra bits, then the distance code and its extra bits.
-        const dmc_u32 len = (x & 0xFFFF) + dmc_inf_wbits(w, pos, (x >> 24) & 15, lane);
+        const dmc_u32 len = (x & 0xFFFF) + dmc_inf_wbits(&win, pos, (x >> 24) & 15, lane);
         pos += (x >> 24) & 15;
-        dmc_win_need(w, (dmc_u32)(pos >> 3), 8, lane);
-        const dmc_u32 dv = dmc_inf_peek(*w, pos);
+        dmc_win_need(&win, (dmc_u32)(pos >> 3), 8, lane);
+        const dmc_u32 dv = dmc_inf_peek(win, pos);
         dmc_u32 d = sm->dist[dv & ((1u << DMC_INF_DIST_BITS) - 1)];
         if (d & DMC_INF_ENT_SUB) {
             d = sm->dist[(d & 0xFFFF) + ((dv >> DMC_INF_DIST_BITS) & ((1u << ((d >> 16) & 0xFF)) - 1))];
@@ -747,7 +790,7 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w,
             st = DMC_STATUS_CORRUPT;
             break;
         }
-        const dmc_u32 dist = (d & 0xFFFF) + dmc_inf_wbits(w, pos, (d >> 24) & 15, lane);
+        const dmc_u32 dist = (d & 0xFFFF) + dmc_inf_wbits(&win, pos, (d >> 24) & 15, lane);
         pos += (d >> 24) & 15;
         if (pos > limit) {
             st = DMC_STATUS_SRC_TRUNCATED;
@@ -761,27 +804,40 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w,
             st = DMC_STATUS_DST_OVERFLOW;
             break;
         }
-        if (len <= DMC_WARP_SIZE - run) {
-            // Into the run: byte k of the match (lane run + k) is byte op - dist + (k mod dist),
-            // in the run's registers (a shuffle) or stored before it (one load request).
-            const dmc_u32 first = op - run;  // output position of lane 0's byte
-            const bool m = lane >= run && lane < run + len;
-            const dmc_u32 q = op - dist + (m ? (lane - run) % dist : 0);
-            dmc_u32 g = 0;
-            if (m && q < first) g = out[q];
-            const dmc_u32 r = __shfl_sync(DMC_INF_FULL, mine, (int)((q - first) & 31));
-            if (m) mine = q < first ? g : r;
-            run += len;
+        const dmc_u32 at1 = run.head + run.len;
+        if (len <= DMC_INF_RUN_BYTES - at1) {
+            // Into the run, 32 match bytes a step: byte k of the match is output byte
+            // op - dist + (k mod dist), before the match: in the run (a shuffle) or stored before
+            // it (one load request); then it moves to slot at1 + k.
+            for (dmc_u32 c = 0; c < len; c += DMC_WARP_SIZE) {
+                const dmc_u32 k = c + lane;
+                const bool m = k < len;
+                const dmc_u32 q = op - dist + (m ? k % dist : 0);
+                const bool stored = q < run.base;
+                dmc_u32 g = 0;
+                if (m && stored) g = out[q];
+                const dmc_u32 r = dmc_inf_slot(run, q - run.base + run.head);
+                const dmc_u32 mb = stored ? g : r;
+                for (dmc_u32 b = 0; b < 4; b++) {
+                    const dmc_u32 kk = 4 * lane + b - at1 - c;
+                    const dmc_u32 byte = __shfl_sync(DMC_INF_FULL, mb, (int)(kk & 31));
+                    dmc_inf_put(&run, b, kk < DMC_WARP_SIZE && c + kk < len, byte);
+                }
+            }
+            run.len += len;
             op += len;
-            if (run == DMC_WARP_SIZE) dmc_inf_flush(out, op, &run, mine, lane);
+            if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
         } else {
-            dmc_inf_flush(out, op, &run, mine, lane);
+            dmc_inf_flush(out, &run, op, mis, lane);
             dmc_lz_match_copy(out, op, dist, len, lane);
             __syncwarp();  // the copy's bytes are visible to the warp's next reads
             op += len;
+            run.base = op;
+            run.head = (mis + op) & 3;
         }
     }
-    dmc_inf_flush(out, op, &run, mine, lane);
+    dmc_inf_flush(out, &run, op, mis, lane);
+    *w = win;
     dmc_inf_huff_res res;
     res.pos = pos;
     res.op = op;
