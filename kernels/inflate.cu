@@ -4,21 +4,38 @@
 //
 // Mapping: one warp per stream (a whole gzip/zlib/raw chunk, or one zlib stream of a blosc
 // split); streams of all chunks decode at once. Blocks and symbols are inherently sequential, so:
-//   - SYMBOL DECODE IS SERIAL, ON LANE 0: lane 0 owns the bit reader (a 64-bit LSB-first window
-//     refilled a byte at a time, bounds-checked; bits past the end read as zeros and consuming
-//     one is DMC_STATUS_SRC_TRUNCATED), parses wrapper and block headers, decodes literal/length
-//     and distance symbols through the lookup tables and writes literals straight to the output.
-//     The issue's target design — all 32 lanes decoding the next <= 32 symbols speculatively from
-//     a shared bit window, a warp prefix sum placing the literals — is NOT implemented yet;
-//   - each time lane 0 needs the warp (a match, a stored block, a table build, a checksum) it
-//     posts one command in this warp's shared memory and all lanes run it after a __syncwarp:
+//   - HEADERS ON LANE 0: lane 0 owns a byte-wise bit reader (a 64-bit LSB-first window refilled
+//     a byte at a time, bounds-checked; bits past the end read as zeros and consuming one is
+//     DMC_STATUS_SRC_TRUNCATED) and parses wrapper headers/trailers and block headers (the
+//     dynamic block's code-length code and lengths); each time it needs the warp (a table
+//     build, a block's symbols, a stored block, a checksum) it posts one command in this warp's
+//     shared memory and all lanes run it after a __syncwarp;
+//   - SYMBOLS ON ALL 32 LANES (dmc_inf_huff): the warp holds a 128-byte window of the input in
+//     registers (one 4-byte word per lane, refilled with one aligned coalesced load per lane,
+//     read with two shuffles and a funnel shift). Each round lane i decodes, speculatively,
+//     the literal/length symbol that would start at bit pos + i (one shared table lookup for
+//     the warp); pointer doubling over those 32 candidates (5 shuffle steps on successor =
+//     offset + code length, a non-literal ending the chain) gives lane k the offset of the
+//     chain's k-th real symbol. The chain's literals join a run of up to 128 output bytes held
+//     in registers, 4 per lane (placed by shuffles from the chain's k-th lane at the run's
+//     length + k), stored with ONE aligned 4-byte store per lane when the run is full (plus one
+//     byte-store request for partial words when it is not), before a match longer than its
+//     room and at the block's end. A length symbol ending the chain is decoded by all lanes
+//     alike (extra bits, distance code, extra bits); a match that fits the run is gathered
+//     into it (bytes of the run by shuffle, older bytes by one load request), a longer one is
+//     copied by the overlap-safe cooperative copy of the LZ4 kernel (byte j of a match of
+//     distance d comes from op-d+(j mod d)). Statuses follow the serial decode's order exactly.
+//     Each round covers 32 candidate bits, so ~3-4 symbols of 8-9 bits: the model charges one
+//     shared request per round, where the serial decode paid one per symbol plus a global
+//     request per input byte and per literal;
 //   - table builds are cooperative: lane 0 counts code lengths, checks the code (over-subscribed
 //     or incomplete sets are corrupt, as zlib), assigns canonical codes from the prefix sums of
 //     the counts and places the second-level subtables; all lanes then clear and fill the
 //     two-level (libdeflate-style) tables in parallel, one symbol per lane at a time
-//     (literal/length: 10-bit root, distance: 8-bit root, subtables up to 15 bits);
-//   - matches use the overlap-safe cooperative copy of the LZ4 kernel (byte j of a match of
-//     distance d comes from op-d+(j mod d)); stored blocks are a 32-lane wide copy;
+//     (literal/length: 10-bit root, distance: 8-bit root, subtables up to 15 bits). An entry
+//     holds the symbol's kind, total code length, extra-bit count and base (length, distance)
+//     or byte (literal): no base/extra lookup per symbol;
+//   - stored blocks are a 32-lane wide copy;
 //   - CRC32 (gzip) runs on 32 contiguous segments combined by GF(2) multiplication, as crc32c.cu;
 //     Adler-32 (zlib) on 32 segments summed with weights; both reduce with warp shuffles.
 // No spin-waits between warps: warps never share state.
@@ -43,18 +60,25 @@
 #define DMC_INF_DIST_ENOUGH 402
 #define DMC_INF_MAX_LEN 15
 
-// Table entries: a symbol (bit 31, symbol in bits 0-15, code bits in 16-23), a pointer to a
-// subtable (bit 30, subtable offset in bits 0-15, its index bits in 16-23), or 0 (no code).
+// Table entries: a symbol (bit 31), a pointer to a subtable (bit 30, subtable offset in bits
+// 0-15, its index bits in 16-23), or 0 (no code). A symbol entry carries everything the decode
+// needs, so no per-symbol lookup of base/extra tables remains: the code's whole length (bits
+// 16-20, root and subtable bits together), the extra bits that follow it (bits 24-27), its kind
+// (bits 28-29) and a value (bits 0-15): a literal's byte, a length's or a distance's base.
 #define DMC_INF_ENT_SYM 0x80000000u
 #define DMC_INF_ENT_SUB 0x40000000u
+#define DMC_INF_KIND_LIT 0u  // literal/length table: a literal; distance table: a distance
+#define DMC_INF_KIND_LEN 1u  // a length (symbols 257-285)
+#define DMC_INF_KIND_EOB 2u  // end of block (256)
+#define DMC_INF_KIND_BAD 3u  // a coded but invalid symbol (286, 287; distances 30, 31): corrupt
 
 // Commands lane 0 posts to the warp.
 #define DMC_INF_CMD_DONE 0
 #define DMC_INF_CMD_BUILD 1
-#define DMC_INF_CMD_MATCH 2
 #define DMC_INF_CMD_STORED 3
 #define DMC_INF_CMD_CRC32 4
 #define DMC_INF_CMD_ADLER 5
+#define DMC_INF_CMD_HUFF 6
 
 struct dmc_inflate_smem {
     dmc_u32 litlen[DMC_INF_LITLEN_ENOUGH];
@@ -64,19 +88,10 @@ struct dmc_inflate_smem {
     dmc_u16 subbase[288 + 32];  // per long symbol: offset of its subtable
     dmc_u8 subbits[288 + 32];   // per long symbol: index bits of its subtable
     dmc_u8 lens[288 + 32];      // code lengths: literal/length (288), then distance (32)
-    dmc_u32 cmd[4];
+    dmc_u32 cmd[5];
     dmc_u32 res[2];  // table build status (literal/length, distance)
 };
 
-__constant__ dmc_u16 dmc_inf_len_base[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
-                                             31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-__constant__ dmc_u8 dmc_inf_len_extra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
-                                             2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-__constant__ dmc_u16 dmc_inf_dist_base[30] = {1,   2,   3,   4,   5,   7,    9,    13,   17,   25,
-                                              33,  49,  65,  97,  129, 193,  257,  385,  513,  769,
-                                              1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-__constant__ dmc_u8 dmc_inf_dist_extra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
-                                              6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
 __constant__ dmc_u8 dmc_inf_pre_order[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
 
 #define DMC_INF_CRC_POLY 0xEDB88320u
@@ -151,6 +166,34 @@ __device__ dmc_u32 dmc_inf_assign(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 n
     return DMC_STATUS_OK;
 }
 
+// The table entry of symbol `s` (code length `l`) of the literal/length (`which` 0) or the
+// distance (`which` 1) code. Length and distance bases follow RFC 1951's tables: from the fourth
+// group on, each group of four (lengths) or two (distances) doubles the step.
+__device__ __forceinline__ dmc_u32 dmc_inf_entry(dmc_u32 which, dmc_u32 s, dmc_u32 l) {
+    dmc_u32 kind = DMC_INF_KIND_BAD, extra = 0, value = 0;
+    if (which == 0) {
+        if (s < 256) {
+            kind = DMC_INF_KIND_LIT;
+            value = s;
+        } else if (s == 256) {
+            kind = DMC_INF_KIND_EOB;
+        } else if (s == 285) {
+            kind = DMC_INF_KIND_LEN;
+            value = 258;
+        } else if (s < 285) {
+            const dmc_u32 li = s - 257;
+            kind = DMC_INF_KIND_LEN;
+            extra = li < 8 ? 0 : (li - 4) >> 2;
+            value = li < 8 ? 3 + li : ((4 + (li & 3)) << extra) + 3;
+        }
+    } else if (s < 30) {
+        kind = DMC_INF_KIND_LIT;
+        extra = s < 4 ? 0 : (s - 2) >> 1;
+        value = s < 4 ? 1 + s : ((2 + (s & 1)) << extra) + 1;
+    }
+    return DMC_INF_ENT_SYM | (kind << 28) | (extra << 24) | (l << 16) | value;
+}
+
 // All lanes: builds `table` (root `tb` bits, `enough` entries) from lengths [first, first+n).
 // Returns the status (the same on every lane).
 __device__ dmc_u32 dmc_inf_build(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 n, dmc_u32* table, dmc_u32 tb,
@@ -165,13 +208,12 @@ __device__ dmc_u32 dmc_inf_build(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 n,
             const dmc_u32 l = sm->lens[first + s];
             if (l == 0) continue;
             const dmc_u32 r = sm->code[first + s];
+            const dmc_u32 e = dmc_inf_entry(which, s, l);
             if (l <= tb) {
-                const dmc_u32 e = DMC_INF_ENT_SYM | s | (l << 16);
                 for (dmc_u32 i = r; i < (1u << tb); i += 1u << l) table[i] = e;
             } else {
                 const dmc_u32 base = sm->subbase[first + s];
                 const dmc_u32 sb = sm->subbits[first + s];
-                const dmc_u32 e = DMC_INF_ENT_SYM | s | ((l - tb) << 16);
                 for (dmc_u32 i = r >> tb; i < (1u << sb); i += 1u << (l - tb)) table[base + i] = e;
             }
         }
@@ -246,21 +288,15 @@ __device__ __forceinline__ dmc_u64 dmc_inf_align(dmc_inf_state* s) {
     return pos;
 }
 
-// Decodes one symbol through a two-level table; returns 0xFFFFFFFF for a missing code.
-__device__ __forceinline__ dmc_u32 dmc_inf_decode(dmc_inf_state* s, const dmc_u32* table, dmc_u32 tb) {
-    if (s->bitcnt < 32) dmc_inf_refill(s);
-    dmc_u32 e = table[s->bitbuf & ((1u << tb) - 1)];
-    if (e & DMC_INF_ENT_SUB) {
-        const dmc_u32 sb = (e >> 16) & 0xFF;
-        const dmc_u32 idx = (dmc_u32)(s->bitbuf >> tb) & ((1u << sb) - 1);
-        e = table[(e & 0xFFFF) + idx];
-        if (!(e & DMC_INF_ENT_SYM)) return 0xFFFFFFFFu;
-        dmc_inf_consume(s, tb + ((e >> 16) & 0xFF));
-        return e & 0xFFFF;
+// Restarts the reader at stream bit `pos` (<= 8 * in_len): the warp's decode hands it back.
+__device__ __forceinline__ void dmc_inf_seek(dmc_inf_state* s, dmc_u64 pos) {
+    s->ip = pos >> 3;
+    s->bitbuf = 0;
+    s->bitcnt = 0;
+    if (pos & 7) {
+        dmc_inf_refill(s);
+        dmc_inf_consume(s, (dmc_u32)(pos & 7));
     }
-    if (!(e & DMC_INF_ENT_SYM)) return 0xFFFFFFFFu;
-    dmc_inf_consume(s, (e >> 16) & 0xFF);
-    return e & 0xFFFF;
 }
 
 __device__ __forceinline__ dmc_u32 dmc_inf_crc_bytes(const dmc_inflate_smem* sm, dmc_u32 c, const dmc_u8* p,
@@ -381,7 +417,7 @@ __device__ __forceinline__ void dmc_inf_post(dmc_inflate_smem* sm, dmc_u32 kind,
 
 // Lane 0: runs the decoder until it needs the warp, and posts that command (DONE with a status
 // when the stream ends or fails).
-__device__ void dmc_inf_step(dmc_inf_state* s, dmc_inflate_smem* sm, dmc_u8* out) {
+__device__ void dmc_inf_step(dmc_inf_state* s, dmc_inflate_smem* sm) {
     for (;;) {
         switch (s->phase) {
             case DMC_INF_PH_MEMBER: {
@@ -461,33 +497,12 @@ __device__ void dmc_inf_step(dmc_inf_state* s, dmc_inflate_smem* sm, dmc_u8* out
                 break;
             }
             case DMC_INF_PH_HUFF: {
-                for (;;) {
-                    const dmc_u32 sym = dmc_inf_decode(s, sm->litlen, DMC_INF_LITLEN_BITS);
-                    if (s->trunc) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
-                    if (sym < 256) {
-                        if (s->op >= s->out_len) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_DST_OVERFLOW, 0, 0);
-                        out[s->op++] = (dmc_u8)sym;
-                        continue;
-                    }
-                    if (sym == 256) {
-                        s->phase = DMC_INF_PH_BLOCK;
-                        break;
-                    }
-                    if (sym > 285) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CORRUPT, 0, 0);
-                    const dmc_u32 li = sym - 257;
-                    const dmc_u32 len = dmc_inf_len_base[li] + dmc_inf_bits(s, dmc_inf_len_extra[li]);
-                    const dmc_u32 dsym = dmc_inf_decode(s, sm->dist, DMC_INF_DIST_BITS);
-                    if (s->trunc) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
-                    if (dsym >= 30) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_CORRUPT, 0, 0);
-                    const dmc_u32 dist = dmc_inf_dist_base[dsym] + dmc_inf_bits(s, dmc_inf_dist_extra[dsym]);
-                    if (s->trunc) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_SRC_TRUNCATED, 0, 0);
-                    if (dist > s->op - s->member_start) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_BAD_OFFSET, 0, 0);
-                    if (len > s->out_len - s->op) return dmc_inf_post(sm, DMC_INF_CMD_DONE, DMC_STATUS_DST_OVERFLOW, 0, 0);
-                    const dmc_u32 at = s->op;
-                    s->op += len;
-                    return dmc_inf_post(sm, DMC_INF_CMD_MATCH, at, len, dist);
-                }
-                break;
+                // The block's symbols: the whole warp decodes them (dmc_inf_huff) from bit `pos`
+                // and hands the reader back at the end of the block (or ends the stream).
+                const dmc_u64 pos = 8 * s->ip - s->bitcnt;
+                s->phase = DMC_INF_PH_BLOCK;
+                sm->cmd[4] = s->member_start;
+                return dmc_inf_post(sm, DMC_INF_CMD_HUFF, (dmc_u32)pos, (dmc_u32)(pos >> 32), s->op);
             }
             case DMC_INF_PH_TRAILER: {
                 if (s->fmt == DMC_INFLATE_FMT_RAW) {
@@ -585,6 +600,251 @@ __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
     return (b << 16) | a;
 }
 
+// ---- The block's symbols (all lanes) ----
+
+#define DMC_INF_FULL 0xFFFFFFFFu
+
+// 32 stream bits from bit `pos` (first bit in bit 0; pos may differ between lanes). The window
+// must hold bytes pos/8 .. pos/8 + 4 of every lane's pos. A warp collective.
+__device__ __forceinline__ dmc_u32 dmc_inf_peek(const dmc_win& w, dmc_u64 pos) {
+    const dmc_u32 rel = (dmc_u32)(pos + 8ull * w.mis - 8ull * w.start);  // bit of the window
+    const dmc_u32 q = rel >> 5;
+    const dmc_u32 lo = __shfl_sync(DMC_INF_FULL, w.word, (int)(q & 31));
+    const dmc_u32 hi = __shfl_sync(DMC_INF_FULL, w.word, (int)((q + 1) & 31));
+    return __funnelshift_r(lo, hi, rel & 31);
+}
+
+// n (<= 15) stream bits from bit `pos` (the same in every lane), moving the window when needed.
+__device__ __forceinline__ dmc_u32 dmc_inf_wbits(dmc_win* w, dmc_u64 pos, dmc_u32 n, dmc_u32 lane) {
+    dmc_win_need(w, (dmc_u32)(pos >> 3), 8, lane);
+    return dmc_inf_peek(*w, pos) & ((1u << n) - 1);
+}
+
+// One step of pointer doubling over the window's offsets: j∘j, where offsets >= 32 (out of
+// the window, or 255: the run ends) stay where they are.
+__device__ __forceinline__ dmc_u32 dmc_inf_jump(dmc_u32 j) {
+    const dmc_u32 t = __shfl_sync(DMC_INF_FULL, j, (int)(j & 31));
+    return j < 32 ? t : j;
+}
+
+// The run: up to 128 decoded bytes held in registers, 4 per lane (lane L holds slots 4L..4L+3,
+// slot b of a lane in bits 8b..8b+7 of `mine`). Slot 0 lies at output position base - head,
+// a 4-byte aligned address; slots [head, head + len) hold out[base, base + len).
+struct dmc_inf_run {
+    dmc_u32 base, head, len, mine;
+};
+
+#define DMC_INF_RUN_BYTES (4 * DMC_WARP_SIZE)
+
+// Puts byte `v` (a value of this lane) into slot `slot` of this lane's word when `put`.
+__device__ __forceinline__ void dmc_inf_put(dmc_inf_run* r, dmc_u32 b, bool put, dmc_u32 v) {
+    if (put) r->mine = (r->mine & ~(0xFFu << (8 * b))) | ((v & 0xFFu) << (8 * b));
+}
+
+// Byte of slot `slot` (any lane's; `slot` may differ between lanes). A warp collective.
+__device__ __forceinline__ dmc_u32 dmc_inf_slot(const dmc_inf_run& r, dmc_u32 slot) {
+    return (__shfl_sync(DMC_INF_FULL, r.mine, (int)((slot >> 2) & 31)) >> (8 * (slot & 3))) & 0xFFu;
+}
+
+// Stores the run: whole words with one aligned 4-byte store per lane (one request), the
+// partial first and last words byte by byte (lanes 0-2 and 4-6, one more request); orders the
+// stores before the warp's next reads of the output and starts an empty run at `op`.
+__device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_inf_run* r, dmc_u32 op, dmc_u32 mis, dmc_u32 lane) {
+    const dmc_u32 end = r->head + r->len;
+    const dmc_u32 lo = (r->head + 3) & ~3u;  // first whole word's slot
+    const dmc_u32 hi = end & ~3u;            // end of the whole words
+    dmc_u8* slot0 = out + r->base;           // slot s lies at slot0 + s - head
+    if (4 * lane >= lo && 4 * lane + 4 <= hi) *(dmc_u32*)(slot0 + (4 * lane - r->head)) = r->mine;  // aligned
+    const dmc_u32 tail = hi > lo ? hi : lo;  // the last word's slots [tail, end), when tail < end
+    const dmc_u32 s = lane < 4 ? r->head + lane : tail + (lane - 4);
+    const bool part = lane < 3 ? s < dmc_min_u32(lo, end) : (lane >= 4 && lane < 7 && s < end);
+    const dmc_u32 v = dmc_inf_slot(*r, s);
+    if (part) slot0[s - r->head] = (dmc_u8)v;
+    __syncwarp();
+    r->base = op;
+    r->head = (mis + op) & 3;
+    r->len = 0;
+}
+
+struct dmc_inf_huff_res {
+    dmc_u64 pos;  // the bit after the end-of-block code (or where the error was found)
+    dmc_u32 op;   // output bytes written
+    dmc_u32 st;   // DMC_STATUS_OK at the end of the block
+};
+
+// All lanes: decodes one Huffman block's symbols from stream bit `pos` (<= 8 * in_len) through
+// the shared tables, writing out[op, ...). Each round:
+//   1. lane i looks up the symbol that would start at bit pos + i (one shared request for the
+//      warp, a second only for lanes that meet a subtable);
+//   2. the real chain of symbols from pos is found by pointer doubling over the 32 candidate
+//      offsets (successor = offset + code length for a literal; a run ends at any other
+//      symbol): lane k learns the offset of the chain's k-th symbol;
+//   3. the chain's literals join a run of up to 128 decoded bytes held in registers (4 per
+//      lane, placed by shuffles), stored with one aligned 4-byte store per lane when the run
+//      is full, before a match longer than its room, and at the end;
+//   4. a length code at the end of the literals is decoded uniformly (length extra bits, the
+//      distance code through its table, distance extra bits); a match that fits the run is
+//      gathered into it (bytes still in registers by shuffle, older ones by one load request),
+//      a longer one goes through the overlap-safe cooperative copy after a flush.
+// Statuses come in the order of the serial decode: a code that reads past the input
+// (SRC_TRUNCATED) before a literal past the output (DST_OVERFLOW); a missing code or an invalid
+// symbol is CORRUPT; a distance before the member BAD_OFFSET; a match past the output
+// DST_OVERFLOW.
+__device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w, dmc_u8* out, dmc_u64 pos,
+                                         dmc_u32 op, dmc_u32 out_len, dmc_u32 member_start, dmc_u32 lane) {
+    dmc_win win = *w;  // in registers while the block decodes
+    const dmc_u64 limit = 8ull * win.len;
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
+    dmc_inf_run run;
+    run.base = op;
+    run.head = (mis + op) & 3;
+    run.len = 0;
+    run.mine = 0;
+    dmc_u32 st = DMC_STATUS_OK;
+    for (;;) {
+        dmc_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
+        const dmc_u32 v = dmc_inf_peek(win, pos + lane);
+        dmc_u32 e = sm->litlen[v & ((1u << DMC_INF_LITLEN_BITS) - 1)];
+        if (e & DMC_INF_ENT_SUB) {
+            e = sm->litlen[(e & 0xFFFF) + ((v >> DMC_INF_LITLEN_BITS) & ((1u << ((e >> 16) & 0xFF)) - 1))];
+        }
+        const dmc_u32 tl = (e & DMC_INF_ENT_SYM) ? (e >> 16) & 31 : 0;
+        const bool lit = (e & DMC_INF_ENT_SYM) && ((e >> 28) & 3) == DMC_INF_KIND_LIT;
+        const dmc_u32 j0 = lit ? lane + tl : 255;
+        const dmc_u32 j1 = dmc_inf_jump(j0);
+        const dmc_u32 j2 = dmc_inf_jump(j1);
+        const dmc_u32 j3 = dmc_inf_jump(j2);
+        const dmc_u32 j4 = dmc_inf_jump(j3);
+        // lane k: the offset of the chain's k-th symbol, j0^k(0) (>= 32: not in this round)
+        dmc_u32 at = 0, t;
+        t = __shfl_sync(DMC_INF_FULL, j0, (int)(at & 31));
+        if ((lane & 1) && at < 32) at = t;
+        t = __shfl_sync(DMC_INF_FULL, j1, (int)(at & 31));
+        if ((lane & 2) && at < 32) at = t;
+        t = __shfl_sync(DMC_INF_FULL, j2, (int)(at & 31));
+        if ((lane & 4) && at < 32) at = t;
+        t = __shfl_sync(DMC_INF_FULL, j3, (int)(at & 31));
+        if ((lane & 8) && at < 32) at = t;
+        t = __shfl_sync(DMC_INF_FULL, j4, (int)(at & 31));
+        if ((lane & 16) && at < 32) at = t;
+        const bool in = at < 32;
+        const dmc_u32 ek = __shfl_sync(DMC_INF_FULL, e, (int)(at & 31));
+        const dmc_u32 after = at + __shfl_sync(DMC_INF_FULL, tl, (int)(at & 31));  // offset after it
+        const bool litk = in && (ek & DMC_INF_ENT_SYM) && ((ek >> 28) & 3) == DMC_INF_KIND_LIT;
+        // The chain's literals are a prefix of it; then one other symbol, or the window's end.
+        const dmc_u32 nlit = (dmc_u32)__popc(__ballot_sync(DMC_INF_FULL, litk));
+        const dmc_u32 nin = (dmc_u32)__popc(__ballot_sync(DMC_INF_FULL, in));
+        const dmc_u32 trunc = __ballot_sync(DMC_INF_FULL, in && pos + after > limit);
+        const dmc_u32 ovf = __ballot_sync(DMC_INF_FULL, litk && (dmc_u64)op + lane >= out_len);
+        const dmc_u32 first_tr = trunc ? (dmc_u32)__ffs(trunc) - 1 : 32;
+        const dmc_u32 first_ov = ovf ? (dmc_u32)__ffs(ovf) - 1 : 32;
+        const dmc_u32 at0 = run.head + run.len;  // the run's next slot
+        const dmc_u32 take = dmc_min_u32(dmc_min_u32(nlit, DMC_INF_RUN_BYTES - at0), dmc_min_u32(first_tr, first_ov));
+        // literals [0, take) of the chain join the run: slot at0 + k takes the k-th
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 k = 4 * lane + b - at0;
+            const dmc_u32 byte = __shfl_sync(DMC_INF_FULL, ek, (int)(k & 31));
+            dmc_inf_put(&run, b, k < take, byte);
+        }
+        const dmc_u32 adv = __shfl_sync(DMC_INF_FULL, after, (int)((take - 1) & 31));
+        if (take > 0) {
+            pos += adv;
+            op += take;
+            run.len += take;
+        }
+        if (trunc && take == first_tr) {
+            st = DMC_STATUS_SRC_TRUNCATED;
+            break;
+        }
+        if (ovf && take == first_ov) {
+            st = DMC_STATUS_DST_OVERFLOW;
+            break;
+        }
+        if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
+        if (take < nlit || nlit == nin) continue;  // the run filled up, or the round's bits ended
+        // The chain's symbol after its literals is not a literal.
+        const dmc_u32 x = __shfl_sync(DMC_INF_FULL, ek, (int)(nlit & 31));
+        const dmc_u32 xl = __shfl_sync(DMC_INF_FULL, after, (int)(nlit & 31)) - __shfl_sync(DMC_INF_FULL, at, (int)(nlit & 31));
+        const dmc_u32 kind = (x >> 28) & 3;
+        if (!(x & DMC_INF_ENT_SYM) || kind == DMC_INF_KIND_BAD) {
+            st = DMC_STATUS_CORRUPT;
+            break;
+        }
+        pos += xl;
+        if (kind == DMC_INF_KIND_EOB) break;
+        // A length: its extra bits, then the distance code and its extra bits.
+        const dmc_u32 len = (x & 0xFFFF) + dmc_inf_wbits(&win, pos, (x >> 24) & 15, lane);
+        pos += (x >> 24) & 15;
+        dmc_win_need(&win, (dmc_u32)(pos >> 3), 8, lane);
+        const dmc_u32 dv = dmc_inf_peek(win, pos);
+        dmc_u32 d = sm->dist[dv & ((1u << DMC_INF_DIST_BITS) - 1)];
+        if (d & DMC_INF_ENT_SUB) {
+            d = sm->dist[(d & 0xFFFF) + ((dv >> DMC_INF_DIST_BITS) & ((1u << ((d >> 16) & 0xFF)) - 1))];
+        }
+        if (d & DMC_INF_ENT_SYM) pos += (d >> 16) & 31;
+        if (pos > limit) {
+            st = DMC_STATUS_SRC_TRUNCATED;
+            break;
+        }
+        if (!(d & DMC_INF_ENT_SYM) || ((d >> 28) & 3) == DMC_INF_KIND_BAD) {
+            st = DMC_STATUS_CORRUPT;
+            break;
+        }
+        const dmc_u32 dist = (d & 0xFFFF) + dmc_inf_wbits(&win, pos, (d >> 24) & 15, lane);
+        pos += (d >> 24) & 15;
+        if (pos > limit) {
+            st = DMC_STATUS_SRC_TRUNCATED;
+            break;
+        }
+        if (dist > op - member_start) {
+            st = DMC_STATUS_BAD_OFFSET;
+            break;
+        }
+        if (len > out_len - op) {
+            st = DMC_STATUS_DST_OVERFLOW;
+            break;
+        }
+        const dmc_u32 at1 = run.head + run.len;
+        if (len <= DMC_INF_RUN_BYTES - at1) {
+            // Into the run, 32 match bytes a step: byte k of the match is output byte
+            // op - dist + (k mod dist), before the match: in the run (a shuffle) or stored before
+            // it (one load request); then it moves to slot at1 + k.
+            for (dmc_u32 c = 0; c < len; c += DMC_WARP_SIZE) {
+                const dmc_u32 k = c + lane;
+                const bool m = k < len;
+                const dmc_u32 q = op - dist + (m ? k % dist : 0);
+                const bool stored = q < run.base;
+                dmc_u32 g = 0;
+                if (m && stored) g = out[q];
+                const dmc_u32 r = dmc_inf_slot(run, q - run.base + run.head);
+                const dmc_u32 mb = stored ? g : r;
+                for (dmc_u32 b = 0; b < 4; b++) {
+                    const dmc_u32 kk = 4 * lane + b - at1 - c;
+                    const dmc_u32 byte = __shfl_sync(DMC_INF_FULL, mb, (int)(kk & 31));
+                    dmc_inf_put(&run, b, kk < DMC_WARP_SIZE && c + kk < len, byte);
+                }
+            }
+            run.len += len;
+            op += len;
+            if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
+        } else {
+            dmc_inf_flush(out, &run, op, mis, lane);
+            dmc_lz_match_copy(out, op, dist, len, lane);
+            __syncwarp();  // the copy's bytes are visible to the warp's next reads
+            op += len;
+            run.base = op;
+            run.head = (mis + op) & 3;
+        }
+    }
+    dmc_inf_flush(out, &run, op, mis, lane);
+    *w = win;
+    dmc_inf_huff_res res;
+    res.pos = pos;
+    res.op = op;
+    res.st = st;
+    return res;
+}
+
 extern "C" __global__ void __launch_bounds__(DMC_INFLATE_WARPS_PER_BLOCK * DMC_WARP_SIZE)
 dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                    dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
@@ -604,6 +864,8 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
         for (int k = 0; k < 8; k++) c = (c & 1u) ? ((c >> 1) ^ DMC_INF_CRC_POLY) : (c >> 1);
         sm->crc[e] = c;
     }
+    // The warp's window on the input (the Huffman decode's bit window), one word per lane.
+    dmc_win w = dmc_win_open(in, sd.src_len, lane);
     dmc_inf_state s;
     s.in = in;
     s.in_len = sd.src_len;
@@ -629,7 +891,7 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
     }
     __syncwarp();  // the CRC table is complete
     while (st == DMC_STATUS_OK) {
-        if (lane == 0) dmc_inf_step(&s, sm, out);
+        if (lane == 0) dmc_inf_step(&s, sm);
         __syncwarp();
         const dmc_u32 kind = sm->cmd[0], a = sm->cmd[1], b = sm->cmd[2], c = sm->cmd[3];
         __syncwarp();  // every lane read the command before lane 0 posts the next
@@ -640,9 +902,17 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
         if (kind == DMC_INF_CMD_BUILD) {
             dmc_inf_build(sm, 0, 288, sm->litlen, DMC_INF_LITLEN_BITS, DMC_INF_LITLEN_ENOUGH, 0, lane);
             dmc_inf_build(sm, 288, 32, sm->dist, DMC_INF_DIST_BITS, DMC_INF_DIST_ENOUGH, 1, lane);
-        } else if (kind == DMC_INF_CMD_MATCH) {
-            // out[a + j] = out[a - c + (j mod c)]: every source byte precedes the match.
-            for (dmc_u32 j = lane; j < b; j += DMC_WARP_SIZE) out[a + j] = out[a - c + (j % c)];
+        } else if (kind == DMC_INF_CMD_HUFF) {
+            const dmc_inf_huff_res r =
+                dmc_inf_huff(sm, &w, out, ((dmc_u64)b << 32) | a, c, sd.dst_len, sm->cmd[4], lane);
+            if (lane == 0) {
+                s.op = r.op;
+                dmc_inf_seek(&s, r.pos);
+            }
+            if (r.st != DMC_STATUS_OK) {
+                st = r.st;
+                break;
+            }
         } else if (kind == DMC_INF_CMD_STORED) {
             for (dmc_u32 j = lane; j < c; j += DMC_WARP_SIZE) out[b + j] = in[a + j];
         } else if (kind == DMC_INF_CMD_CRC32) {

@@ -20,7 +20,8 @@ cargo test -p damacy-kernels --features emulate --test emulator_checks "$@"
 # inflate: hand-built stored/fixed/dynamic blocks, gzip members and every status case (small
 # streams: table builds, match and stored copies, both checksums, all through the warp commands)
 cargo test -p damacy-kernels --features emulate --test inflate "$@" -- \
-    hand_built_blocks_decode gzip_members_and_header_fields statuses_name_what_is_wrong
+    hand_built_blocks_decode gzip_members_and_header_fields statuses_name_what_is_wrong \
+    short_codes_and_long_runs_decode
 exec cargo test -p damacy-kernels --features emulate --test emulated "$@" -- \
     --skip blosc_fixtures --skip random_blosc --skip corrupted_frames --skip pipelined --skip many_chunks \
     --skip shuffled_schedule_catches_a_missing_barrier

@@ -570,6 +570,96 @@ fn hand_built_blocks_decode() {
     }
 }
 
+/// A dynamic block with the given literal/length (286) and distance (30) code lengths, each
+/// length sent as itself (a code-length code of 16 four-bit codes for 0..=15).
+fn dynamic_block_with(w: &mut Bits, ops: &[Op], ll: &[u32], dl: &[u32], last: bool) {
+    let mut pl = [0u32; 19];
+    pl[..16].fill(4);
+    let pc = canonical(&pl);
+    w.put(u32::from(last), 1);
+    w.put(2, 2);
+    w.put(286 - 257, 5);
+    w.put(30 - 1, 5);
+    w.put(19 - 4, 4);
+    for &s in &ORDER {
+        w.put(pl[s], 3);
+    }
+    for &l in ll.iter().chain(dl) {
+        w.code(pc[l as usize], 4);
+    }
+    write_symbols(w, ops, (&canonical(ll), ll), (&canonical(dl), dl));
+}
+
+/// Codes of 1 and 2 bits put up to 32 symbols in one round of the warp's decode (each lane's
+/// candidate offset starts a real symbol), fill the 128-byte run of decoded bytes through its
+/// capacity limit, and mix matches gathered into the run (3, 11-12 and 35-42 bytes, distances 1
+/// and 33-48) with ones copied past it (227-257 bytes); a stored block of 0-7 bytes first
+/// shifts the output's alignment under the run.
+#[test]
+fn short_codes_and_long_runs_decode() {
+    let mut ll = vec![0u32; 286];
+    for (s, l) in [(97, 1), (98, 2), (256, 4), (257, 5), (265, 5), (273, 4), (284, 4)] {
+        ll[s] = l;
+    }
+    let mut dl = vec![0u32; 30];
+    dl[0] = 1;
+    dl[10] = 1;
+    let mut cases: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
+    for seed in 1..9u64 {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut ops = Vec::new();
+        let mut produced = 0u32;
+        while ops.len() < 3000 {
+            let r = next() % 64;
+            if produced >= 48 && r < 6 {
+                let len = match r {
+                    0 => 3,
+                    1 => 11 + (next() % 2) as u32,
+                    2 | 3 => 35 + (next() % 8) as u32,
+                    _ => 227 + (next() % 31) as u32,
+                };
+                let dist = if next() % 2 == 0 { 1 } else { 33 + (next() % 16) as u32 };
+                ops.push(Op::Match(len, dist));
+                produced += len;
+            } else {
+                ops.push(Op::Lit(if next() % 3 == 0 { b'b' } else { b'a' }));
+                produced += 1;
+            }
+        }
+        let lead = data((seed % 8) as usize, 0, seed);
+        let mut d = lead.clone();
+        execute(&mut d, &ops);
+        let mut w = Bits::default();
+        stored_block(&mut w, &lead, false);
+        dynamic_block_with(&mut w, &ops, &ll, &dl, false);
+        fixed_block(&mut w, &ops[..200], false);
+        dynamic_block_with(&mut w, &ops, &ll, &dl, true);
+        let mut all = d.clone();
+        execute(&mut all, &ops[..200]);
+        execute(&mut all, &ops);
+        cases.push((format!("short codes {seed}"), zlib_wrap(&w.finish(), &all), all));
+    }
+    for (what, c, d) in &cases {
+        assert_eq!(ref_unzlib(c).as_ref(), Some(d), "{what}: flate2 agrees with the hand-built stream");
+    }
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = cases
+            .iter()
+            .map(|(_, c, d)| ChunkInput::zlib(c).with_expected_len(d.len()).with_checksum_verification())
+            .collect();
+        for (r, (what, _, d)) in decode(seed, &inputs).into_iter().zip(&cases) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+}
+
 // ---- gzip members ----
 
 fn crc32(d: &[u8]) -> u32 {
