@@ -11,8 +11,10 @@
 //     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens;
 //   - table builds (Huffman, FSE: description parse, symbol spread, state table) run on lane 0
 //     into this warp's shared-memory tables, published with one __syncwarp;
-//   - Huffman literals decode on lanes 0..3 (one lane per stream) straight into the tail of the
-//     job's output range: the literals of a block are always consumed before the output front
+//   - the bitstreams (sequences, Huffman streams, Huffman weights) are read through a 128-bit
+//     cache of two aligned 8-byte words: one load per 64 bits;
+//   - Huffman literals decode on lanes 0..3 (one lane per stream, bytes gathered into aligned
+//     4-byte stores) straight into the tail of the job's output range: the literals of a block are always consumed before the output front
 //     reaches them (the output still to come is at least the literals still to copy), so no
 //     scratch buffer is needed, and a front that would overrun them is corrupt input;
 //   - literal and match copies and raw/RLE blocks are cooperative over the 32 lanes, with the
@@ -88,50 +90,71 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_highbit(dmc_u32 x) { return 31u - (d
 // ---- Backward bit reader (FSE and Huffman bitstreams) ----
 // Bits are numbered from the first byte's least significant bit; reading n bits takes bits
 // [pos-n, pos) as a number (the first bit read is its most significant) and lowers pos. Bits
-// below 0 read as zeros, so a reader may overrun; callers check `pos` at the end. A 64-bit
-// cache holds bits [lo, lo+64) (bytes outside the stream as zeros) and is refilled, with
-// bounds-checked byte loads, when a read reaches below it.
+// below 0 read as zeros, so a reader may overrun; callers check `pos` at the end. The cache is
+// two 8-byte words at 8-byte aligned addresses, `hi` (address bytes [8w, 8w+8) of the stream's
+// aligned base) and `lo` (the 8 bytes before it): one aligned 8-byte load per 64 bits read.
+// A word that lies wholly inside the stream is loaded at once; one that straddles the stream's
+// first or last byte (at most two per stream) is assembled from bounds-checked byte loads,
+// bytes outside the stream reading as zeros.
 struct dmc_zbr {
     const dmc_u8* p;
     dmc_u32 len;
+    dmc_u32 mis;  // the address of p modulo 8
     dmc_i64 pos;
-    dmc_i64 lo;
-    dmc_u64 cache;
+    dmc_i64 w;  // index of `hi` among the aligned words from p - mis
+    dmc_u64 hi, lo;
 };
+
+// Aligned word k (address bytes [8k, 8k+8) from p - mis) of the stream.
+__device__ __forceinline__ dmc_u64 dmc_zbr_word(const dmc_zbr* r, dmc_i64 k) {
+    const dmc_i64 first = 8 * k - (dmc_i64)r->mis;  // stream position of its first byte
+    if (first >= 0 && first + 8 <= (dmc_i64)r->len) return *(const dmc_u64*)(r->p + first);  // aligned
+    dmc_u64 v = 0;
+    for (dmc_i64 q = 0; q < 8; q++) {
+        const dmc_i64 i = first + q;
+        if (i >= 0 && i < (dmc_i64)r->len) v |= (dmc_u64)r->p[i] << (8 * q);
+    }
+    return v;
+}
 
 // Starts a reader on [p, p+len): the last byte's highest set bit marks the end. False when the
 // stream is empty or its last byte is zero.
 __device__ __forceinline__ bool dmc_zbr_init(dmc_zbr* r, const dmc_u8* p, dmc_u32 len) {
     r->p = p;
     r->len = len;
+    r->mis = (dmc_u32)((dmc_u64)p & 7u);
     r->pos = 0;
-    r->cache = 0;
-    r->lo = 1;  // empty: the first read refills
+    r->w = 0;
+    r->hi = 0;
+    r->lo = 0;
     if (len == 0) return false;
     const dmc_u32 last = p[len - 1];
     if (last == 0) return false;
     r->pos = (dmc_i64)(len - 1) * 8 + (dmc_i64)dmc_zstd_highbit(last);
-    r->lo = r->pos + 1;
+    // hi holds the bit below pos (address bit pos - 1 + 8 mis)
+    r->w = (r->pos - 1 + 8 * (dmc_i64)r->mis) >> 6;
+    r->hi = dmc_zbr_word(r, r->w);
+    r->lo = dmc_zbr_word(r, r->w - 1);
     return true;
 }
 
 // The n (<= 32) bits below pos, without consuming them.
 __device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
     if (r->pos <= 0 || n == 0) return 0;
-    if (r->pos - (dmc_i64)n < r->lo) {
-        // Refill: the 8 bytes ending at the byte that holds bit pos-1.
-        const dmc_i64 top = ((r->pos + 7) >> 3);  // one past the last byte needed
-        const dmc_i64 first = top - 8;
-        dmc_u64 v = 0;
-        for (dmc_i64 k = 0; k < 8; k++) {
-            const dmc_i64 i = first + k;
-            if (i >= 0 && i < (dmc_i64)r->len) v |= (dmc_u64)r->p[i] << (8 * k);
-        }
-        r->cache = v;
-        r->lo = first * 8;
+    const dmc_i64 at = r->pos - (dmc_i64)n + 8 * (dmc_i64)r->mis;  // address bit of the lowest bit
+    // Slide down a word at a time (a read lowers pos by at most 32, so once per read at most;
+    // at >= -32 > 64 * (w - 1) ends the loop at w = 0 at the latest).
+    while (at < 64 * (r->w - 1)) {
+        r->w--;
+        r->hi = r->lo;
+        r->lo = dmc_zbr_word(r, r->w - 1);
     }
-    // lo <= pos - 57 after a refill, so the shift is in [0, 64 - n].
-    return (dmc_u32)((r->cache >> (r->pos - (dmc_i64)n - r->lo)) & ((1ull << n) - 1));
+    const dmc_u32 off = (dmc_u32)(at - 64 * (r->w - 1));  // in [0, 128 - n]
+    dmc_u64 v;
+    if (off >= 64) v = r->hi >> (off - 64);
+    else if (off == 0) v = r->lo;
+    else v = (r->lo >> off) | (r->hi << (64 - off));
+    return (dmc_u32)(v & ((1ull << n) - 1));
 }
 
 __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
@@ -343,16 +366,30 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
     return DMC_STATUS_OK;
 }
 
-// One lane: decodes `count` Huffman-coded literals of the stream [p, p+len) into out.
+// One lane: decodes `count` Huffman-coded literals of the stream [p, p+len) into out. The
+// bytes are gathered in a register and stored a 4-byte aligned word at a time; the partial
+// words at either end of out (which other lanes' streams may share) are stored a byte at a time.
 __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, const dmc_u8* p, dmc_u32 len,
                                        dmc_u8* out, dmc_u32 count) {
     dmc_zbr r;
     if (!dmc_zbr_init(&r, p, len)) return DMC_STATUS_CORRUPT;
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
+    dmc_u32 acc = 0;
     for (dmc_u32 i = 0; i < count; i++) {
         const dmc_u32 e = sm->huf[dmc_zbr_peek(&r, log)];
-        out[i] = (dmc_u8)(e & 0xFF);
+        const dmc_u32 q = (i + mis) & 3u;  // byte of its aligned word
+        acc |= (e & 0xFFu) << (8 * q);
         r.pos -= (dmc_i64)(e >> 8);
         if (r.pos < 0) return DMC_STATUS_CORRUPT;
+        if (q == 3 || i + 1 == count) {
+            if (q == 3 && i >= 3) {
+                *(dmc_u32*)(out + i - 3) = acc;  // aligned: out + i + 1 is a multiple of 4
+            } else {
+                const dmc_u32 first = i >= q ? i - q : 0;  // the word's first byte in out
+                for (dmc_u32 k = first; k <= i; k++) out[k] = (dmc_u8)(acc >> (8 * ((k + mis) & 3u)));
+            }
+            acc = 0;
+        }
     }
     return r.pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
 }
