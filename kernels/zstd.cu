@@ -28,7 +28,9 @@
 // the parallelism. The split remains the next step once the emulator's cost report says the
 // serial sequence decode dominates.
 //
-// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (≈ 10.6 KiB per warp).
+// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (9744 B per warp) and the
+// block's table of literal and match length codes (baseline and extra bits, 356 B), which the
+// block's threads copy from constant memory before the warps start (one __syncthreads).
 // Every load is checked against the job's source length and every store against its output
 // length; corrupt input ends the job with a DMC_STATUS_* code.
 #include "common.cuh"
@@ -57,9 +59,13 @@ struct dmc_zstd_smem {
     dmc_u32 of[1 << DMC_ZSTD_OF_LOG_MAX];
     dmc_u32 wt[64];  // FSE table of Huffman weights (accuracy log <= 6)
     dmc_u16 huf[1 << DMC_ZSTD_HUF_LOG_MAX];
-    dmc_i16 norm[64];
-    dmc_u16 next[64];
-    dmc_u8 weights[256];
+    union {
+        struct {
+            dmc_i16 norm[64];
+            dmc_u16 next[64];
+        } f;                  // an FSE table build's distribution and its next-state counters
+        dmc_u8 weights[256];  // Huffman weights (decoded after their FSE table is built)
+    } t;
     dmc_u32 res[4];  // lane 0's results for the warp: status, bytes used, log
 };
 
@@ -84,6 +90,10 @@ __constant__ dmc_i16 dmc_zstd_ml_default[53] = {1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1,
                                                 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1};
 __constant__ dmc_i16 dmc_zstd_of_default[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1,
                                                 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1};
+
+// Literals length codes 0..35 then match length codes 0..52 as baseline | extra bits << 24: the
+// block's shared copy (dmc_zstd_codes) of the tables above, one lookup per length.
+#define DMC_ZSTD_CODES (36 + 53)
 
 __device__ __forceinline__ dmc_u32 dmc_zstd_highbit(dmc_u32 x) { return 31u - (dmc_u32)__clz(x); }
 
@@ -165,7 +175,7 @@ __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
 
 // ---- FSE ----
 
-// Reads an FSE table description (RFC 8878 4.1.1) from [p, p+avail) into sm->norm.
+// Reads an FSE table description (RFC 8878 4.1.1) from [p, p+avail) into sm->t.f.norm.
 // Returns the status; on success *used is the bytes consumed, *log the accuracy log and
 // *max_sym the last symbol described.
 __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 avail, dmc_u32 log_max,
@@ -209,7 +219,7 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
             bitpos += nbits;
         }
         const dmc_i32 count = value - 1;
-        sm->norm[sym++] = (dmc_i16)count;
+        sm->t.f.norm[sym++] = (dmc_i16)count;
         remaining -= count < 0 ? -count : count;
         if (remaining < 1) return DMC_STATUS_CORRUPT;
         if (count == 0) {
@@ -219,7 +229,7 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
                 DMC_ZFWD(2, rep);
                 bitpos += 2;
                 if (sym + rep > sym_max + 1) return DMC_STATUS_CORRUPT;
-                for (dmc_u32 k = 0; k < rep; k++) sm->norm[sym++] = 0;
+                for (dmc_u32 k = 0; k < rep; k++) sm->t.f.norm[sym++] = 0;
                 if (rep != 3) break;
                 if (bitpos > total_bits) return DMC_STATUS_CORRUPT;
             }
@@ -238,24 +248,24 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
     return DMC_STATUS_OK;
 }
 
-// Builds the FSE decoding table of sm->norm[0..=max_sym] (sum 1 << log) into `table`.
+// Builds the FSE decoding table of sm->t.f.norm[0..=max_sym] (sum 1 << log) into `table`.
 __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
     const dmc_u32 size = 1u << log;
     const dmc_u32 mask = size - 1;
     dmc_u32 high = size - 1;
     for (dmc_u32 s = 0; s <= max_sym; s++) {
-        if (sm->norm[s] == -1) {
+        if (sm->t.f.norm[s] == -1) {
             table[high] = s;
             high--;
-            sm->next[s] = 1;
+            sm->t.f.next[s] = 1;
         } else {
-            sm->next[s] = (dmc_u16)sm->norm[s];
+            sm->t.f.next[s] = (dmc_u16)sm->t.f.norm[s];
         }
     }
     const dmc_u32 step = (size >> 1) + (size >> 3) + 3;
     dmc_u32 pos = 0;
     for (dmc_u32 s = 0; s <= max_sym; s++) {
-        const dmc_i32 n = sm->norm[s];
+        const dmc_i32 n = sm->t.f.norm[s];
         for (dmc_i32 i = 0; i < n; i++) {
             table[pos] = s;
             do {
@@ -266,7 +276,7 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
     if (pos != 0) return DMC_STATUS_CORRUPT;
     for (dmc_u32 u = 0; u < size; u++) {
         const dmc_u32 s = table[u] & 0xFFu;
-        const dmc_u32 nxt = sm->next[s]++;
+        const dmc_u32 nxt = sm->t.f.next[s]++;
         const dmc_u32 nb = log - dmc_zstd_highbit(nxt);
         const dmc_u32 base = (nxt << nb) - size;
         table[u] = s | (nb << 8) | (base << 16);
@@ -277,7 +287,7 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
 // Lane 0: the table of a predefined distribution.
 __device__ dmc_u32 dmc_zstd_build_default(dmc_zstd_smem* sm, dmc_u32* table, const dmc_i16* dist, dmc_u32 n,
                                           dmc_u32 log) {
-    for (dmc_u32 s = 0; s < n; s++) sm->norm[s] = dist[s];
+    for (dmc_u32 s = 0; s < n; s++) sm->t.f.norm[s] = dist[s];
     return dmc_zstd_build_fse(sm, table, log, n - 1);
 }
 
@@ -307,20 +317,20 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
         for (;;) {
             if (n >= 255) return DMC_STATUS_CORRUPT;
             dmc_u32 e = sm->wt[s1];
-            sm->weights[n++] = (dmc_u8)(e & 0xFF);
+            sm->t.weights[n++] = (dmc_u8)(e & 0xFF);
             s1 = (e >> 16) + dmc_zbr_read(&r, (e >> 8) & 0xFF);
             if (r.pos < 0) {
                 if (n >= 255) return DMC_STATUS_CORRUPT;
-                sm->weights[n++] = (dmc_u8)(sm->wt[s2] & 0xFF);
+                sm->t.weights[n++] = (dmc_u8)(sm->wt[s2] & 0xFF);
                 break;
             }
             if (n >= 255) return DMC_STATUS_CORRUPT;
             e = sm->wt[s2];
-            sm->weights[n++] = (dmc_u8)(e & 0xFF);
+            sm->t.weights[n++] = (dmc_u8)(e & 0xFF);
             s2 = (e >> 16) + dmc_zbr_read(&r, (e >> 8) & 0xFF);
             if (r.pos < 0) {
                 if (n >= 255) return DMC_STATUS_CORRUPT;
-                sm->weights[n++] = (dmc_u8)(sm->wt[s1] & 0xFF);
+                sm->t.weights[n++] = (dmc_u8)(sm->wt[s1] & 0xFF);
                 break;
             }
         }
@@ -331,14 +341,14 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
         if (bytes > avail - 1) return DMC_STATUS_CORRUPT;
         for (dmc_u32 i = 0; i < n; i++) {
             const dmc_u32 b = p[1 + i / 2];
-            sm->weights[i] = (dmc_u8)((i & 1) ? (b & 15) : (b >> 4));
+            sm->t.weights[i] = (dmc_u8)((i & 1) ? (b & 15) : (b >> 4));
         }
         *used = 1 + bytes;
     }
     // The implied last weight completes the sum of 2^(w-1) to a power of two.
     dmc_u32 sum = 0;
     for (dmc_u32 i = 0; i < n; i++) {
-        const dmc_u32 w = sm->weights[i];
+        const dmc_u32 w = sm->t.weights[i];
         if (w > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
         if (w) sum += 1u << (w - 1);
     }
@@ -347,7 +357,7 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
     if (log > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
     const dmc_u32 rest = (1u << log) - sum;
     if (rest & (rest - 1)) return DMC_STATUS_CORRUPT;
-    sm->weights[n] = (dmc_u8)(dmc_zstd_highbit(rest) + 1);
+    sm->t.weights[n] = (dmc_u8)(dmc_zstd_highbit(rest) + 1);
     const dmc_u32 nsym = n + 1;
     // Codes in order of increasing weight, symbols in natural order within a weight: a symbol
     // of weight w fills 2^(w-1) consecutive entries of the 2^log-entry table.
@@ -356,7 +366,7 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
         const dmc_u32 span = 1u << (w - 1);
         const dmc_u32 entry = ((log + 1 - w) << 8);
         for (dmc_u32 s = 0; s < nsym; s++) {
-            if (sm->weights[s] != w) continue;
+            if (sm->t.weights[s] != w) continue;
             for (dmc_u32 k = 0; k < span; k++) sm->huf[idx + k] = (dmc_u16)(entry | s);
             idx += span;
         }
@@ -517,6 +527,7 @@ struct dmc_zstd_frame_state {
     // Per sequence table: 0 none yet, 1 predefined, 2 other; and its accuracy log.
     dmc_u32 tag[3];
     dmc_u32 log[3];
+    const dmc_u32* codes;  // the block's length code table (DMC_ZSTD_CODES entries)
 };
 
 // Sets up one sequence table (mode 0 predefined, 1 RLE, 2 FSE, 3 repeat). kind: 0 LL, 1 OF, 2 ML.
@@ -729,8 +740,9 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             const dmc_u32 ell = sm->ll[sll], eof = sm->of[sof], eml = sm->ml[sml];
             const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
             const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
-            const dmc_u32 ml = dmc_zstd_ml_base[mlc] + dmc_zbr_read(&r, dmc_zstd_ml_bits[mlc]);
-            const dmc_u32 ll = dmc_zstd_ll_base[llc] + dmc_zbr_read(&r, dmc_zstd_ll_bits[llc]);
+            const dmc_u32 mlv = fs->codes[36 + mlc], llv = fs->codes[llc];
+            const dmc_u32 ml = (mlv & 0xFFFFFFu) + dmc_zbr_read(&r, mlv >> 24);
+            const dmc_u32 ll = (llv & 0xFFFFFFu) + dmc_zbr_read(&r, llv >> 24);
             if (i + 1 < nseq) {
                 sll = (ell >> 16) + dmc_zbr_read(&r, (ell >> 8) & 0xFF);
                 sml = (eml >> 16) + dmc_zbr_read(&r, (eml >> 8) & 0xFF);
@@ -789,7 +801,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
 
 // Decodes one frame whose magic number was consumed; in[*ip..) is its header.
 __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 in_len, dmc_u32* ip_io, dmc_u8* out,
-                                  dmc_u32 out_len, dmc_u32* op_io, bool verify, dmc_u32 lane) {
+                                  dmc_u32 out_len, dmc_u32* op_io, bool verify, const dmc_u32* codes, dmc_u32 lane) {
     dmc_u32 ip = *ip_io;
     if (ip >= in_len) return DMC_STATUS_SRC_TRUNCATED;
     const dmc_u32 fhd = in[ip++];
@@ -826,6 +838,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     fs.rep[1] = 4;
     fs.rep[2] = 8;
     fs.huf_log = 0;
+    fs.codes = codes;
     for (int k = 0; k < 3; k++) {
         fs.tag[k] = 0;
         fs.log[k] = 0;
@@ -882,6 +895,12 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
                 dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
                 dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
     __shared__ dmc_zstd_smem smem[DMC_ZSTD_WARPS_PER_BLOCK];
+    __shared__ dmc_u32 codes[DMC_ZSTD_CODES];
+    for (dmc_u32 t = threadIdx.x; t < DMC_ZSTD_CODES; t += blockDim.x) {
+        codes[t] = t < 36 ? dmc_zstd_ll_base[t] | ((dmc_u32)dmc_zstd_ll_bits[t] << 24)
+                          : dmc_zstd_ml_base[t - 36] | ((dmc_u32)dmc_zstd_ml_bits[t - 36] << 24);
+    }
+    __syncthreads();  // before any warp leaves
     const dmc_u32 warp = blockIdx.x * DMC_ZSTD_WARPS_PER_BLOCK + (threadIdx.x / DMC_WARP_SIZE);
     const dmc_u32 lane = dmc_lane();
     if (warp >= n_ids) return;  // whole warp leaves together
@@ -921,7 +940,7 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
             st = DMC_STATUS_CORRUPT;
             break;
         }
-        st = dmc_zstd_frame(sm, in, in_len, &ip, out, out_len, &op, verify, lane);
+        st = dmc_zstd_frame(sm, in, in_len, &ip, out, out_len, &op, verify, codes, lane);
     }
     if (st == DMC_STATUS_OK && op != out_len) st = DMC_STATUS_SIZE_MISMATCH;
     if (lane == 0) {
