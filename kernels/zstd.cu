@@ -19,7 +19,10 @@
 //     scratch buffer is needed, and a front that would overrun them is corrupt input;
 //   - literal and match copies and raw/RLE blocks are cooperative over the 32 lanes, with the
 //     overlap-safe match copy of the LZ4 kernel (byte j of a match of distance d comes from
-//     op-d+(j mod d)) and one __syncwarp per sequence before its match;
+//     op-d+(j mod d)) and one __syncwarp per sequence; a sequence's literals and match go out
+//     in one pass (a match byte whose source is one of the sequence's own literals reads that
+//     literal), except when the output front is close behind the in-tail literals, where the
+//     literals go first and a __syncwarp precedes the match;
 //   - the XXH64 checksum runs its four accumulators on lanes 0..3.
 // Why not the two-kernel split (a warp per block decoding sequences, a warp per frame executing
 // them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
@@ -449,6 +452,29 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
     L->used += n;
 }
 
+// One sequence in one pass: out[op, op+ll) = the next ll literals, then the match of ml bytes at
+// distance off. Byte j of the match comes from m - off + (j mod off) (m = op + ll, the
+// overlap-safe rule of dmc_zstd_match); a source at or past op is one of this sequence's
+// literals, read from the literal source instead of the output, so no lane reads what another
+// lane writes in this call and each round of 32 bytes is one load and one store. The caller
+// synchronised the warp first and made sure the stores do not reach unread in-tail literals.
+__device__ __forceinline__ void dmc_zstd_seq_copy(dmc_u8* out, dmc_u32 op, dmc_zstd_lits* L, dmc_u32 ll, dmc_u32 ml,
+                                                  dmc_u32 off, dmc_u32 lane) {
+    const dmc_u8* lit = L->src + L->used;  // raw and in-tail literals
+    const dmc_u32 n = ll + ml;
+    for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) {
+        dmc_u32 from = op + j;  // a literal: its index is from - op
+        if (j >= ll) {
+            const dmc_u32 k = j - ll;
+            from = op + ll - off + (k < off ? k : k % off);
+        }
+        const bool is_lit = from >= op;
+        const dmc_u8 v = (is_lit && L->kind == 1) ? L->rle : *(is_lit ? lit + (from - op) : out + from);
+        out[op + j] = v;
+    }
+    L->used += ll;
+}
+
 // ---- XXH64 (seed 0) of out[0..len), accumulators on lanes 0..3 ----
 #define DMC_XXP1 0x9E3779B185EBCA87ull
 #define DMC_XXP2 0xC2B2AE3D27D4EB4Full
@@ -767,21 +793,27 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                     fs->rep[0] = off;
                 }
             }
-            // Execute: literals, then the match.
+            // Execute: the literals, then the match (both checked first).
             if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
             if (ll > out_len - op) return DMC_STATUS_DST_OVERFLOW;
             block_out += ll + ml;
             if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
-            dmc_zstd_copy_lits(out, op, &L, ll, lane);
-            op += ll;
+            const dmc_u32 mop = op + ll;  // the match's first byte
             // The match may not reach the literals still to copy (in-tail literals) nor past
             // the output range.
-            const dmc_u32 limit = L.kind == 2 ? L.tail + L.used : out_len;
-            if (ml > limit - op) return DMC_STATUS_DST_OVERFLOW;
-            if (off == 0 || off > op - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
-            __syncwarp();  // this match reads bytes other lanes just wrote
-            dmc_zstd_match(out, op, off, ml, lane);
-            op += ml;
+            const dmc_u32 limit = L.kind == 2 ? L.tail + L.used + ll : out_len;
+            if (ml > limit - mop) return DMC_STATUS_DST_OVERFLOW;
+            if (off == 0 || off > mop - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
+            __syncwarp();  // the earlier sequences' bytes are visible to every lane
+            if (L.kind != 2 || L.tail + L.used - op >= ll + ml) {
+                dmc_zstd_seq_copy(out, op, &L, ll, ml, off, lane);
+            } else {
+                // the front is close behind the in-tail literals: literals first, in rounds
+                dmc_zstd_copy_lits(out, op, &L, ll, lane);
+                __syncwarp();  // this match reads bytes other lanes just wrote
+                dmc_zstd_match(out, mop, off, ml, lane);
+            }
+            op = mop + ml;
         }
         if (r.pos != 0) return DMC_STATUS_CORRUPT;
     } else if (bp != n) {
