@@ -31,9 +31,9 @@
 // the parallelism. The split remains the next step once the emulator's cost report says the
 // serial sequence decode dominates.
 //
-// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (9744 B per warp) and the
-// block's table of literal and match length codes (baseline and extra bits, 356 B), which the
-// block's threads copy from constant memory before the warps start (one __syncthreads).
+// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (9908 B per warp, with the
+// warp's table of the literal and match length codes that have extra bits, which its lanes
+// copy from constant memory at the start).
 // Every load is checked against the job's source length and every store against its output
 // length; corrupt input ends the job with a DMC_STATUS_* code.
 #include "common.cuh"
@@ -54,6 +54,11 @@
 #define DMC_ZSTD_ML_MAX_SYM 52
 #define DMC_ZSTD_OF_MAX_SYM 31
 
+// Literals length codes 16..35 then match length codes 32..52 (the codes with extra bits; a
+// smaller literals length code is its own baseline, a smaller match length code is 3 below it)
+// as baseline | extra bits << 24: the warp's shared copy of the constant tables below.
+#define DMC_ZSTD_CODES (20 + 21)
+
 // Per-warp tables. FSE entries pack symbol (bits 0-7), bits to read (8-15), baseline (16-31);
 // Huffman entries pack symbol (bits 0-7) and code length (8-15).
 struct dmc_zstd_smem {
@@ -69,6 +74,7 @@ struct dmc_zstd_smem {
         } f;                  // an FSE table build's distribution and its next-state counters
         dmc_u8 weights[256];  // Huffman weights (decoded after their FSE table is built)
     } t;
+    dmc_u32 codes[DMC_ZSTD_CODES];  // length codes with extra bits (see DMC_ZSTD_CODES)
     dmc_u32 res[4];  // lane 0's results for the warp: status, bytes used, log
 };
 
@@ -94,9 +100,6 @@ __constant__ dmc_i16 dmc_zstd_ml_default[53] = {1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1,
 __constant__ dmc_i16 dmc_zstd_of_default[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1,
                                                 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1};
 
-// Literals length codes 0..35 then match length codes 0..52 as baseline | extra bits << 24: the
-// block's shared copy (dmc_zstd_codes) of the tables above, one lookup per length.
-#define DMC_ZSTD_CODES (36 + 53)
 
 __device__ __forceinline__ dmc_u32 dmc_zstd_highbit(dmc_u32 x) { return 31u - (dmc_u32)__clz(x); }
 
@@ -553,7 +556,6 @@ struct dmc_zstd_frame_state {
     // Per sequence table: 0 none yet, 1 predefined, 2 other; and its accuracy log.
     dmc_u32 tag[3];
     dmc_u32 log[3];
-    const dmc_u32* codes;  // the block's length code table (DMC_ZSTD_CODES entries)
 };
 
 // Sets up one sequence table (mode 0 predefined, 1 RLE, 2 FSE, 3 repeat). kind: 0 LL, 1 OF, 2 ML.
@@ -766,7 +768,8 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             const dmc_u32 ell = sm->ll[sll], eof = sm->of[sof], eml = sm->ml[sml];
             const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
             const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
-            const dmc_u32 mlv = fs->codes[36 + mlc], llv = fs->codes[llc];
+            const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
+            const dmc_u32 llv = llc < 16 ? llc : sm->codes[llc - 16];
             const dmc_u32 ml = (mlv & 0xFFFFFFu) + dmc_zbr_read(&r, mlv >> 24);
             const dmc_u32 ll = (llv & 0xFFFFFFu) + dmc_zbr_read(&r, llv >> 24);
             if (i + 1 < nseq) {
@@ -833,7 +836,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
 
 // Decodes one frame whose magic number was consumed; in[*ip..) is its header.
 __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 in_len, dmc_u32* ip_io, dmc_u8* out,
-                                  dmc_u32 out_len, dmc_u32* op_io, bool verify, const dmc_u32* codes, dmc_u32 lane) {
+                                  dmc_u32 out_len, dmc_u32* op_io, bool verify, dmc_u32 lane) {
     dmc_u32 ip = *ip_io;
     if (ip >= in_len) return DMC_STATUS_SRC_TRUNCATED;
     const dmc_u32 fhd = in[ip++];
@@ -870,7 +873,6 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     fs.rep[1] = 4;
     fs.rep[2] = 8;
     fs.huf_log = 0;
-    fs.codes = codes;
     for (int k = 0; k < 3; k++) {
         fs.tag[k] = 0;
         fs.log[k] = 0;
@@ -927,12 +929,6 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
                 dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
                 dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
     __shared__ dmc_zstd_smem smem[DMC_ZSTD_WARPS_PER_BLOCK];
-    __shared__ dmc_u32 codes[DMC_ZSTD_CODES];
-    for (dmc_u32 t = threadIdx.x; t < DMC_ZSTD_CODES; t += blockDim.x) {
-        codes[t] = t < 36 ? dmc_zstd_ll_base[t] | ((dmc_u32)dmc_zstd_ll_bits[t] << 24)
-                          : dmc_zstd_ml_base[t - 36] | ((dmc_u32)dmc_zstd_ml_bits[t - 36] << 24);
-    }
-    __syncthreads();  // before any warp leaves
     const dmc_u32 warp = blockIdx.x * DMC_ZSTD_WARPS_PER_BLOCK + (threadIdx.x / DMC_WARP_SIZE);
     const dmc_u32 lane = dmc_lane();
     if (warp >= n_ids) return;  // whole warp leaves together
@@ -940,6 +936,11 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
     const dmc_stream s = streams[sid];
     if (!dmc_stream_ok(s, sid, src_total, dst_total, lane == 0, status, actual)) return;
     dmc_zstd_smem* sm = &smem[threadIdx.x / DMC_WARP_SIZE];
+    for (dmc_u32 t = lane; t < DMC_ZSTD_CODES; t += DMC_WARP_SIZE) {
+        sm->codes[t] = t < 20 ? dmc_zstd_ll_base[16 + t] | ((dmc_u32)dmc_zstd_ll_bits[16 + t] << 24)
+                              : dmc_zstd_ml_base[12 + t] | ((dmc_u32)dmc_zstd_ml_bits[12 + t] << 24);
+    }
+    __syncwarp();  // the code table is visible to every lane
     const dmc_u8* in = src_base + s.src_off;
     dmc_u8* out = dst_base + s.dst_off;
     const dmc_u32 in_len = s.src_len;
@@ -972,7 +973,7 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
             st = DMC_STATUS_CORRUPT;
             break;
         }
-        st = dmc_zstd_frame(sm, in, in_len, &ip, out, out_len, &op, verify, codes, lane);
+        st = dmc_zstd_frame(sm, in, in_len, &ip, out, out_len, &op, verify, lane);
     }
     if (st == DMC_STATUS_OK && op != out_len) st = DMC_STATUS_SIZE_MISMATCH;
     if (lane == 0) {
