@@ -11,13 +11,18 @@
 //     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens;
 //   - table builds (Huffman, FSE: description parse, symbol spread, state table) run on lane 0
 //     into this warp's shared-memory tables, published with one __syncwarp;
-//   - Huffman literals decode on lanes 0..3 (one lane per stream) straight into the tail of the
-//     job's output range: the literals of a block are always consumed before the output front
+//   - the bitstreams (sequences, Huffman streams, Huffman weights) are read through a 128-bit
+//     cache of two aligned 8-byte words: one load per 64 bits;
+//   - Huffman literals decode on lanes 0..3 (one lane per stream, bytes gathered into aligned
+//     4-byte stores) straight into the tail of the job's output range: the literals of a block are always consumed before the output front
 //     reaches them (the output still to come is at least the literals still to copy), so no
 //     scratch buffer is needed, and a front that would overrun them is corrupt input;
 //   - literal and match copies and raw/RLE blocks are cooperative over the 32 lanes, with the
 //     overlap-safe match copy of the LZ4 kernel (byte j of a match of distance d comes from
-//     op-d+(j mod d)) and one __syncwarp per sequence before its match;
+//     op-d+(j mod d)) and one __syncwarp per sequence; a sequence's literals and match go out
+//     in one pass (a match byte whose source is one of the sequence's own literals reads that
+//     literal), except when the output front is close behind the in-tail literals, where the
+//     literals go first and a __syncwarp precedes the match;
 //   - the XXH64 checksum runs its four accumulators on lanes 0..3.
 // Why not the two-kernel split (a warp per block decoding sequences, a warp per frame executing
 // them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
@@ -26,7 +31,9 @@
 // the parallelism. The split remains the next step once the emulator's cost report says the
 // serial sequence decode dominates.
 //
-// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (≈ 10.6 KiB per warp).
+// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (9908 B per warp, with the
+// warp's table of the literal and match length codes that have extra bits, which its lanes
+// copy from constant memory at the start).
 // Every load is checked against the job's source length and every store against its output
 // length; corrupt input ends the job with a DMC_STATUS_* code.
 #include "common.cuh"
@@ -47,6 +54,11 @@
 #define DMC_ZSTD_ML_MAX_SYM 52
 #define DMC_ZSTD_OF_MAX_SYM 31
 
+// Literals length codes 16..35 then match length codes 32..52 (the codes with extra bits; a
+// smaller literals length code is its own baseline, a smaller match length code is 3 below it)
+// as baseline | extra bits << 24: the warp's shared copy of the constant tables below.
+#define DMC_ZSTD_CODES (20 + 21)
+
 // Per-warp tables. FSE entries pack symbol (bits 0-7), bits to read (8-15), baseline (16-31);
 // Huffman entries pack symbol (bits 0-7) and code length (8-15).
 struct dmc_zstd_smem {
@@ -55,9 +67,14 @@ struct dmc_zstd_smem {
     dmc_u32 of[1 << DMC_ZSTD_OF_LOG_MAX];
     dmc_u32 wt[64];  // FSE table of Huffman weights (accuracy log <= 6)
     dmc_u16 huf[1 << DMC_ZSTD_HUF_LOG_MAX];
-    dmc_i16 norm[64];
-    dmc_u16 next[64];
-    dmc_u8 weights[256];
+    union {
+        struct {
+            dmc_i16 norm[64];
+            dmc_u16 next[64];
+        } f;                  // an FSE table build's distribution and its next-state counters
+        dmc_u8 weights[256];  // Huffman weights (decoded after their FSE table is built)
+    } t;
+    dmc_u32 codes[DMC_ZSTD_CODES];  // length codes with extra bits (see DMC_ZSTD_CODES)
     dmc_u32 res[4];  // lane 0's results for the warp: status, bytes used, log
 };
 
@@ -83,55 +100,77 @@ __constant__ dmc_i16 dmc_zstd_ml_default[53] = {1, 4, 3, 2, 2, 2, 2, 2, 2, 1, 1,
 __constant__ dmc_i16 dmc_zstd_of_default[29] = {1, 1, 1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1,
                                                 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1};
 
+
 __device__ __forceinline__ dmc_u32 dmc_zstd_highbit(dmc_u32 x) { return 31u - (dmc_u32)__clz(x); }
 
 // ---- Backward bit reader (FSE and Huffman bitstreams) ----
 // Bits are numbered from the first byte's least significant bit; reading n bits takes bits
 // [pos-n, pos) as a number (the first bit read is its most significant) and lowers pos. Bits
-// below 0 read as zeros, so a reader may overrun; callers check `pos` at the end. A 64-bit
-// cache holds bits [lo, lo+64) (bytes outside the stream as zeros) and is refilled, with
-// bounds-checked byte loads, when a read reaches below it.
+// below 0 read as zeros, so a reader may overrun; callers check `pos` at the end. The cache is
+// two 8-byte words at 8-byte aligned addresses, `hi` (address bytes [8w, 8w+8) of the stream's
+// aligned base) and `lo` (the 8 bytes before it): one aligned 8-byte load per 64 bits read.
+// A word that lies wholly inside the stream is loaded at once; one that straddles the stream's
+// first or last byte (at most two per stream) is assembled from bounds-checked byte loads,
+// bytes outside the stream reading as zeros.
 struct dmc_zbr {
     const dmc_u8* p;
     dmc_u32 len;
+    dmc_u32 mis;  // the address of p modulo 8
     dmc_i64 pos;
-    dmc_i64 lo;
-    dmc_u64 cache;
+    dmc_i64 w;  // index of `hi` among the aligned words from p - mis
+    dmc_u64 hi, lo;
 };
+
+// Aligned word k (address bytes [8k, 8k+8) from p - mis) of the stream.
+__device__ __forceinline__ dmc_u64 dmc_zbr_word(const dmc_zbr* r, dmc_i64 k) {
+    const dmc_i64 first = 8 * k - (dmc_i64)r->mis;  // stream position of its first byte
+    if (first >= 0 && first + 8 <= (dmc_i64)r->len) return *(const dmc_u64*)(r->p + first);  // aligned
+    dmc_u64 v = 0;
+    for (dmc_i64 q = 0; q < 8; q++) {
+        const dmc_i64 i = first + q;
+        if (i >= 0 && i < (dmc_i64)r->len) v |= (dmc_u64)r->p[i] << (8 * q);
+    }
+    return v;
+}
 
 // Starts a reader on [p, p+len): the last byte's highest set bit marks the end. False when the
 // stream is empty or its last byte is zero.
 __device__ __forceinline__ bool dmc_zbr_init(dmc_zbr* r, const dmc_u8* p, dmc_u32 len) {
     r->p = p;
     r->len = len;
+    r->mis = (dmc_u32)((dmc_u64)p & 7u);
     r->pos = 0;
-    r->cache = 0;
-    r->lo = 1;  // empty: the first read refills
+    r->w = 0;
+    r->hi = 0;
+    r->lo = 0;
     if (len == 0) return false;
     const dmc_u32 last = p[len - 1];
     if (last == 0) return false;
     r->pos = (dmc_i64)(len - 1) * 8 + (dmc_i64)dmc_zstd_highbit(last);
-    r->lo = r->pos + 1;
+    // hi holds the bit below pos (address bit pos - 1 + 8 mis)
+    r->w = (r->pos - 1 + 8 * (dmc_i64)r->mis) >> 6;
+    r->hi = dmc_zbr_word(r, r->w);
+    r->lo = dmc_zbr_word(r, r->w - 1);
     return true;
 }
 
 // The n (<= 32) bits below pos, without consuming them.
 __device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
     if (r->pos <= 0 || n == 0) return 0;
-    if (r->pos - (dmc_i64)n < r->lo) {
-        // Refill: the 8 bytes ending at the byte that holds bit pos-1.
-        const dmc_i64 top = ((r->pos + 7) >> 3);  // one past the last byte needed
-        const dmc_i64 first = top - 8;
-        dmc_u64 v = 0;
-        for (dmc_i64 k = 0; k < 8; k++) {
-            const dmc_i64 i = first + k;
-            if (i >= 0 && i < (dmc_i64)r->len) v |= (dmc_u64)r->p[i] << (8 * k);
-        }
-        r->cache = v;
-        r->lo = first * 8;
+    const dmc_i64 at = r->pos - (dmc_i64)n + 8 * (dmc_i64)r->mis;  // address bit of the lowest bit
+    // Slide down a word at a time (a read lowers pos by at most 32, so once per read at most;
+    // at >= -32 > 64 * (w - 1) ends the loop at w = 0 at the latest).
+    while (at < 64 * (r->w - 1)) {
+        r->w--;
+        r->hi = r->lo;
+        r->lo = dmc_zbr_word(r, r->w - 1);
     }
-    // lo <= pos - 57 after a refill, so the shift is in [0, 64 - n].
-    return (dmc_u32)((r->cache >> (r->pos - (dmc_i64)n - r->lo)) & ((1ull << n) - 1));
+    const dmc_u32 off = (dmc_u32)(at - 64 * (r->w - 1));  // in [0, 128 - n]
+    dmc_u64 v;
+    if (off >= 64) v = r->hi >> (off - 64);
+    else if (off == 0) v = r->lo;
+    else v = (r->lo >> off) | (r->hi << (64 - off));
+    return (dmc_u32)(v & ((1ull << n) - 1));
 }
 
 __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
@@ -142,7 +181,7 @@ __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
 
 // ---- FSE ----
 
-// Reads an FSE table description (RFC 8878 4.1.1) from [p, p+avail) into sm->norm.
+// Reads an FSE table description (RFC 8878 4.1.1) from [p, p+avail) into sm->t.f.norm.
 // Returns the status; on success *used is the bytes consumed, *log the accuracy log and
 // *max_sym the last symbol described.
 __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 avail, dmc_u32 log_max,
@@ -186,7 +225,7 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
             bitpos += nbits;
         }
         const dmc_i32 count = value - 1;
-        sm->norm[sym++] = (dmc_i16)count;
+        sm->t.f.norm[sym++] = (dmc_i16)count;
         remaining -= count < 0 ? -count : count;
         if (remaining < 1) return DMC_STATUS_CORRUPT;
         if (count == 0) {
@@ -196,7 +235,7 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
                 DMC_ZFWD(2, rep);
                 bitpos += 2;
                 if (sym + rep > sym_max + 1) return DMC_STATUS_CORRUPT;
-                for (dmc_u32 k = 0; k < rep; k++) sm->norm[sym++] = 0;
+                for (dmc_u32 k = 0; k < rep; k++) sm->t.f.norm[sym++] = 0;
                 if (rep != 3) break;
                 if (bitpos > total_bits) return DMC_STATUS_CORRUPT;
             }
@@ -215,24 +254,24 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
     return DMC_STATUS_OK;
 }
 
-// Builds the FSE decoding table of sm->norm[0..=max_sym] (sum 1 << log) into `table`.
+// Builds the FSE decoding table of sm->t.f.norm[0..=max_sym] (sum 1 << log) into `table`.
 __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
     const dmc_u32 size = 1u << log;
     const dmc_u32 mask = size - 1;
     dmc_u32 high = size - 1;
     for (dmc_u32 s = 0; s <= max_sym; s++) {
-        if (sm->norm[s] == -1) {
+        if (sm->t.f.norm[s] == -1) {
             table[high] = s;
             high--;
-            sm->next[s] = 1;
+            sm->t.f.next[s] = 1;
         } else {
-            sm->next[s] = (dmc_u16)sm->norm[s];
+            sm->t.f.next[s] = (dmc_u16)sm->t.f.norm[s];
         }
     }
     const dmc_u32 step = (size >> 1) + (size >> 3) + 3;
     dmc_u32 pos = 0;
     for (dmc_u32 s = 0; s <= max_sym; s++) {
-        const dmc_i32 n = sm->norm[s];
+        const dmc_i32 n = sm->t.f.norm[s];
         for (dmc_i32 i = 0; i < n; i++) {
             table[pos] = s;
             do {
@@ -243,7 +282,7 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
     if (pos != 0) return DMC_STATUS_CORRUPT;
     for (dmc_u32 u = 0; u < size; u++) {
         const dmc_u32 s = table[u] & 0xFFu;
-        const dmc_u32 nxt = sm->next[s]++;
+        const dmc_u32 nxt = sm->t.f.next[s]++;
         const dmc_u32 nb = log - dmc_zstd_highbit(nxt);
         const dmc_u32 base = (nxt << nb) - size;
         table[u] = s | (nb << 8) | (base << 16);
@@ -254,7 +293,7 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
 // Lane 0: the table of a predefined distribution.
 __device__ dmc_u32 dmc_zstd_build_default(dmc_zstd_smem* sm, dmc_u32* table, const dmc_i16* dist, dmc_u32 n,
                                           dmc_u32 log) {
-    for (dmc_u32 s = 0; s < n; s++) sm->norm[s] = dist[s];
+    for (dmc_u32 s = 0; s < n; s++) sm->t.f.norm[s] = dist[s];
     return dmc_zstd_build_fse(sm, table, log, n - 1);
 }
 
@@ -284,20 +323,20 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
         for (;;) {
             if (n >= 255) return DMC_STATUS_CORRUPT;
             dmc_u32 e = sm->wt[s1];
-            sm->weights[n++] = (dmc_u8)(e & 0xFF);
+            sm->t.weights[n++] = (dmc_u8)(e & 0xFF);
             s1 = (e >> 16) + dmc_zbr_read(&r, (e >> 8) & 0xFF);
             if (r.pos < 0) {
                 if (n >= 255) return DMC_STATUS_CORRUPT;
-                sm->weights[n++] = (dmc_u8)(sm->wt[s2] & 0xFF);
+                sm->t.weights[n++] = (dmc_u8)(sm->wt[s2] & 0xFF);
                 break;
             }
             if (n >= 255) return DMC_STATUS_CORRUPT;
             e = sm->wt[s2];
-            sm->weights[n++] = (dmc_u8)(e & 0xFF);
+            sm->t.weights[n++] = (dmc_u8)(e & 0xFF);
             s2 = (e >> 16) + dmc_zbr_read(&r, (e >> 8) & 0xFF);
             if (r.pos < 0) {
                 if (n >= 255) return DMC_STATUS_CORRUPT;
-                sm->weights[n++] = (dmc_u8)(sm->wt[s1] & 0xFF);
+                sm->t.weights[n++] = (dmc_u8)(sm->wt[s1] & 0xFF);
                 break;
             }
         }
@@ -308,14 +347,14 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
         if (bytes > avail - 1) return DMC_STATUS_CORRUPT;
         for (dmc_u32 i = 0; i < n; i++) {
             const dmc_u32 b = p[1 + i / 2];
-            sm->weights[i] = (dmc_u8)((i & 1) ? (b & 15) : (b >> 4));
+            sm->t.weights[i] = (dmc_u8)((i & 1) ? (b & 15) : (b >> 4));
         }
         *used = 1 + bytes;
     }
     // The implied last weight completes the sum of 2^(w-1) to a power of two.
     dmc_u32 sum = 0;
     for (dmc_u32 i = 0; i < n; i++) {
-        const dmc_u32 w = sm->weights[i];
+        const dmc_u32 w = sm->t.weights[i];
         if (w > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
         if (w) sum += 1u << (w - 1);
     }
@@ -324,7 +363,7 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
     if (log > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
     const dmc_u32 rest = (1u << log) - sum;
     if (rest & (rest - 1)) return DMC_STATUS_CORRUPT;
-    sm->weights[n] = (dmc_u8)(dmc_zstd_highbit(rest) + 1);
+    sm->t.weights[n] = (dmc_u8)(dmc_zstd_highbit(rest) + 1);
     const dmc_u32 nsym = n + 1;
     // Codes in order of increasing weight, symbols in natural order within a weight: a symbol
     // of weight w fills 2^(w-1) consecutive entries of the 2^log-entry table.
@@ -333,7 +372,7 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
         const dmc_u32 span = 1u << (w - 1);
         const dmc_u32 entry = ((log + 1 - w) << 8);
         for (dmc_u32 s = 0; s < nsym; s++) {
-            if (sm->weights[s] != w) continue;
+            if (sm->t.weights[s] != w) continue;
             for (dmc_u32 k = 0; k < span; k++) sm->huf[idx + k] = (dmc_u16)(entry | s);
             idx += span;
         }
@@ -343,16 +382,30 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
     return DMC_STATUS_OK;
 }
 
-// One lane: decodes `count` Huffman-coded literals of the stream [p, p+len) into out.
+// One lane: decodes `count` Huffman-coded literals of the stream [p, p+len) into out. The
+// bytes are gathered in a register and stored a 4-byte aligned word at a time; the partial
+// words at either end of out (which other lanes' streams may share) are stored a byte at a time.
 __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, const dmc_u8* p, dmc_u32 len,
                                        dmc_u8* out, dmc_u32 count) {
     dmc_zbr r;
     if (!dmc_zbr_init(&r, p, len)) return DMC_STATUS_CORRUPT;
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
+    dmc_u32 acc = 0;
     for (dmc_u32 i = 0; i < count; i++) {
         const dmc_u32 e = sm->huf[dmc_zbr_peek(&r, log)];
-        out[i] = (dmc_u8)(e & 0xFF);
+        const dmc_u32 q = (i + mis) & 3u;  // byte of its aligned word
+        acc |= (e & 0xFFu) << (8 * q);
         r.pos -= (dmc_i64)(e >> 8);
         if (r.pos < 0) return DMC_STATUS_CORRUPT;
+        if (q == 3 || i + 1 == count) {
+            if (q == 3 && i >= 3) {
+                *(dmc_u32*)(out + i - 3) = acc;  // aligned: out + i + 1 is a multiple of 4
+            } else {
+                const dmc_u32 first = i >= q ? i - q : 0;  // the word's first byte in out
+                for (dmc_u32 k = first; k <= i; k++) out[k] = (dmc_u8)(acc >> (8 * ((k + mis) & 3u)));
+            }
+            acc = 0;
+        }
     }
     return r.pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
 }
@@ -400,6 +453,29 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
         }
     }
     L->used += n;
+}
+
+// One sequence in one pass: out[op, op+ll) = the next ll literals, then the match of ml bytes at
+// distance off. Byte j of the match comes from m - off + (j mod off) (m = op + ll, the
+// overlap-safe rule of dmc_zstd_match); a source at or past op is one of this sequence's
+// literals, read from the literal source instead of the output, so no lane reads what another
+// lane writes in this call and each round of 32 bytes is one load and one store. The caller
+// synchronised the warp first and made sure the stores do not reach unread in-tail literals.
+__device__ __forceinline__ void dmc_zstd_seq_copy(dmc_u8* out, dmc_u32 op, dmc_zstd_lits* L, dmc_u32 ll, dmc_u32 ml,
+                                                  dmc_u32 off, dmc_u32 lane) {
+    const dmc_u8* lit = L->src + L->used;  // raw and in-tail literals
+    const dmc_u32 n = ll + ml;
+    for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) {
+        dmc_u32 from = op + j;  // a literal: its index is from - op
+        if (j >= ll) {
+            const dmc_u32 k = j - ll;
+            from = op + ll - off + (k < off ? k : k % off);
+        }
+        const bool is_lit = from >= op;
+        const dmc_u8 v = (is_lit && L->kind == 1) ? L->rle : *(is_lit ? lit + (from - op) : out + from);
+        out[op + j] = v;
+    }
+    L->used += ll;
 }
 
 // ---- XXH64 (seed 0) of out[0..len), accumulators on lanes 0..3 ----
@@ -692,8 +768,10 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             const dmc_u32 ell = sm->ll[sll], eof = sm->of[sof], eml = sm->ml[sml];
             const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
             const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
-            const dmc_u32 ml = dmc_zstd_ml_base[mlc] + dmc_zbr_read(&r, dmc_zstd_ml_bits[mlc]);
-            const dmc_u32 ll = dmc_zstd_ll_base[llc] + dmc_zbr_read(&r, dmc_zstd_ll_bits[llc]);
+            const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
+            const dmc_u32 llv = llc < 16 ? llc : sm->codes[llc - 16];
+            const dmc_u32 ml = (mlv & 0xFFFFFFu) + dmc_zbr_read(&r, mlv >> 24);
+            const dmc_u32 ll = (llv & 0xFFFFFFu) + dmc_zbr_read(&r, llv >> 24);
             if (i + 1 < nseq) {
                 sll = (ell >> 16) + dmc_zbr_read(&r, (ell >> 8) & 0xFF);
                 sml = (eml >> 16) + dmc_zbr_read(&r, (eml >> 8) & 0xFF);
@@ -718,21 +796,27 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                     fs->rep[0] = off;
                 }
             }
-            // Execute: literals, then the match.
+            // Execute: the literals, then the match (both checked first).
             if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
             if (ll > out_len - op) return DMC_STATUS_DST_OVERFLOW;
             block_out += ll + ml;
             if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
-            dmc_zstd_copy_lits(out, op, &L, ll, lane);
-            op += ll;
+            const dmc_u32 mop = op + ll;  // the match's first byte
             // The match may not reach the literals still to copy (in-tail literals) nor past
             // the output range.
-            const dmc_u32 limit = L.kind == 2 ? L.tail + L.used : out_len;
-            if (ml > limit - op) return DMC_STATUS_DST_OVERFLOW;
-            if (off == 0 || off > op - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
-            __syncwarp();  // this match reads bytes other lanes just wrote
-            dmc_zstd_match(out, op, off, ml, lane);
-            op += ml;
+            const dmc_u32 limit = L.kind == 2 ? L.tail + L.used + ll : out_len;
+            if (ml > limit - mop) return DMC_STATUS_DST_OVERFLOW;
+            if (off == 0 || off > mop - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
+            __syncwarp();  // the earlier sequences' bytes are visible to every lane
+            if (L.kind != 2 || L.tail + L.used - op >= ll + ml) {
+                dmc_zstd_seq_copy(out, op, &L, ll, ml, off, lane);
+            } else {
+                // the front is close behind the in-tail literals: literals first, in rounds
+                dmc_zstd_copy_lits(out, op, &L, ll, lane);
+                __syncwarp();  // this match reads bytes other lanes just wrote
+                dmc_zstd_match(out, mop, off, ml, lane);
+            }
+            op = mop + ml;
         }
         if (r.pos != 0) return DMC_STATUS_CORRUPT;
     } else if (bp != n) {
@@ -852,6 +936,11 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
     const dmc_stream s = streams[sid];
     if (!dmc_stream_ok(s, sid, src_total, dst_total, lane == 0, status, actual)) return;
     dmc_zstd_smem* sm = &smem[threadIdx.x / DMC_WARP_SIZE];
+    for (dmc_u32 t = lane; t < DMC_ZSTD_CODES; t += DMC_WARP_SIZE) {
+        sm->codes[t] = t < 20 ? dmc_zstd_ll_base[16 + t] | ((dmc_u32)dmc_zstd_ll_bits[16 + t] << 24)
+                              : dmc_zstd_ml_base[12 + t] | ((dmc_u32)dmc_zstd_ml_bits[12 + t] << 24);
+    }
+    __syncwarp();  // the code table is visible to every lane
     const dmc_u8* in = src_base + s.src_off;
     dmc_u8* out = dst_base + s.dst_off;
     const dmc_u32 in_len = s.src_len;

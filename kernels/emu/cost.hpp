@@ -70,6 +70,8 @@ struct ThreadCost {
     WarpLog warps[MAX_THREADS / 32];
     uintptr_t stack_lo = 0, stack_hi = 0;
     std::vector<uint64_t> scratch;
+    // per call site (DAMACY_EMU_COST_SITES set): global requests, cold ones, shared requests
+    std::unordered_map<uintptr_t, std::array<uint64_t, 3>> sites;
 };
 
 struct Sink {
@@ -130,6 +132,13 @@ DMC_EMU_INTERNAL inline void units(const Rec* r, size_t n, int shift, std::vecto
     out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
+// DAMACY_EMU_COST_SITES set: launch_end prints the requests of every call site to stderr
+// (module-relative addresses for addr2line), a diagnostic for finding a kernel's costs.
+DMC_EMU_INTERNAL inline bool sites_on() {
+    static const bool on = std::getenv("DAMACY_EMU_COST_SITES") != nullptr;
+    return on;
+}
+
 // Evaluates one warp request: the records of one (call site, instance) of one warp.
 DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, size_t n) {
     LaunchCost& t = c->cur;
@@ -156,6 +165,11 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
         for (uint64_t s : u) cold |= c->footprint.insert(s).second;
         t.g_cold += cold;
         (cold ? L.g_cold : L.g_warm)++;
+        if (sites_on()) {
+            auto& e = c->sites[r[0].pc];
+            e[0]++;
+            e[1] += cold;
+        }
     } else {
         units(r, n, 2, u);
         unsigned per_bank[32] = {};
@@ -168,6 +182,7 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
         t.s_ideal[k] += (u.size() + 31) / 32;
         t.s_max_wavefronts = std::max(t.s_max_wavefronts, degree);
         L.s_req++;
+        if (sites_on()) c->sites[r[0].pc][2]++;
     }
 }
 
@@ -249,6 +264,18 @@ DMC_EMU_INTERNAL inline void launch_end(size_t smem_bytes) {
     ThreadCost* c = tls_cost;
     c->cur.smem_bytes = smem_bytes;
     c->cur.footprint_sectors = c->footprint.size();
+    if (sites_on() && !c->sites.empty()) {
+        std::vector<std::pair<uintptr_t, std::array<uint64_t, 3>>> v(c->sites.begin(), c->sites.end());
+        std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second[0] * 8 + x.second[2] > y.second[0] * 8 + y.second[2]; });
+        for (const auto& [pc, e] : v) {
+            Dl_info info{};
+            const uintptr_t base = dladdr((void*)pc, &info) ? (uintptr_t)info.dli_fbase : 0;
+            std::fprintf(stderr, "cost-site %s %s 0x%lx global %lu cold %lu shared %lu\n", c->cur.kernel,
+                         info.dli_fname ? info.dli_fname : "?", (unsigned long)(pc - base), (unsigned long)e[0],
+                         (unsigned long)e[1], (unsigned long)e[2]);
+        }
+        c->sites.clear();
+    }
     {
         std::lock_guard<std::mutex> lock(sink().mu);
         sink().launches.push_back(c->cur);

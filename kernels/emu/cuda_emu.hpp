@@ -54,6 +54,7 @@
 #include <algorithm>
 #include <array>
 #include <pthread.h>
+#include <dlfcn.h>
 #include <unordered_map>
 #include <unordered_set>
 #endif

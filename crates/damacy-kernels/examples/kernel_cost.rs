@@ -65,47 +65,23 @@ fn resources() -> (BTreeMap<String, Resources>, String) {
 /// Report-only cases (no budget): batches of gzip chunks of 64 KiB, 256 KiB and 1 MiB (issue
 /// 15's sizes), two chunks each, compressed by flate2 at level 6 from a smooth u16 field with
 /// noise in the low bits (microscopy-like: literals and short matches).
-fn gzip_batches() -> Vec<common::cost_cases::CostCase> {
+fn gzip_batches(device: &damacy_kernels::Device) -> Vec<common::cost_cases::CostCase> {
     use std::io::Write as _;
-    let device = damacy_kernels::Device::emulated(0);
     [(64usize << 10, "gzip-64KiB"), (256 << 10, "gzip-256KiB"), (1 << 20, "gzip-1MiB")]
         .into_iter()
         .map(|(size, name)| {
-            let chunks: Vec<Vec<u8>> = (0..2u64)
-                .map(|k| {
-                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ k;
-                    let raw: Vec<u8> = (0..size as u64 / 2)
-                        .flat_map(|i| {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                            let v = ((i % 512) * 40 + (i / 512) * 3) as u16 + (x & 7) as u16;
-                            v.to_le_bytes()
-                        })
-                        .collect();
+            let fields: Vec<Vec<u8>> = (0..2u64).map(|k| common::cost_cases::smooth_u16_field(size, k)).collect();
+            let chunks: Vec<Vec<u8>> = fields
+                .iter()
+                .map(|f| {
                     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-                    enc.write_all(&raw).expect("compressing into memory");
+                    enc.write_all(f).expect("compressing into memory");
                     enc.finish().expect("compressing into memory")
                 })
                 .collect();
-            let inputs: Vec<damacy_kernels::ChunkInput<'_>> =
-                chunks.iter().map(|c| damacy_kernels::ChunkInput::gzip(c)).collect();
-            let mut dec = damacy_kernels::Decoder::new(&device, common::small_config()).expect("an emulated decoder");
-            cost::reset();
-            let out = dec.decode_to_host(&inputs).expect("decoding the gzip batch");
-            let launches = cost::take();
-            let bytes = out.chunks.iter().map(|r| r.as_ref().map_or(0, Vec::len) as u64).sum();
-            assert_eq!(bytes, 2 * size as u64, "{name}: every chunk decodes whole");
-            let ratio = (2 * size) as f64 / chunks.iter().map(Vec::len).sum::<usize>() as f64;
-            common::cost_cases::CostCase {
-                name,
-                what: format!(
-                    "2 gzip chunks of {} KiB (flate2 level 6, {ratio:.1}:1; report only, no budget)",
-                    size >> 10
-                ),
-                bytes,
-                launches,
-            }
+            common::cost_cases::batch_case(device, name, "gzip (flate2 level 6)", &fields, &chunks, |b| {
+                damacy_kernels::ChunkInput::gzip(b)
+            })
         })
         .collect()
 }
@@ -130,7 +106,9 @@ fn main() -> ExitCode {
     let model = H100Model::default();
     let (res, res_note) = resources();
     let mut cases = common::cost_cases::cost_cases();
-    cases.extend(gzip_batches());
+    let device = damacy_kernels::Device::emulated(0);
+    cases.extend(gzip_batches(&device));
+    cases.extend(common::cost_cases::zstd_batches(&device));
     let mut md = String::new();
     let _ = writeln!(md, "# kernel_cost — the emulator's memory-access cost model (model, not GPU time)\n");
     let _ = writeln!(md, "- date: {}", sh("date", &["-u", "+%Y-%m-%d"]));

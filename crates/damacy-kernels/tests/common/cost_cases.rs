@@ -95,6 +95,68 @@ fn assemble_case(device: &Device, name: &'static str, dst: Dtype, n: u64) -> Cos
     }
 }
 
+/// `bytes` bytes (even) of a smooth little-endian u16 field with noise in its 3 low bits
+/// (microscopy-like: a compressor finds literals and short matches); `seed` varies the noise.
+pub fn smooth_u16_field(bytes: usize, seed: u64) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
+    (0..bytes as u64 / 2)
+        .flat_map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = ((i % 512) * 40 + (i / 512) * 3) as u16 + (x & 7) as u16;
+            v.to_le_bytes()
+        })
+        .collect()
+}
+
+/// Decodes `chunks` (compressed by `codec` from `fields`, one each) as one batch, checks every
+/// chunk against its field byte for byte and records the launches; a report-only case.
+pub fn batch_case(
+    device: &Device,
+    name: &'static str,
+    codec: &str,
+    fields: &[Vec<u8>],
+    chunks: &[Vec<u8>],
+    input: fn(&[u8]) -> ChunkInput<'_>,
+) -> CostCase {
+    let inputs: Vec<ChunkInput<'_>> = chunks.iter().map(|c| input(c)).collect();
+    let mut dec = Decoder::new(device, super::small_config()).unwrap();
+    cost::reset();
+    let out = dec.decode_to_host(&inputs).unwrap();
+    let launches = cost::take();
+    for (k, r) in out.chunks.iter().enumerate() {
+        assert!(r.as_ref().is_ok_and(|d| *d == fields[k]), "{name} chunk {k}: not its field");
+    }
+    let bytes = out.chunks.iter().map(|r| r.as_ref().map_or(0, Vec::len) as u64).sum();
+    let size = fields[0].len();
+    let ratio = (chunks.len() * size) as f64 / chunks.iter().map(Vec::len).sum::<usize>() as f64;
+    CostCase {
+        name,
+        what: format!(
+            "{} {codec} chunks of {} KiB, a smooth u16 field ({ratio:.1}:1; report only, no budget)",
+            chunks.len(),
+            size >> 10
+        ),
+        bytes,
+        launches,
+    }
+}
+
+/// Report-only cases (no budget) for issue 13's benchmark sizes: two zstd level-3 chunks (the
+/// `zstd` crate, content size in the header) of 64 KiB, 256 KiB and 1 MiB of
+/// [`smooth_u16_field`], each chunk checked byte for byte against the field.
+pub fn zstd_batches(device: &Device) -> Vec<CostCase> {
+    [(64usize << 10, "zstd-64KiB"), (256 << 10, "zstd-256KiB"), (1 << 20, "zstd-1MiB")]
+        .into_iter()
+        .map(|(size, name)| {
+            let fields: Vec<Vec<u8>> = (0..2u64).map(|k| smooth_u16_field(size, k)).collect();
+            let chunks: Vec<Vec<u8>> = fields.iter().map(|f| zstd::bulk::compress(f, 3).unwrap()).collect();
+            batch_case(device, name, "zstd level 3", &fields, &chunks, |b| ChunkInput::zstd(b))
+        })
+        .collect()
+}
+
 /// Every workload, on the emulated device.
 pub fn cost_cases() -> Vec<CostCase> {
     let device = Device::emulated(0);
