@@ -190,9 +190,9 @@ def test_strict_raises_instead(zarr_stats):
     assert zarr_stats()["fallback_reads"] == 0
 
 
-def test_output_that_is_not_numpy_is_refused_under_strict():
-    """A CuPy output (zarr.config.enable_gpu) is not wired to the device path: it falls back.
-    Without a GPU, a non-numpy NDBuffer shows the decision."""
+def test_output_that_is_neither_numpy_nor_device_memory_is_refused_under_strict():
+    """An NDBuffer whose array is neither numpy nor exposes ``__cuda_array_interface__``
+    falls back (here: raises under strict), naming what it is."""
     import asyncio
 
     class NotNumpy:
@@ -208,8 +208,95 @@ def test_output_that_is_not_numpy_is_refused_under_strict():
         pipeline = a._async_array.codec_pipeline
         getter = a._async_array.store_path / "c/0"
         # The output is examined before the chunk spec, so none is needed here.
-        with pytest.raises(damacy.Unsupported, match="not a numpy array"):
+        with pytest.raises(damacy.Unsupported, match="neither a numpy array nor device memory"):
             asyncio.run(pipeline.read([(getter, None, (slice(0, 4, 1),), (slice(0, 4, 1),), False)], FakeOut()))
+
+
+class _EmulatedDeviceArray:
+    """What zarr's output is under ``zarr.config.enable_gpu()`` (a CuPy array), as far as the
+    pipeline sees it: an object with a ``__cuda_array_interface__``. On the kernel emulator
+    device memory is host memory, so the interface points at a numpy array's bytes."""
+
+    def __init__(self, arr: np.ndarray):
+        self.arr = arr
+
+    @property
+    def dtype(self):
+        return self.arr.dtype
+
+    @property
+    def __cuda_array_interface__(self):
+        return {
+            "version": 3,
+            "shape": self.arr.shape,
+            "typestr": self.arr.dtype.str,
+            "data": (self.arr.ctypes.data, False),
+            "strides": self.arr.strides,
+            "stream": 1,
+        }
+
+
+def _device_prototype():
+    """A buffer prototype whose NDBuffers hand the pipeline an emulated device array."""
+    from zarr.core.buffer import BufferPrototype, cpu
+
+    class DeviceNDBuffer(cpu.NDBuffer):
+        def as_ndarray_like(self):
+            return _EmulatedDeviceArray(self._data)
+
+    return BufferPrototype(buffer=cpu.Buffer, nd_buffer=DeviceNDBuffer)
+
+
+def test_device_output_is_written_on_the_device_route_of_the_emulator(zarr_stats):
+    """zarr's output in device memory (``enable_gpu()``): damacy decodes every fixture straight
+    into it (device-route chains on the device, others through a host copy), for random strided
+    selections, equal to zarr's own pipeline; none falls back."""
+    try:
+        damacy.Reader(executor="emulated")
+    except damacy.Unsupported as e:
+        pytest.skip(f"this wheel has no kernel emulator (build it with --features emulate): {e}")
+    emulated = {**DAMACY, "codec_pipeline.executor": "emulated", "codec_pipeline.strict": True}
+    rng = np.random.default_rng(5)
+    prototype = _device_prototype()
+    read = 0
+    for path in ARRAYS:
+        with zarr.config.set(DEFAULT):
+            a = _open(path)
+            if a.ndim == 0 or a.dtype.byteorder == ">":
+                continue
+            # Whole reads of every fixture on the emulator are the test above; one random
+            # (strided, axis-dropping) selection each here keeps the test short.
+            sels = [_random_selection(rng, a.shape)]
+            refs = [a[sel] for sel in sels]
+        with zarr.config.set(emulated):
+            a = _open(path)
+            for sel, ref in zip(sels, refs, strict=True):
+                got = a.get_basic_selection(sel, prototype=prototype)
+                got = got.arr if isinstance(got, _EmulatedDeviceArray) else got
+                np.testing.assert_array_equal(np.asarray(got), ref, err_msg=f"{path} {sel}")
+                read += 1
+    stats = zarr_stats()
+    assert read > 50 and stats["fallback_reads"] == 0, stats
+    assert stats["device_reads"] == read, stats
+
+
+def test_device_output_with_a_cpu_reader_falls_back(zarr_stats):
+    """Device memory as the output while damacy decodes on the CPU: a fallback that says how
+    to route it to the GPU (an error under strict)."""
+    prototype = _device_prototype()
+    with zarr.config.set({**DAMACY, "codec_pipeline.executor": "cpu", "codec_pipeline.strict": True}):
+        a = _open("v3/blosc_lz4_byte_ts2_large")
+        with pytest.raises(damacy.Unsupported, match="decodes on the CPU here"):
+            a.get_basic_selection((slice(0, 4),) * a.ndim, prototype=prototype)
+    with zarr.config.set({**DAMACY, "codec_pipeline.executor": "cpu"}):
+        a = _open("v3/blosc_lz4_byte_ts2_large")
+        with pytest.warns(damacy.FallbackWarning, match="device memory"):
+            got = a.get_basic_selection((slice(0, 4),) * a.ndim, prototype=prototype)
+    with zarr.config.set(DEFAULT):
+        want = _open("v3/blosc_lz4_byte_ts2_large")[(slice(0, 4),) * a.ndim]
+    got = got.arr if isinstance(got, _EmulatedDeviceArray) else got
+    np.testing.assert_array_equal(np.asarray(got), want)
+    assert zarr_stats()["fallbacks"].get("output") == 1
 
 
 def test_decode_and_encode_work_for_from_codecs_pipelines():

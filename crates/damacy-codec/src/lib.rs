@@ -46,7 +46,7 @@ pub use damacy_kernels::device::{Device, DeviceBuffer, DeviceKind, Event, Stream
 pub use dtype::{Dtype, OutputDtype, UnknownDtype};
 pub use error::{Error, Location, Result, Source, StorageErrorKind};
 pub use fetch::coalesce;
-pub use output::{BATCH_ALIGN, Batch, Element, HostArrayMut, Output};
+pub use output::{BATCH_ALIGN, Batch, DeviceArrayMut, Element, HostArrayMut, Output};
 pub use plan::BatchPlan;
 pub use reader::{AxisSelection, ChunkSelection, Reader};
 pub use region::{Region, c_strides};

@@ -202,30 +202,70 @@ impl<'a> HostArrayMut<'a> {
 
     /// Check that every element lies inside `data`.
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.strides.len() != self.shape.len() {
-            return Err(Error::invalid(format!(
-                "output array has {} strides for {} axes",
-                self.strides.len(),
-                self.shape.len()
-            )));
-        }
-        if self.shape.contains(&0) {
-            return Ok(());
-        }
-        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
-        for (n, s) in self.shape.iter().zip(&self.strides) {
-            let span = (i128::from(*n) - 1) * *s as i128;
-            if span < 0 { lo += span } else { hi += span }
-        }
-        if lo < 0 || hi + self.dtype.size() as i128 > self.data.len() as i128 {
-            return Err(Error::invalid(format!(
-                "output array of shape {:?} and strides {:?} at offset {} reaches outside its {} bytes",
-                self.shape,
-                self.strides,
-                self.offset,
-                self.data.len()
-            )));
-        }
-        Ok(())
+        check_reach(self.offset, &self.shape, &self.strides, self.dtype, self.data.len())
     }
+}
+
+/// A caller's array in device memory with its strides (a `CuPy` or torch tensor under
+/// `zarr.config.enable_gpu()`): the destination of
+/// [`crate::Reader::read_chunks_into_device`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct DeviceArrayMut<'a> {
+    /// The device memory the array lies in (from the reader's device; caller-owned memory is
+    /// wrapped with [`damacy_kernels::Device::borrow_memory`]).
+    pub buffer: &'a mut DeviceBuffer,
+    /// Byte offset of element `[0, …, 0]` in `buffer`.
+    pub offset: usize,
+    /// The array's shape.
+    pub shape: Vec<u64>,
+    /// Byte strides per axis (negative strides allowed).
+    pub strides: Vec<isize>,
+    /// The element type; must be the array's output dtype.
+    pub dtype: Dtype,
+}
+
+impl<'a> DeviceArrayMut<'a> {
+    /// An array with explicit byte strides in `buffer`, element `[0, …]` at `offset`.
+    pub fn strided(
+        buffer: &'a mut DeviceBuffer,
+        offset: usize,
+        shape: Vec<u64>,
+        strides: Vec<isize>,
+        dtype: Dtype,
+    ) -> Self {
+        Self { buffer, offset, shape, strides, dtype }
+    }
+
+    /// Check that every element lies inside `buffer`.
+    pub(crate) fn validate(&self) -> Result<()> {
+        check_reach(self.offset, &self.shape, &self.strides, self.dtype, self.buffer.len())
+    }
+}
+
+/// Whether every element of a strided array (`[0, …]` at `offset`) lies inside `len` bytes;
+/// returns the byte span `[lo, hi)` it reaches (empty for an empty array).
+pub(crate) fn reach(offset: usize, shape: &[u64], strides: &[isize], dtype: Dtype) -> (i128, i128) {
+    if shape.contains(&0) {
+        return (offset as i128, offset as i128);
+    }
+    let (mut lo, mut hi) = (offset as i128, offset as i128);
+    for (n, s) in shape.iter().zip(strides) {
+        let span = (i128::from(*n) - 1) * *s as i128;
+        if span < 0 { lo += span } else { hi += span }
+    }
+    (lo, hi + dtype.size() as i128)
+}
+
+fn check_reach(offset: usize, shape: &[u64], strides: &[isize], dtype: Dtype, len: usize) -> Result<()> {
+    if strides.len() != shape.len() {
+        return Err(Error::invalid(format!("output array has {} strides for {} axes", strides.len(), shape.len())));
+    }
+    let (lo, hi) = reach(offset, shape, strides, dtype);
+    if lo < 0 || hi > len as i128 {
+        return Err(Error::invalid(format!(
+            "output array of shape {shape:?} and strides {strides:?} at offset {offset} reaches outside its {len} bytes"
+        )));
+    }
+    Ok(())
 }

@@ -10,14 +10,16 @@ use crate::config::ReaderConfig;
 use crate::decode::cpu::CpuExecutor;
 use crate::decode::device::{DeviceExecutor, Selected};
 use crate::decode::{Ctx, Executor};
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
-use crate::output::{AlignedBytes, Batch, HostArrayMut, Output};
+use crate::output::{AlignedBytes, Batch, DeviceArrayMut, HostArrayMut, Output, reach};
 use crate::plan::{self, BatchPlan, Target};
 use crate::region::Region;
 use crate::remote::{Remote, StoreStats};
 use crate::shard_index::ShardIndexCache;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::store::Store;
+use damacy_kernels::device::Stream;
 
 /// Reads batches of regions of zarr arrays: owns the caches, the thread pools, the executor
 /// (and its device buffers) and the counters. Cheap to clone (clones share everything).
@@ -372,68 +374,123 @@ impl Reader {
         out: &mut HostArrayMut<'_>,
     ) -> Result<()> {
         out.validate()?;
-        if out.dtype != array.out_dtype() {
-            return Err(Error::invalid(format!(
-                "output array holds {}; array {} reads as {}",
-                out.dtype,
-                array.path,
-                array.out_dtype()
-            )));
-        }
-        let rank = array.shape.len();
-        let mut targets = Vec::with_capacity(chunks.len());
-        for c in chunks {
-            if c.chunk.len() != rank || c.selection.len() != rank || c.out_selection.len() != out.shape.len() {
-                return Err(Error::invalid(format!(
-                    "chunk selection {c:?} does not match array {} of rank {rank} or an output of rank {}",
-                    array.path,
-                    out.shape.len()
-                )));
-            }
-            if out.shape.len() != rank {
-                return Err(Error::invalid(format!(
-                    "output of rank {} for array {} of rank {rank}: give dropped axes as extent-1 axes",
-                    out.shape.len(),
-                    array.path
-                )));
-            }
-            let mut start = Vec::with_capacity(rank);
-            let mut dst = out.offset as isize;
-            let mut dst_strides = Vec::with_capacity(rank);
-            for a in 0..rank {
-                let (s, o) = (c.selection[a], c.out_selection[a]);
-                let origin = c.chunk[a].checked_mul(array.chunk_shape[a]);
-                let inside_chunk = s.end() <= array.chunk_shape[a];
-                let inside_array = origin.is_some_and(|o| o + s.end() <= array.shape[a]);
-                if s.step == 0
-                    || o.step == 0
-                    || s.count != o.count
-                    || !inside_chunk
-                    || !inside_array
-                    || o.end() > out.shape[a]
-                {
-                    return Err(Error::invalid(format!(
-                        "chunk {:?} of array {} (chunk shape {:?}, shape {:?}): selection {s:?} → output {o:?} on axis {a} is out of range or mismatched",
-                        c.chunk, array.path, array.chunk_shape, array.shape
-                    )));
-                }
-                start.push(origin.unwrap_or(0) + s.start);
-                dst += o.start as isize * out.strides[a];
-                dst_strides.push(o.step as isize * out.strides[a]);
-            }
-            targets.push(Target {
-                start,
-                step: c.selection.iter().map(|s| s.step).collect(),
-                count: c.selection.iter().map(|s| s.count).collect(),
-                dst_offset: dst as usize,
-                dst_strides,
-                padded: None,
-            });
-        }
-        let shape = out.shape.clone();
-        let plan = self.build(array, targets, shape, out.data.len(), false)?;
+        let targets = chunk_targets(array, chunks, out.dtype, out.offset, &out.shape, &out.strides)?;
+        let plan = self.build(array, targets, out.shape.clone(), out.data.len(), false)?;
         self.executor(&plan).read_host(&self.ctx(), &plan, &mut *out.data)
     }
+
+    /// [`Reader::read_chunks_into`] for an array in device memory (zarr-python's `out` under
+    /// `zarr.config.enable_gpu()`). Stream-ordered on `stream`: the read waits for the work
+    /// queued there before the call, and work queued there after the call sees the data.
+    /// Chunks whose chain the device decodes are decoded and assembled on the device, straight
+    /// into `out`; other chains decode on the CPU, and the bytes `out` spans go down, are
+    /// written and go back up.
+    pub fn read_chunks_into_device(
+        &self,
+        array: &ArrayHandle,
+        chunks: &[ChunkSelection],
+        out: &mut DeviceArrayMut<'_>,
+        stream: &Stream,
+    ) -> Result<()> {
+        let Some(device) = &self.inner.device else {
+            return Err(Error::invalid(format!(
+                "a device output needs a device executor; this reader runs {}",
+                self.inner.executor_note
+            )));
+        };
+        out.validate()?;
+        let mut targets = chunk_targets(array, chunks, out.dtype, out.offset, &out.shape, &out.strides)?;
+        if matches!(array.route, ChainRoute::Device(_)) {
+            let before = stream.record(false).map_err(|e| Error::device("recording the caller's stream", e))?;
+            device
+                .device()
+                .default_stream()
+                .wait(&before)
+                .map_err(|e| Error::device("ordering the read after the caller's stream", e))?;
+            let plan = self.build(array, targets, out.shape.clone(), out.buffer.len(), false)?;
+            return device.read_device(&self.ctx(), &plan, (&mut *out.buffer, 0), stream);
+        }
+        // The CPU decodes: the span `out` reaches comes down (after the stream's earlier work),
+        // is written, and goes back up, both copies on `stream`.
+        let (lo, hi) = reach(out.offset, &out.shape, &out.strides, out.dtype);
+        let (lo, len) = (lo as usize, (hi - lo) as usize);
+        for t in &mut targets {
+            t.dst_offset -= lo;
+        }
+        let mut staging = AlignedBytes::zeroed(len)?;
+        let dev = device.device();
+        dev.download_on(stream, out.buffer, lo, staging.as_mut_slice())
+            .map_err(|e| Error::device("copying the output array down", e))?;
+        let plan = self.build(array, targets, out.shape.clone(), len, false)?;
+        CpuExecutor.read_host(&self.ctx(), &plan, staging.as_mut_slice())?;
+        device.upload(staging.as_slice(), (&mut *out.buffer, lo), stream)
+    }
+}
+
+/// The targets of a chunk-level read into an array of `shape` and byte `strides` whose
+/// element `[0, …]` is at byte `offset`: one per chunk, checked against the array and the
+/// output.
+fn chunk_targets(
+    array: &ArrayHandle,
+    chunks: &[ChunkSelection],
+    dtype: Dtype,
+    offset: usize,
+    shape: &[u64],
+    strides: &[isize],
+) -> Result<Vec<Target>> {
+    if dtype != array.out_dtype() {
+        return Err(Error::invalid(format!(
+            "output array holds {dtype}; array {} reads as {}",
+            array.path,
+            array.out_dtype()
+        )));
+    }
+    let rank = array.shape.len();
+    if shape.len() != rank {
+        return Err(Error::invalid(format!(
+            "output of rank {} for array {} of rank {rank}: give dropped axes as extent-1 axes",
+            shape.len(),
+            array.path
+        )));
+    }
+    let mut targets = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        if c.chunk.len() != rank || c.selection.len() != rank || c.out_selection.len() != rank {
+            return Err(Error::invalid(format!(
+                "chunk selection {c:?} does not match array {} of rank {rank} or an output of rank {}",
+                array.path,
+                shape.len()
+            )));
+        }
+        let mut start = Vec::with_capacity(rank);
+        let mut dst = offset as isize;
+        let mut dst_strides = Vec::with_capacity(rank);
+        for a in 0..rank {
+            let (s, o) = (c.selection[a], c.out_selection[a]);
+            let origin = c.chunk[a].checked_mul(array.chunk_shape[a]);
+            let inside_chunk = s.end() <= array.chunk_shape[a];
+            let inside_array = origin.is_some_and(|o| o + s.end() <= array.shape[a]);
+            if s.step == 0 || o.step == 0 || s.count != o.count || !inside_chunk || !inside_array || o.end() > shape[a]
+            {
+                return Err(Error::invalid(format!(
+                    "chunk {:?} of array {} (chunk shape {:?}, shape {:?}): selection {s:?} → output {o:?} on axis {a} is out of range or mismatched",
+                    c.chunk, array.path, array.chunk_shape, array.shape
+                )));
+            }
+            start.push(origin.unwrap_or(0) + s.start);
+            dst += o.start as isize * strides[a];
+            dst_strides.push(o.step as isize * strides[a]);
+        }
+        targets.push(Target {
+            start,
+            step: c.selection.iter().map(|s| s.step).collect(),
+            count: c.selection.iter().map(|s| s.count).collect(),
+            dst_offset: dst as usize,
+            dst_strides,
+            padded: None,
+        });
+    }
+    Ok(targets)
 }
 
 const _: () = {

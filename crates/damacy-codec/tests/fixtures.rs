@@ -6,6 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use common::{SplitMix, fixtures_dir, manifest};
+#[cfg(feature = "emulate")]
+use damacy_codec::ExecutorKind;
 use damacy_codec::{ArrayOptions, OutOfBounds, Reader, ReaderConfig, Region, Store, StoreOptions};
 use sha2::{Digest, Sha256};
 use zarrs::array::{Array, ArrayBytes, ArraySubset};
@@ -183,15 +185,94 @@ fn plans_at_positions_fill_only_their_positions() {
 }
 
 /// Chunk-level reads (zarr-python's pipeline contract): strided selections of chunks into a
-/// strided output equal zarrs' reads of the same elements; elements outside the selection stay.
+/// strided host output equal zarrs' reads of the same elements; elements outside the selection
+/// stay.
 #[test]
-#[allow(clippy::needless_range_loop)] // per-axis arithmetic over several arrays
 fn chunk_selections_into_a_strided_array_match_zarrs() {
+    check_chunk_selections(&Reader::new(ReaderConfig::default()).unwrap(), false);
+}
+
+/// The same reads into a strided array in device memory (zarr-python's `out` under
+/// `enable_gpu()`), on the emulated device: device-route chains decode and assemble on the
+/// device, CPU-route chains go through the host; both leave unselected elements alone.
+#[cfg(feature = "emulate")]
+#[test]
+fn chunk_selections_into_a_strided_device_array_match_zarrs() {
+    let reader = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated)).unwrap();
+    check_chunk_selections(&reader, true);
+}
+
+/// A device output needs a device executor, and one that reaches outside its buffer is refused.
+#[cfg(feature = "emulate")]
+#[test]
+fn chunk_selections_into_a_device_array_are_checked() {
+    use damacy_codec::{AxisSelection, ChunkSelection, DeviceArrayMut};
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let dev = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated)).unwrap();
+    let device = dev.device().unwrap().clone();
+    let array = dev.open_array(&store, "v3/blosc_lz4_byte_ts2_large", ArrayOptions::default()).unwrap();
+    let sel = vec![AxisSelection::range(0, 2); array.shape.len()];
+    let request = ChunkSelection { chunk: vec![0; array.shape.len()], selection: sel.clone(), out_selection: sel };
+    let shape = vec![2u64; array.shape.len()];
+    let size = array.out_dtype().size();
+    let strides: Vec<isize> = damacy_codec::c_strides(&shape).iter().map(|s| (*s as usize * size) as isize).collect();
+    let mut small = device.alloc(size).unwrap();
+    let mut out = DeviceArrayMut::strided(&mut small, 0, shape.clone(), strides.clone(), array.out_dtype());
+    let err = dev
+        .read_chunks_into_device(&array, std::slice::from_ref(&request), &mut out, device.default_stream())
+        .unwrap_err();
+    assert!(err.to_string().contains("reaches outside"), "{err}");
+    let cpu = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Cpu)).unwrap();
+    let array = cpu.open_array(&store, "v3/blosc_lz4_byte_ts2_large", ArrayOptions::default()).unwrap();
+    let mut buffer = device.alloc(shape.iter().product::<u64>() as usize * size).unwrap();
+    let mut out = DeviceArrayMut::strided(&mut buffer, 0, shape, strides, array.out_dtype());
+    let err = cpu.read_chunks_into_device(&array, &[request], &mut out, device.default_stream()).unwrap_err();
+    assert!(err.to_string().contains("needs a device executor"), "{err}");
+}
+
+/// [`Reader::read_chunks_into_device`] into a device copy of `data` that sits 64 bytes into a
+/// buffer holding `data`'s marker; `data` gets the result, and nothing before it may change.
+#[cfg(feature = "emulate")]
+fn read_into_device(
+    reader: &Reader,
+    array: &damacy_codec::ArrayHandle,
+    request: &damacy_codec::ChunkSelection,
+    data: &mut [u8],
+    shape: &[u64],
+    strides: Vec<isize>,
+) {
+    let device = reader.device().unwrap();
+    let mut buffer = device.alloc(data.len() + 64).unwrap();
+    let mut marked = vec![0xA5u8; data.len() + 64];
+    device.upload(&marked, &mut buffer, 0).unwrap();
+    let mut out = damacy_codec::DeviceArrayMut::strided(&mut buffer, 64, shape.to_vec(), strides, array.out_dtype());
+    reader
+        .read_chunks_into_device(array, std::slice::from_ref(request), &mut out, device.default_stream())
+        .unwrap_or_else(|err| panic!("{}: {err}", array.path));
+    device.download(&buffer, 0, &mut marked).unwrap();
+    assert!(marked[..64].iter().all(|&b| b == 0xA5), "{} wrote before the array", array.path);
+    data.copy_from_slice(&marked[64..]);
+}
+
+#[cfg(not(feature = "emulate"))]
+fn read_into_device(
+    _: &Reader,
+    _: &damacy_codec::ArrayHandle,
+    _: &damacy_codec::ChunkSelection,
+    _: &mut [u8],
+    _: &[u64],
+    _: Vec<isize>,
+) {
+    unreachable!("device outputs are tested on the emulator")
+}
+
+#[allow(clippy::needless_range_loop)] // per-axis arithmetic over several arrays
+fn check_chunk_selections(reader: &Reader, device_output: bool) {
     use damacy_codec::{AxisSelection, ChunkSelection, HostArrayMut};
     let zstore = Arc::new(zarrs::filesystem::FilesystemStore::new(fixtures_dir()).unwrap());
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
-    let reader = Reader::new(ReaderConfig::default()).unwrap();
     let mut rng = SplitMix(21);
+    let mut routes = [0usize; 2];
     let mut checked = 0;
     for e in manifest().iter().filter(|e| e.shape.len() >= 2 && e.dtype != "bool") {
         let array = reader.open_array(&store, &e.path, ArrayOptions::default()).unwrap();
@@ -223,10 +304,15 @@ fn chunk_selections_into_a_strided_array_match_zarrs() {
             .map(|(a, s)| AxisSelection { start: u64::from(a == 0), step: 2, count: s.count })
             .collect();
         let request = ChunkSelection { chunk: chunk.clone(), selection: sel.clone(), out_selection: out_sel.clone() };
-        let mut out = HostArrayMut::strided(&mut data, 0, out_shape.clone(), strides, array.out_dtype());
-        reader
-            .read_chunks_into(&array, std::slice::from_ref(&request), &mut out)
-            .unwrap_or_else(|err| panic!("{}: {err}", e.path));
+        if device_output {
+            read_into_device(reader, &array, &request, &mut data, &out_shape, strides);
+            routes[usize::from(matches!(array.route, damacy_codec::ChainRoute::Device(_)))] += 1;
+        } else {
+            let mut out = HostArrayMut::strided(&mut data, 0, out_shape.clone(), strides, array.out_dtype());
+            reader
+                .read_chunks_into(&array, std::slice::from_ref(&request), &mut out)
+                .unwrap_or_else(|err| panic!("{}: {err}", e.path));
+        }
         // Check every output element: selected ones equal the array, others keep the marker.
         let wc = damacy_codec::c_strides(&e.shape);
         let mut idx = vec![0u64; rank];
@@ -274,6 +360,9 @@ fn chunk_selections_into_a_strided_array_match_zarrs() {
         checked += 1;
     }
     assert!(checked >= 40, "{checked}");
+    if device_output {
+        assert!(routes[0] > 0 && routes[1] > 0, "both routes are exercised: {routes:?} (cpu, device)");
+    }
 }
 
 /// The GPU route's exact logic (host parse, stream tables, launches, statuses) on the kernel
@@ -281,7 +370,7 @@ fn chunk_selections_into_a_strided_array_match_zarrs() {
 #[cfg(feature = "emulate")]
 #[test]
 fn emulated_device_route_reproduces_every_digest() {
-    use damacy_codec::{ChainRoute, ExecutorKind};
+    use damacy_codec::ChainRoute;
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
     let reader = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated)).unwrap();
     assert!(reader.executor_note().contains("emulator"), "{}", reader.executor_note());
@@ -321,7 +410,7 @@ fn emulated_device_route_reproduces_every_digest() {
 #[cfg(feature = "emulate")]
 #[test]
 fn emulated_device_batches_equal_cpu_batches() {
-    use damacy_codec::{ChainRoute, Dtype, ExecutorKind, OutputDtype};
+    use damacy_codec::{ChainRoute, Dtype, OutputDtype};
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
     let mut rng = SplitMix(99);
     let (mut compared, mut zstd_compared) = (0, 0);
@@ -368,7 +457,7 @@ fn emulated_device_batches_equal_cpu_batches() {
 #[cfg(feature = "emulate")]
 #[test]
 fn emulated_device_route_fills_missing_chunks_and_decodes_big_batches_once() {
-    use damacy_codec::{Dtype, ExecutorKind, Output, OutputDtype};
+    use damacy_codec::{Dtype, Output, OutputDtype};
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
     let cpu = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Cpu)).unwrap();
     let dev = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated)).unwrap();
@@ -432,7 +521,7 @@ fn emulated_device_route_fills_missing_chunks_and_decodes_big_batches_once() {
 #[cfg(feature = "emulate")]
 #[test]
 fn emulated_gzip_and_zlib_arrays_equal_cpu() {
-    use damacy_codec::{ChainRoute, DeviceCodec, ExecutorKind};
+    use damacy_codec::{ChainRoute, DeviceCodec};
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
     let cpu = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Cpu)).unwrap();
     let dev = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated)).unwrap();

@@ -4,8 +4,9 @@
 use std::ffi::CStr;
 
 use damacy::{
-    ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, ChunkSelection, Dtype, ExecutorKind, HostArrayMut,
-    OutOfBounds, OutputDtype, Reader, ReaderConfig, StatsSnapshot, Store, StoreKind, StoreOptions,
+    ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, ChunkSelection, DeviceArrayMut, DeviceKind, Dtype,
+    ExecutorKind, HostArrayMut, OutOfBounds, OutputDtype, Reader, ReaderConfig, StatsSnapshot, Store, StoreKind,
+    StoreOptions,
 };
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::prelude::*;
@@ -155,15 +156,7 @@ impl PyReader {
         shape: Vec<u64>,
         strides: Vec<isize>,
     ) -> PyResult<()> {
-        let axis = |&(start, step, count): &(u64, u64, u64)| AxisSelection { start, step, count };
-        let chunks: Vec<ChunkSelection> = chunks
-            .into_iter()
-            .map(|(chunk, sel, out_sel)| ChunkSelection {
-                chunk,
-                selection: sel.iter().map(axis).collect(),
-                out_selection: out_sel.iter().map(axis).collect(),
-            })
-            .collect();
+        let chunks = chunk_selections(chunks);
         let buffer = PyUntypedBuffer::get(out)?;
         if buffer.readonly() {
             return Err(InvalidArgument::new_err("the output buffer is read-only"));
@@ -196,6 +189,99 @@ impl PyReader {
         drop(buffer);
         result
     }
+
+    /// The device the reader decodes on: `("cuda", ordinal)`, `("emulated", 0)`, or `None`
+    /// when it decodes on the CPU only.
+    #[getter]
+    fn device(&self) -> Option<(&'static str, usize)> {
+        self.reader.device().map(|d| match d.kind() {
+            DeviceKind::Cuda => ("cuda", d.ordinal()),
+            _ => ("emulated", 0),
+        })
+    }
+
+    /// [`read_chunks_into`] for an array in device memory of the reader's device (a `CuPy`
+    /// array's `__cuda_array_interface__`): `ptr` is the address of its first element, `shape`
+    /// and byte `strides` as there, `dtype` its element type. The read is ordered after the
+    /// work queued on the `CUstream` `stream` (0: the legacy default stream) and finished when
+    /// this returns. The GIL is released while reading.
+    #[pyo3(signature = (array, chunks, ptr, shape, strides, dtype, stream = 0))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_chunks_into_device(
+        &self,
+        py: Python<'_>,
+        array: &PyArray,
+        chunks: Vec<ChunkArg>,
+        ptr: u64,
+        shape: Vec<u64>,
+        strides: Vec<isize>,
+        dtype: &str,
+        stream: u64,
+    ) -> PyResult<()> {
+        let Some(device) = self.reader.device().cloned() else {
+            return Err(InvalidArgument::new_err(format!(
+                "an output in device memory needs a device executor; this reader runs {}",
+                self.reader.executor_note()
+            )));
+        };
+        let dtype = parse::<Dtype>(dtype)?;
+        let chunks = chunk_selections(chunks);
+        if shape.contains(&0) {
+            return Ok(());
+        }
+        if strides.len() != shape.len() || ptr == 0 {
+            return Err(InvalidArgument::new_err(format!(
+                "a device array of shape {shape:?} needs one stride per axis and a non-null address"
+            )));
+        }
+        // The bytes the array spans, relative to its first element.
+        let (mut lo, mut hi) = (0isize, 0isize);
+        for (&n, &s) in shape.iter().zip(&strides) {
+            let span = (n as isize - 1) * s;
+            if span < 0 { lo += span } else { hi += span }
+        }
+        let len = (hi - lo) as usize + dtype.size();
+        let base = ptr.checked_add_signed(lo as i64).ok_or_else(|| {
+            InvalidArgument::new_err(format!("a device array at {ptr:#x} with strides {strides:?} wraps around"))
+        })?;
+        let array = array.array.clone();
+        py.detach(|| {
+            guard("Reader.read_chunks_into_device", || {
+                let dev_err =
+                    |what: &str, e: &damacy::DeviceError| crate::errors::DeviceError::new_err(format!("{what}: {e}"));
+                // SAFETY: the caller's array spans `len` bytes from `base` (every element its
+                // shape and strides reach) in memory of this device, kept alive by the caller
+                // for this call, which returns only after the work on it finished (dropping the
+                // borrowed buffer waits for it).
+                let mut memory = unsafe { device.borrow_memory(base, len) };
+                // SAFETY: `stream` is the caller's stream of this device, live for this call.
+                let before = unsafe { device.record_raw_stream(stream) }
+                    .map_err(|e| dev_err("recording the caller's stream", &e))?;
+                let ours = device.default_stream();
+                ours.wait(&before).map_err(|e| dev_err("ordering the read after the caller's stream", &e))?;
+                let mut out = DeviceArrayMut::strided(&mut memory, lo.unsigned_abs(), shape, strides, dtype);
+                self.reader.read_chunks_into_device(&array, &chunks, &mut out, ours).map_err(|e| codec_err(&e))?;
+                let done = ours.record(false).map_err(|e| dev_err("recording the read", &e))?;
+                // SAFETY: as above.
+                unsafe { done.make_raw_stream_wait(stream) }
+                    .map_err(|e| dev_err("ordering the caller's stream after the read", &e))?;
+                drop(memory);
+                Ok(())
+            })
+        })
+    }
+}
+
+fn chunk_selections(chunks: Vec<ChunkArg>) -> Vec<ChunkSelection> {
+    let axis = |&(start, step, count): &(u64, u64, u64)| AxisSelection { start, step, count };
+    chunks
+        .into_iter()
+        .map(|(chunk, sel, out_sel)| ChunkSelection {
+            chunk,
+            selection: sel.iter().map(axis).collect(),
+            out_selection: out_sel.iter().map(axis).collect(),
+        })
+        .collect()
 }
 
 /// The element type a buffer's `struct` format names, in native byte order.

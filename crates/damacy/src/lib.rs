@@ -34,10 +34,10 @@ pub use damacy_codec::Batch as ReadBatch;
 pub use damacy_codec::zarrs_storage;
 pub use damacy_codec::{
     ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, BatchPlan, ChainRoute, ChunkSelection,
-    Coalescing, CodecRoute, Device, DeviceBuffer, DeviceChain, DeviceCodec, DeviceError, DeviceKind, Dtype, Element,
-    Event, ExecutorKind, HostArrayMut, Location, OutOfBounds, Output, OutputDtype, Reader, ReaderConfig, Region, Route,
-    ShardLayout, StatsSnapshot, StorageErrorKind, Store, StoreKind, StoreOptions, StoreStats, Stream, UnknownDtype,
-    c_strides, describe, index_routes, normalize_path, routes,
+    Coalescing, CodecRoute, Device, DeviceArrayMut, DeviceBuffer, DeviceChain, DeviceCodec, DeviceError, DeviceKind,
+    Dtype, Element, Event, ExecutorKind, HostArrayMut, Location, OutOfBounds, Output, OutputDtype, Reader,
+    ReaderConfig, Region, Route, ShardLayout, StatsSnapshot, StorageErrorKind, Store, StoreKind, StoreOptions,
+    StoreStats, Stream, UnknownDtype, c_strides, describe, index_routes, normalize_path, routes,
 };
 pub use damacy_sampler as sampler;
 pub use pipeline::{

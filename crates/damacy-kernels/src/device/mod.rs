@@ -513,6 +513,21 @@ impl Device {
         Ok(DeviceBuffer { mem, len, uses: Uses::default() })
     }
 
+    /// Wraps `len` bytes of device memory that another library owns (a `CuPy` or torch tensor's
+    /// storage; host memory on the emulator) as a [`DeviceBuffer`] the engine can write, for
+    /// reads straight into a caller's array. Dropping the wrapper frees nothing; it waits for
+    /// the work queued on the memory, since the owner may free or reuse it once the read
+    /// returns.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` is memory of this device (of its primary context on CUDA; a live host
+    /// allocation on the emulator) that stays allocated, and that nothing else writes, until
+    /// the returned buffer is dropped.
+    #[must_use]
+    pub unsafe fn borrow_memory(&self, ptr: u64, len: usize) -> DeviceBuffer {
+        DeviceBuffer { mem: Mem::Borrowed(ptr), len, uses: Uses::default() }
+    }
+
     /// Allocates `len` zeroed bytes of page-locked host memory (an aligned host allocation on
     /// the emulator): the source and target of asynchronous copies.
     pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer> {
@@ -548,7 +563,7 @@ impl Device {
         let to = dst.device_ptr() + offset as u64;
         match (&stream.imp, &dst.mem) {
             #[cfg(feature = "emulate")]
-            (StreamImpl::Emu(s), Mem::Host(_)) => {
+            (StreamImpl::Emu(s), Mem::Host(_) | Mem::Borrowed(_)) => {
                 let from = src.as_ptr() as usize;
                 let len = src.len();
                 // SAFETY: `src` outlives the copy (we synchronise before returning) and the
@@ -557,7 +572,7 @@ impl Device {
                 s.synchronize()
             }
             #[cfg(feature = "cuda")]
-            (StreamImpl::Cuda(s), Mem::Cuda(_)) => cuda::upload_sync(s, src, to),
+            (StreamImpl::Cuda(s), Mem::Cuda(_) | Mem::Borrowed(_)) => cuda::upload_sync(s, src, to),
             #[allow(unreachable_patterns)]
             _ => Err(Error::InvalidArgument("buffer belongs to another backend".into())),
         }
@@ -578,7 +593,7 @@ impl Device {
         let from = src.device_ptr() + offset as u64;
         match (&stream.imp, &src.mem) {
             #[cfg(feature = "emulate")]
-            (StreamImpl::Emu(s), Mem::Host(_)) => {
+            (StreamImpl::Emu(s), Mem::Host(_) | Mem::Borrowed(_)) => {
                 let to = dst.as_mut_ptr() as usize;
                 let len = dst.len();
                 // SAFETY: `dst` outlives the copy (we synchronise before returning); the source
@@ -587,7 +602,7 @@ impl Device {
                 s.synchronize()
             }
             #[cfg(feature = "cuda")]
-            (StreamImpl::Cuda(s), Mem::Cuda(_)) => cuda::download_sync(s, from, dst),
+            (StreamImpl::Cuda(s), Mem::Cuda(_) | Mem::Borrowed(_)) => cuda::download_sync(s, from, dst),
             #[allow(unreachable_patterns)]
             _ => Err(Error::InvalidArgument("buffer belongs to another backend".into())),
         }
@@ -723,7 +738,8 @@ pub struct DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         match &self.mem {
-            Mem::Host(_) => self.uses.wait_all(),
+            // The owner of borrowed memory may free or reuse it as soon as the wrapper is gone.
+            Mem::Host(_) | Mem::Borrowed(_) => self.uses.wait_all(),
             #[cfg(feature = "cuda")]
             Mem::Cuda(slice) => {
                 for e in self.uses.take() {
@@ -829,6 +845,8 @@ enum Mem {
     Host(HostAlloc),
     #[cfg(feature = "cuda")]
     Cuda(cudarc::driver::CudaSlice<u8>),
+    /// Memory another library owns, at this address ([`Device::borrow_memory`]).
+    Borrowed(u64),
 }
 
 impl DeviceBuffer {
@@ -851,6 +869,7 @@ impl DeviceBuffer {
             Mem::Host(h) => h.ptr as u64,
             #[cfg(feature = "cuda")]
             Mem::Cuda(s) => cuda::slice_ptr(s),
+            Mem::Borrowed(p) => *p,
         }
     }
 

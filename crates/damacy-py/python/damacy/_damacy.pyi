@@ -74,6 +74,8 @@ class Reader:
     ) -> None: ...
     @property
     def executor_note(self) -> str: ...
+    @property
+    def device(self) -> tuple[str, int] | None: ...
     def stats(self) -> dict[str, int | float]: ...
     def open_array(
         self,
@@ -92,6 +94,16 @@ class Reader:
         out: Any,
         shape: Sequence[int],
         strides: Sequence[int],
+    ) -> None: ...
+    def read_chunks_into_device(
+        self,
+        array: Array,
+        chunks: Sequence[tuple[Sequence[int], Sequence[_Axis], Sequence[_Axis]]],
+        ptr: int,
+        shape: Sequence[int],
+        strides: Sequence[int],
+        dtype: str,
+        stream: int = 0,
     ) -> None: ...
 
 class IndexSpace:

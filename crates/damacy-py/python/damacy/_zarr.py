@@ -4,7 +4,9 @@ Select it with ``zarr.config.set({"codec_pipeline.path": "damacy.GpuCodecPipelin
 registered through the ``zarr.codec_pipeline`` entry point). Reads of arrays in a store damacy
 can open (zarr's ``LocalStore``; ``FsspecStore`` over http(s), s3 and local files;
 ``ObjectStore`` over local files, http and s3) with slice selections go through damacy's
-planner, shard-index cache, coalesced I/O and decoders, straight into zarr's output array.
+planner, shard-index cache, coalesced I/O and decoders, straight into zarr's output array —
+a numpy array, or under ``zarr.config.enable_gpu()`` a CuPy array, which a GPU reader writes on
+the device (ordered on CuPy's current stream).
 Anything else falls back to zarr-python's ``BatchedCodecPipeline`` with a
 :class:`damacy.FallbackWarning` (or raises :class:`damacy.Unsupported` under
 ``codec_pipeline.strict``); writes, and the ``decode``/``encode`` calls the sharding codec makes
@@ -73,6 +75,7 @@ class _Stats:
 
     def reset(self) -> None:
         self.reads = 0
+        self.device_reads = 0
         self.chunks = 0
         self.fallback_reads = 0
         self.fallbacks: Counter[str] = Counter()
@@ -83,6 +86,7 @@ class _Stats:
         with self.lock:
             return {
                 "reads": self.reads,
+                "device_reads": self.device_reads,
                 "chunks": self.chunks,
                 "fallback_reads": self.fallback_reads,
                 "fallbacks": dict(self.fallbacks),
@@ -97,7 +101,9 @@ _STATS = _Stats()
 def stats() -> dict[str, Any]:
     """Counters since the last :func:`reset_stats`.
 
-    ``reads``/``chunks``: reads (and their chunks) damacy decoded; ``fallback_reads``: reads
+    ``reads``/``chunks``: reads (and their chunks) damacy decoded; ``device_reads``: those of
+    them written straight into an output in device memory (``zarr.config.enable_gpu()``);
+    ``fallback_reads``: reads
     handed to zarr's ``BatchedCodecPipeline``, with ``fallbacks`` counting them by reason
     category (``store``, ``selection``, ``dtype``, ``array``, ``output``, ``chunk_key``,
     ``missing_chunks``); ``delegated_reads``: reads of pipelines built by ``from_codecs`` (the
@@ -509,6 +515,16 @@ class GpuCodecPipeline(CodecPipeline):
         except _Unsupported as why:
             return await self._fall_back(why, batch_info, out, drop_axes)
         reader, handle, chunks, target, shape, strides, swap = job
+        if isinstance(target, _DeviceArray):
+            await asyncio.to_thread(
+                reader.read_chunks_into_device,
+                handle, chunks, target.ptr, shape, strides, target.dtype.name, target.stream,
+            )  # fmt: skip
+            with _STATS.lock:
+                _STATS.reads += 1
+                _STATS.device_reads += 1
+                _STATS.chunks += len(chunks)
+            return tuple({"status": "present"} for _ in batch_info)
         # A 0-d output (every axis dropped) exports no shape: hand over a 1-element view.
         buffer = target.reshape(1) if target.ndim == 0 else target
         await asyncio.to_thread(reader.read_chunks_into, handle, chunks, buffer, shape, strides)
@@ -603,11 +619,7 @@ class GpuCodecPipeline(CodecPipeline):
     def _plan(self, batch_info: list[Any], out: Any, drop_axes: tuple[int, ...]) -> tuple[Any, ...]:
         target = out.as_ndarray_like()
         if not isinstance(target, np.ndarray):
-            raise _Unsupported(
-                "output",
-                f"the output is a {type(target).__module__}.{type(target).__name__}, not a numpy array "
-                "(device output under zarr.config.enable_gpu() is not wired to damacy's device path yet)",
-            )
+            target = _DeviceArray.of(target, _reader())
         dtype = target.dtype
         if dtype.name not in _DTYPES or dtype.fields is not None:
             raise _Unsupported("dtype", f"data type {dtype} is not one damacy decodes")
@@ -671,12 +683,82 @@ class GpuCodecPipeline(CodecPipeline):
             shape[a] = target.shape[j]
             strides[a] = target.strides[j]
         swap = None
+        if dtype.byteorder not in ("=", "|", _NATIVE) and isinstance(target, _DeviceArray):
+            raise _Unsupported("dtype", f"a device array of byte order {dtype.byteorder!r}")
         if dtype.byteorder not in ("=", "|", _NATIVE):
             # damacy writes native byte order: write through a native view, then swap back
             # exactly the elements written.
             target = target.view(dtype.newbyteorder("="))
             swap = [tuple(slice(o[0], o[0] + (o[2] - 1) * o[1] + 1, o[1]) for a, o in enumerate(c[2]) if a in kept) for c in chunks]
         return _reader(), handle, chunks, target, shape, strides, swap
+
+
+@dataclass(frozen=True)
+class _DeviceArray:
+    """zarr's output in device memory (a CuPy array under ``zarr.config.enable_gpu()``, or any
+    object with a ``__cuda_array_interface__``) on the reader's device."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype[Any]
+    stream: int
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @classmethod
+    def of(cls, target: Any, reader: _damacy.Reader) -> _DeviceArray:
+        kind = f"{type(target).__module__}.{type(target).__name__}"
+        cai = getattr(target, "__cuda_array_interface__", None)
+        if not isinstance(cai, dict):
+            raise _Unsupported("output", f"the output is a {kind}: neither a numpy array nor device memory")
+        device = reader.device
+        if device is None:
+            raise _Unsupported(
+                "output",
+                f"the output is a {kind} in device memory and damacy decodes on the CPU here "
+                f"({reader.executor_note}); set codec_pipeline.executor to 'gpu' or 'auto' on a GPU machine",
+            )
+        backend, ordinal = device
+        if backend != "cuda" and kind.startswith("cupy."):
+            raise _Unsupported("output", f"the output is a {kind} and damacy runs {reader.executor_note}")
+        target_device = getattr(getattr(target, "device", None), "id", None)
+        if backend == "cuda" and target_device is not None and int(target_device) != ordinal:
+            raise _Unsupported(
+                "output",
+                f"the output is on CUDA device {target_device} and damacy decodes on device {ordinal} "
+                "(set codec_pipeline.device)",
+            )
+        ptr, readonly = cai["data"]
+        if readonly:
+            raise _Unsupported("output", f"the output {kind} is read-only")
+        dtype = np.dtype(cai["typestr"])
+        shape = tuple(int(n) for n in cai["shape"])
+        strides = cai.get("strides")
+        if strides is None:
+            strides = tuple(int(s) * dtype.itemsize for s in _c_strides(shape))
+        return cls(int(ptr), shape, tuple(int(s) for s in strides), dtype, _stream_of(target, cai))
+
+
+def _c_strides(shape: tuple[int, ...]) -> list[int]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return strides[::-1]
+
+
+def _stream_of(target: Any, cai: dict[str, Any]) -> int:
+    """The CUstream that orders work on ``target``: CuPy's current stream for CuPy arrays, else
+    the interface's ``stream`` (0, the legacy default stream, when it names none)."""
+    if type(target).__module__.startswith("cupy"):
+        import cupy  # type: ignore[import-not-found]
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    stream = cai.get("stream")
+    return int(stream) if stream else 0
 
 
 GpuCodecPipeline.__module__ = "damacy"
