@@ -6,6 +6,8 @@
 #   bin/gpu-tests.xz      the GPU integration tests of damacy-kernels (tests/gpu.rs)
 #   bin/damacy.xz         the damacy CLI (inspect --digest --executor gpu)
 #   wheels/*.whl          nvCOMP's Python API and library (CUDA 13 build, Python 3.12, x86-64)
+#   pywheels/*.whl        the damacy wheel (release, feature cuda, abi3) and zarr-python with
+#                         its pure or cp312 dependencies, for benches/gpu/python_gpu.py
 #   BUILD_INFO.json       commit, date, toolchain, the build's repo root, sizes
 #
 # Binaries are release builds (feature cuda), stripped and xz-compressed; the bundle must stay
@@ -72,6 +74,18 @@ python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
   -d "$bundle/wheels" "nvidia-nvcomp-$nvcomp_cuda==$nvcomp_version" "nvidia-libnvcomp-$nvcomp_cuda==$nvcomp_version"
 ls -l "$bundle/wheels"
+
+echo "== the damacy wheel (release, feature cuda) and zarr-python for Python 3.12"
+mkdir -p "$bundle/pywheels"
+maturin="${MATURIN:-$root/.venv/bin/maturin}"
+[ -x "$maturin" ] || maturin="$(command -v maturin)" || { echo "bundle.sh: maturin not found (make venv)" >&2; exit 1; }
+"$maturin" build --quiet --release --strip -m crates/damacy-py/Cargo.toml --out "$bundle/pywheels"
+zarr_pin="$(grep -E '^zarr==' requirements-dev.txt | head -n 1)"
+# numpy comes with the GPU machine's cupy and torch; everything else zarr needs travels.
+python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  -d "$bundle/pywheels" "${zarr_pin:-zarr}" numcodecs donfig pyyaml google-crc32c typing-extensions packaging
+ls -l "$bundle/pywheels"
 
 commit="$(git rev-parse --short HEAD)"
 dirty=false

@@ -14,8 +14,14 @@
 #   5. inspect  damacy inspect fixtures --digest --executor gpu, digests vs fixtures/manifest.json
 #   6. compare  benches/gpu/compare.py: kernel_bench + nvCOMP LZ4 + copy bandwidth
 #                -> gpu-kernels-<date>.md, kernel_bench.json, nvcomp_lz4.json
+#   7. python   the damacy wheel and zarr from the bundle; benches/gpu/python_gpu.py: Pipeline
+#               batches into torch and cupy, zarr enable_gpu() reads through
+#               damacy.GpuCodecPipeline, random-crop timing -> python-gpu-<date>.md
 # Output folder: $OUT if set, else benches/results/ (gpu-run.log, gpu-tests.log,
-# inspect-gpu.log and the compare.py files). Planned to finish well inside 9 minutes.
+# inspect-gpu.log and the compare.py files). Steps 4-7 can be named to run only those (steps
+# 1-3 always run): under the device tool's 10-minute limit per command, run
+#   bash benches/gpu/run.sh tests inspect compare      # well inside 9 minutes
+#   bash benches/gpu/run.sh python                     # about 5 minutes
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -158,15 +164,29 @@ compare() {
   PYTHONUNBUFFERED=1 timeout --kill-after=10 400 python3 benches/gpu/compare.py --device cuda --bin "$bin/kernel_bench" --out "$out" --timeout 240 --nvcomp-timeout 140
 }
 
+python_gpu() {
+  ls "$bundle"/pywheels/damacy-*.whl >/dev/null 2>&1 || { echo "no damacy wheel in $bundle/pywheels"; return 1; }
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site-py "$bundle"/pywheels/*.whl || return 1
+  PYTHONPATH="/tmp/site-py${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
+    timeout --kill-after=10 240 python3 benches/gpu/python_gpu.py --out "$out"
+}
+
 main() {
   echo "damacy GPU run: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), output in $out"
   export DAMACY_KERNEL_CACHE_DIR=/tmp/damacy-kernel-cache
   step bundle unpack_bundle
   step nvrtc find_nvrtc
   step gpu gpu_info
-  step tests gpu_tests
-  step inspect inspect_digests
-  step compare compare
+  local name
+  for name in "${steps[@]}"; do
+    case "$name" in
+      tests) step tests gpu_tests ;;
+      inspect) step inspect inspect_digests ;;
+      compare) step compare compare ;;
+      python) step python python_gpu ;;
+      *) echo "unknown step $name (tests, inspect, compare, python)"; failed+=("$name") ;;
+    esac
+  done
   echo
   ls -l "$out"
   if [ ${#failed[@]} -gt 0 ]; then
@@ -176,5 +196,8 @@ main() {
   echo "=== all steps ok ($SECONDS s in all)"
 }
 
-main 2>&1 | tee "$out/gpu-run.log"
+# Steps 4-7 by name (`bash benches/gpu/run.sh python`); all of them when none is named.
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(tests inspect compare python)
+main 2>&1 | tee "$out/gpu-run${1:+-$(IFS=-; echo "$*")}.log"
 exit "${PIPESTATUS[0]}"
