@@ -84,7 +84,8 @@ zarr_pin="$(grep -E '^zarr==' requirements-dev.txt | head -n 1)"
 # numpy comes with the GPU machine's cupy and torch; everything else zarr needs travels.
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$bundle/pywheels" "${zarr_pin:-zarr}" numcodecs donfig pyyaml google-crc32c typing-extensions packaging
+  -d "$bundle/pywheels" "${zarr_pin:-zarr}" numcodecs donfig pyyaml google-crc32c typing-extensions packaging \
+  pytest pluggy iniconfig
 ls -l "$bundle/pywheels"
 
 commit="$(git rev-parse --short HEAD)"

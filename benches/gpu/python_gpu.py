@@ -1,29 +1,25 @@
 """The Python package's GPU paths, on a GPU machine (step `python` of benches/gpu/run.sh).
 
-Checks, each against zarr-python's own CPU read of the same elements:
-  pipeline-torch  damacy.Pipeline batches on the device (executor "gpu"), taken by
-                  torch.from_dlpack: CUDA tensors, zero-copy, equal values
-  pipeline-cupy   the same batches taken by cupy.from_dlpack
-  zarr-gpu        damacy.GpuCodecPipeline under zarr.config.enable_gpu(), strict: every fixture,
-                  whole and one random strided selection, read into CuPy arrays by damacy
-                  (zarr_stats()["device_reads"] counts them)
+Checks: tests/python/test_gpu.py under pytest (damacy.Pipeline batches on the device taken by
+torch.from_dlpack and cupy.from_dlpack; every fixture read under zarr.config.enable_gpu() into
+CuPy arrays through damacy.GpuCodecPipeline, strict; each against zarr-python's CPU reads).
 Timing (medians of --reps runs, the same crops on both sides in one run):
   random crops of a sharded zstd uint16 array under enable_gpu(): damacy.GpuCodecPipeline vs
   zarr-python's BatchedCodecPipeline, and damacy.Pipeline batches of the same crops.
 
   python3 benches/gpu/python_gpu.py --out DIR     # writes DIR/python-gpu-<date>.md
 
-Needs damacy (a wheel built with the cuda feature), zarr, cupy and torch; exits 1 if a check
-fails or cannot run.
+Needs damacy (a wheel built with the cuda feature), zarr, pytest, cupy and torch; exits 1 if a
+check fails, skips or cannot run.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,102 +34,22 @@ DAMACY = {"codec_pipeline.path": "damacy.GpuCodecPipeline", "codec_pipeline.exec
 DEFAULT = {"codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline"}
 
 
-def manifest() -> list[dict]:
-    return json.loads((FIXTURES / "manifest.json").read_text())["arrays"]
-
-
-def random_selection(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple:
-    sel = []
-    for n in shape:
-        kind = int(rng.integers(0, 5))
-        if kind == 0 and n > 0:
-            sel.append(int(rng.integers(0, n)))
-        else:
-            a, b = sorted(int(x) for x in rng.integers(0, n + 1, size=2))
-            b = max(b, min(n, a + 1))
-            sel.append(slice(a, b, int(rng.integers(1, 4)) if kind == 1 else 1))
-    return tuple(sel)
-
-
 def crops(shape: tuple[int, ...], extent: int, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
     rng = np.random.default_rng(seed)
     size = [min(extent, s) for s in shape]
     return [([int(rng.integers(0, s - e + 1)) for s, e in zip(shape, size)], size) for _ in range(n)]
 
 
-def cpu_read(path: str, start: list[int], size: list[int]) -> np.ndarray:
-    import zarr
-
-    with zarr.config.set(DEFAULT):
-        return zarr.open_array(path, mode="r")[tuple(slice(s, s + e) for s, e in zip(start, size))]
-
-
-def check_pipeline(consumer: str, arrays: list[str], lines: list[str]) -> None:
-    import damacy
-
-    if consumer == "torch":
-        import torch
-
-        take, to_host = torch.from_dlpack, lambda t: (t.is_cuda, t.cpu().numpy())
-    else:
-        import cupy
-
-        take, to_host = cupy.from_dlpack, lambda a: (isinstance(a, cupy.ndarray), cupy.asnumpy(a))
-    cfg = damacy.Config(batch_size=4, executor="gpu", device=0)
-    for path in arrays:
-        import zarr
-
-        shape = zarr.open_array(path, mode="r").shape
-        plan = crops(shape, 8, 4, seed=len(path))
-        with damacy.Pipeline(cfg) as p:
-            p.push([damacy.Sample(path, (s, e)) for s, e in plan])
-            with p.pop(timeout=120) as batch:
-                x = take(batch)
-                on_device, host = to_host(x)
-                want = np.stack([cpu_read(path, s, e) for s, e in plan])
-                if not on_device:
-                    raise AssertionError(f"{path}: {consumer}.from_dlpack gave a host array")
-                np.testing.assert_array_equal(host, want, err_msg=path)
-        lines.append(f"- {consumer}.from_dlpack, {pathlib.Path(path).relative_to(FIXTURES)}: "
-                     f"4 crops of {plan[0][1]} equal zarr-python's CPU reads")
-
-
-def check_zarr_gpu(lines: list[str]) -> None:
-    import cupy
-    import zarr
-
-    import damacy
-
-    rng = np.random.default_rng(3)
-    damacy.GpuCodecPipeline.reset_stats()
-    read, skipped, failed = 0, [], []
-    for entry in manifest():
-        path = str(FIXTURES / entry["path"])
-        with zarr.config.set(DEFAULT):
-            a = zarr.open_array(path, mode="r")
-            if a.ndim == 0 or a.dtype.byteorder == ">" or a.dtype.kind not in "biuf":
-                skipped.append(f"{entry['path']} ({a.dtype}, {a.ndim}-d: not a CuPy read damacy takes)")
-                continue
-            sels = [(slice(None),) * a.ndim, random_selection(rng, a.shape)]
-            refs = [np.asarray(a[s]) for s in sels]
-        for sel, ref in zip(sels, refs):
-            try:
-                with zarr.config.set({**DAMACY, "codec_pipeline.strict": True}), zarr.config.enable_gpu():
-                    got = zarr.open_array(path, mode="r")[sel]
-                if not isinstance(got, cupy.ndarray) and np.ndim(ref) > 0:
-                    raise AssertionError(f"got a {type(got).__name__}, not a CuPy array")
-                np.testing.assert_array_equal(cupy.asnumpy(got) if isinstance(got, cupy.ndarray) else got, ref)
-                read += 1
-            except Exception as e:  # noqa: BLE001 — every failure is reported
-                failed.append(f"{entry['path']} {sel}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-    stats = damacy.GpuCodecPipeline.stats()
-    lines.append(f"- enable_gpu() + damacy.GpuCodecPipeline (strict): {read} reads equal zarr-python's CPU "
-                 f"reads; zarr_stats: device_reads {stats['device_reads']}, reads {stats['reads']}, "
-                 f"fallback_reads {stats['fallback_reads']}; {len(skipped)} fixtures not tried")
-    for f in failed:
-        lines.append(f"  - FAILED {f}")
-    if failed:
-        raise AssertionError(f"{len(failed)} zarr enable_gpu reads failed")
+def checks(lines: list[str]) -> None:
+    """tests/python/test_gpu.py under pytest; every test must run (a skip fails the step)."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/python/test_gpu.py"]
+    print("$ " + " ".join(cmd[2:]), flush=True)
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=150)
+    print(run.stdout[-6000:] + run.stderr[-2000:], flush=True)
+    summary = next((ln for ln in reversed(run.stdout.splitlines()) if " in " in ln and ("passed" in ln or "failed" in ln or "skipped" in ln)), "no summary")
+    lines.append(f"- `pytest tests/python/test_gpu.py`: {summary.strip('= ')}")
+    if run.returncode != 0 or "skipped" in summary:
+        raise AssertionError(f"test_gpu.py: {summary}")
 
 
 def timing(reps: int, lines: list[str]) -> None:
@@ -230,13 +146,8 @@ def main() -> int:
         print("\n".join(lines))
         return 1
     lines += ["", "## Checks", ""]
-    arrays = [str(FIXTURES / p) for p in ("v3/sharded_zstd_index_end", "v3/blosc_lz4_byte_ts2_large",
-                                          "v3/blosc_zstd_byte_ts4_large", "v2/zlib_C")]
     failed = []
-    steps = [("pipeline-torch", lambda: check_pipeline("torch", arrays, lines)),
-             ("pipeline-cupy", lambda: check_pipeline("cupy", arrays, lines)),
-             ("zarr-gpu", lambda: check_zarr_gpu(lines)),
-             ("timing", lambda: timing(args.reps, lines))]
+    steps = [("checks", lambda: checks(lines)), ("timing", lambda: timing(args.reps, lines))]
     for name, step in steps:
         t0 = time.perf_counter()
         try:
