@@ -85,7 +85,7 @@ zarr_pin="$(grep -E '^zarr==' requirements-dev.txt | head -n 1)"
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d "$bundle/pywheels" "${zarr_pin:-zarr}" numcodecs donfig pyyaml google-crc32c typing-extensions packaging \
-  pytest pluggy iniconfig
+  pytest pluggy iniconfig pygments
 ls -l "$bundle/pywheels"
 
 commit="$(git rev-parse --short HEAD)"
