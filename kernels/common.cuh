@@ -90,6 +90,9 @@ typedef long long dmc_i64;
 #define DMC_ASM_BYTESWAP 1
 // No source: write the fill value to every element of the region.
 #define DMC_ASM_FILL 2
+// Copy (or fill) whole rows with 16-byte words (assemble.cu's wide path); the host sets it only
+// for jobs without a cast or byte swap whose innermost axis is contiguous; the kernel checks it.
+#define DMC_ASM_WIDE 4
 
 // ---- Device wire formats ----
 // Every struct below has a `#[repr(C)]` twin in crates/damacy-kernels/src/wire.rs. The crate's
