@@ -1,9 +1,22 @@
 // assemble.cu — crop + fill + byte order + transpose + dtype cast into the batch tensor.
 // Mapping: grid.y = job (one region of one decoded chunk, or one fill region), grid.x blocks ×
-// DMC_ASSEMBLE_THREADS threads stride over the region's elements in C order; each thread maps
-// its element through the job's source and destination strides (so any axis permutation is a
-// stride choice), loads, swaps bytes, converts and stores one element. The job is copied into
-// registers once per thread, so the element loop reads only the data.
+// DMC_ASSEMBLE_THREADS threads stride over the job's work items. The job is copied into
+// registers once per thread, so the item loop reads only the data. Two paths, chosen per job
+// (uniform over its blocks) from the job's flags:
+// - element path (any job): an item is one element of the region in C order; the thread maps it
+//   through the job's source and destination strides (so any axis permutation is a stride
+//   choice), loads, swaps bytes, converts and stores one element.
+// - wide path (DMC_ASM_WIDE, set by the host for jobs without a cast or a byte swap whose
+//   innermost axis is contiguous in the destination and, unless a fill, in the source; checked
+//   again here, else the element path): the region is a set of
+//   rows (the innermost axis), and an item is one 16-byte-aligned word of the destination that a
+//   row touches (row r's item w is the w-th aligned word from the one holding the row's first
+//   byte; a row touches at most ceil((row bytes + 15) / 16) words: a row's last item may have
+//   none). Consecutive threads take consecutive words of a row. A whole word is one aligned
+//   16-byte store of the 16 source bytes at the same row position, loaded as one aligned
+//   16-byte word (or two, shifted, when source and destination differ in alignment); a word
+//   the row covers only in part (the row's head and tail) stores the covered bytes as at most
+//   one aligned store of each width 8, 4, 2, 1 going up and again going down.
 #include "common.cuh"
 
 __device__ __forceinline__ dmc_u32 dmc_dtype_size(dmc_u32 d) {
@@ -198,6 +211,151 @@ __device__ __forceinline__ void dmc_store_elem(dmc_u8* p, dmc_u32 size, dmc_u64 
     for (dmc_u32 i = 0; i < size; i++) p[i] = (dmc_u8)(v >> (8 * i));
 }
 
+// The source and destination element offsets (so, dof) of index `rest` over axes 0..=top of the
+// job, in C order (axis top varies fastest).
+__device__ __forceinline__ void dmc_asm_offsets(const dmc_assemble_job* j, dmc_u32 rest, dmc_i32 top,
+                                                dmc_i64* so, dmc_i64* dof) {
+    dmc_i64 s = 0, d = 0;
+    for (dmc_i32 k = top; k >= 0; k--) {
+        const dmc_u32 ext = (dmc_u32)j->shape[k];
+        const dmc_u32 idx = ext ? rest % ext : 0;
+        rest = ext ? rest / ext : 0;
+        s += (dmc_i64)idx * j->src_stride[k];
+        d += (dmc_i64)idx * j->dst_stride[k];
+    }
+    *so = s;
+    *dof = d;
+}
+
+// ---- The wide path ----
+
+// Word i (< 4) of v, by selects (no indexing of a register array: that would be local memory).
+__device__ __forceinline__ dmc_u32 dmc_asm_word(const dmc_u32x4& v, dmc_u32 i) {
+    return i == 0 ? v.w[0] : i == 1 ? v.w[1] : i == 2 ? v.w[2] : v.w[3];
+}
+
+// 16 bytes of the fill value `f` (size `sz`) repeated, for a word whose elements are aligned.
+__device__ __forceinline__ dmc_u32x4 dmc_asm_fill16(dmc_u64 f, dmc_u32 sz) {
+    dmc_u32 lo = (dmc_u32)f, hi = (dmc_u32)(f >> 32);
+    if (sz == 1) lo = (lo & 0xffu) * 0x01010101u;
+    if (sz == 2) lo = (lo & 0xffffu) * 0x00010001u;
+    if (sz < 8) hi = lo;
+    return dmc_u32x4{{lo, hi, lo, hi}};
+}
+
+// Stores bytes [lo, hi) (0 <= lo < hi <= 16) of v at the 16-byte aligned address p: going up,
+// one aligned store of width 1, 2, 4, 8 wherever the position is not yet aligned to twice the
+// width; then going down, 8, 4, 2, 1 while the rest is that long. Every store is aligned to its
+// width and touches only [lo, hi).
+__device__ __forceinline__ void dmc_asm_store_part(dmc_u8* p, const dmc_u32x4& v, dmc_u32 lo, dmc_u32 hi) {
+    dmc_u32 x = lo;
+    if ((x & 1u) && x + 1 <= hi) {
+        p[x] = (dmc_u8)(dmc_asm_word(v, x >> 2) >> (8 * (x & 3u)));
+        x += 1;
+    }
+    if ((x & 2u) && x + 2 <= hi) {
+        *(dmc_u16*)(p + x) = (dmc_u16)(dmc_asm_word(v, x >> 2) >> (8 * (x & 2u)));
+        x += 2;
+    }
+    if ((x & 4u) && x + 4 <= hi) {
+        *(dmc_u32*)(p + x) = dmc_asm_word(v, x >> 2);
+        x += 4;
+    }
+    if ((x & 8u) && x + 8 <= hi) {  // x == 8
+        *(dmc_u64*)(p + 8) = (dmc_u64)v.w[2] | ((dmc_u64)v.w[3] << 32);
+        x = 16;
+    }
+    if (x + 8 <= hi) {  // x == 0
+        *(dmc_u64*)p = (dmc_u64)v.w[0] | ((dmc_u64)v.w[1] << 32);
+        x = 8;
+    }
+    if (x + 4 <= hi) {
+        *(dmc_u32*)(p + x) = dmc_asm_word(v, x >> 2);
+        x += 4;
+    }
+    if (x + 2 <= hi) {
+        *(dmc_u16*)(p + x) = (dmc_u16)(dmc_asm_word(v, x >> 2) >> (8 * (x & 2u)));
+        x += 2;
+    }
+    if (x < hi) p[x] = (dmc_u8)(dmc_asm_word(v, x >> 2) >> (8 * (x & 3u)));
+}
+
+// `#pragma unroll 1` for the CUDA compilers: a loop kept rolled (its body once in registers).
+#ifdef DMC_EMULATE
+#define DMC_ASM_ROLLED
+#else
+#define DMC_ASM_ROLLED _Pragma("unroll 1")
+#endif
+
+// The 16 bytes at the 16-byte aligned address p, those outside [lo, hi) not read and 0: one
+// 16-byte load when all 16 lie inside, else single bytes in a rolled loop (the words that
+// straddle the ends of the source buffer only).
+__device__ __forceinline__ dmc_u32x4 dmc_asm_load16(const dmc_u8* p, const dmc_u8* lo, const dmc_u8* hi) {
+    if (p >= lo && p + 16 <= hi) return dmc_load16(p);
+    dmc_u64 a = 0, b = 0;
+DMC_ASM_ROLLED
+    for (dmc_u32 q = 0; q < 16; q++) {
+        const dmc_u64 x = (p + q >= lo && p + q < hi) ? (dmc_u64)p[q] : 0ull;
+        if (q < 8) {
+            a |= x << (8 * q);
+        } else {
+            b |= x << (8 * (q - 8));
+        }
+    }
+    return dmc_u32x4{{(dmc_u32)a, (dmc_u32)(a >> 32), (dmc_u32)b, (dmc_u32)(b >> 32)}};
+}
+
+// The wide path of `job` (see the top of the file): rows of `rb` bytes, `nw` items per row,
+// `items` in all (< 2^32). Returns whether an item lay outside the buffers (nothing is written
+// for it). Source words are read whole when they lie inside the source buffer (bytes outside the
+// row are loaded and dropped: the source is not written while assemble runs), byte by byte at
+// the buffer's ends.
+__device__ __forceinline__ bool dmc_asm_wide(const dmc_u8* __restrict__ src, dmc_u64 src_total,
+                                             dmc_u8* __restrict__ dst, dmc_u64 dst_total,
+                                             const dmc_assemble_job* j, dmc_u32 sz, dmc_u32 rb,
+                                             dmc_u32 nw, dmc_u32 items) {
+    const bool fill = (j->flags & DMC_ASM_FILL) != 0;
+    const dmc_u32 rank = j->rank;
+    bool bad = false;
+    const dmc_u32 step = gridDim.x * blockDim.x;
+    for (dmc_u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < items; e += step) {
+        const dmc_u32 row = e / nw;
+        const dmc_u32 w = e - row * nw;
+        dmc_i64 so, dof;  // the row's first element
+        dmc_asm_offsets(j, row, (dmc_i32)rank - 2, &so, &dof);
+        const dmc_i64 dpos = (dmc_i64)j->dst_off + dof * (dmc_i64)sz;
+        const dmc_i64 spos = (dmc_i64)j->src_off + so * (dmc_i64)sz;
+        if (dpos < 0 || !dmc_in_bounds((dmc_u64)dpos, rb, dst_total) ||
+            (!fill && (spos < 0 || !dmc_in_bounds((dmc_u64)spos, rb, src_total)))) {
+            bad = true;
+            continue;
+        }
+        const dmc_u64 d0 = (dmc_u64)(dst + dpos);     // the row's first destination byte
+        const dmc_u64 a = (d0 & ~(dmc_u64)15) + 16ull * w;  // this item's word
+        const dmc_u32 lo = a < d0 ? (dmc_u32)(d0 - a) : 0u;
+        const dmc_u64 end = d0 + rb;
+        if (end <= a) continue;  // the row ends before this word
+        const dmc_u32 hi = end - a >= 16 ? 16u : (dmc_u32)(end - a);
+        dmc_u32x4 v;
+        if (fill) {
+            v = dmc_asm_fill16(j->fill_bits, sz);
+        } else {
+            // source byte of destination address x: x - d0 + (src + spos)
+            const dmc_u64 s = (dmc_u64)(src + spos) + (a - d0);
+            const dmc_u8* sa = (const dmc_u8*)(s & ~(dmc_u64)15);
+            const dmc_u32 sh = (dmc_u32)(s & 15u);
+            v = dmc_asm_load16(sa, src, src + src_total);
+            if (sh != 0) v = dmc_shift16(v, dmc_asm_load16(sa + 16, src, src + src_total), sh);
+        }
+        if (lo == 0 && hi == 16) {
+            dmc_store16((void*)a, v);
+        } else {
+            dmc_asm_store_part((dmc_u8*)a, v, lo, hi);
+        }
+    }
+    return bad;
+}
+
 extern "C" __global__ void __launch_bounds__(DMC_ASSEMBLE_THREADS)
 dmc_assemble(const dmc_u8* __restrict__ src, dmc_u64 src_total, dmc_u8* __restrict__ dst,
              dmc_u64 dst_total, const dmc_assemble_job* __restrict__ jobs, dmc_u32 n_jobs,
@@ -216,18 +374,33 @@ dmc_assemble(const dmc_u8* __restrict__ src, dmc_u64 src_total, dmc_u8* __restri
         if (blockIdx.x == 0 && threadIdx.x == 0) status[jid] = DMC_STATUS_BAD_DESCRIPTOR;
         return;
     }
+    if (j->flags & DMC_ASM_WIDE) {
+        // The wide path needs: no cast and no byte swap (of elements wider than a byte),
+        // contiguous rows (innermost strides 1, the source's unless a fill), rows and items
+        // within 32 bits, and for a fill elements aligned in the destination's 16-byte words.
+        // Else the element path below.
+        const dmc_u64 len = rank ? j->shape[rank - 1] : 0;
+        const dmc_u64 rb = len * dsz;
+        const dmc_u64 nw = (rb + 30) / 16;  // ceil((rb + 15) / 16): the words a row can touch
+        const dmc_u64 rows = len ? j->n_elems / len : 0;
+        const bool aligned = ((dmc_u64)(dst + j->dst_off) & (dsz - 1)) == 0;
+        const bool rows_ok = rank >= 1 && j->dst_stride[rank - 1] == 1 && rb <= 0xFFFFFFFFull &&
+                             rows * len == j->n_elems && rows * nw <= 0xFFFFFFFFull;
+        const bool copy_ok = fill ? aligned
+                                  : j->src_dtype == j->dst_dtype && j->src_stride[rank - 1] == 1 &&
+                                        (!swap || dsz == 1);
+        if (rows_ok && copy_ok) {
+            if (dmc_asm_wide(src, src_total, dst, dst_total, j, dsz, (dmc_u32)rb, (dmc_u32)nw,
+                             (dmc_u32)(rows * nw)))
+                status[jid] = DMC_STATUS_BAD_DESCRIPTOR;
+            return;
+        }
+    }
     bool bad = false;
     const dmc_u64 step = (dmc_u64)gridDim.x * blockDim.x;
     for (dmc_u64 e = (dmc_u64)blockIdx.x * blockDim.x + threadIdx.x; e < j->n_elems; e += step) {
-        dmc_i64 so = 0, dof = 0;
-        dmc_u32 rest = (dmc_u32)e;  // the host keeps n_elems below 2^32: 32-bit index math
-        for (dmc_i32 k = (dmc_i32)rank - 1; k >= 0; k--) {
-            const dmc_u32 ext = (dmc_u32)j->shape[k];
-            const dmc_u32 idx = ext ? rest % ext : 0;
-            rest = ext ? rest / ext : 0;
-            so += (dmc_i64)idx * j->src_stride[k];
-            dof += (dmc_i64)idx * j->dst_stride[k];
-        }
+        dmc_i64 so, dof;  // the host keeps n_elems below 2^32: 32-bit index math
+        dmc_asm_offsets(j, (dmc_u32)e, (dmc_i32)rank - 1, &so, &dof);
         const dmc_i64 dpos = (dmc_i64)j->dst_off + dof * (dmc_i64)dsz;
         if (dpos < 0 || !dmc_in_bounds((dmc_u64)dpos, dsz, dst_total)) {
             bad = true;

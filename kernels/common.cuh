@@ -90,6 +90,9 @@ typedef long long dmc_i64;
 #define DMC_ASM_BYTESWAP 1
 // No source: write the fill value to every element of the region.
 #define DMC_ASM_FILL 2
+// Copy (or fill) whole rows with 16-byte words (assemble.cu's wide path); the host sets it only
+// for jobs without a cast or byte swap whose innermost axis is contiguous; the kernel checks it.
+#define DMC_ASM_WIDE 4
 
 // ---- Device wire formats ----
 // Every struct below has a `#[repr(C)]` twin in crates/damacy-kernels/src/wire.rs. The crate's
@@ -341,9 +344,9 @@ __device__ __forceinline__ dmc_u32x4 dmc_load16_in(const dmc_u8* p, const dmc_u8
     return v;
 }
 
-// Bytes [sh, sh + 16) of the 32 bytes lo:hi (two little-endian 16-byte vectors), sh < 16.
-__device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_u32x4& hi, dmc_u32 sh) {
-    dmc_u32 x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
+// Bytes [sh, sh + 16) of the 32 bytes x[0..8) (eight little-endian words), sh < 16; x is
+// overwritten.
+__device__ __forceinline__ dmc_u32x4 dmc_shift16_words(dmc_u32 (&x)[8], dmc_u32 sh) {
     if (sh & 8u) {
 DMC_UNROLL
         for (dmc_u32 i = 0; i < 6; i++) x[i] = x[i + 2];
@@ -356,6 +359,12 @@ DMC_UNROLL
 DMC_UNROLL
     for (dmc_u32 i = 0; i < 4; i++) o.w[i] = __funnelshift_r(x[i], x[i + 1], 8 * (sh & 3u));
     return o;
+}
+
+// Bytes [sh, sh + 16) of the 32 bytes lo:hi (two little-endian 16-byte vectors), sh < 16.
+__device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_u32x4& hi, dmc_u32 sh) {
+    dmc_u32 x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
+    return dmc_shift16_words(x, sh);
 }
 
 // Byte m (< DMC_LZ_PATTERN_DIST) of a match pattern held by the warp as in dmc_lz_match_copy:
@@ -439,17 +448,7 @@ DMC_UNROLL
             x[i] = v.w[i];
             x[i + 4] = __shfl_down_sync(0xffffffffu, v.w[i], 1);
         }
-        if (sh & 8u) {
-DMC_UNROLL
-            for (dmc_u32 i = 0; i < 6; i++) x[i] = x[i + 2];
-        }
-        if (sh & 4u) {
-DMC_UNROLL
-            for (dmc_u32 i = 0; i < 7; i++) x[i] = x[i + 1];
-        }
-        dmc_u32x4 o;
-DMC_UNROLL
-        for (dmc_u32 i = 0; i < 4; i++) o.w[i] = __funnelshift_r(x[i], x[i + 1], 8 * (sh & 3u));
+        const dmc_u32x4 o = dmc_shift16_words(x, sh);
         if (lane < n) dmc_store16(to + head + k + 16 * lane, o);  // aligned: to + head is
     }
 }

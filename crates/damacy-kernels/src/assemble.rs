@@ -174,10 +174,62 @@ impl AssembleJob {
         Ok(())
     }
 
-    /// The job's device descriptor (`struct dmc_assemble_job`); the job was validated (rank
-    /// at most [`MAX_RANK`], strides of the same rank).
-    fn desc(&self) -> AssembleJobDesc {
-        let r = self.shape.len().min(MAX_RANK);
+    /// The job's axes as (extent, source stride, destination stride), fewest first: axes of
+    /// extent 1 dropped and neighbours merged where both strides (the destination's only, for
+    /// a fill) continue from the inner axis to the outer. The same elements in the same C order,
+    /// with the longest contiguous innermost runs. Empty regions keep their axes.
+    fn merged_axes(&self) -> Vec<(u64, i64, i64)> {
+        let axes = self.shape.iter().zip(&self.src_strides).zip(&self.dst_strides).map(|((&n, &s), &d)| (n, s, d));
+        if self.n_elems() == 0 {
+            return axes.collect();
+        }
+        let fill = self.fill_bits.is_some();
+        let mut out: Vec<(u64, i64, i64)> = Vec::with_capacity(self.shape.len());
+        for (n, s, d) in axes.filter(|a| a.0 != 1) {
+            match out.last_mut() {
+                Some(last)
+                    if i128::from(last.2) == i128::from(n) * i128::from(d)
+                        && (fill || i128::from(last.1) == i128::from(n) * i128::from(s)) =>
+                {
+                    *last = (last.0 * n, s, d);
+                }
+                _ => out.push((n, s, d)),
+            }
+        }
+        if out.is_empty() {
+            out.push((1, 1, 1));
+        }
+        out
+    }
+
+    /// The kernel's work items for this job on its wide path: 16-byte destination words of its
+    /// rows (`Some`), or `None` for the element path (one element each). The wide path takes
+    /// jobs without a cast or a byte swap (of elements wider than a byte) whose merged innermost
+    /// axis is contiguous in the destination (and the source, unless a fill) and at least
+    /// [`WIDE_MIN_ROW_BYTES`] long; the kernel checks this again (and that a fill's elements are
+    /// aligned in the destination), taking the element path where it does not hold.
+    fn wide_items(&self, axes: &[(u64, i64, i64)]) -> Option<u64> {
+        let &(len, s, d) = axes.last()?;
+        let row_bytes = len.checked_mul(self.dst_dtype.size() as u64)?;
+        let words = (row_bytes + 30) / 16; // the 16-byte words a row can touch, at most
+        let items = (self.n_elems() / len.max(1)).checked_mul(words)?;
+        let fill = self.fill_bits.is_some();
+        let no_cast = fill || (self.src_dtype == self.dst_dtype && (!self.big_endian || self.dst_dtype.size() == 1));
+        (no_cast
+            && d == 1
+            && (s == 1 || fill)
+            && row_bytes >= WIDE_MIN_ROW_BYTES
+            && u32::try_from(row_bytes).is_ok()
+            && u32::try_from(items).is_ok())
+        .then_some(items)
+    }
+
+    /// The job's device descriptor (`struct dmc_assemble_job`) and its work items; the job was
+    /// validated (rank at most [`MAX_RANK`], strides of the same rank).
+    fn desc(&self) -> (AssembleJobDesc, u64) {
+        let axes = self.merged_axes();
+        let wide = self.wide_items(&axes);
+        let r = axes.len().min(MAX_RANK);
         let mut d = AssembleJobDesc {
             src_off: self.src_offset as u64,
             dst_off: self.dst_offset as u64,
@@ -188,15 +240,22 @@ impl AssembleJob {
             src_dtype: code(self.src_dtype),
             dst_dtype: code(self.dst_dtype),
             flags: if self.big_endian { c::DMC_ASM_BYTESWAP } else { 0 }
-                | if self.fill_bits.is_some() { c::DMC_ASM_FILL } else { 0 },
+                | if self.fill_bits.is_some() { c::DMC_ASM_FILL } else { 0 }
+                | if wide.is_some() { c::DMC_ASM_WIDE } else { 0 },
             ..AssembleJobDesc::default()
         };
-        d.src_stride[..r].copy_from_slice(&self.src_strides[..r]);
-        d.dst_stride[..r].copy_from_slice(&self.dst_strides[..r]);
-        d.shape[..r].copy_from_slice(&self.shape[..r]);
-        d
+        for (k, &(n, s, t)) in axes.iter().take(r).enumerate() {
+            d.shape[k] = n;
+            d.src_stride[k] = s;
+            d.dst_stride[k] = t;
+        }
+        (d, wide.unwrap_or_else(|| self.n_elems()))
     }
 }
+
+/// Rows shorter than this (in bytes) stay on the element path: a row's head and tail words
+/// take up to eight narrow stores, which a short row does not repay.
+const WIDE_MIN_ROW_BYTES: u64 = 32;
 
 /// Device bytes per job: its descriptor and its status word.
 const JOB_BYTES: usize = size_of::<AssembleJobDesc>() + size_of::<u32>();
@@ -204,14 +263,15 @@ const JOB_BYTES: usize = size_of::<AssembleJobDesc>() + size_of::<u32>();
 const JOBS_PER_LAUNCH: usize = 65_535;
 
 /// Threads an H100 keeps resident (132 SMs × 2048), the largest device targeted: a launch with
-/// fewer elements than this runs one element per thread.
+/// fewer work items than this runs one item per thread.
 const RESIDENT_THREADS: u64 = 132 * 2048;
-/// The most elements of a job one thread of `dmc_assemble` takes (grid-stride).
+/// The most work items (elements, or 16-byte words on the wide path) of a job one thread of
+/// `dmc_assemble` takes (grid-stride).
 const MAX_ELEMS_PER_THREAD: u64 = 8;
 
-/// Elements per thread for a launch of `total` elements: one while the device is not full, more
-/// when it is (each thread reads its job's fields once, so more elements per thread read them
-/// fewer times per element), at most [`MAX_ELEMS_PER_THREAD`].
+/// Work items per thread for a launch of `total` items: one while the device is not full, more
+/// when it is (each thread reads its job's fields once, so more items per thread read them
+/// fewer times per item), at most [`MAX_ELEMS_PER_THREAD`].
 fn elems_per_thread(total: u64) -> u64 {
     (total / RESIDENT_THREADS).clamp(1, MAX_ELEMS_PER_THREAD)
 }
@@ -268,17 +328,17 @@ impl Assembler {
         if valid.is_empty() {
             return Ok(results);
         }
-        let descs: Vec<AssembleJobDesc> = valid.iter().map(|&i| jobs[i].desc()).collect();
+        let (descs, work): (Vec<AssembleJobDesc>, Vec<u64>) = valid.iter().map(|&i| jobs[i].desc()).unzip();
         let mut bytes: Vec<u8> = Vec::with_capacity(valid.len() * JOB_BYTES);
         bytes.extend_from_slice(bytemuck::cast_slice(&descs));
         let status_at = bytes.len();
         // The kernel writes a job's status only when the job fails.
         bytes.extend_from_slice(bytemuck::cast_slice(&vec![c::DMC_STATUS_OK; valid.len()]));
         self.device.upload(&bytes, &mut self.table, 0)?;
-        let max_elems = valid.iter().map(|&i| jobs[i].n_elems()).max().unwrap_or(0);
-        let total_elems: u64 = valid.iter().map(|&i| jobs[i].n_elems()).sum();
-        let per_block = u64::from(c::DMC_ASSEMBLE_THREADS) * elems_per_thread(total_elems);
-        let bx = max_elems.div_ceil(per_block).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB)) as u32;
+        let max_work = work.iter().copied().max().unwrap_or(0);
+        let total_work: u64 = work.iter().sum();
+        let per_block = u64::from(c::DMC_ASSEMBLE_THREADS) * elems_per_thread(total_work);
+        let bx = max_work.div_ceil(per_block).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB)) as u32;
         let stream = self.device.default_stream();
         let started = stream.record(true)?;
         let mut first = 0usize;
@@ -330,6 +390,59 @@ pub fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn job(shape: &[u64], src_strides: &[i64], dst_strides: &[i64], src: Dtype, dst: Dtype) -> AssembleJob {
+        AssembleJob {
+            src_offset: 3,
+            dst_offset: 5,
+            shape: shape.to_vec(),
+            src_strides: src_strides.to_vec(),
+            dst_strides: dst_strides.to_vec(),
+            src_dtype: src,
+            dst_dtype: dst,
+            big_endian: false,
+            fill_bits: None,
+        }
+    }
+
+    #[test]
+    fn axes_merge_where_both_strides_continue() {
+        // a full-width crop: one run of 4 * 10 elements
+        let whole = job(&[4, 1, 10], &[10, 10, 1], &[10, 10, 1], Dtype::U16, Dtype::U16);
+        assert_eq!(whole.merged_axes(), vec![(40, 1, 1)]);
+        // a crop of 7 of 10 columns into a tensor of rows of 7: the source rows do not continue
+        let crop = job(&[4, 7], &[10, 1], &[7, 1], Dtype::U16, Dtype::U16);
+        assert_eq!(crop.merged_axes(), vec![(4, 10, 7), (7, 1, 1)]);
+        // a fill ignores the source strides
+        let fill = AssembleJob { fill_bits: Some(0), ..crop.clone() };
+        assert_eq!(fill.merged_axes(), vec![(28, 1, 1)]);
+        // one element, and an empty region
+        assert_eq!(job(&[1, 1], &[5, 1], &[5, 1], Dtype::U8, Dtype::U8).merged_axes(), vec![(1, 1, 1)]);
+        assert_eq!(job(&[0, 3], &[3, 1], &[3, 1], Dtype::U8, Dtype::U8).merged_axes(), vec![(0, 3, 3), (3, 1, 1)]);
+    }
+
+    #[test]
+    fn the_wide_path_takes_contiguous_rows_without_a_cast() {
+        let wide = |j: &AssembleJob| {
+            let (d, items) = j.desc();
+            (d.flags & c::DMC_ASM_WIDE != 0).then_some(items)
+        };
+        // 4 rows of 17 u16 (34 bytes): up to 4 words each
+        let rows = job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16);
+        assert_eq!(wide(&rows), Some(4 * 4));
+        assert_eq!(rows.desc().0.rank, 2);
+        // a fill (src strides ignored) and a one-byte element in big-endian order stay wide
+        assert!(wide(&AssembleJob { fill_bits: Some(7), src_strides: vec![40, 3], ..rows.clone() }).is_some());
+        let bytes = job(&[4, 40], &[40, 1], &[40, 1], Dtype::U8, Dtype::U8);
+        assert_eq!(wide(&AssembleJob { big_endian: true, ..bytes.clone() }), Some((160 + 30) / 16));
+        // casts, byte swaps, strided rows and short rows take the element path
+        assert_eq!(wide(&job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::I16)), None);
+        assert_eq!(wide(&AssembleJob { big_endian: true, ..rows.clone() }), None);
+        assert_eq!(wide(&job(&[4, 17], &[1, 4], &[20, 1], Dtype::U16, Dtype::U16)), None);
+        assert_eq!(wide(&job(&[4, 17], &[40, 1], &[1, 4], Dtype::U16, Dtype::U16)), None);
+        assert_eq!(wide(&job(&[4, 15], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16)), None);
+        assert_eq!(job(&[4, 15], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16).desc().1, 60);
+    }
 
     #[test]
     fn threads_take_more_elements_only_when_the_device_is_full() {

@@ -400,6 +400,142 @@ fn assemble_at_unaligned_offsets_matches_aligned() {
     }
 }
 
+/// One crop of [`assemble_wide_rows_match_the_reference_at_every_offset`]: a `rows` × `w` crop
+/// at column `c0` of a field of `cols` columns (placed `src_pad` bytes into a source buffer that
+/// ends with the field), into rows of `w + 3` elements placed `dst_pad` bytes into a destination
+/// filled with 0xA5, as two jobs (columns [0, `split`) and [`split`, w)) in one launch.
+#[derive(Clone, Copy)]
+struct WideCase {
+    dtype: Dtype,
+    out: Dtype,
+    cols: u64,
+    rows: u64,
+    c0: u64,
+    w: u64,
+    split: u64,
+    src_pad: usize,
+    dst_pad: usize,
+    big_endian: bool,
+    fill: Option<u64>,
+}
+
+impl WideCase {
+    /// Runs the case; returns the destination buffer and the expected one.
+    fn run(&self, device: &Device) -> (Vec<u8>, Vec<u8>) {
+        let (sz, osz) = (self.dtype.size(), self.out.size());
+        let field_len = (self.rows * self.cols) as usize * sz;
+        let mut src_bytes: Vec<u8> = vec![0xEE; self.src_pad];
+        src_bytes.extend((0..field_len).map(|i| (i * 37 % 251) as u8 + 1));
+        let ow = self.w + 3;
+        let mut expect = vec![0xA5u8; self.dst_pad + (self.rows * ow) as usize * osz + 5];
+        for r in 0..self.rows as usize {
+            for c in 0..self.w as usize {
+                let s = self.src_pad + (r * self.cols as usize + self.c0 as usize + c) * sz;
+                let mut e: Vec<u8> = src_bytes[s..s + sz].to_vec();
+                if self.big_endian {
+                    e.reverse();
+                }
+                e.resize(osz, 0); // the casts tested here widen unsigned integers
+                if let Some(f) = self.fill {
+                    e = f.to_le_bytes()[..osz].to_vec();
+                }
+                let d = self.dst_pad + (r * ow as usize + c) * osz;
+                expect[d..d + osz].copy_from_slice(&e);
+            }
+        }
+        let mut src = device.alloc(src_bytes.len()).unwrap();
+        device.upload(&src_bytes, &mut src, 0).unwrap();
+        let mut dst = device.alloc(expect.len()).unwrap();
+        device.upload(&vec![0xA5u8; expect.len()], &mut dst, 0).unwrap();
+        let job = |c: u64, w: u64| AssembleJob {
+            src_offset: self.src_pad + (self.c0 + c) as usize * sz,
+            dst_offset: self.dst_pad + c as usize * osz,
+            shape: vec![self.rows, w],
+            src_strides: vec![self.cols as i64, 1],
+            dst_strides: vec![ow as i64, 1],
+            src_dtype: self.dtype,
+            dst_dtype: self.out,
+            big_endian: self.big_endian,
+            fill_bits: self.fill,
+        };
+        let jobs = [job(0, self.split), job(self.split, self.w - self.split)];
+        for r in damacy_kernels::assemble(device, &src, &mut dst, &jobs).unwrap() {
+            r.unwrap();
+        }
+        let mut host = vec![0u8; expect.len()];
+        device.download(&dst, 0, &mut host).unwrap();
+        (host, expect)
+    }
+}
+
+/// The wide path of assemble (16-byte words for rows without a cast) at the heads and tails of
+/// its rows: every element width, source and destination at odd byte offsets (so that the two
+/// differ in alignment, and elements are not aligned), rows whose length is no multiple of 16
+/// bytes, two jobs meeting inside a 16-byte word, rows that end with the source buffer and the
+/// destination's 0xA5 between and around the rows untouched. Fills (aligned: wide; unaligned:
+/// the element path), byte swaps and casts (the element path) in the same harness.
+#[test]
+fn assemble_wide_rows_match_the_reference_at_every_offset() {
+    let device = Device::emulated(0x71DE);
+    let mut cases = Vec::new();
+    for dtype in [Dtype::U8, Dtype::I16, Dtype::F32, Dtype::U64] {
+        let sz = dtype.size() as u64;
+        let cols = 160 / sz + 3; // rows of 163 .. 184 bytes
+        // (c0, w): a crop inside the row, rows just longer than 32 and 64 bytes, and full rows
+        // (the field's last bytes end the source buffer)
+        for (c0, w) in [(1, 32 / sz + 1), (2, 64 / sz + 3), (0, cols)] {
+            for src_pad in [0usize, 1, 7, 15] {
+                for dst_pad in [0usize, 1, 6, 13] {
+                    let split = w / 2 + 1;
+                    let base = WideCase {
+                        dtype,
+                        out: dtype,
+                        cols,
+                        rows: 3,
+                        c0,
+                        w,
+                        split,
+                        src_pad,
+                        dst_pad,
+                        big_endian: false,
+                        fill: None,
+                    };
+                    cases.push(base);
+                    if src_pad == 0 {
+                        cases.push(WideCase { fill: Some(0x1122_3344_5566_7788), ..base });
+                        cases.push(WideCase { big_endian: true, ..base });
+                        if dtype == Dtype::U8 {
+                            cases.push(WideCase { out: Dtype::U16, ..base });
+                            cases.push(WideCase { out: Dtype::U64, ..base });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for case in &cases {
+        let (got, expect) = case.run(&device);
+        if got != expect {
+            let at = got.iter().zip(&expect).position(|(a, b)| a != b).unwrap_or(0);
+            panic!(
+                "{:?} -> {:?} crop at column {} of width {} (split {}) src +{} dst +{} big_endian {} fill {:?}: \
+                 first difference at byte {at} (got {:#04x}, expected {:#04x})",
+                case.dtype,
+                case.out,
+                case.c0,
+                case.w,
+                case.split,
+                case.src_pad,
+                case.dst_pad,
+                case.big_endian,
+                case.fill,
+                got[at],
+                expect[at]
+            );
+        }
+    }
+}
+
 #[test]
 fn assemble_f32_to_f16_rounding_matches_half() {
     let device = Device::emulated(0);
