@@ -11,10 +11,16 @@
 //     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens;
 //   - table builds (Huffman, FSE: description parse, symbol spread, state table) run on lane 0
 //     into this warp's shared-memory tables, published with one __syncwarp;
-//   - the bitstreams (sequences, Huffman streams, Huffman weights) are read through a 128-bit
-//     cache of two aligned 8-byte words: one load per 64 bits;
-//   - Huffman literals decode on lanes 0..3 (one lane per stream, bytes gathered into aligned
-//     4-byte stores) straight into the tail of the job's output range: the literals of a block are always consumed before the output front
+//   - the sequence and Huffman-weight bitstreams are read through a 128-bit cache of two
+//     aligned 8-byte words: one load per 64 bits;
+//   - Huffman literals decode on all 32 lanes, one stream at a time (1 or 4 per block): lane i
+//     looks up the code that would start i bits further into the stream, pointer doubling over
+//     those 32 candidates (shuffles) finds the real chain of codes, so one shared lookup request
+//     decodes every code starting in 32 bits of the stream; the stream is read through a
+//     128-byte window of aligned words in registers (one coalesced load per ~120 bytes) and the
+//     literals gather into 128-byte runs stored with one aligned 4-byte store per lane
+//     (dmc_zstd_huf_stream). They go straight into the tail of the job's output range: the
+//     literals of a block are always consumed before the output front
 //     reaches them (the output still to come is at least the literals still to copy), so no
 //     scratch buffer is needed, and a front that would overrun them is corrupt input;
 //   - literal and match copies and raw/RLE blocks are cooperative over the 32 lanes, with the
@@ -382,32 +388,105 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
     return DMC_STATUS_OK;
 }
 
-// One lane: decodes `count` Huffman-coded literals of the stream [p, p+len) into out. The
-// bytes are gathered in a register and stored a 4-byte aligned word at a time; the partial
-// words at either end of out (which other lanes' streams may share) are stored a byte at a time.
+// Word k (address bytes [4k, 4k+4) from p - mis) of the stream [p, p+len): one aligned load
+// when it lies wholly inside the stream, else bounds-checked byte loads (bytes outside read as
+// zeros; at most the two words at the stream's ends).
+__device__ __forceinline__ dmc_u32 dmc_zstd_word4(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
+    const dmc_i32 first = 4 * k - (dmc_i32)mis;  // stream position of its first byte
+    if (first >= 0 && first + 4 <= (dmc_i32)len) return *(const dmc_u32*)(p + first);  // aligned
+    dmc_u32 v = 0;
+    for (dmc_i32 q = 0; q < 4; q++) {
+        const dmc_i32 i = first + q;
+        if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u32)p[i] << (8 * q);
+    }
+    return v;
+}
+
+// All 32 lanes: decodes `count` Huffman-coded literals of the backward stream [p, p+len) into
+// out (the table sm->huf of `log` bits). Returns the status, the same in every lane.
+//   - Window: lane l holds the aligned 4-byte word wb + l of the stream (128 bytes, loaded
+//     with one coalesced request), placed so that its top word holds the bit below pos; it is
+//     reloaded when the bits the round needs (down to pos - 31 - log) leave it, every ~120
+//     bytes of input. Bits are read from it with two shuffles and a funnel shift.
+//   - Round: lane i looks up (one shared request for the warp) the code that would start i
+//     bits below pos; its successor is i + the code's length. Pointer doubling over the 32
+//     successors (5 steps of two shuffles) gives lane k the offset of the k-th code of the
+//     real chain from pos; the codes starting in the 32 candidate bits (at least one, and
+//     the chain then advances by at least 32 bits or to the last literal) are this round's
+//     literals.
+//   - Output: the literals gather into a run of 128 bytes of out, aligned to 4 bytes, 4 per
+//     lane (placed by 4 shuffles per round), stored with one aligned 4-byte store per lane
+//     when the run is full or the stream done; bytes of a partial word at either end of out
+//     (which the neighbouring stream's literals may share) are stored a byte at a time.
+// The statuses are those of a serial decode: a code reaching below the stream's first bit, or
+// a stream not ending exactly at its first bit, is corrupt.
 __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, const dmc_u8* p, dmc_u32 len,
-                                       dmc_u8* out, dmc_u32 count) {
-    dmc_zbr r;
-    if (!dmc_zbr_init(&r, p, len)) return DMC_STATUS_CORRUPT;
-    const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
-    dmc_u32 acc = 0;
-    for (dmc_u32 i = 0; i < count; i++) {
-        const dmc_u32 e = sm->huf[dmc_zbr_peek(&r, log)];
-        const dmc_u32 q = (i + mis) & 3u;  // byte of its aligned word
-        acc |= (e & 0xFFu) << (8 * q);
-        r.pos -= (dmc_i64)(e >> 8);
-        if (r.pos < 0) return DMC_STATUS_CORRUPT;
-        if (q == 3 || i + 1 == count) {
-            if (q == 3 && i >= 3) {
-                *(dmc_u32*)(out + i - 3) = acc;  // aligned: out + i + 1 is a multiple of 4
+                                       dmc_u8* out, dmc_u32 count, dmc_u32 lane) {
+    if (len == 0) return DMC_STATUS_CORRUPT;
+    const dmc_u32 last = p[len - 1];
+    if (last == 0) return DMC_STATUS_CORRUPT;
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)p & 3u);
+    const dmc_u32 omis = (dmc_u32)((dmc_u64)out & 3u);
+    const dmc_u32 mask = (1u << log) - 1;
+    dmc_i32 pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
+    dmc_i32 wb = 1 << 24;  // no window yet
+    dmc_u32 word = 0;
+    // The run: slots [0, 128) are the bytes out[run + s - omis]; the first run starts at slot
+    // omis (its earlier slots are before out), later ones at slot 0.
+    dmc_u32 run = 0, lo = omis, fill = omis, mine = 0, done = 0;
+    while (done < count) {
+        const dmc_i32 abit = pos + 8 * (dmc_i32)mis;  // address bit of pos from p - mis
+        if (abit - 32 - (dmc_i32)log < 32 * wb) {
+            wb = ((abit - 1) >> 5) - (DMC_WARP_SIZE - 1);
+            word = dmc_zstd_word4(p, len, mis, wb + (dmc_i32)lane);
+        }
+        // lane i's candidate: the log bits below pos - i
+        const dmc_u32 at_bit = (dmc_u32)(abit - (dmc_i32)lane - (dmc_i32)log - 32 * wb);  // in [0, 1024)
+        const dmc_u32 q = at_bit >> 5;
+        const dmc_u32 w0 = __shfl_sync(0xffffffffu, word, (int)(q & 31u));
+        const dmc_u32 w1 = __shfl_sync(0xffffffffu, word, (int)((q + 1) & 31u));
+        const dmc_u32 idx = (dmc_u32)((((dmc_u64)w1 << 32) | w0) >> (at_bit & 31u)) & mask;
+        const dmc_u32 e = sm->huf[idx];
+        // Pointer doubling: j is the successor applied 2^s times (>= 32: past the candidates);
+        // lane k applies it for each set bit s of k.
+        dmc_u32 j = lane + (e >> 8);
+        dmc_u32 at = 0;
+        for (dmc_u32 s = 0; s < 5; s++) {
+            const dmc_u32 t = __shfl_sync(0xffffffffu, j, (int)(at & 31u));
+            if (((lane >> s) & 1u) && at < DMC_WARP_SIZE) at = t;
+            const dmc_u32 jj = __shfl_sync(0xffffffffu, j, (int)(j & 31u));
+            if (j < DMC_WARP_SIZE) j = jj;
+        }
+        const dmc_u32 ek = __shfl_sync(0xffffffffu, e, (int)(at & 31u));  // the chain's k-th code
+        const dmc_u32 n = (dmc_u32)__popc(__ballot_sync(0xffffffffu, at < DMC_WARP_SIZE));
+        const dmc_u32 take = dmc_min_u32(dmc_min_u32(n, count - done), 128u - fill);
+        const dmc_u32 adv = __shfl_sync(0xffffffffu, at + (ek >> 8), (int)((take - 1) & 31u));
+        if ((dmc_i32)adv > pos) return DMC_STATUS_CORRUPT;  // a code reaches below the stream
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 slot = 4 * lane + b;
+            const dmc_u32 v = __shfl_sync(0xffffffffu, ek, (int)((slot - fill) & 31u));
+            if (slot >= fill && slot < fill + take) mine |= (v & 0xFFu) << (8 * b);
+        }
+        fill += take;
+        done += take;
+        pos -= (dmc_i32)adv;
+        if (fill == 128u || done == count) {
+            const dmc_u32 s0 = 4 * lane;
+            if (s0 >= lo && s0 + 4 <= fill) {
+                *(dmc_u32*)(out + run + s0 - omis) = mine;  // aligned: out - omis is
             } else {
-                const dmc_u32 first = i >= q ? i - q : 0;  // the word's first byte in out
-                for (dmc_u32 k = first; k <= i; k++) out[k] = (dmc_u8)(acc >> (8 * ((k + mis) & 3u)));
+                for (dmc_u32 b = 0; b < 4; b++) {
+                    const dmc_u32 slot = s0 + b;
+                    if (slot >= lo && slot < fill) out[run + slot - omis] = (dmc_u8)(mine >> (8 * b));
+                }
             }
-            acc = 0;
+            run += 128u;
+            lo = 0;
+            fill = 0;
+            mine = 0;
         }
     }
-    return r.pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+    return pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
 }
 
 // ---- Copies (all 32 lanes) ----
@@ -707,29 +786,23 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         const dmc_u32 slen = csize - th;
         dmc_u32 st = DMC_STATUS_OK;
         if (streams == 1) {
-            if (lane == 0) st = dmc_zstd_huf_stream(sm, fs->huf_log, sp, slen, lit, regen);
+            st = dmc_zstd_huf_stream(sm, fs->huf_log, sp, slen, lit, regen, lane);
         } else {
             if (slen < 6) return DMC_STATUS_CORRUPT;
             const dmc_u32 s1 = dmc_load_le16(sp), s2 = dmc_load_le16(sp + 2), s3 = dmc_load_le16(sp + 4);
             if (s1 + s2 + s3 > slen - 6) return DMC_STATUS_CORRUPT;
             const dmc_u32 seg = (regen + 3) / 4;
             if (3 * seg > regen) return DMC_STATUS_CORRUPT;
-            if (lane < 4) {
-                dmc_u32 start = 6, len = s1, cnt = seg;
-                if (lane >= 1) start += s1;
-                if (lane >= 2) start += s2;
-                if (lane >= 3) start += s3;
-                if (lane == 1) len = s2;
-                if (lane == 2) len = s3;
-                if (lane == 3) {
-                    len = slen - 6 - s1 - s2 - s3;
-                    cnt = regen - 3 * seg;
-                }
-                st = dmc_zstd_huf_stream(sm, fs->huf_log, sp + start, len, lit + lane * seg, cnt);
+            // The streams one after another, each on the whole warp.
+            dmc_u32 start = 6;
+            for (dmc_u32 k = 0; k < 4 && st == DMC_STATUS_OK; k++) {
+                const dmc_u32 len = k == 0 ? s1 : k == 1 ? s2 : k == 2 ? s3 : slen - start;
+                const dmc_u32 cnt = k < 3 ? seg : regen - 3 * seg;
+                st = dmc_zstd_huf_stream(sm, fs->huf_log, sp + start, len, lit + k * seg, cnt, lane);
+                start += len;
             }
         }
-        const bool bad = __any_sync(0xffffffffu, st != DMC_STATUS_OK);
-        if (bad) return DMC_STATUS_CORRUPT;
+        if (st != DMC_STATUS_OK) return st;
         __syncwarp();  // the decoded literals are visible to every lane
         L.kind = 2;
         L.src = lit;
