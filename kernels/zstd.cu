@@ -122,19 +122,19 @@ struct dmc_zbr {
     const dmc_u8* p;
     dmc_u32 len;
     dmc_u32 mis;  // the address of p modulo 8
-    dmc_i64 pos;
-    dmc_i64 w;  // index of `hi` among the aligned words from p - mis
+    dmc_i32 pos;  // a block's streams are under 2^20 bits
+    dmc_i32 w;    // index of `hi` among the aligned words from p - mis
     dmc_u64 hi, lo;
 };
 
 // Aligned word k (address bytes [8k, 8k+8) from p - mis) of the stream.
-__device__ __forceinline__ dmc_u64 dmc_zbr_word(const dmc_zbr* r, dmc_i64 k) {
-    const dmc_i64 first = 8 * k - (dmc_i64)r->mis;  // stream position of its first byte
-    if (first >= 0 && first + 8 <= (dmc_i64)r->len) return *(const dmc_u64*)(r->p + first);  // aligned
+__device__ __forceinline__ dmc_u64 dmc_zbr_word(const dmc_zbr* r, dmc_i32 k) {
+    const dmc_i32 first = 8 * k - (dmc_i32)r->mis;  // stream position of its first byte
+    if (first >= 0 && first + 8 <= (dmc_i32)r->len) return *(const dmc_u64*)(r->p + first);  // aligned
     dmc_u64 v = 0;
-    for (dmc_i64 q = 0; q < 8; q++) {
-        const dmc_i64 i = first + q;
-        if (i >= 0 && i < (dmc_i64)r->len) v |= (dmc_u64)r->p[i] << (8 * q);
+    for (dmc_i32 q = 0; q < 8; q++) {
+        const dmc_i32 i = first + q;
+        if (i >= 0 && i < (dmc_i32)r->len) v |= (dmc_u64)r->p[i] << (8 * q);
     }
     return v;
 }
@@ -152,9 +152,9 @@ __device__ __forceinline__ bool dmc_zbr_init(dmc_zbr* r, const dmc_u8* p, dmc_u3
     if (len == 0) return false;
     const dmc_u32 last = p[len - 1];
     if (last == 0) return false;
-    r->pos = (dmc_i64)(len - 1) * 8 + (dmc_i64)dmc_zstd_highbit(last);
+    r->pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
     // hi holds the bit below pos (address bit pos - 1 + 8 mis)
-    r->w = (r->pos - 1 + 8 * (dmc_i64)r->mis) >> 6;
+    r->w = (r->pos - 1 + 8 * (dmc_i32)r->mis) >> 6;
     r->hi = dmc_zbr_word(r, r->w);
     r->lo = dmc_zbr_word(r, r->w - 1);
     return true;
@@ -163,7 +163,7 @@ __device__ __forceinline__ bool dmc_zbr_init(dmc_zbr* r, const dmc_u8* p, dmc_u3
 // The n (<= 32) bits below pos, without consuming them.
 __device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
     if (r->pos <= 0 || n == 0) return 0;
-    const dmc_i64 at = r->pos - (dmc_i64)n + 8 * (dmc_i64)r->mis;  // address bit of the lowest bit
+    const dmc_i32 at = r->pos - (dmc_i32)n + 8 * (dmc_i32)r->mis;  // address bit of the lowest bit
     // Slide down a word at a time (a read lowers pos by at most 32, so once per read at most;
     // at >= -32 > 64 * (w - 1) ends the loop at w = 0 at the latest).
     while (at < 64 * (r->w - 1)) {
@@ -181,7 +181,7 @@ __device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
 
 __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
     const dmc_u32 v = dmc_zbr_peek(r, n);
-    r->pos -= (dmc_i64)n;
+    r->pos -= (dmc_i32)n;
     return v;
 }
 
@@ -501,6 +501,59 @@ __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 
     }
 }
 
+// Copies and fills of this many bytes or more use aligned 4-byte stores (dmc_zstd_copy_wide,
+// dmc_zstd_fill_wide); shorter ones cost fewer requests one byte per lane.
+#define DMC_ZSTD_WIDE_MIN 64u
+
+// The aligned word i (bytes [4i, 4i+4) from b) of a copy's source s[0, n), b = s - (s mod 4)
+// (b may lie before s): one aligned load when wholly inside s[0, n), else bounds-checked byte
+// loads (bytes outside read as zeros and are never used).
+__device__ __forceinline__ dmc_u32 dmc_zstd_src_word(const dmc_u8* s, dmc_u32 n, dmc_u32 sm, dmc_u32 i) {
+    const dmc_i64 first = 4 * (dmc_i64)i - (dmc_i64)sm;  // position in s of its first byte
+    if (first >= 0 && first + 4 <= (dmc_i64)n) return *(const dmc_u32*)(s + first);  // aligned
+    dmc_u32 v = 0;
+    for (dmc_i64 q = 0; q < 4; q++) {
+        const dmc_i64 k = first + q;
+        if (k >= 0 && k < (dmc_i64)n) v |= (dmc_u32)s[k] << (8 * q);
+    }
+    return v;
+}
+
+// All lanes: d[0, n) = s[0, n) for disjoint ranges (no byte of d is a byte of s). The
+// destination's aligned words go out with one aligned 4-byte store per lane, 128 bytes per
+// round, each shifted together from the two aligned source words it spans (two coalesced
+// load requests per round, one when the source is aligned like the destination); the bytes
+// of d's partial words at either end go one per lane (one load and one store request).
+__device__ void dmc_zstd_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane) {
+    const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
+    const dmc_u32 nw = (n - head) / 4;
+    const dmc_u32 tail = n - head - 4 * nw;
+    if (lane < head + tail) {
+        const dmc_u32 j = lane < head ? lane : n - tail + (lane - head);
+        d[j] = s[j];
+    }
+    // word k of the body: d + head + 4k = bytes sm + 4k .. sm + 4k + 3 from sb - sm (aligned)
+    const dmc_u8* sb = s + head;
+    const dmc_u32 sm = (dmc_u32)((dmc_u64)sb & 3u);
+    dmc_u32* dw = (dmc_u32*)(d + head);
+    for (dmc_u32 k = lane; k < nw; k += DMC_WARP_SIZE) {
+        dmc_u32 v = dmc_zstd_src_word(sb, n - head, sm, k);
+        if (sm != 0) v = (dmc_u32)((((dmc_u64)dmc_zstd_src_word(sb, n - head, sm, k + 1) << 32) | v) >> (8 * sm));
+        dw[k] = v;
+    }
+}
+
+// All lanes: d[0, n) = v, aligned 4-byte stores for the aligned words.
+__device__ __forceinline__ void dmc_zstd_fill_wide(dmc_u8* d, dmc_u8 v, dmc_u32 n, dmc_u32 lane) {
+    const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
+    const dmc_u32 nw = (n - head) / 4;
+    const dmc_u32 tail = n - head - 4 * nw;
+    if (lane < head + tail) d[lane < head ? lane : n - tail + (lane - head)] = v;
+    dmc_u32* dw = (dmc_u32*)(d + head);
+    const dmc_u32 w = 0x01010101u * v;
+    for (dmc_u32 k = lane; k < nw; k += DMC_WARP_SIZE) dw[k] = w;
+}
+
 // Literal source of a block: raw bytes in the input, one RLE byte, or Huffman-decoded bytes in
 // the output's tail.
 struct dmc_zstd_lits {
@@ -515,13 +568,22 @@ struct dmc_zstd_lits {
 // Copies the next n literals to out[op..). In-tail literals may overlap the target when the
 // front is close behind them (the target is always at or before the source): then the copy
 // goes in rounds of 32 bytes, each round's loads ordered before its stores.
+// `wide`: long copies with aligned 4-byte stores (a constant at every call site).
 __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_zstd_lits* L, dmc_u32 n,
-                                                   dmc_u32 lane) {
+                                                   dmc_u32 lane, bool wide) {
     if (L->kind == 1) {
-        for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = L->rle;
+        if (wide && n >= DMC_ZSTD_WIDE_MIN) {
+            dmc_zstd_fill_wide(out + op, L->rle, n, lane);
+        } else {
+            for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = L->rle;
+        }
     } else if (L->kind == 0 || L->tail + L->used - op >= n) {
         const dmc_u8* s = L->src + L->used;
-        for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
+        if (wide && n >= DMC_ZSTD_WIDE_MIN) {
+            dmc_zstd_copy_wide(out + op, s, n, lane);
+        } else {
+            for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
+        }
     } else {
         const dmc_u8* s = L->src + L->used;
         for (dmc_u32 j0 = 0; j0 < n; j0 += DMC_WARP_SIZE) {
@@ -881,11 +943,29 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             if (ml > limit - mop) return DMC_STATUS_DST_OVERFLOW;
             if (off == 0 || off > mop - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
             __syncwarp();  // the earlier sequences' bytes are visible to every lane
-            if (L.kind != 2 || L.tail + L.used - op >= ll + ml) {
+            const bool wide_lits = ll >= DMC_ZSTD_WIDE_MIN, wide_match = ml >= DMC_ZSTD_WIDE_MIN && off >= ml;
+            if ((L.kind != 2 || L.tail + L.used - op >= ll + ml) && !wide_lits && !wide_match) {
                 dmc_zstd_seq_copy(out, op, &L, ll, ml, off, lane);
+            } else if (L.kind != 2 || L.tail + L.used - op >= ll + ml) {
+                // a long literal run or a long match without overlap: the literals, then the
+                // match (its source may be these literals: a __syncwarp between), each long
+                // part with aligned 4-byte stores (one call site: fewer live registers)
+                for (dmc_u32 part = 0; part < 2; part++) {
+                    const bool lits = part == 0;
+                    if (lits ? (wide_lits && L.kind != 1) : wide_match) {
+                        dmc_zstd_copy_wide(out + (lits ? op : mop), lits ? L.src + L.used : out + mop - off,
+                                           lits ? ll : ml, lane);
+                    } else if (lits) {
+                        dmc_zstd_copy_lits(out, op, &L, ll, lane, false);
+                    } else {
+                        dmc_zstd_match(out, mop, off, ml, lane);
+                    }
+                    __syncwarp();
+                }
+                if (wide_lits && L.kind != 1) L.used += ll;
             } else {
                 // the front is close behind the in-tail literals: literals first, in rounds
-                dmc_zstd_copy_lits(out, op, &L, ll, lane);
+                dmc_zstd_copy_lits(out, op, &L, ll, lane, false);
                 __syncwarp();  // this match reads bytes other lanes just wrote
                 dmc_zstd_match(out, mop, off, ml, lane);
             }
@@ -900,7 +980,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
     if (rest > out_len - op) return DMC_STATUS_DST_OVERFLOW;
     block_out += rest;
     if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
-    dmc_zstd_copy_lits(out, op, &L, rest, lane);
+    dmc_zstd_copy_lits(out, op, &L, rest, lane, true);
     op += rest;
     __syncwarp();  // the next block's matches read these bytes
     *op_io = op;
@@ -963,14 +1043,14 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
         if (btype == 0) {
             if (bsize > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
             if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
-            for (dmc_u32 j = lane; j < bsize; j += DMC_WARP_SIZE) out[op + j] = in[ip + j];
+            dmc_zstd_copy_wide(out + op, in + ip, bsize, lane);
             ip += bsize;
             op += bsize;
         } else if (btype == 1) {
             if (in_len - ip < 1) return DMC_STATUS_SRC_TRUNCATED;
             if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
             const dmc_u8 v = in[ip];
-            for (dmc_u32 j = lane; j < bsize; j += DMC_WARP_SIZE) out[op + j] = v;
+            dmc_zstd_fill_wide(out + op, v, bsize, lane);
             ip += 1;
             op += bsize;
         } else {

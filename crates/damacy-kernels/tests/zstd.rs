@@ -957,6 +957,57 @@ fn huffman_stream_count_mismatch_is_corrupt() {
     }
 }
 
+/// Literal runs, matches (longer than 64 bytes, the match not overlapping its source), last
+/// literals and raw/RLE blocks, copied with aligned 4-byte stores: raw and RLE literals, every
+/// alignment of destination and source (a raw block of 0..4 bytes first, literal lengths and
+/// offsets of every residue mod 4), against the format's own execution.
+#[test]
+fn long_copies_at_every_alignment() {
+    let mut next = rng(23);
+    let mut cases = Vec::new();
+    for pre in 0..4usize {
+        for raw in [true, false] {
+            let history: Vec<u8> = (0..1100 + pre).map(|_| next() as u8).collect();
+            let mut out = history.clone();
+            let mut rep = [1u32, 4, 8];
+            let mut blocks = vec![raw_block(&history, false)];
+            // ll in [64, 128) (one literals length code), ml in [67, 83) (one match length
+            // code), offset values in [512, 1024) (one offset code): offsets 509..=1020 > ml
+            let seqs: Vec<Seq> = (0..40)
+                .map(|_| Seq {
+                    ll: 64 + (next() % 64) as u32,
+                    ofv: 512 + (next() % 512) as u32,
+                    ml: 67 + (next() % 16) as u32,
+                })
+                .collect();
+            let nl = seqs.iter().map(|s| s.ll).sum::<u32>() as usize + 64 + pre * 5;
+            let lits: Vec<u8> = if raw { (0..nl).map(|_| next() as u8).collect() } else { vec![0xC3; nl] };
+            let l = if raw { Lits::Raw(&lits) } else { Lits::Rle(0xC3, nl) };
+            blocks.push(comp_block(&compressed_block(&l, &seqs, Tables::Rle), false));
+            execute(&mut out, &lits, &seqs, &mut rep);
+            // raw and RLE blocks of a few sizes at the alignment this leaves
+            for n in [1usize, 3, 64, 65, 66, 67, 200] {
+                let d: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+                blocks.push(raw_block(&d, false));
+                out.extend_from_slice(&d);
+                blocks.push(rle_block(0x77, n + pre, false));
+                out.extend(std::iter::repeat_n(0x77, n + pre));
+            }
+            blocks.push(raw_block(&[1, 2, 3], true));
+            out.extend_from_slice(&[1, 2, 3]);
+            cases.push(Case {
+                frame: frame(PLAIN, &blocks, &out),
+                expect: out,
+                give_len: false,
+                verify: false,
+                what: format!("long copies, {pre} bytes first, raw literals {raw}"),
+            });
+        }
+    }
+    let m = check(&cases);
+    assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.raw_blocks > 0 && m.rle_blocks > 0);
+}
+
 /// Natural frames that exercise the modes libzstd chooses itself: Huffman 1 and 4 streams,
 /// FSE-compressed weights, predefined and FSE tables, repeated tables across blocks.
 fn natural_mode_cases() -> Vec<Case> {
