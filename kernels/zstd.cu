@@ -8,7 +8,10 @@
 // into earlier blocks, its repeat offsets and treeless/repeat tables come from earlier blocks),
 // so the warp walks them in order:
 //   - headers and the sequence bitstream are decoded redundantly by all 32 lanes (uniform
-//     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens;
+//     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens,
+//     except that lane 0 keeps the literals length FSE state, lane 1 the offset state and the
+//     others the match length state, so a sequence's three table entries are one shared
+//     request, handed to every lane by shuffles;
 //   - table builds (Huffman, FSE: description parse, symbol spread, state table) run on lane 0
 //     into this warp's shared-memory tables, published with one __syncwarp;
 //   - the sequence and Huffman-weight bitstreams are read through a 128-bit cache of two
@@ -28,7 +31,11 @@
 //     op-d+(j mod d)) and one __syncwarp per sequence; a sequence's literals and match go out
 //     in one pass (a match byte whose source is one of the sequence's own literals reads that
 //     literal), except when the output front is close behind the in-tail literals, where the
-//     literals go first and a __syncwarp precedes the match;
+//     literals go first and a __syncwarp precedes the match; runs of 64 bytes or more
+//     (literal runs, matches that do not overlap their source, a block's last literals, raw
+//     and RLE blocks) go out as aligned 4-byte stores, 128 bytes per lane-round, each word
+//     shifted together from the two aligned source words it spans (dmc_zstd_copy_wide), the
+//     literals before the match with a __syncwarp between;
 //   - the XXH64 checksum runs its four accumulators on lanes 0..3.
 // Why not the two-kernel split (a warp per block decoding sequences, a warp per frame executing
 // them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
@@ -68,6 +75,7 @@
 // Per-warp tables. FSE entries pack symbol (bits 0-7), bits to read (8-15), baseline (16-31);
 // Huffman entries pack symbol (bits 0-7) and code length (8-15).
 struct dmc_zstd_smem {
+    // ll, ml and of first, in this order (the sequence loop indexes them as one array)
     dmc_u32 ll[1 << DMC_ZSTD_LL_LOG_MAX];
     dmc_u32 ml[1 << DMC_ZSTD_ML_LOG_MAX];
     dmc_u32 of[1 << DMC_ZSTD_OF_LOG_MAX];
@@ -896,21 +904,36 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         if (st != DMC_STATUS_OK) return st;
         dmc_zbr r;
         if (bp >= n || !dmc_zbr_init(&r, b + bp, n - bp)) return DMC_STATUS_CORRUPT;
-        dmc_u32 sll = dmc_zbr_read(&r, fs->log[0]);
-        dmc_u32 sof = dmc_zbr_read(&r, fs->log[1]);
-        dmc_u32 sml = dmc_zbr_read(&r, fs->log[2]);
+        // The three FSE states are spread over the lanes: lane 0 keeps the literals length
+        // state, lane 1 the offset state, the others the match length state, and each lane
+        // reads its state's entry, so the three lookups are one shared request; shuffles hand
+        // the entries to every lane. (ll, ml and of are the first members of dmc_zstd_smem,
+        // in that order: one array of u32 from sm.)
+        dmc_u32 state;
+        {
+            const dmc_u32 sll = dmc_zbr_read(&r, fs->log[0]);
+            const dmc_u32 sof = dmc_zbr_read(&r, fs->log[1]);
+            const dmc_u32 sml = dmc_zbr_read(&r, fs->log[2]);
+            state = lane == 0 ? sll : (lane == 1 ? sof : sml);
+        }
         for (dmc_u32 i = 0; i < nseq; i++) {
-            const dmc_u32 ell = sm->ll[sll], eof = sm->of[sof], eml = sm->ml[sml];
+            const dmc_u32 tab = lane == 0 ? 0u : (lane == 1 ? (2u << DMC_ZSTD_LL_LOG_MAX) : (1u << DMC_ZSTD_LL_LOG_MAX));
+            const dmc_u32 ent = ((const dmc_u32*)sm)[tab + state];
+            const dmc_u32 ell = __shfl_sync(0xffffffffu, ent, 0), eof = __shfl_sync(0xffffffffu, ent, 1),
+                          eml = __shfl_sync(0xffffffffu, ent, 2);
             const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
             const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
             const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
             const dmc_u32 llv = llc < 16 ? llc : sm->codes[llc - 16];
             const dmc_u32 ml = (mlv & 0xFFFFFFu) + dmc_zbr_read(&r, mlv >> 24);
             const dmc_u32 ll = (llv & 0xFFFFFFu) + dmc_zbr_read(&r, llv >> 24);
-            if (i + 1 < nseq) {
-                sll = (ell >> 16) + dmc_zbr_read(&r, (ell >> 8) & 0xFF);
-                sml = (eml >> 16) + dmc_zbr_read(&r, (eml >> 8) & 0xFF);
-                sof = (eof >> 16) + dmc_zbr_read(&r, (eof >> 8) & 0xFF);
+            if (i + 1 < nseq) {  // the bits of all three updates, each lane keeping its own
+                dmc_u32 v = dmc_zbr_read(&r, (ell >> 8) & 0xFF);
+                if (lane == 0) state = (ell >> 16) + v;
+                v = dmc_zbr_read(&r, (eml >> 8) & 0xFF);
+                if (lane >= 2) state = (eml >> 16) + v;
+                v = dmc_zbr_read(&r, (eof >> 8) & 0xFF);
+                if (lane == 1) state = (eof >> 16) + v;
             }
             if (r.pos < 0) return DMC_STATUS_CORRUPT;
             // Repeat offsets.

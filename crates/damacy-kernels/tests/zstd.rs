@@ -475,8 +475,9 @@ fn literals_section(l: &Lits<'_>) -> Vec<u8> {
                 // Segments of ceil(n / 4) literals, the last one the rest (possibly empty).
                 let seg = lits.len().div_ceil(4);
                 assert!(3 * seg <= lits.len(), "4 streams of {} literals", lits.len());
+                let n = lits.len();
                 let parts: Vec<Vec<u8>> =
-                    (0..4).map(|k| huffman_stream(&lits[(k * seg).min(lits.len())..][..seg.min(lits.len().saturating_sub(k * seg))], &codes)).collect();
+                    (0..4).map(|k| huffman_stream(&lits[(k * seg).min(n)..((k + 1) * seg).min(n)], &codes)).collect();
                 for p in &parts[..3] {
                     body.extend_from_slice(&(p.len() as u16).to_le_bytes());
                 }
@@ -901,8 +902,11 @@ fn huffman_streams_at_every_alignment() {
                     continue;
                 }
                 let seg = n.div_ceil(4);
-                let parts: Vec<&[u8]> =
-                    if streams == 1 { vec![&lits[..]] } else { (0..4).map(|k| &lits[(k * seg).min(n)..((k + 1) * seg).min(n)]).collect() };
+                let parts: Vec<&[u8]> = if streams == 1 {
+                    vec![&lits[..]]
+                } else {
+                    (0..4).map(|k| &lits[(k * seg).min(n)..((k + 1) * seg).min(n)]).collect()
+                };
                 for p in parts {
                     ends[streams / 4][(stream_bits(p, &codes) % 8) as usize] = true;
                 }
@@ -940,7 +944,7 @@ fn huffman_stream_count_mismatch_is_corrupt() {
             }
             let mut sec = literals_section(&Lits::Huffman { lits: &lits, weights, streams: 1, treeless: false });
             let h = u32::from_le_bytes([sec[0], sec[1], sec[2], 0]);
-            let h = (h & !(0x3FF << 4)) | (claimed as u32) << 4;
+            let h = (h & !(0x3FF << 4)) | ((claimed as u32) << 4);
             sec[..3].copy_from_slice(&h.to_le_bytes()[..3]);
             sec.push(0); // no sequences
             let blocks = vec![comp_block(&sec, true)];
