@@ -8,13 +8,22 @@
 // into earlier blocks, its repeat offsets and treeless/repeat tables come from earlier blocks),
 // so the warp walks them in order:
 //   - headers and the sequence bitstream are decoded redundantly by all 32 lanes (uniform
-//     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens;
+//     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens,
+//     except that lane 0 keeps the literals length FSE state, lane 1 the offset state and the
+//     others the match length state, so a sequence's three table entries are one shared
+//     request, handed to every lane by shuffles;
 //   - table builds (Huffman, FSE: description parse, symbol spread, state table) run on lane 0
 //     into this warp's shared-memory tables, published with one __syncwarp;
-//   - the bitstreams (sequences, Huffman streams, Huffman weights) are read through a 128-bit
-//     cache of two aligned 8-byte words: one load per 64 bits;
-//   - Huffman literals decode on lanes 0..3 (one lane per stream, bytes gathered into aligned
-//     4-byte stores) straight into the tail of the job's output range: the literals of a block are always consumed before the output front
+//   - the sequence and Huffman-weight bitstreams are read through a 128-bit cache of two
+//     aligned 8-byte words: one load per 64 bits;
+//   - Huffman literals decode on all 32 lanes, one stream at a time (1 or 4 per block): lane i
+//     looks up the code that would start i bits further into the stream, pointer doubling over
+//     those 32 candidates (shuffles) finds the real chain of codes, so one shared lookup request
+//     decodes every code starting in 32 bits of the stream; the stream is read through a
+//     128-byte window of aligned words in registers (one coalesced load per ~120 bytes) and the
+//     literals gather into 128-byte runs stored with one aligned 4-byte store per lane
+//     (dmc_zstd_huf_stream). They go straight into the tail of the job's output range: the
+//     literals of a block are always consumed before the output front
 //     reaches them (the output still to come is at least the literals still to copy), so no
 //     scratch buffer is needed, and a front that would overrun them is corrupt input;
 //   - literal and match copies and raw/RLE blocks are cooperative over the 32 lanes, with the
@@ -22,7 +31,11 @@
 //     op-d+(j mod d)) and one __syncwarp per sequence; a sequence's literals and match go out
 //     in one pass (a match byte whose source is one of the sequence's own literals reads that
 //     literal), except when the output front is close behind the in-tail literals, where the
-//     literals go first and a __syncwarp precedes the match;
+//     literals go first and a __syncwarp precedes the match; runs of 64 bytes or more
+//     (literal runs, matches that do not overlap their source, a block's last literals, raw
+//     and RLE blocks) go out as aligned 4-byte stores, 128 bytes per lane-round, each word
+//     shifted together from the two aligned source words it spans (dmc_zstd_copy_wide), the
+//     literals before the match with a __syncwarp between;
 //   - the XXH64 checksum runs its four accumulators on lanes 0..3.
 // Why not the two-kernel split (a warp per block decoding sequences, a warp per frame executing
 // them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
@@ -62,6 +75,7 @@
 // Per-warp tables. FSE entries pack symbol (bits 0-7), bits to read (8-15), baseline (16-31);
 // Huffman entries pack symbol (bits 0-7) and code length (8-15).
 struct dmc_zstd_smem {
+    // ll, ml and of first, in this order (the sequence loop indexes them as one array)
     dmc_u32 ll[1 << DMC_ZSTD_LL_LOG_MAX];
     dmc_u32 ml[1 << DMC_ZSTD_ML_LOG_MAX];
     dmc_u32 of[1 << DMC_ZSTD_OF_LOG_MAX];
@@ -116,19 +130,19 @@ struct dmc_zbr {
     const dmc_u8* p;
     dmc_u32 len;
     dmc_u32 mis;  // the address of p modulo 8
-    dmc_i64 pos;
-    dmc_i64 w;  // index of `hi` among the aligned words from p - mis
+    dmc_i32 pos;  // a block's streams are under 2^20 bits
+    dmc_i32 w;    // index of `hi` among the aligned words from p - mis
     dmc_u64 hi, lo;
 };
 
 // Aligned word k (address bytes [8k, 8k+8) from p - mis) of the stream.
-__device__ __forceinline__ dmc_u64 dmc_zbr_word(const dmc_zbr* r, dmc_i64 k) {
-    const dmc_i64 first = 8 * k - (dmc_i64)r->mis;  // stream position of its first byte
-    if (first >= 0 && first + 8 <= (dmc_i64)r->len) return *(const dmc_u64*)(r->p + first);  // aligned
+__device__ __forceinline__ dmc_u64 dmc_zbr_word(const dmc_zbr* r, dmc_i32 k) {
+    const dmc_i32 first = 8 * k - (dmc_i32)r->mis;  // stream position of its first byte
+    if (first >= 0 && first + 8 <= (dmc_i32)r->len) return *(const dmc_u64*)(r->p + first);  // aligned
     dmc_u64 v = 0;
-    for (dmc_i64 q = 0; q < 8; q++) {
-        const dmc_i64 i = first + q;
-        if (i >= 0 && i < (dmc_i64)r->len) v |= (dmc_u64)r->p[i] << (8 * q);
+    for (dmc_i32 q = 0; q < 8; q++) {
+        const dmc_i32 i = first + q;
+        if (i >= 0 && i < (dmc_i32)r->len) v |= (dmc_u64)r->p[i] << (8 * q);
     }
     return v;
 }
@@ -146,9 +160,9 @@ __device__ __forceinline__ bool dmc_zbr_init(dmc_zbr* r, const dmc_u8* p, dmc_u3
     if (len == 0) return false;
     const dmc_u32 last = p[len - 1];
     if (last == 0) return false;
-    r->pos = (dmc_i64)(len - 1) * 8 + (dmc_i64)dmc_zstd_highbit(last);
+    r->pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
     // hi holds the bit below pos (address bit pos - 1 + 8 mis)
-    r->w = (r->pos - 1 + 8 * (dmc_i64)r->mis) >> 6;
+    r->w = (r->pos - 1 + 8 * (dmc_i32)r->mis) >> 6;
     r->hi = dmc_zbr_word(r, r->w);
     r->lo = dmc_zbr_word(r, r->w - 1);
     return true;
@@ -157,7 +171,7 @@ __device__ __forceinline__ bool dmc_zbr_init(dmc_zbr* r, const dmc_u8* p, dmc_u3
 // The n (<= 32) bits below pos, without consuming them.
 __device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
     if (r->pos <= 0 || n == 0) return 0;
-    const dmc_i64 at = r->pos - (dmc_i64)n + 8 * (dmc_i64)r->mis;  // address bit of the lowest bit
+    const dmc_i32 at = r->pos - (dmc_i32)n + 8 * (dmc_i32)r->mis;  // address bit of the lowest bit
     // Slide down a word at a time (a read lowers pos by at most 32, so once per read at most;
     // at >= -32 > 64 * (w - 1) ends the loop at w = 0 at the latest).
     while (at < 64 * (r->w - 1)) {
@@ -175,7 +189,7 @@ __device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
 
 __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
     const dmc_u32 v = dmc_zbr_peek(r, n);
-    r->pos -= (dmc_i64)n;
+    r->pos -= (dmc_i32)n;
     return v;
 }
 
@@ -382,32 +396,105 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
     return DMC_STATUS_OK;
 }
 
-// One lane: decodes `count` Huffman-coded literals of the stream [p, p+len) into out. The
-// bytes are gathered in a register and stored a 4-byte aligned word at a time; the partial
-// words at either end of out (which other lanes' streams may share) are stored a byte at a time.
+// Word k (address bytes [4k, 4k+4) from p - mis) of the stream [p, p+len): one aligned load
+// when it lies wholly inside the stream, else bounds-checked byte loads (bytes outside read as
+// zeros; at most the two words at the stream's ends).
+__device__ __forceinline__ dmc_u32 dmc_zstd_word4(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
+    const dmc_i32 first = 4 * k - (dmc_i32)mis;  // stream position of its first byte
+    if (first >= 0 && first + 4 <= (dmc_i32)len) return *(const dmc_u32*)(p + first);  // aligned
+    dmc_u32 v = 0;
+    for (dmc_i32 q = 0; q < 4; q++) {
+        const dmc_i32 i = first + q;
+        if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u32)p[i] << (8 * q);
+    }
+    return v;
+}
+
+// All 32 lanes: decodes `count` Huffman-coded literals of the backward stream [p, p+len) into
+// out (the table sm->huf of `log` bits). Returns the status, the same in every lane.
+//   - Window: lane l holds the aligned 4-byte word wb + l of the stream (128 bytes, loaded
+//     with one coalesced request), placed so that its top word holds the bit below pos; it is
+//     reloaded when the bits the round needs (down to pos - 31 - log) leave it, every ~120
+//     bytes of input. Bits are read from it with two shuffles and a funnel shift.
+//   - Round: lane i looks up (one shared request for the warp) the code that would start i
+//     bits below pos; its successor is i + the code's length. Pointer doubling over the 32
+//     successors (5 steps of two shuffles) gives lane k the offset of the k-th code of the
+//     real chain from pos; the codes starting in the 32 candidate bits (at least one, and
+//     the chain then advances by at least 32 bits or to the last literal) are this round's
+//     literals.
+//   - Output: the literals gather into a run of 128 bytes of out, aligned to 4 bytes, 4 per
+//     lane (placed by 4 shuffles per round), stored with one aligned 4-byte store per lane
+//     when the run is full or the stream done; bytes of a partial word at either end of out
+//     (which the neighbouring stream's literals may share) are stored a byte at a time.
+// The statuses are those of a serial decode: a code reaching below the stream's first bit, or
+// a stream not ending exactly at its first bit, is corrupt.
 __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, const dmc_u8* p, dmc_u32 len,
-                                       dmc_u8* out, dmc_u32 count) {
-    dmc_zbr r;
-    if (!dmc_zbr_init(&r, p, len)) return DMC_STATUS_CORRUPT;
-    const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
-    dmc_u32 acc = 0;
-    for (dmc_u32 i = 0; i < count; i++) {
-        const dmc_u32 e = sm->huf[dmc_zbr_peek(&r, log)];
-        const dmc_u32 q = (i + mis) & 3u;  // byte of its aligned word
-        acc |= (e & 0xFFu) << (8 * q);
-        r.pos -= (dmc_i64)(e >> 8);
-        if (r.pos < 0) return DMC_STATUS_CORRUPT;
-        if (q == 3 || i + 1 == count) {
-            if (q == 3 && i >= 3) {
-                *(dmc_u32*)(out + i - 3) = acc;  // aligned: out + i + 1 is a multiple of 4
+                                       dmc_u8* out, dmc_u32 count, dmc_u32 lane) {
+    if (len == 0) return DMC_STATUS_CORRUPT;
+    const dmc_u32 last = p[len - 1];
+    if (last == 0) return DMC_STATUS_CORRUPT;
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)p & 3u);
+    const dmc_u32 omis = (dmc_u32)((dmc_u64)out & 3u);
+    const dmc_u32 mask = (1u << log) - 1;
+    dmc_i32 pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
+    dmc_i32 wb = 1 << 24;  // no window yet
+    dmc_u32 word = 0;
+    // The run: slots [0, 128) are the bytes out[run + s - omis]; the first run starts at slot
+    // omis (its earlier slots are before out), later ones at slot 0.
+    dmc_u32 run = 0, lo = omis, fill = omis, mine = 0, done = 0;
+    while (done < count) {
+        const dmc_i32 abit = pos + 8 * (dmc_i32)mis;  // address bit of pos from p - mis
+        if (abit - 32 - (dmc_i32)log < 32 * wb) {
+            wb = ((abit - 1) >> 5) - (DMC_WARP_SIZE - 1);
+            word = dmc_zstd_word4(p, len, mis, wb + (dmc_i32)lane);
+        }
+        // lane i's candidate: the log bits below pos - i
+        const dmc_u32 at_bit = (dmc_u32)(abit - (dmc_i32)lane - (dmc_i32)log - 32 * wb);  // in [0, 1024)
+        const dmc_u32 q = at_bit >> 5;
+        const dmc_u32 w0 = __shfl_sync(0xffffffffu, word, (int)(q & 31u));
+        const dmc_u32 w1 = __shfl_sync(0xffffffffu, word, (int)((q + 1) & 31u));
+        const dmc_u32 idx = (dmc_u32)((((dmc_u64)w1 << 32) | w0) >> (at_bit & 31u)) & mask;
+        const dmc_u32 e = sm->huf[idx];
+        // Pointer doubling: j is the successor applied 2^s times (>= 32: past the candidates);
+        // lane k applies it for each set bit s of k.
+        dmc_u32 j = lane + (e >> 8);
+        dmc_u32 at = 0;
+        for (dmc_u32 s = 0; s < 5; s++) {
+            const dmc_u32 t = __shfl_sync(0xffffffffu, j, (int)(at & 31u));
+            if (((lane >> s) & 1u) && at < DMC_WARP_SIZE) at = t;
+            const dmc_u32 jj = __shfl_sync(0xffffffffu, j, (int)(j & 31u));
+            if (j < DMC_WARP_SIZE) j = jj;
+        }
+        const dmc_u32 ek = __shfl_sync(0xffffffffu, e, (int)(at & 31u));  // the chain's k-th code
+        const dmc_u32 n = (dmc_u32)__popc(__ballot_sync(0xffffffffu, at < DMC_WARP_SIZE));
+        const dmc_u32 take = dmc_min_u32(dmc_min_u32(n, count - done), 128u - fill);
+        const dmc_u32 adv = __shfl_sync(0xffffffffu, at + (ek >> 8), (int)((take - 1) & 31u));
+        if ((dmc_i32)adv > pos) return DMC_STATUS_CORRUPT;  // a code reaches below the stream
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 slot = 4 * lane + b;
+            const dmc_u32 v = __shfl_sync(0xffffffffu, ek, (int)((slot - fill) & 31u));
+            if (slot >= fill && slot < fill + take) mine |= (v & 0xFFu) << (8 * b);
+        }
+        fill += take;
+        done += take;
+        pos -= (dmc_i32)adv;
+        if (fill == 128u || done == count) {
+            const dmc_u32 s0 = 4 * lane;
+            if (s0 >= lo && s0 + 4 <= fill) {
+                *(dmc_u32*)(out + run + s0 - omis) = mine;  // aligned: out - omis is
             } else {
-                const dmc_u32 first = i >= q ? i - q : 0;  // the word's first byte in out
-                for (dmc_u32 k = first; k <= i; k++) out[k] = (dmc_u8)(acc >> (8 * ((k + mis) & 3u)));
+                for (dmc_u32 b = 0; b < 4; b++) {
+                    const dmc_u32 slot = s0 + b;
+                    if (slot >= lo && slot < fill) out[run + slot - omis] = (dmc_u8)(mine >> (8 * b));
+                }
             }
-            acc = 0;
+            run += 128u;
+            lo = 0;
+            fill = 0;
+            mine = 0;
         }
     }
-    return r.pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+    return pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
 }
 
 // ---- Copies (all 32 lanes) ----
@@ -420,6 +507,59 @@ __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 
         const dmc_u32 k = j < dist ? j : j % dist;
         out[op + j] = out[base + k];
     }
+}
+
+// Copies and fills of this many bytes or more use aligned 4-byte stores (dmc_zstd_copy_wide,
+// dmc_zstd_fill_wide); shorter ones cost fewer requests one byte per lane.
+#define DMC_ZSTD_WIDE_MIN 64u
+
+// The aligned word i (bytes [4i, 4i+4) from b) of a copy's source s[0, n), b = s - (s mod 4)
+// (b may lie before s): one aligned load when wholly inside s[0, n), else bounds-checked byte
+// loads (bytes outside read as zeros and are never used).
+__device__ __forceinline__ dmc_u32 dmc_zstd_src_word(const dmc_u8* s, dmc_u32 n, dmc_u32 sm, dmc_u32 i) {
+    const dmc_i64 first = 4 * (dmc_i64)i - (dmc_i64)sm;  // position in s of its first byte
+    if (first >= 0 && first + 4 <= (dmc_i64)n) return *(const dmc_u32*)(s + first);  // aligned
+    dmc_u32 v = 0;
+    for (dmc_i64 q = 0; q < 4; q++) {
+        const dmc_i64 k = first + q;
+        if (k >= 0 && k < (dmc_i64)n) v |= (dmc_u32)s[k] << (8 * q);
+    }
+    return v;
+}
+
+// All lanes: d[0, n) = s[0, n) for disjoint ranges (no byte of d is a byte of s). The
+// destination's aligned words go out with one aligned 4-byte store per lane, 128 bytes per
+// round, each shifted together from the two aligned source words it spans (two coalesced
+// load requests per round, one when the source is aligned like the destination); the bytes
+// of d's partial words at either end go one per lane (one load and one store request).
+__device__ void dmc_zstd_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane) {
+    const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
+    const dmc_u32 nw = (n - head) / 4;
+    const dmc_u32 tail = n - head - 4 * nw;
+    if (lane < head + tail) {
+        const dmc_u32 j = lane < head ? lane : n - tail + (lane - head);
+        d[j] = s[j];
+    }
+    // word k of the body: d + head + 4k = bytes sm + 4k .. sm + 4k + 3 from sb - sm (aligned)
+    const dmc_u8* sb = s + head;
+    const dmc_u32 sm = (dmc_u32)((dmc_u64)sb & 3u);
+    dmc_u32* dw = (dmc_u32*)(d + head);
+    for (dmc_u32 k = lane; k < nw; k += DMC_WARP_SIZE) {
+        dmc_u32 v = dmc_zstd_src_word(sb, n - head, sm, k);
+        if (sm != 0) v = (dmc_u32)((((dmc_u64)dmc_zstd_src_word(sb, n - head, sm, k + 1) << 32) | v) >> (8 * sm));
+        dw[k] = v;
+    }
+}
+
+// All lanes: d[0, n) = v, aligned 4-byte stores for the aligned words.
+__device__ __forceinline__ void dmc_zstd_fill_wide(dmc_u8* d, dmc_u8 v, dmc_u32 n, dmc_u32 lane) {
+    const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
+    const dmc_u32 nw = (n - head) / 4;
+    const dmc_u32 tail = n - head - 4 * nw;
+    if (lane < head + tail) d[lane < head ? lane : n - tail + (lane - head)] = v;
+    dmc_u32* dw = (dmc_u32*)(d + head);
+    const dmc_u32 w = 0x01010101u * v;
+    for (dmc_u32 k = lane; k < nw; k += DMC_WARP_SIZE) dw[k] = w;
 }
 
 // Literal source of a block: raw bytes in the input, one RLE byte, or Huffman-decoded bytes in
@@ -436,13 +576,22 @@ struct dmc_zstd_lits {
 // Copies the next n literals to out[op..). In-tail literals may overlap the target when the
 // front is close behind them (the target is always at or before the source): then the copy
 // goes in rounds of 32 bytes, each round's loads ordered before its stores.
+// `wide`: long copies with aligned 4-byte stores (a constant at every call site).
 __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_zstd_lits* L, dmc_u32 n,
-                                                   dmc_u32 lane) {
+                                                   dmc_u32 lane, bool wide) {
     if (L->kind == 1) {
-        for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = L->rle;
+        if (wide && n >= DMC_ZSTD_WIDE_MIN) {
+            dmc_zstd_fill_wide(out + op, L->rle, n, lane);
+        } else {
+            for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = L->rle;
+        }
     } else if (L->kind == 0 || L->tail + L->used - op >= n) {
         const dmc_u8* s = L->src + L->used;
-        for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
+        if (wide && n >= DMC_ZSTD_WIDE_MIN) {
+            dmc_zstd_copy_wide(out + op, s, n, lane);
+        } else {
+            for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
+        }
     } else {
         const dmc_u8* s = L->src + L->used;
         for (dmc_u32 j0 = 0; j0 < n; j0 += DMC_WARP_SIZE) {
@@ -707,29 +856,23 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         const dmc_u32 slen = csize - th;
         dmc_u32 st = DMC_STATUS_OK;
         if (streams == 1) {
-            if (lane == 0) st = dmc_zstd_huf_stream(sm, fs->huf_log, sp, slen, lit, regen);
+            st = dmc_zstd_huf_stream(sm, fs->huf_log, sp, slen, lit, regen, lane);
         } else {
             if (slen < 6) return DMC_STATUS_CORRUPT;
             const dmc_u32 s1 = dmc_load_le16(sp), s2 = dmc_load_le16(sp + 2), s3 = dmc_load_le16(sp + 4);
             if (s1 + s2 + s3 > slen - 6) return DMC_STATUS_CORRUPT;
             const dmc_u32 seg = (regen + 3) / 4;
             if (3 * seg > regen) return DMC_STATUS_CORRUPT;
-            if (lane < 4) {
-                dmc_u32 start = 6, len = s1, cnt = seg;
-                if (lane >= 1) start += s1;
-                if (lane >= 2) start += s2;
-                if (lane >= 3) start += s3;
-                if (lane == 1) len = s2;
-                if (lane == 2) len = s3;
-                if (lane == 3) {
-                    len = slen - 6 - s1 - s2 - s3;
-                    cnt = regen - 3 * seg;
-                }
-                st = dmc_zstd_huf_stream(sm, fs->huf_log, sp + start, len, lit + lane * seg, cnt);
+            // The streams one after another, each on the whole warp.
+            dmc_u32 start = 6;
+            for (dmc_u32 k = 0; k < 4 && st == DMC_STATUS_OK; k++) {
+                const dmc_u32 len = k == 0 ? s1 : k == 1 ? s2 : k == 2 ? s3 : slen - start;
+                const dmc_u32 cnt = k < 3 ? seg : regen - 3 * seg;
+                st = dmc_zstd_huf_stream(sm, fs->huf_log, sp + start, len, lit + k * seg, cnt, lane);
+                start += len;
             }
         }
-        const bool bad = __any_sync(0xffffffffu, st != DMC_STATUS_OK);
-        if (bad) return DMC_STATUS_CORRUPT;
+        if (st != DMC_STATUS_OK) return st;
         __syncwarp();  // the decoded literals are visible to every lane
         L.kind = 2;
         L.src = lit;
@@ -761,21 +904,36 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         if (st != DMC_STATUS_OK) return st;
         dmc_zbr r;
         if (bp >= n || !dmc_zbr_init(&r, b + bp, n - bp)) return DMC_STATUS_CORRUPT;
-        dmc_u32 sll = dmc_zbr_read(&r, fs->log[0]);
-        dmc_u32 sof = dmc_zbr_read(&r, fs->log[1]);
-        dmc_u32 sml = dmc_zbr_read(&r, fs->log[2]);
+        // The three FSE states are spread over the lanes: lane 0 keeps the literals length
+        // state, lane 1 the offset state, the others the match length state, and each lane
+        // reads its state's entry, so the three lookups are one shared request; shuffles hand
+        // the entries to every lane. (ll, ml and of are the first members of dmc_zstd_smem,
+        // in that order: one array of u32 from sm.)
+        dmc_u32 state;
+        {
+            const dmc_u32 sll = dmc_zbr_read(&r, fs->log[0]);
+            const dmc_u32 sof = dmc_zbr_read(&r, fs->log[1]);
+            const dmc_u32 sml = dmc_zbr_read(&r, fs->log[2]);
+            state = lane == 0 ? sll : (lane == 1 ? sof : sml);
+        }
         for (dmc_u32 i = 0; i < nseq; i++) {
-            const dmc_u32 ell = sm->ll[sll], eof = sm->of[sof], eml = sm->ml[sml];
+            const dmc_u32 tab = lane == 0 ? 0u : (lane == 1 ? (2u << DMC_ZSTD_LL_LOG_MAX) : (1u << DMC_ZSTD_LL_LOG_MAX));
+            const dmc_u32 ent = ((const dmc_u32*)sm)[tab + state];
+            const dmc_u32 ell = __shfl_sync(0xffffffffu, ent, 0), eof = __shfl_sync(0xffffffffu, ent, 1),
+                          eml = __shfl_sync(0xffffffffu, ent, 2);
             const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
             const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
             const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
             const dmc_u32 llv = llc < 16 ? llc : sm->codes[llc - 16];
             const dmc_u32 ml = (mlv & 0xFFFFFFu) + dmc_zbr_read(&r, mlv >> 24);
             const dmc_u32 ll = (llv & 0xFFFFFFu) + dmc_zbr_read(&r, llv >> 24);
-            if (i + 1 < nseq) {
-                sll = (ell >> 16) + dmc_zbr_read(&r, (ell >> 8) & 0xFF);
-                sml = (eml >> 16) + dmc_zbr_read(&r, (eml >> 8) & 0xFF);
-                sof = (eof >> 16) + dmc_zbr_read(&r, (eof >> 8) & 0xFF);
+            if (i + 1 < nseq) {  // the bits of all three updates, each lane keeping its own
+                dmc_u32 v = dmc_zbr_read(&r, (ell >> 8) & 0xFF);
+                if (lane == 0) state = (ell >> 16) + v;
+                v = dmc_zbr_read(&r, (eml >> 8) & 0xFF);
+                if (lane >= 2) state = (eml >> 16) + v;
+                v = dmc_zbr_read(&r, (eof >> 8) & 0xFF);
+                if (lane == 1) state = (eof >> 16) + v;
             }
             if (r.pos < 0) return DMC_STATUS_CORRUPT;
             // Repeat offsets.
@@ -808,11 +966,29 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             if (ml > limit - mop) return DMC_STATUS_DST_OVERFLOW;
             if (off == 0 || off > mop - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
             __syncwarp();  // the earlier sequences' bytes are visible to every lane
-            if (L.kind != 2 || L.tail + L.used - op >= ll + ml) {
+            const bool wide_lits = ll >= DMC_ZSTD_WIDE_MIN, wide_match = ml >= DMC_ZSTD_WIDE_MIN && off >= ml;
+            if ((L.kind != 2 || L.tail + L.used - op >= ll + ml) && !wide_lits && !wide_match) {
                 dmc_zstd_seq_copy(out, op, &L, ll, ml, off, lane);
+            } else if (L.kind != 2 || L.tail + L.used - op >= ll + ml) {
+                // a long literal run or a long match without overlap: the literals, then the
+                // match (its source may be these literals: a __syncwarp between), each long
+                // part with aligned 4-byte stores (one call site: fewer live registers)
+                for (dmc_u32 part = 0; part < 2; part++) {
+                    const bool lits = part == 0;
+                    if (lits ? (wide_lits && L.kind != 1) : wide_match) {
+                        dmc_zstd_copy_wide(out + (lits ? op : mop), lits ? L.src + L.used : out + mop - off,
+                                           lits ? ll : ml, lane);
+                    } else if (lits) {
+                        dmc_zstd_copy_lits(out, op, &L, ll, lane, false);
+                    } else {
+                        dmc_zstd_match(out, mop, off, ml, lane);
+                    }
+                    __syncwarp();
+                }
+                if (wide_lits && L.kind != 1) L.used += ll;
             } else {
                 // the front is close behind the in-tail literals: literals first, in rounds
-                dmc_zstd_copy_lits(out, op, &L, ll, lane);
+                dmc_zstd_copy_lits(out, op, &L, ll, lane, false);
                 __syncwarp();  // this match reads bytes other lanes just wrote
                 dmc_zstd_match(out, mop, off, ml, lane);
             }
@@ -827,7 +1003,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
     if (rest > out_len - op) return DMC_STATUS_DST_OVERFLOW;
     block_out += rest;
     if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
-    dmc_zstd_copy_lits(out, op, &L, rest, lane);
+    dmc_zstd_copy_lits(out, op, &L, rest, lane, true);
     op += rest;
     __syncwarp();  // the next block's matches read these bytes
     *op_io = op;
@@ -890,14 +1066,14 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
         if (btype == 0) {
             if (bsize > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
             if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
-            for (dmc_u32 j = lane; j < bsize; j += DMC_WARP_SIZE) out[op + j] = in[ip + j];
+            dmc_zstd_copy_wide(out + op, in + ip, bsize, lane);
             ip += bsize;
             op += bsize;
         } else if (btype == 1) {
             if (in_len - ip < 1) return DMC_STATUS_SRC_TRUNCATED;
             if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
             const dmc_u8 v = in[ip];
-            for (dmc_u32 j = lane; j < bsize; j += DMC_WARP_SIZE) out[op + j] = v;
+            dmc_zstd_fill_wide(out + op, v, bsize, lane);
             ip += 1;
             op += bsize;
         } else {

@@ -472,9 +472,12 @@ fn literals_section(l: &Lits<'_>) -> Vec<u8> {
             if *streams == 1 {
                 body.extend(huffman_stream(lits, &codes));
             } else {
+                // Segments of ceil(n / 4) literals, the last one the rest (possibly empty).
                 let seg = lits.len().div_ceil(4);
-                let parts: Vec<Vec<u8>> = lits.chunks(seg).map(|p| huffman_stream(p, &codes)).collect();
-                assert_eq!(parts.len(), 4);
+                assert!(3 * seg <= lits.len(), "4 streams of {} literals", lits.len());
+                let n = lits.len();
+                let parts: Vec<Vec<u8>> =
+                    (0..4).map(|k| huffman_stream(&lits[(k * seg).min(n)..((k + 1) * seg).min(n)], &codes)).collect();
                 for p in &parts[..3] {
                     body.extend_from_slice(&(p.len() as u16).to_le_bytes());
                 }
@@ -844,6 +847,169 @@ fn crafted_frames_match_libzstd() {
     let m = check(&crafted_cases());
     assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.treeless_1_stream > 0 && m.treeless_4_streams > 0);
     assert!(m.rle.iter().all(|&n| n > 0) && m.repeat.iter().all(|&n| n > 0));
+}
+
+/// Code lengths (in bits) of the literals of a Huffman stream.
+fn stream_bits(lits: &[u8], codes: &[Option<(u32, u32)>]) -> u32 {
+    lits.iter().map(|&l| codes[l as usize].expect("symbol has a code").1).sum()
+}
+
+/// Two weight sets with 11-bit codes (the longest zstd allows): a geometric one (code lengths
+/// 1 to 11) and a mixed one of 95 symbols (lengths 1, 7, 10, 11).
+fn long_code_weights() -> [Vec<(u8, u8)>; 2] {
+    let geometric: Vec<(u8, u8)> = (0..12).map(|s| (s * 3 + 1, if s == 11 { 1 } else { 11 - s })).collect();
+    let mut mixed = vec![(94u8, 11u8)];
+    mixed.extend((0..60).map(|s| (s, 5)));
+    mixed.extend((60..90).map(|s| (s, 2)));
+    mixed.extend((90..94).map(|s| (s, 1)));
+    [geometric, mixed]
+}
+
+/// Frames of one raw block of `pre` bytes (0..4: the literals land at every alignment of the
+/// output) and one compressed block of Huffman literals without sequences.
+fn huffman_frame(pre: usize, lits: &[u8], weights: &[(u8, u8)], streams: usize) -> (Vec<u8>, Vec<u8>) {
+    let prefix: Vec<u8> = (0..pre).map(|i| (i * 37 + 5) as u8).collect();
+    let mut blocks = Vec::new();
+    if pre > 0 {
+        blocks.push(raw_block(&prefix, false));
+    }
+    let lit = Lits::Huffman { lits, weights, streams, treeless: false };
+    blocks.push(comp_block(&compressed_block(&lit, &[], Tables::Rle), true));
+    let content = [prefix, lits.to_vec()].concat();
+    (frame(PLAIN, &blocks, &content), content)
+}
+
+/// Huffman literals decoded by the whole warp (pointer doubling over 32 candidate codes,
+/// 128-byte output runs, a 128-byte input window): 1 and 4 streams, every literal count from 1
+/// up past two output runs and window reloads, streams ending at every bit alignment, literals
+/// at every output alignment, 11-bit codes, and a few long streams.
+#[test]
+fn huffman_streams_at_every_alignment() {
+    let mut next = rng(13);
+    let mut cases = Vec::new();
+    let mut ends = [[false; 8]; 2];
+    for (wi, weights) in long_code_weights().iter().enumerate() {
+        let (codes, _) = huffman(weights);
+        let symbols: Vec<u8> = weights.iter().map(|w| w.0).collect();
+        let counts = (1..=260usize).chain([700, 1000, 4000, 16_000]);
+        for n in counts {
+            let lits: Vec<u8> = (0..n).map(|_| symbols[(next() as usize) % symbols.len()]).collect();
+            let pre = (n + wi) % 4;
+            for streams in [1usize, 4] {
+                if streams == 1 && n >= 1000 || streams == 4 && (n < 6 || 3 * n.div_ceil(4) > n) {
+                    // too long for the 1-stream header; libzstd wants 6 literals for 4 streams
+                    // and the format a non-negative last segment
+                    continue;
+                }
+                let seg = n.div_ceil(4);
+                let parts: Vec<&[u8]> = if streams == 1 {
+                    vec![&lits[..]]
+                } else {
+                    (0..4).map(|k| &lits[(k * seg).min(n)..((k + 1) * seg).min(n)]).collect()
+                };
+                for p in parts {
+                    ends[streams / 4][(stream_bits(p, &codes) % 8) as usize] = true;
+                }
+                let (f, content) = huffman_frame(pre, &lits, weights, streams);
+                cases.push(Case {
+                    frame: f,
+                    expect: content,
+                    give_len: false,
+                    verify: false,
+                    what: format!("{n} literals, weights {wi}, {streams} streams, {pre} bytes before"),
+                });
+            }
+        }
+    }
+    assert!(ends.iter().all(|e| e.iter().all(|&b| b)), "streams end at every bit alignment: {ends:?}");
+    let m = check(&cases);
+    assert!(m.huffman_1_stream > 0 && m.huffman_4_streams > 0 && m.huffman_direct_weights > 0);
+}
+
+/// A Huffman literals header that claims one literal more or fewer than its stream codes: the
+/// last code then reads below the stream's first bit, or the stream has bits left over. Both
+/// are corrupt, whatever the stream's length and alignment.
+#[test]
+fn huffman_stream_count_mismatch_is_corrupt() {
+    let mut next = rng(17);
+    let weights = &long_code_weights()[0];
+    let symbols: Vec<u8> = weights.iter().map(|w| w.0).collect();
+    let mut frames = Vec::new();
+    for n in [1usize, 2, 7, 31, 32, 33, 100, 127, 128, 129, 500, 900] {
+        let lits: Vec<u8> = (0..n).map(|_| symbols[(next() as usize) % symbols.len()]).collect();
+        for delta in [-1i64, 1] {
+            let claimed = (n as i64 + delta) as usize;
+            if claimed == 0 {
+                continue;
+            }
+            let mut sec = literals_section(&Lits::Huffman { lits: &lits, weights, streams: 1, treeless: false });
+            let h = u32::from_le_bytes([sec[0], sec[1], sec[2], 0]);
+            let h = (h & !(0x3FF << 4)) | ((claimed as u32) << 4);
+            sec[..3].copy_from_slice(&h.to_le_bytes()[..3]);
+            sec.push(0); // no sequences
+            let blocks = vec![comp_block(&sec, true)];
+            let f = frame(Header { fcs_bytes: 0, ..PLAIN }, &blocks, &[]);
+            frames.push((f, claimed));
+        }
+    }
+    let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|(f, n)| ChunkInput::zstd(f).with_expected_len(*n)).collect();
+    for &seed in seeds() {
+        for (r, (f, n)) in decode(seed, &inputs).iter().zip(&frames) {
+            assert!(reference(f, *n).is_none(), "libzstd accepts a miscounted stream");
+            assert_eq!(status_of(r), Some(StreamStatus::Corrupt), "{n} literals claimed: {:?}", r.as_ref().err());
+        }
+    }
+}
+
+/// Literal runs, matches (longer than 64 bytes, the match not overlapping its source), last
+/// literals and raw/RLE blocks, copied with aligned 4-byte stores: raw and RLE literals, every
+/// alignment of destination and source (a raw block of 0..4 bytes first, literal lengths and
+/// offsets of every residue mod 4), against the format's own execution.
+#[test]
+fn long_copies_at_every_alignment() {
+    let mut next = rng(23);
+    let mut cases = Vec::new();
+    for pre in 0..4usize {
+        for raw in [true, false] {
+            let history: Vec<u8> = (0..1100 + pre).map(|_| next() as u8).collect();
+            let mut out = history.clone();
+            let mut rep = [1u32, 4, 8];
+            let mut blocks = vec![raw_block(&history, false)];
+            // ll in [64, 128) (one literals length code), ml in [67, 83) (one match length
+            // code), offset values in [512, 1024) (one offset code): offsets 509..=1020 > ml
+            let seqs: Vec<Seq> = (0..40)
+                .map(|_| Seq {
+                    ll: 64 + (next() % 64) as u32,
+                    ofv: 512 + (next() % 512) as u32,
+                    ml: 67 + (next() % 16) as u32,
+                })
+                .collect();
+            let nl = seqs.iter().map(|s| s.ll).sum::<u32>() as usize + 64 + pre * 5;
+            let lits: Vec<u8> = if raw { (0..nl).map(|_| next() as u8).collect() } else { vec![0xC3; nl] };
+            let l = if raw { Lits::Raw(&lits) } else { Lits::Rle(0xC3, nl) };
+            blocks.push(comp_block(&compressed_block(&l, &seqs, Tables::Rle), false));
+            execute(&mut out, &lits, &seqs, &mut rep);
+            // raw and RLE blocks of a few sizes at the alignment this leaves
+            for n in [1usize, 3, 64, 65, 66, 67, 200] {
+                let d: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+                blocks.push(raw_block(&d, false));
+                out.extend_from_slice(&d);
+                blocks.push(rle_block(0x77, n + pre, false));
+                out.extend(std::iter::repeat_n(0x77, n + pre));
+            }
+            blocks.push(raw_block(&[1, 2, 3], true));
+            out.extend_from_slice(&[1, 2, 3]);
+            cases.push(Case {
+                frame: frame(PLAIN, &blocks, &out),
+                expect: out,
+                give_len: false,
+                verify: false,
+                what: format!("long copies, {pre} bytes first, raw literals {raw}"),
+            });
+        }
+    }
+    let m = check(&cases);
+    assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.raw_blocks > 0 && m.rle_blocks > 0);
 }
 
 /// Natural frames that exercise the modes libzstd chooses itself: Huffman 1 and 4 streams,
