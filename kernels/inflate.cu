@@ -84,10 +84,8 @@ struct dmc_inflate_smem {
     dmc_u32 litlen[DMC_INF_LITLEN_ENOUGH];
     dmc_u32 dist[DMC_INF_DIST_ENOUGH];
     dmc_u32 crc[256];
-    dmc_u16 code[288 + 32];     // per symbol: its code, bit-reversed (first bit in bit 0)
-    dmc_u16 subbase[288 + 32];  // per long symbol: offset of its subtable
-    dmc_u8 subbits[288 + 32];   // per long symbol: index bits of its subtable
-    dmc_u8 lens[288 + 32];      // code lengths: literal/length (288), then distance (32)
+    dmc_u16 sorted[288];     // a table build's symbols in canonical order (length, then symbol)
+    dmc_u8 lens[288 + 32];  // code lengths: literal/length (288), then distance (32)
     dmc_u32 cmd[5];
     dmc_u32 res[2];  // table build status (literal/length, distance)
 };
@@ -101,69 +99,13 @@ __device__ __forceinline__ dmc_u32 dmc_inf_rev(dmc_u32 code, dmc_u32 len) {
     return __brev(code) >> (32 - len);
 }
 
-// ---- Table build (cooperative) ----
+// ---- Table build (all lanes) ----
 
-// Lane 0: checks the code of `n` lengths at `lens`, stores each symbol's reversed code and, for
-// codes longer than `tb`, its subtable, and writes the subtable pointers into the (cleared)
-// table. Returns the status.
-__device__ dmc_u32 dmc_inf_assign(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 n, dmc_u32* table, dmc_u32 tb,
-                                  dmc_u32 enough) {
-    dmc_u32 count[DMC_INF_MAX_LEN + 1];
-    for (int l = 0; l <= DMC_INF_MAX_LEN; l++) count[l] = 0;
-    for (dmc_u32 s = 0; s < n; s++) count[sm->lens[first + s]]++;
-    count[0] = 0;
-    dmc_u32 max = 0;
-    dmc_i32 left = 1;
-    for (dmc_u32 l = 1; l <= DMC_INF_MAX_LEN; l++) {
-        left <<= 1;
-        left -= (dmc_i32)count[l];
-        if (left < 0) return DMC_STATUS_CORRUPT;  // over-subscribed
-        if (count[l]) max = l;
-    }
-    // Incomplete sets are allowed only for a single code of one bit (zlib's rule) or no code.
-    if (left > 0 && max > 1) return DMC_STATUS_CORRUPT;
-    // Canonical codes from the prefix sums of the counts.
-    dmc_u32 next[DMC_INF_MAX_LEN + 2];
-    next[1] = 0;
-    for (dmc_u32 l = 1; l <= DMC_INF_MAX_LEN; l++) next[l + 1] = (next[l] + count[l]) << 1;
-    for (dmc_u32 s = 0; s < n; s++) {
-        const dmc_u32 l = sm->lens[first + s];
-        if (l == 0) continue;
-        const dmc_u32 c = next[l]++;
-        sm->code[first + s] = (dmc_u16)dmc_inf_rev(c, l);
-    }
-    // Subtables, in canonical order (length, then symbol): codes sharing their first tb bits are
-    // consecutive; a subtable is as wide as the remaining codes under its prefix need.
-    dmc_u32 free_at = 1u << tb;
-    dmc_i32 cur_prefix = -1;
-    dmc_u32 cur_base = 0, cur_bits = 0;
-    for (dmc_u32 l = tb + 1; l <= max; l++) {
-        for (dmc_u32 s = 0; s < n; s++) {
-            if (sm->lens[first + s] != l) continue;
-            const dmc_u32 r = sm->code[first + s];
-            const dmc_i32 prefix = (dmc_i32)(r & ((1u << tb) - 1));
-            if (prefix != cur_prefix) {
-                dmc_u32 k = l;
-                dmc_i32 room = 1 << (l - tb);
-                while (k < max) {
-                    room -= (dmc_i32)count[k];
-                    if (room <= 0) break;
-                    k++;
-                    room <<= 1;
-                }
-                cur_bits = k - tb;
-                cur_base = free_at;
-                free_at += 1u << cur_bits;
-                if (free_at > enough) return DMC_STATUS_CORRUPT;
-                cur_prefix = prefix;
-                table[prefix] = DMC_INF_ENT_SUB | cur_base | (cur_bits << 16);
-            }
-            sm->subbase[first + s] = (dmc_u16)cur_base;
-            sm->subbits[first + s] = (dmc_u8)cur_bits;
-            count[l]--;
-        }
-    }
-    return DMC_STATUS_OK;
+// Lanes whose 4-bit value equals c, from the four bit-plane ballots of the values.
+__device__ __forceinline__ dmc_u32 dmc_inf_eq(const dmc_u32 plane[4], dmc_u32 c) {
+    dmc_u32 m = 0xFFFFFFFFu;
+    for (int b = 0; b < 4; b++) m &= ((c >> b) & 1u) ? plane[b] : ~plane[b];
+    return m;
 }
 
 // The table entry of symbol `s` (code length `l`) of the literal/length (`which` 0) or the
@@ -194,32 +136,144 @@ __device__ __forceinline__ dmc_u32 dmc_inf_entry(dmc_u32 which, dmc_u32 s, dmc_u
     return DMC_INF_ENT_SYM | (kind << 28) | (extra << 24) | (l << 16) | value;
 }
 
-// All lanes: builds `table` (root `tb` bits, `enough` entries) from lengths [first, first+n).
-// Returns the status (the same on every lane).
-__device__ dmc_u32 dmc_inf_build(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 n, dmc_u32* table, dmc_u32 tb,
+// A long code (longer than the root's `tb` bits) at canonical position `idx`: its length (the
+// l > tb whose positions [first_idx_l, first_idx_l + count_l) hold idx; lane l holds those) and
+// its code. All lanes call it (shuffles); a lane's idx past the codes gets length 0.
+__device__ __forceinline__ dmc_u32 dmc_inf_long(dmc_u32 idx, dmc_u32 tb, dmc_u32 cnt, dmc_u32 first_idx,
+                                                dmc_u32 first_code, dmc_u32* code) {
+    dmc_u32 l = 0;
+    for (dmc_u32 k = tb + 1; k <= DMC_INF_MAX_LEN; k++) {
+        const dmc_u32 fi = __shfl_sync(0xFFFFFFFFu, first_idx, (int)k);
+        const dmc_u32 c = __shfl_sync(0xFFFFFFFFu, cnt, (int)k);
+        if (idx >= fi && idx < fi + c) l = k;
+    }
+    const dmc_u32 fc = __shfl_sync(0xFFFFFFFFu, first_code, (int)(l & 31));
+    const dmc_u32 fi = __shfl_sync(0xFFFFFFFFu, first_idx, (int)(l & 31));
+    *code = fc + (idx - fi);
+    return l;
+}
+
+// All lanes: builds `table` (root `tb` bits, `enough` entries) from the code lengths
+// sm->lens[first, first + 32 * nreg) (0: no code). Returns the status (the same on every lane):
+// an over-subscribed or an incomplete code is DMC_STATUS_CORRUPT (zlib's rule: incomplete only
+// as a single code of one bit, or no code at all). Canonical codes, libdeflate-style:
+//   1. the lengths in registers (symbol 32j + lane in bits 4j..4j+3 of `lens`); per register,
+//      four bit-plane ballots give every lane the lanes of any one length, so lane c counts the
+//      codes of length c;
+//   2. lane l gets the first code of length l (the canonical recurrence over the counts) and
+//      its first position in canonical order (the prefix sum of the counts);
+//   3. each symbol's rank among the codes of its length (the earlier registers' counts, held by
+//      lane l, plus the lanes below it in its register with its length) places it in `sorted`;
+//   4. the root entries are filled 32 at a time, entry i by lane i mod 32 (a conflict-free
+//      store): entry i is the bit-reversed prefix u; the short code covering u is the one of
+//      the smallest length l whose codes end above u (left-aligned to tb bits), its symbol
+//      sorted[first_idx_l + (u >> (tb - l)) - first_code_l];
+//   5. long codes, 32 at a time in canonical order: the last code under each root prefix (its
+//      bits past the root all ones) has the longest length under that prefix and sizes its
+//      subtable; a warp prefix sum of those sizes places the subtables (in canonical order, as
+//      zlib's), the last code writes the root's pointer, then every long code fills its
+//      replicated entries in its subtable.
+__device__ dmc_u32 dmc_inf_build(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 nreg, dmc_u32* table, dmc_u32 tb,
                                  dmc_u32 enough, dmc_u32 which, dmc_u32 lane) {
-    for (dmc_u32 i = lane; i < enough; i += DMC_WARP_SIZE) table[i] = 0;
-    __syncwarp();
-    if (lane == 0) sm->res[which] = dmc_inf_assign(sm, first, n, table, tb, enough);
-    __syncwarp();
-    const dmc_u32 st = sm->res[which];
-    if (st == DMC_STATUS_OK) {
-        for (dmc_u32 s = lane; s < n; s += DMC_WARP_SIZE) {
-            const dmc_u32 l = sm->lens[first + s];
-            if (l == 0) continue;
-            const dmc_u32 r = sm->code[first + s];
-            const dmc_u32 e = dmc_inf_entry(which, s, l);
-            if (l <= tb) {
-                for (dmc_u32 i = r; i < (1u << tb); i += 1u << l) table[i] = e;
-            } else {
-                const dmc_u32 base = sm->subbase[first + s];
-                const dmc_u32 sb = sm->subbits[first + s];
-                for (dmc_u32 i = r >> tb; i < (1u << sb); i += 1u << (l - tb)) table[base + i] = e;
-            }
+    const dmc_u32 below = (1u << lane) - 1u;
+    dmc_u64 lens = 0;
+    dmc_u32 cnt = 0;  // lane c (1..15): codes of length c
+    for (dmc_u32 j = 0; j < nreg; j++) {
+        const dmc_u32 l = sm->lens[first + DMC_WARP_SIZE * j + lane];
+        lens |= (dmc_u64)l << (4 * j);
+        dmc_u32 plane[4];
+        for (int b = 0; b < 4; b++) plane[b] = __ballot_sync(0xFFFFFFFFu, (l >> b) & 1u);
+        cnt += (dmc_u32)__popc(dmc_inf_eq(plane, lane & 15u));
+    }
+    // 2. the counts' checks, the first code and first position of each length
+    dmc_i32 left = 1;
+    dmc_u32 code = 0, pos = 0, max = 0, first_code = 0, first_idx = 0, nshort = 0, ushort = 0;
+    bool bad = false;
+    for (dmc_u32 l = 1; l <= DMC_INF_MAX_LEN; l++) {
+        const dmc_u32 c = __shfl_sync(0xFFFFFFFFu, cnt, (int)l);
+        left = (left << 1) - (dmc_i32)c;
+        if (left < 0) {  // over-subscribed (the same on every lane)
+            bad = true;
+            break;
         }
+        if (lane == l) {
+            first_code = code;
+            first_idx = pos;
+        }
+        if (c) max = l;
+        if (l <= tb) nshort += c;
+        if (l == tb) ushort = code + c;  // root prefixes from here on are long codes' (or none)
+        code = (code + c) << 1;
+        pos += c;
+    }
+    if (bad || (left > 0 && max > 1)) return DMC_STATUS_CORRUPT;
+    const dmc_u32 nlong = pos - nshort;
+    if (lane == 0) cnt = 0;  // lane 0 counted the unused symbols
+    // 3. canonical order
+    dmc_u32 seen = 0;  // lane c: codes of length c in the registers before
+    for (dmc_u32 j = 0; j < nreg; j++) {
+        const dmc_u32 l = (dmc_u32)(lens >> (4 * j)) & 15u;
+        dmc_u32 plane[4];
+        for (int b = 0; b < 4; b++) plane[b] = __ballot_sync(0xFFFFFFFFu, (l >> b) & 1u);
+        const dmc_u32 rank = __shfl_sync(0xFFFFFFFFu, seen, (int)l) + (dmc_u32)__popc(dmc_inf_eq(plane, l) & below);
+        const dmc_u32 at = __shfl_sync(0xFFFFFFFFu, first_idx, (int)l) + rank;
+        if (l != 0) sm->sorted[at] = (dmc_u16)(DMC_WARP_SIZE * j + lane);
+        seen += (dmc_u32)__popc(dmc_inf_eq(plane, lane & 15u));
     }
     __syncwarp();
-    return st;
+    // 4. the root: short codes' entries; no code at all (an incomplete code) is 0; long codes'
+    // prefixes are left to step 5
+    const dmc_u32 hi = lane >= 1 && lane <= tb ? (first_code + cnt) << (tb - lane) : 0;
+    for (dmc_u32 i = lane; i < (1u << tb); i += DMC_WARP_SIZE) {
+        const dmc_u32 u = __brev(i) >> (32 - tb);
+        dmc_u32 l = 0;
+        for (dmc_u32 k = tb; k >= 1; k--) {
+            if (u < (dmc_u32)__shfl_sync(0xFFFFFFFFu, hi, (int)k)) l = k;
+        }
+        const dmc_u32 fc = __shfl_sync(0xFFFFFFFFu, first_code, (int)l);
+        const dmc_u32 fi = __shfl_sync(0xFFFFFFFFu, first_idx, (int)l);
+        if (l != 0) {
+            table[i] = dmc_inf_entry(which, sm->sorted[fi + (u >> (tb - l)) - fc], l);
+        } else if (u >= ushort && nlong == 0) {
+            table[i] = 0;
+        }
+    }
+    if (nlong == 0) {
+        __syncwarp();
+        return DMC_STATUS_OK;
+    }
+    // 5. long codes: subtables placed, root pointers written
+    dmc_u32 next = 1u << tb;  // the next subtable's offset
+    for (dmc_u32 p0 = 0; p0 < nlong; p0 += DMC_WARP_SIZE) {
+        dmc_u32 c;
+        const dmc_u32 l = dmc_inf_long(nshort + p0 + lane, tb, cnt, first_idx, first_code, &c);
+        const dmc_u32 sub = l - tb, ones = (1u << (sub & 31)) - 1u;
+        const bool last = l != 0 && (c & ones) == ones;
+        const dmc_u32 w = last ? 1u << sub : 0;
+        dmc_u32 incl = w;
+        for (int o = 1; o < DMC_WARP_SIZE; o <<= 1) {
+            const dmc_u32 t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+            if (lane >= (dmc_u32)o) incl += t;
+        }
+        const dmc_u32 base = next + incl - w;
+        if (last && base + w <= enough) table[__brev(c >> sub) >> (32 - tb)] = DMC_INF_ENT_SUB | base | (sub << 16);
+        next += __shfl_sync(0xFFFFFFFFu, incl, DMC_WARP_SIZE - 1);
+    }
+    if (next > enough) return DMC_STATUS_CORRUPT;  // cannot happen for a complete code
+    __syncwarp();
+    for (dmc_u32 p0 = 0; p0 < nlong; p0 += DMC_WARP_SIZE) {
+        dmc_u32 c;
+        const dmc_u32 idx = nshort + p0 + lane;
+        const dmc_u32 l = dmc_inf_long(idx, tb, cnt, first_idx, first_code, &c);
+        if (l == 0) continue;
+        const dmc_u32 sub = l - tb;
+        const dmc_u32 ptr = table[__brev(c >> sub) >> (32 - tb)];
+        const dmc_u32 base = ptr & 0xFFFFu, sb = (ptr >> 16) & 0xFFu;
+        const dmc_u32 e = dmc_inf_entry(which, sm->sorted[idx], l);
+        for (dmc_u32 i = dmc_inf_rev(c, l) >> tb; i < (1u << sb); i += 1u << sub) table[base + i] = e;
+    }
+    __syncwarp();
+    return DMC_STATUS_OK;
 }
 
 // ---- Lane 0's decoder state ----
@@ -251,8 +305,17 @@ struct dmc_inf_state {
     dmc_u32 check;  // checksum computed by the warp
 };
 
+// Fills the window to at least 32 bits: single bytes up to a 4-byte aligned address, then an
+// aligned 4-byte load (one request for four bytes) where the input holds one; single bytes (or
+// phantom zeros) at its end.
 __device__ __forceinline__ void dmc_inf_refill(dmc_inf_state* s) {
-    while (s->bitcnt <= 56) {
+    while (s->bitcnt < 32) {
+        if (s->ip + 4 <= s->in_len && (((dmc_u64)(s->in + s->ip)) & 3u) == 0) {
+            s->bitbuf |= (dmc_u64)(*(const dmc_u32*)(s->in + s->ip)) << s->bitcnt;
+            s->bitcnt += 32;
+            s->ip += 4;
+            continue;
+        }
         const dmc_u64 b = s->ip < s->in_len ? (dmc_u64)s->in[s->ip] : 0;
         s->bitbuf |= b << s->bitcnt;
         s->bitcnt += 8;
@@ -403,8 +466,16 @@ __device__ dmc_u32 dmc_inf_dynamic_header(dmc_inf_state* s, dmc_inflate_smem* sm
     }
     if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
     if (lens[256] == 0) return DMC_STATUS_CORRUPT;  // no end-of-block code
-    for (dmc_u32 k = 0; k < 288; k++) sm->lens[k] = k < hlit ? lens[k] : 0;
-    for (dmc_u32 k = 0; k < 32; k++) sm->lens[288 + k] = k < hdist ? lens[hlit + k] : 0;
+    // Into the shared lengths four at a time (one 4-byte store each; sm->lens is 4-aligned).
+    for (dmc_u32 k = 0; k < 288 + 32; k += 4) {
+        dmc_u32 v = 0;
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 q = k + b;
+            const dmc_u32 l = q < 288 ? (q < hlit ? lens[q] : 0) : (q - 288 < hdist ? lens[hlit + q - 288] : 0);
+            v |= l << (8 * b);
+        }
+        *(dmc_u32*)(sm->lens + k) = v;
+    }
     return DMC_STATUS_OK;
 }
 
@@ -479,8 +550,8 @@ __device__ void dmc_inf_step(dmc_inf_state* s, dmc_inflate_smem* sm) {
                 }
                 s->fixed_tables = type == 1;
                 if (type == 1) {
-                    for (dmc_u32 k = 0; k < 288; k++) sm->lens[k] = k < 144 ? 8 : k < 256 ? 9 : k < 280 ? 7 : 8;
-                    for (dmc_u32 k = 0; k < 32; k++) sm->lens[288 + k] = 5;
+                    s->phase = DMC_INF_PH_BUILT;
+                    return dmc_inf_post(sm, DMC_INF_CMD_BUILD, 1, 0, 0);  // the warp writes the fixed lengths
                 } else if (type == 2) {
                     const dmc_u32 st = dmc_inf_dynamic_header(s, sm);
                     if (st != DMC_STATUS_OK) return dmc_inf_post(sm, DMC_INF_CMD_DONE, st, 0, 0);
@@ -900,8 +971,18 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
             break;
         }
         if (kind == DMC_INF_CMD_BUILD) {
-            dmc_inf_build(sm, 0, 288, sm->litlen, DMC_INF_LITLEN_BITS, DMC_INF_LITLEN_ENOUGH, 0, lane);
-            dmc_inf_build(sm, 288, 32, sm->dist, DMC_INF_DIST_BITS, DMC_INF_DIST_ENOUGH, 1, lane);
+            if (a == 1) {  // the fixed code's lengths
+                for (dmc_u32 k = lane; k < 288 + 32; k += DMC_WARP_SIZE) {
+                    sm->lens[k] = (dmc_u8)(k < 144 ? 8 : k < 256 ? 9 : k < 280 ? 7 : k < 288 ? 8 : 5);
+                }
+                __syncwarp();
+            }
+            const dmc_u32 r0 = dmc_inf_build(sm, 0, 9, sm->litlen, DMC_INF_LITLEN_BITS, DMC_INF_LITLEN_ENOUGH, 0, lane);
+            const dmc_u32 r1 = dmc_inf_build(sm, 288, 1, sm->dist, DMC_INF_DIST_BITS, DMC_INF_DIST_ENOUGH, 1, lane);
+            if (lane == 0) {
+                sm->res[0] = r0;
+                sm->res[1] = r1;
+            }
         } else if (kind == DMC_INF_CMD_HUFF) {
             const dmc_inf_huff_res r =
                 dmc_inf_huff(sm, &w, out, ((dmc_u64)b << 32) | a, c, sd.dst_len, sm->cmd[4], lane);
