@@ -4,10 +4,11 @@
 //
 // Mapping: one warp per stream (a whole gzip/zlib/raw chunk, or one zlib stream of a blosc
 // split); streams of all chunks decode at once. Blocks and symbols are inherently sequential, so:
-//   - HEADERS ON LANE 0: lane 0 owns a byte-wise bit reader (a 64-bit LSB-first window refilled
-//     a byte at a time, bounds-checked; bits past the end read as zeros and consuming one is
-//     DMC_STATUS_SRC_TRUNCATED) and parses wrapper headers/trailers and block headers (the
-//     dynamic block's code-length code and lengths); each time it needs the warp (a table
+//   - HEADERS ON LANE 0: lane 0 owns a bit reader (a 64-bit LSB-first window refilled with
+//     aligned 4-byte loads, single bytes up to the alignment and at the end, bounds-checked;
+//     bits past the end read as zeros and consuming one is DMC_STATUS_SRC_TRUNCATED) and parses
+//     wrapper headers/trailers and block headers (the dynamic block's code-length code and
+//     lengths, stored into shared memory four per store); each time it needs the warp (a table
 //     build, a block's symbols, a stored block, a checksum) it posts one command in this warp's
 //     shared memory and all lanes run it after a __syncwarp;
 //   - SYMBOLS ON ALL 32 LANES (dmc_inf_huff): the warp holds a 128-byte window of the input in
@@ -28,19 +29,24 @@
 //     Each round covers 32 candidate bits, so ~3-4 symbols of 8-9 bits: the model charges one
 //     shared request per round, where the serial decode paid one per symbol plus a global
 //     request per input byte and per literal;
-//   - table builds are cooperative: lane 0 counts code lengths, checks the code (over-subscribed
-//     or incomplete sets are corrupt, as zlib), assigns canonical codes from the prefix sums of
-//     the counts and places the second-level subtables; all lanes then clear and fill the
-//     two-level (libdeflate-style) tables in parallel, one symbol per lane at a time
-//     (literal/length: 10-bit root, distance: 8-bit root, subtables up to 15 bits). An entry
-//     holds the symbol's kind, total code length, extra-bit count and base (length, distance)
-//     or byte (literal): no base/extra lookup per symbol;
+//   - TABLE BUILDS ON ALL 32 LANES (dmc_inf_build; literal/length: 10-bit root, distance: 8-bit
+//     root, two-level libdeflate-style tables, subtables up to 15 bits): lane i holds the code
+//     lengths of symbols i, i + 32, ... in one register; four bit-plane ballots per 32 symbols
+//     count each length (lane l holds the count of length l) and rank each symbol among its
+//     length; the checks (over-subscribed or incomplete sets are corrupt, as zlib), first codes
+//     and canonical positions come from the counts on every lane; the symbols go into
+//     canonical order in shared memory; the root is filled 32 entries a step (entry i by lane
+//     i mod 32: it finds the short code covering it, no replication loop per symbol); long
+//     codes, 32 at a time in canonical order, place their subtables by a warp prefix sum over
+//     the sizes the last code under each root prefix gives, then fill them. An entry holds the
+//     symbol's kind, total code length, extra-bit count and base (length, distance) or byte
+//     (literal): no base/extra lookup per symbol;
 //   - stored blocks are a 32-lane wide copy;
 //   - CRC32 (gzip) runs on 32 contiguous segments combined by GF(2) multiplication, as crc32c.cu;
 //     Adler-32 (zlib) on 32 segments summed with weights; both reduce with warp shuffles.
 // No spin-waits between warps: warps never share state.
 //
-// Shared memory: DMC_INFLATE_WARPS_PER_BLOCK × sizeof(dmc_inflate_smem) (≈ 11 KiB per warp).
+// Shared memory: DMC_INFLATE_WARPS_PER_BLOCK × sizeof(dmc_inflate_smem) (≈ 8.7 KiB per warp).
 // Every load is checked against the stream's source length and every store against its output
 // length; a match reaching before the start of its member is DMC_STATUS_BAD_OFFSET, output past
 // dst_len DMC_STATUS_DST_OVERFLOW, a stream ending short of dst_len DMC_STATUS_SIZE_MISMATCH.

@@ -1042,7 +1042,11 @@ fn dynamic_tables_decode() {
         let used: Vec<usize> = (0..hlit).filter(|&s| s == 256 || s == 97 || next() % 3 != 0).collect();
         let ll = place(hlit, &used, &random_complete(used.len(), &mut next));
         let dused: Vec<usize> = (0..hdist).filter(|_| next() % 4 != 0).collect();
-        let dl = if dused.len() >= 2 { place(hdist, &dused, &random_complete(dused.len(), &mut next)) } else { vec![0; hdist] };
+        let dl = if dused.len() >= 2 {
+            place(hdist, &dused, &random_complete(dused.len(), &mut next))
+        } else {
+            vec![0; hdist]
+        };
         codes.push((format!("random {seed} (HLIT {hlit}, HDIST {hdist})"), ll, dl));
     }
     let mut cases: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
@@ -1156,7 +1160,8 @@ fn bad_code_sets_are_corrupt() {
         assert!(ref_unzlib(c).is_none(), "{what}: flate2 refuses it too");
     }
     for &seed in seeds() {
-        let inputs: Vec<ChunkInput<'_>> = cases.iter().map(|(_, c)| ChunkInput::zlib(c).with_expected_len(16)).collect();
+        let inputs: Vec<ChunkInput<'_>> =
+            cases.iter().map(|(_, c)| ChunkInput::zlib(c).with_expected_len(16)).collect();
         for (r, (what, _)) in decode(seed, &inputs).iter().zip(&cases) {
             assert_eq!(status_of(r), Some(StreamStatus::Corrupt), "{what} (seed {seed}): {r:?}");
         }
@@ -1180,7 +1185,9 @@ fn stored_member(d: &[u8], crc_of: &[u8]) -> Vec<u8> {
 /// start, the end and around the steps) is a CHECKSUM_MISMATCH.
 #[test]
 fn checksums_cover_every_byte() {
-    let lengths = [0usize, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 127, 129, 511, 512, 513, 1023, 1025, 2051, 4097];
+    let lengths = [
+        0usize, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 127, 129, 511, 512, 513, 1023, 1025, 2051, 4097,
+    ];
     let mut cases: Vec<(String, Vec<u8>, bool, Vec<u8>, bool)> = Vec::new(); // what, stream, gzip, data, good
     for &n in &lengths {
         let d = data(n, 0, n as u64);
