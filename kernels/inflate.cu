@@ -42,8 +42,13 @@
 //     symbol's kind, total code length, extra-bit count and base (length, distance) or byte
 //     (literal): no base/extra lookup per symbol;
 //   - stored blocks are a 32-lane wide copy;
-//   - CRC32 (gzip) runs on 32 contiguous segments combined by GF(2) multiplication, as crc32c.cu;
-//     Adler-32 (zlib) on 32 segments summed with weights; both reduce with warp shuffles.
+//   - CHECKSUMS read the member's output 512 bytes a step, 16 per lane (one coalesced aligned
+//     16-byte load; single bytes only in the first and last groups). CRC32 (gzip): word k of
+//     lane L's group belongs to sub-stream 4L + k, whose words lie 512 bytes apart; a
+//     sub-stream's CRC steps a word and the 508 zero bytes after it with four lookups in shift
+//     tables built for the member in the (then unused) literal/length table; the sub-streams'
+//     CRCs, shifted by GF(2) multiplication, XOR together across the warp. Adler-32 (zlib): per
+//     lane sums of the bytes and of position × byte (mod 65521 each step), a warp reduction.
 // No spin-waits between warps: warps never share state.
 //
 // Shared memory: DMC_INFLATE_WARPS_PER_BLOCK × sizeof(dmc_inflate_smem) (≈ 8.7 KiB per warp).
@@ -51,12 +56,6 @@
 // length; a match reaching before the start of its member is DMC_STATUS_BAD_OFFSET, output past
 // dst_len DMC_STATUS_DST_OVERFLOW, a stream ending short of dst_len DMC_STATUS_SIZE_MISMATCH.
 #include "common.cuh"
-
-#ifdef DMC_EMULATE
-#ifndef __constant__
-#define __constant__
-#endif
-#endif
 
 #define DMC_INF_LITLEN_BITS 10
 #define DMC_INF_DIST_BITS 8
@@ -96,7 +95,12 @@ struct dmc_inflate_smem {
     dmc_u32 res[2];  // table build status (literal/length, distance)
 };
 
-__constant__ dmc_u8 dmc_inf_pre_order[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+// The order of the code-length code's lengths (RFC 1951: 16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11,
+// 4, 12, 3, 13, 2, 14, 1, 15), five bits each in two immediates: no memory read per length.
+__device__ __forceinline__ dmc_u32 dmc_inf_pre_order(dmc_u32 i) {
+    const dmc_u64 lo = 0x22caa324e804a30ull, hi = 0x3c2e1346cull;  // entries 0-11, 12-18
+    return (dmc_u32)((i < 12 ? lo >> (5 * i) : hi >> (5 * (i - 12))) & 31u);
+}
 
 #define DMC_INF_CRC_POLY 0xEDB88320u
 #define DMC_INF_ADLER_MOD 65521u
@@ -419,7 +423,7 @@ __device__ dmc_u32 dmc_inf_dynamic_header(dmc_inf_state* s, dmc_inflate_smem* sm
     if (hlit > 286 || hdist > 30) return DMC_STATUS_CORRUPT;
     dmc_u8 pl[19];
     for (int i = 0; i < 19; i++) pl[i] = 0;
-    for (dmc_u32 i = 0; i < hclen; i++) pl[dmc_inf_pre_order[i]] = (dmc_u8)dmc_inf_bits(s, 3);
+    for (dmc_u32 i = 0; i < hclen; i++) pl[dmc_inf_pre_order(i)] = (dmc_u8)dmc_inf_bits(s, 3);
     if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
     // The code-length code: at most 7 bits, a one-level table of 128 entries (symbol | len << 8),
     // built serially (19 symbols). It must be complete.
@@ -591,6 +595,7 @@ __device__ void dmc_inf_step(dmc_inf_state* s, dmc_inflate_smem* sm) {
                 s->phase = DMC_INF_PH_CHECKED;
                 if (s->verify) {
                     const dmc_u32 kind = s->fmt == DMC_INFLATE_FMT_GZIP ? DMC_INF_CMD_CRC32 : DMC_INF_CMD_ADLER;
+                    if (kind == DMC_INF_CMD_CRC32) s->fixed_tables = false;  // its shift tables overwrite them
                     return dmc_inf_post(sm, kind, s->member_start, s->op - s->member_start, 0);
                 }
                 break;
@@ -645,36 +650,108 @@ __device__ __forceinline__ dmc_u32 dmc_inf_x8n(dmc_u64 n) {
     return r;
 }
 
-__device__ dmc_u32 dmc_inf_crc32(const dmc_inflate_smem* sm, const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
-    const dmc_u64 seg = (n + DMC_WARP_SIZE - 1) / DMC_WARP_SIZE;
-    const dmc_u64 lo = dmc_min_u64((dmc_u64)lane * seg, n);
-    const dmc_u64 hi = dmc_min_u64(lo + seg, n);
-    dmc_u32 part = dmc_inf_crc_bytes(sm, 0, p + lo, hi - lo);
-    if (hi > lo) part = dmc_inf_mulmod(part, dmc_inf_x8n(n - hi));
+// The 16 bytes at A + g (A 16-aligned) as four little-endian words, bytes outside the span
+// [S, E) as 0: one aligned 16-byte load when the group lies inside the span (no other lane's
+// bytes, none outside the stream's output), single bytes in the span's first and last groups.
+__device__ __forceinline__ void dmc_inf_group(const dmc_u8* A, dmc_u64 g, dmc_u64 S, dmc_u64 E, dmc_u32 w[4]) {
+    if (g >= S && g + 16 <= E) {
+        const dmc_u32x4 v = dmc_load16(A + g);
+        for (int k = 0; k < 4; k++) w[k] = v.w[k];
+        return;
+    }
+    for (int k = 0; k < 4; k++) w[k] = 0;
+    for (dmc_u32 j = 0; j < 16; j++) {
+        if (g + j >= S && g + j < E) w[j >> 2] |= (dmc_u32)A[g + j] << (8 * (j & 3));
+    }
+}
+
+// Span of n bytes at p: A = p rounded down to 16 bytes, S = p - A, E = S + n.
+#define DMC_INF_CK_CHUNK (16 * DMC_WARP_SIZE)
+
+// CRC32 (gzip) of p[0, n), all lanes. The warp reads 512 bytes a step, 16 per lane (one
+// coalesced request); word k of lane L's group belongs to sub-stream 4L + k, whose words lie 512
+// bytes apart. Each sub-stream's CRC (with the other sub-streams' bytes as zeros) steps a whole
+// word and the 508 zero bytes after it with four lookups in the shift tables `z` (built here,
+// 4 × 256 entries over the literal/length table, which no block needs any more: the member
+// ended): z[j][v] = T[v] · x^(8 (511 - j)) mod P, byte v at byte j of a word. A word too close to
+// the end steps its bytes with the byte table instead. The sub-streams' CRCs, each shifted by
+// the bytes that follow its last one (GF(2) multiplication), XOR to the stream's raw CRC; the
+// leading bytes below the 16-byte alignment read as zeros, which a raw CRC ignores.
+__device__ dmc_u32 dmc_inf_crc32(dmc_inflate_smem* sm, const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
+    dmc_u32* z = sm->litlen;
+    {
+        dmc_u32 shift[4];
+        for (dmc_u32 j = 0; j < 4; j++) shift[j] = dmc_inf_x8n(511 - j);
+        for (dmc_u32 e = lane; e < 1024; e += DMC_WARP_SIZE) {
+            dmc_u32 c = e & 0xFFu;
+            for (int k = 0; k < 8; k++) c = (c & 1u) ? ((c >> 1) ^ DMC_INF_CRC_POLY) : (c >> 1);
+            z[e] = dmc_inf_mulmod(c, shift[e >> 8]);
+        }
+    }
+    __syncwarp();
+    const dmc_u64 S = (dmc_u64)p & 15u, E = S + n;
+    const dmc_u8* A = p - S;
+    dmc_u32 acc[4] = {0, 0, 0, 0};
+    for (dmc_u64 c0 = 0; c0 < E; c0 += DMC_INF_CK_CHUNK) {
+        const dmc_u64 g = c0 + 16ull * lane;
+        dmc_u32 w[4];
+        dmc_inf_group(A, g, S, E, w);
+        for (dmc_u32 k = 0; k < 4; k++) {
+            const dmc_u64 q = g + 4 * k;
+            if (q + DMC_INF_CK_CHUNK <= E) {
+                const dmc_u32 v = acc[k] ^ w[k];
+                acc[k] = z[v & 0xFFu] ^ z[256 + ((v >> 8) & 0xFFu)] ^ z[512 + ((v >> 16) & 0xFFu)] ^ z[768 + (v >> 24)];
+            } else if (q < E) {
+                const dmc_u32 r = (dmc_u32)dmc_min_u64(4, E - q);
+                dmc_u32 c = acc[k];
+                for (dmc_u32 j = 0; j < r; j++) c = sm->crc[(c ^ (w[k] >> (8 * j))) & 0xFFu] ^ (c >> 8);
+                acc[k] = c;
+            }
+        }
+    }
+    // Each sub-stream's CRC stands at the end of its last word q (the last below E): at E when
+    // that word was stepped with the zeros after it (q + 512 == E), else after its bytes.
+    dmc_u32 part = 0;
+    for (dmc_u32 k = 0; k < 4; k++) {
+        const dmc_u64 q0 = 16ull * lane + 4 * k;
+        if (acc[k] == 0 || q0 >= E) continue;  // a zero CRC shifts to zero
+        const dmc_u64 q = q0 + (E - 1 - q0) / DMC_INF_CK_CHUNK * DMC_INF_CK_CHUNK;
+        const dmc_u64 at = q + DMC_INF_CK_CHUNK == E ? E : q + dmc_min_u64(4, E - q);
+        part ^= at < E ? dmc_inf_mulmod(acc[k], dmc_inf_x8n(E - at)) : acc[k];
+    }
     for (int o = 16; o > 0; o >>= 1) part ^= __shfl_xor_sync(0xFFFFFFFFu, part, o);
     return part ^ dmc_inf_mulmod(0xFFFFFFFFu, dmc_inf_x8n(n)) ^ 0xFFFFFFFFu;
 }
 
+// Adler-32 (zlib) of p[0, n), all lanes: the same 16-byte coalesced groups; each lane sums its
+// bytes b_i and the products q_i b_i with their span positions q_i (mod 65521, reduced once a
+// step), a warp reduction adds the lanes' sums; with i = q_i - S the stream position,
+// a = 1 + sum b_i and b = n + sum (n - i) b_i = n + (n + S) sum b_i - sum q_i b_i (mod 65521).
 __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
-    const dmc_u64 seg = (n + DMC_WARP_SIZE - 1) / DMC_WARP_SIZE;
-    const dmc_u64 lo = dmc_min_u64((dmc_u64)lane * seg, n);
-    const dmc_u64 hi = dmc_min_u64(lo + seg, n);
-    // a = 1 + sum b_i, b = n + sum (n - i) b_i (mod 65521); each term below 2^24.
-    dmc_u64 s1 = 0, s2 = 0;
-    for (dmc_u64 i = lo; i < hi; i++) {
-        s1 += p[i];
-        s2 += ((n - i) % DMC_INF_ADLER_MOD) * p[i];
+    const dmc_u64 S = (dmc_u64)p & 15u, E = S + n;
+    const dmc_u8* A = p - S;
+    dmc_u64 s1 = 0, sq = 0;
+    for (dmc_u64 c0 = 0; c0 < E; c0 += DMC_INF_CK_CHUNK) {
+        const dmc_u64 g = c0 + 16ull * lane;
+        dmc_u32 w[4];
+        dmc_inf_group(A, g, S, E, w);
+        dmc_u32 sb = 0, sj = 0;  // sum of the group's bytes, and of j * byte j
+        for (dmc_u32 j = 0; j < 16; j++) {
+            const dmc_u32 b = (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
+            sb += b;
+            sj += j * b;
+        }
+        s1 = (s1 + sb) % DMC_INF_ADLER_MOD;
+        sq = (sq + (g % DMC_INF_ADLER_MOD) * sb + sj) % DMC_INF_ADLER_MOD;
     }
-    dmc_u32 a = (dmc_u32)(s1 % DMC_INF_ADLER_MOD), b = (dmc_u32)(s2 % DMC_INF_ADLER_MOD);
+    dmc_u32 a = (dmc_u32)s1, b = (dmc_u32)sq;
     for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_xor_sync(0xFFFFFFFFu, a, o);
-        b += __shfl_xor_sync(0xFFFFFFFFu, b, o);
-        a %= DMC_INF_ADLER_MOD;
-        b %= DMC_INF_ADLER_MOD;
+        a = (a + __shfl_xor_sync(0xFFFFFFFFu, a, o)) % DMC_INF_ADLER_MOD;
+        b = (b + __shfl_xor_sync(0xFFFFFFFFu, b, o)) % DMC_INF_ADLER_MOD;
     }
-    a = (a + 1) % DMC_INF_ADLER_MOD;
-    b = (dmc_u32)((b + n % DMC_INF_ADLER_MOD) % DMC_INF_ADLER_MOD);
-    return (b << 16) | a;
+    const dmc_u64 nm = n % DMC_INF_ADLER_MOD;
+    const dmc_u64 bb = (nm + ((nm + S) % DMC_INF_ADLER_MOD) * a + (DMC_INF_ADLER_MOD - b)) % DMC_INF_ADLER_MOD;
+    return ((dmc_u32)bb << 16) | ((a + 1) % DMC_INF_ADLER_MOD);
 }
 
 // ---- The block's symbols (all lanes) ----

@@ -883,12 +883,18 @@ fn random_complete(m: usize, next: &mut impl FnMut() -> u64) -> Vec<u32> {
     while leaves.len() < m {
         let splittable: Vec<usize> = (0..leaves.len()).filter(|&i| leaves[i] < 15).collect();
         let deepest = splittable.iter().copied().max_by_key(|&i| leaves[i]).unwrap();
-        let i = if next() % 3 == 0 { deepest } else { splittable[(next() as usize) % splittable.len()] };
+        let i = if next().is_multiple_of(3) { deepest } else { splittable[(next() as usize) % splittable.len()] };
         leaves[i] += 1;
         leaves.push(leaves[i]);
     }
     leaves
 }
+
+/// Code-length symbols: (symbol, extra value, extra bits).
+type Syms = Vec<(u32, u32, u32)>;
+
+/// A checksum case: what, the stream, gzip (else zlib), the output, whether its checksum is right.
+type CheckCase = (String, Vec<u8>, bool, Vec<u8>, bool);
 
 /// How the code lengths are run-length coded: the most zeros per 18 and per 17, the most
 /// repeats per 16, and whether a zero after a zero may be repeated by a 16.
@@ -899,7 +905,7 @@ const RLES: [Rle; 4] = [Rle(138, 10, 6, false), Rle(11, 3, 3, false), Rle(40, 7,
 
 /// Code-length symbols (symbol, extra value, extra bits) for `all` under `cap`. Runs cross the
 /// literal/length and distance boundary wherever the lengths continue.
-fn rle(all: &[u32], cap: Rle) -> Vec<(u32, u32, u32)> {
+fn rle(all: &[u32], cap: Rle) -> Syms {
     let mut syms = Vec::new();
     let mut i = 0;
     while i < all.len() {
@@ -947,7 +953,7 @@ fn pre_code(syms: &[(u32, u32, u32)]) -> [u32; 19] {
     pl
 }
 
-/// A dynamic block's header: HLIT = ll.len(), HDIST = dl.len(), the code-length code `pl` and
+/// A dynamic block's header: `hlit` and `hdist` lengths, the code-length code `pl` and
 /// the code-length symbols `syms`.
 fn dynamic_header(w: &mut Bits, hlit: usize, hdist: usize, pl: &[u32; 19], syms: &[(u32, u32, u32)], last: bool) {
     let pc = canonical(pl);
@@ -975,7 +981,7 @@ fn ops_for(ll: &[u32], dl: &[u32], n: usize, next: &mut impl FnMut() -> u64) -> 
     let mut produced = 0u32;
     while ops.len() < n {
         let fits: Vec<usize> = dists.iter().copied().filter(|&d| DIST_BASE[d] <= produced).collect();
-        if next() % 4 != 0 || lens.is_empty() || fits.is_empty() {
+        if !next().is_multiple_of(4) || lens.is_empty() || fits.is_empty() {
             ops.push(Op::Lit(lits[(next() as usize) % lits.len()]));
             produced += 1;
         } else {
@@ -1039,9 +1045,9 @@ fn dynamic_tables_decode() {
         let mut next = xorshift(seed + 100);
         let hlit = 257 + (next() % 30) as usize;
         let hdist = 1 + (next() % 30) as usize;
-        let used: Vec<usize> = (0..hlit).filter(|&s| s == 256 || s == 97 || next() % 3 != 0).collect();
+        let used: Vec<usize> = (0..hlit).filter(|&s| s == 256 || s == 97 || !next().is_multiple_of(3)).collect();
         let ll = place(hlit, &used, &random_complete(used.len(), &mut next));
-        let dused: Vec<usize> = (0..hdist).filter(|_| next() % 4 != 0).collect();
+        let dused: Vec<usize> = (0..hdist).filter(|_| !next().is_multiple_of(4)).collect();
         let dl = if dused.len() >= 2 {
             place(hdist, &dused, &random_complete(dused.len(), &mut next))
         } else {
@@ -1132,7 +1138,7 @@ fn bad_code_sets_are_corrupt() {
         w.put(0, 32);
         cases.push((what.to_string(), zlib_wrap(&w.finish(), &[])));
     }
-    let mut seqs: Vec<(&str, Vec<(u32, u32, u32)>)> = Vec::new();
+    let mut seqs: Vec<(&str, Syms)> = Vec::new();
     seqs.push(("a 16 first", [vec![(16, 0, 2)], syms.clone()].concat()));
     let mut past = syms.clone();
     past.pop();
@@ -1182,13 +1188,13 @@ fn stored_member(d: &[u8], crc_of: &[u8]) -> Vec<u8> {
 /// CRC32 and Adler-32 over lengths around the warp's 4-byte words and 512-byte steps, members
 /// starting at every offset modulo 16 (after a first member of 0-15 bytes): the right checksum
 /// passes, and a checksum of the data with any one byte changed (every position of a word, the
-/// start, the end and around the steps) is a CHECKSUM_MISMATCH.
+/// start, the end and around the steps) is a `ChecksumMismatch`.
 #[test]
 fn checksums_cover_every_byte() {
     let lengths = [
         0usize, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 127, 129, 511, 512, 513, 1023, 1025, 2051, 4097,
     ];
-    let mut cases: Vec<(String, Vec<u8>, bool, Vec<u8>, bool)> = Vec::new(); // what, stream, gzip, data, good
+    let mut cases: Vec<CheckCase> = Vec::new();
     for &n in &lengths {
         let d = data(n, 0, n as u64);
         for lead in 0..16usize {
