@@ -4,10 +4,11 @@
 //
 // Mapping: one warp per stream (a whole gzip/zlib/raw chunk, or one zlib stream of a blosc
 // split); streams of all chunks decode at once. Blocks and symbols are inherently sequential, so:
-//   - HEADERS ON LANE 0: lane 0 owns a byte-wise bit reader (a 64-bit LSB-first window refilled
-//     a byte at a time, bounds-checked; bits past the end read as zeros and consuming one is
-//     DMC_STATUS_SRC_TRUNCATED) and parses wrapper headers/trailers and block headers (the
-//     dynamic block's code-length code and lengths); each time it needs the warp (a table
+//   - HEADERS ON LANE 0: lane 0 owns a bit reader (a 64-bit LSB-first window refilled with
+//     aligned 4-byte loads, single bytes up to the alignment and at the end, bounds-checked;
+//     bits past the end read as zeros and consuming one is DMC_STATUS_SRC_TRUNCATED) and parses
+//     wrapper headers/trailers and block headers (the dynamic block's code-length code and
+//     lengths, stored into shared memory four per store); each time it needs the warp (a table
 //     build, a block's symbols, a stored block, a checksum) it posts one command in this warp's
 //     shared memory and all lanes run it after a __syncwarp;
 //   - SYMBOLS ON ALL 32 LANES (dmc_inf_huff): the warp holds a 128-byte window of the input in
@@ -28,29 +29,33 @@
 //     Each round covers 32 candidate bits, so ~3-4 symbols of 8-9 bits: the model charges one
 //     shared request per round, where the serial decode paid one per symbol plus a global
 //     request per input byte and per literal;
-//   - table builds are cooperative: lane 0 counts code lengths, checks the code (over-subscribed
-//     or incomplete sets are corrupt, as zlib), assigns canonical codes from the prefix sums of
-//     the counts and places the second-level subtables; all lanes then clear and fill the
-//     two-level (libdeflate-style) tables in parallel, one symbol per lane at a time
-//     (literal/length: 10-bit root, distance: 8-bit root, subtables up to 15 bits). An entry
-//     holds the symbol's kind, total code length, extra-bit count and base (length, distance)
-//     or byte (literal): no base/extra lookup per symbol;
+//   - TABLE BUILDS ON ALL 32 LANES (dmc_inf_build; literal/length: 10-bit root, distance: 8-bit
+//     root, two-level libdeflate-style tables, subtables up to 15 bits): lane i holds the code
+//     lengths of symbols i, i + 32, ... in one register; four bit-plane ballots per 32 symbols
+//     count each length (lane l holds the count of length l) and rank each symbol among its
+//     length; the checks (over-subscribed or incomplete sets are corrupt, as zlib), first codes
+//     and canonical positions come from the counts on every lane; the symbols go into
+//     canonical order in shared memory; the root is filled 32 entries a step (entry i by lane
+//     i mod 32: it finds the short code covering it, no replication loop per symbol); long
+//     codes, 32 at a time in canonical order, place their subtables by a warp prefix sum over
+//     the sizes the last code under each root prefix gives, then fill them. An entry holds the
+//     symbol's kind, total code length, extra-bit count and base (length, distance) or byte
+//     (literal): no base/extra lookup per symbol;
 //   - stored blocks are a 32-lane wide copy;
-//   - CRC32 (gzip) runs on 32 contiguous segments combined by GF(2) multiplication, as crc32c.cu;
-//     Adler-32 (zlib) on 32 segments summed with weights; both reduce with warp shuffles.
+//   - CHECKSUMS read the member's output 512 bytes a step, 16 per lane (one coalesced aligned
+//     16-byte load; single bytes only in the first and last groups). CRC32 (gzip): word k of
+//     lane L's group belongs to sub-stream 4L + k, whose words lie 512 bytes apart; a
+//     sub-stream's CRC steps a word and the 508 zero bytes after it with four lookups in shift
+//     tables built for the member in the (then unused) literal/length table; the sub-streams'
+//     CRCs, shifted by GF(2) multiplication, XOR together across the warp. Adler-32 (zlib): per
+//     lane sums of the bytes and of position × byte (mod 65521 each step), a warp reduction.
 // No spin-waits between warps: warps never share state.
 //
-// Shared memory: DMC_INFLATE_WARPS_PER_BLOCK × sizeof(dmc_inflate_smem) (≈ 11 KiB per warp).
+// Shared memory: DMC_INFLATE_WARPS_PER_BLOCK × sizeof(dmc_inflate_smem) (≈ 8.7 KiB per warp).
 // Every load is checked against the stream's source length and every store against its output
 // length; a match reaching before the start of its member is DMC_STATUS_BAD_OFFSET, output past
 // dst_len DMC_STATUS_DST_OVERFLOW, a stream ending short of dst_len DMC_STATUS_SIZE_MISMATCH.
 #include "common.cuh"
-
-#ifdef DMC_EMULATE
-#ifndef __constant__
-#define __constant__
-#endif
-#endif
 
 #define DMC_INF_LITLEN_BITS 10
 #define DMC_INF_DIST_BITS 8
@@ -84,15 +89,18 @@ struct dmc_inflate_smem {
     dmc_u32 litlen[DMC_INF_LITLEN_ENOUGH];
     dmc_u32 dist[DMC_INF_DIST_ENOUGH];
     dmc_u32 crc[256];
-    dmc_u16 code[288 + 32];     // per symbol: its code, bit-reversed (first bit in bit 0)
-    dmc_u16 subbase[288 + 32];  // per long symbol: offset of its subtable
-    dmc_u8 subbits[288 + 32];   // per long symbol: index bits of its subtable
-    dmc_u8 lens[288 + 32];      // code lengths: literal/length (288), then distance (32)
+    dmc_u16 sorted[288];     // a table build's symbols in canonical order (length, then symbol)
+    dmc_u8 lens[288 + 32];  // code lengths: literal/length (288), then distance (32)
     dmc_u32 cmd[5];
     dmc_u32 res[2];  // table build status (literal/length, distance)
 };
 
-__constant__ dmc_u8 dmc_inf_pre_order[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+// The order of the code-length code's lengths (RFC 1951: 16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11,
+// 4, 12, 3, 13, 2, 14, 1, 15), five bits each in two immediates: no memory read per length.
+__device__ __forceinline__ dmc_u32 dmc_inf_pre_order(dmc_u32 i) {
+    const dmc_u64 lo = 0x22caa324e804a30ull, hi = 0x3c2e1346cull;  // entries 0-11, 12-18
+    return (dmc_u32)((i < 12 ? lo >> (5 * i) : hi >> (5 * (i - 12))) & 31u);
+}
 
 #define DMC_INF_CRC_POLY 0xEDB88320u
 #define DMC_INF_ADLER_MOD 65521u
@@ -101,69 +109,13 @@ __device__ __forceinline__ dmc_u32 dmc_inf_rev(dmc_u32 code, dmc_u32 len) {
     return __brev(code) >> (32 - len);
 }
 
-// ---- Table build (cooperative) ----
+// ---- Table build (all lanes) ----
 
-// Lane 0: checks the code of `n` lengths at `lens`, stores each symbol's reversed code and, for
-// codes longer than `tb`, its subtable, and writes the subtable pointers into the (cleared)
-// table. Returns the status.
-__device__ dmc_u32 dmc_inf_assign(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 n, dmc_u32* table, dmc_u32 tb,
-                                  dmc_u32 enough) {
-    dmc_u32 count[DMC_INF_MAX_LEN + 1];
-    for (int l = 0; l <= DMC_INF_MAX_LEN; l++) count[l] = 0;
-    for (dmc_u32 s = 0; s < n; s++) count[sm->lens[first + s]]++;
-    count[0] = 0;
-    dmc_u32 max = 0;
-    dmc_i32 left = 1;
-    for (dmc_u32 l = 1; l <= DMC_INF_MAX_LEN; l++) {
-        left <<= 1;
-        left -= (dmc_i32)count[l];
-        if (left < 0) return DMC_STATUS_CORRUPT;  // over-subscribed
-        if (count[l]) max = l;
-    }
-    // Incomplete sets are allowed only for a single code of one bit (zlib's rule) or no code.
-    if (left > 0 && max > 1) return DMC_STATUS_CORRUPT;
-    // Canonical codes from the prefix sums of the counts.
-    dmc_u32 next[DMC_INF_MAX_LEN + 2];
-    next[1] = 0;
-    for (dmc_u32 l = 1; l <= DMC_INF_MAX_LEN; l++) next[l + 1] = (next[l] + count[l]) << 1;
-    for (dmc_u32 s = 0; s < n; s++) {
-        const dmc_u32 l = sm->lens[first + s];
-        if (l == 0) continue;
-        const dmc_u32 c = next[l]++;
-        sm->code[first + s] = (dmc_u16)dmc_inf_rev(c, l);
-    }
-    // Subtables, in canonical order (length, then symbol): codes sharing their first tb bits are
-    // consecutive; a subtable is as wide as the remaining codes under its prefix need.
-    dmc_u32 free_at = 1u << tb;
-    dmc_i32 cur_prefix = -1;
-    dmc_u32 cur_base = 0, cur_bits = 0;
-    for (dmc_u32 l = tb + 1; l <= max; l++) {
-        for (dmc_u32 s = 0; s < n; s++) {
-            if (sm->lens[first + s] != l) continue;
-            const dmc_u32 r = sm->code[first + s];
-            const dmc_i32 prefix = (dmc_i32)(r & ((1u << tb) - 1));
-            if (prefix != cur_prefix) {
-                dmc_u32 k = l;
-                dmc_i32 room = 1 << (l - tb);
-                while (k < max) {
-                    room -= (dmc_i32)count[k];
-                    if (room <= 0) break;
-                    k++;
-                    room <<= 1;
-                }
-                cur_bits = k - tb;
-                cur_base = free_at;
-                free_at += 1u << cur_bits;
-                if (free_at > enough) return DMC_STATUS_CORRUPT;
-                cur_prefix = prefix;
-                table[prefix] = DMC_INF_ENT_SUB | cur_base | (cur_bits << 16);
-            }
-            sm->subbase[first + s] = (dmc_u16)cur_base;
-            sm->subbits[first + s] = (dmc_u8)cur_bits;
-            count[l]--;
-        }
-    }
-    return DMC_STATUS_OK;
+// Lanes whose 4-bit value equals c, from the four bit-plane ballots of the values.
+__device__ __forceinline__ dmc_u32 dmc_inf_eq(const dmc_u32 plane[4], dmc_u32 c) {
+    dmc_u32 m = 0xFFFFFFFFu;
+    for (int b = 0; b < 4; b++) m &= ((c >> b) & 1u) ? plane[b] : ~plane[b];
+    return m;
 }
 
 // The table entry of symbol `s` (code length `l`) of the literal/length (`which` 0) or the
@@ -194,32 +146,144 @@ __device__ __forceinline__ dmc_u32 dmc_inf_entry(dmc_u32 which, dmc_u32 s, dmc_u
     return DMC_INF_ENT_SYM | (kind << 28) | (extra << 24) | (l << 16) | value;
 }
 
-// All lanes: builds `table` (root `tb` bits, `enough` entries) from lengths [first, first+n).
-// Returns the status (the same on every lane).
-__device__ dmc_u32 dmc_inf_build(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 n, dmc_u32* table, dmc_u32 tb,
+// A long code (longer than the root's `tb` bits) at canonical position `idx`: its length (the
+// l > tb whose positions [first_idx_l, first_idx_l + count_l) hold idx; lane l holds those) and
+// its code. All lanes call it (shuffles); a lane's idx past the codes gets length 0.
+__device__ __forceinline__ dmc_u32 dmc_inf_long(dmc_u32 idx, dmc_u32 tb, dmc_u32 cnt, dmc_u32 first_idx,
+                                                dmc_u32 first_code, dmc_u32* code) {
+    dmc_u32 l = 0;
+    for (dmc_u32 k = tb + 1; k <= DMC_INF_MAX_LEN; k++) {
+        const dmc_u32 fi = __shfl_sync(0xFFFFFFFFu, first_idx, (int)k);
+        const dmc_u32 c = __shfl_sync(0xFFFFFFFFu, cnt, (int)k);
+        if (idx >= fi && idx < fi + c) l = k;
+    }
+    const dmc_u32 fc = __shfl_sync(0xFFFFFFFFu, first_code, (int)(l & 31));
+    const dmc_u32 fi = __shfl_sync(0xFFFFFFFFu, first_idx, (int)(l & 31));
+    *code = fc + (idx - fi);
+    return l;
+}
+
+// All lanes: builds `table` (root `tb` bits, `enough` entries) from the code lengths
+// sm->lens[first, first + 32 * nreg) (0: no code). Returns the status (the same on every lane):
+// an over-subscribed or an incomplete code is DMC_STATUS_CORRUPT (zlib's rule: incomplete only
+// as a single code of one bit, or no code at all). Canonical codes, libdeflate-style:
+//   1. the lengths in registers (symbol 32j + lane in bits 4j..4j+3 of `lens`); per register,
+//      four bit-plane ballots give every lane the lanes of any one length, so lane c counts the
+//      codes of length c;
+//   2. lane l gets the first code of length l (the canonical recurrence over the counts) and
+//      its first position in canonical order (the prefix sum of the counts);
+//   3. each symbol's rank among the codes of its length (the earlier registers' counts, held by
+//      lane l, plus the lanes below it in its register with its length) places it in `sorted`;
+//   4. the root entries are filled 32 at a time, entry i by lane i mod 32 (a conflict-free
+//      store): entry i is the bit-reversed prefix u; the short code covering u is the one of
+//      the smallest length l whose codes end above u (left-aligned to tb bits), its symbol
+//      sorted[first_idx_l + (u >> (tb - l)) - first_code_l];
+//   5. long codes, 32 at a time in canonical order: the last code under each root prefix (its
+//      bits past the root all ones) has the longest length under that prefix and sizes its
+//      subtable; a warp prefix sum of those sizes places the subtables (in canonical order, as
+//      zlib's), the last code writes the root's pointer, then every long code fills its
+//      replicated entries in its subtable.
+__device__ dmc_u32 dmc_inf_build(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 nreg, dmc_u32* table, dmc_u32 tb,
                                  dmc_u32 enough, dmc_u32 which, dmc_u32 lane) {
-    for (dmc_u32 i = lane; i < enough; i += DMC_WARP_SIZE) table[i] = 0;
-    __syncwarp();
-    if (lane == 0) sm->res[which] = dmc_inf_assign(sm, first, n, table, tb, enough);
-    __syncwarp();
-    const dmc_u32 st = sm->res[which];
-    if (st == DMC_STATUS_OK) {
-        for (dmc_u32 s = lane; s < n; s += DMC_WARP_SIZE) {
-            const dmc_u32 l = sm->lens[first + s];
-            if (l == 0) continue;
-            const dmc_u32 r = sm->code[first + s];
-            const dmc_u32 e = dmc_inf_entry(which, s, l);
-            if (l <= tb) {
-                for (dmc_u32 i = r; i < (1u << tb); i += 1u << l) table[i] = e;
-            } else {
-                const dmc_u32 base = sm->subbase[first + s];
-                const dmc_u32 sb = sm->subbits[first + s];
-                for (dmc_u32 i = r >> tb; i < (1u << sb); i += 1u << (l - tb)) table[base + i] = e;
-            }
+    const dmc_u32 below = (1u << lane) - 1u;
+    dmc_u64 lens = 0;
+    dmc_u32 cnt = 0;  // lane c (1..15): codes of length c
+    for (dmc_u32 j = 0; j < nreg; j++) {
+        const dmc_u32 l = sm->lens[first + DMC_WARP_SIZE * j + lane];
+        lens |= (dmc_u64)l << (4 * j);
+        dmc_u32 plane[4];
+        for (int b = 0; b < 4; b++) plane[b] = __ballot_sync(0xFFFFFFFFu, (l >> b) & 1u);
+        cnt += (dmc_u32)__popc(dmc_inf_eq(plane, lane & 15u));
+    }
+    // 2. the counts' checks, the first code and first position of each length
+    dmc_i32 left = 1;
+    dmc_u32 code = 0, pos = 0, max = 0, first_code = 0, first_idx = 0, nshort = 0, ushort = 0;
+    bool bad = false;
+    for (dmc_u32 l = 1; l <= DMC_INF_MAX_LEN; l++) {
+        const dmc_u32 c = __shfl_sync(0xFFFFFFFFu, cnt, (int)l);
+        left = (left << 1) - (dmc_i32)c;
+        if (left < 0) {  // over-subscribed (the same on every lane)
+            bad = true;
+            break;
         }
+        if (lane == l) {
+            first_code = code;
+            first_idx = pos;
+        }
+        if (c) max = l;
+        if (l <= tb) nshort += c;
+        if (l == tb) ushort = code + c;  // root prefixes from here on are long codes' (or none)
+        code = (code + c) << 1;
+        pos += c;
+    }
+    if (bad || (left > 0 && max > 1)) return DMC_STATUS_CORRUPT;
+    const dmc_u32 nlong = pos - nshort;
+    if (lane == 0) cnt = 0;  // lane 0 counted the unused symbols
+    // 3. canonical order
+    dmc_u32 seen = 0;  // lane c: codes of length c in the registers before
+    for (dmc_u32 j = 0; j < nreg; j++) {
+        const dmc_u32 l = (dmc_u32)(lens >> (4 * j)) & 15u;
+        dmc_u32 plane[4];
+        for (int b = 0; b < 4; b++) plane[b] = __ballot_sync(0xFFFFFFFFu, (l >> b) & 1u);
+        const dmc_u32 rank = __shfl_sync(0xFFFFFFFFu, seen, (int)l) + (dmc_u32)__popc(dmc_inf_eq(plane, l) & below);
+        const dmc_u32 at = __shfl_sync(0xFFFFFFFFu, first_idx, (int)l) + rank;
+        if (l != 0) sm->sorted[at] = (dmc_u16)(DMC_WARP_SIZE * j + lane);
+        seen += (dmc_u32)__popc(dmc_inf_eq(plane, lane & 15u));
     }
     __syncwarp();
-    return st;
+    // 4. the root: short codes' entries; no code at all (an incomplete code) is 0; long codes'
+    // prefixes are left to step 5
+    const dmc_u32 hi = lane >= 1 && lane <= tb ? (first_code + cnt) << (tb - lane) : 0;
+    for (dmc_u32 i = lane; i < (1u << tb); i += DMC_WARP_SIZE) {
+        const dmc_u32 u = __brev(i) >> (32 - tb);
+        dmc_u32 l = 0;
+        for (dmc_u32 k = tb; k >= 1; k--) {
+            if (u < (dmc_u32)__shfl_sync(0xFFFFFFFFu, hi, (int)k)) l = k;
+        }
+        const dmc_u32 fc = __shfl_sync(0xFFFFFFFFu, first_code, (int)l);
+        const dmc_u32 fi = __shfl_sync(0xFFFFFFFFu, first_idx, (int)l);
+        if (l != 0) {
+            table[i] = dmc_inf_entry(which, sm->sorted[fi + (u >> (tb - l)) - fc], l);
+        } else if (u >= ushort && nlong == 0) {
+            table[i] = 0;
+        }
+    }
+    if (nlong == 0) {
+        __syncwarp();
+        return DMC_STATUS_OK;
+    }
+    // 5. long codes: subtables placed, root pointers written
+    dmc_u32 next = 1u << tb;  // the next subtable's offset
+    for (dmc_u32 p0 = 0; p0 < nlong; p0 += DMC_WARP_SIZE) {
+        dmc_u32 c;
+        const dmc_u32 l = dmc_inf_long(nshort + p0 + lane, tb, cnt, first_idx, first_code, &c);
+        const dmc_u32 sub = l - tb, ones = (1u << (sub & 31)) - 1u;
+        const bool last = l != 0 && (c & ones) == ones;
+        const dmc_u32 w = last ? 1u << sub : 0;
+        dmc_u32 incl = w;
+        for (int o = 1; o < DMC_WARP_SIZE; o <<= 1) {
+            const dmc_u32 t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+            if (lane >= (dmc_u32)o) incl += t;
+        }
+        const dmc_u32 base = next + incl - w;
+        if (last && base + w <= enough) table[__brev(c >> sub) >> (32 - tb)] = DMC_INF_ENT_SUB | base | (sub << 16);
+        next += __shfl_sync(0xFFFFFFFFu, incl, DMC_WARP_SIZE - 1);
+    }
+    if (next > enough) return DMC_STATUS_CORRUPT;  // cannot happen for a complete code
+    __syncwarp();
+    for (dmc_u32 p0 = 0; p0 < nlong; p0 += DMC_WARP_SIZE) {
+        dmc_u32 c;
+        const dmc_u32 idx = nshort + p0 + lane;
+        const dmc_u32 l = dmc_inf_long(idx, tb, cnt, first_idx, first_code, &c);
+        if (l == 0) continue;
+        const dmc_u32 sub = l - tb;
+        const dmc_u32 ptr = table[__brev(c >> sub) >> (32 - tb)];
+        const dmc_u32 base = ptr & 0xFFFFu, sb = (ptr >> 16) & 0xFFu;
+        const dmc_u32 e = dmc_inf_entry(which, sm->sorted[idx], l);
+        for (dmc_u32 i = dmc_inf_rev(c, l) >> tb; i < (1u << sb); i += 1u << sub) table[base + i] = e;
+    }
+    __syncwarp();
+    return DMC_STATUS_OK;
 }
 
 // ---- Lane 0's decoder state ----
@@ -251,8 +315,17 @@ struct dmc_inf_state {
     dmc_u32 check;  // checksum computed by the warp
 };
 
+// Fills the window to at least 32 bits: single bytes up to a 4-byte aligned address, then an
+// aligned 4-byte load (one request for four bytes) where the input holds one; single bytes (or
+// phantom zeros) at its end.
 __device__ __forceinline__ void dmc_inf_refill(dmc_inf_state* s) {
-    while (s->bitcnt <= 56) {
+    while (s->bitcnt < 32) {
+        if (s->ip + 4 <= s->in_len && (((dmc_u64)(s->in + s->ip)) & 3u) == 0) {
+            s->bitbuf |= (dmc_u64)(*(const dmc_u32*)(s->in + s->ip)) << s->bitcnt;
+            s->bitcnt += 32;
+            s->ip += 4;
+            continue;
+        }
         const dmc_u64 b = s->ip < s->in_len ? (dmc_u64)s->in[s->ip] : 0;
         s->bitbuf |= b << s->bitcnt;
         s->bitcnt += 8;
@@ -350,7 +423,7 @@ __device__ dmc_u32 dmc_inf_dynamic_header(dmc_inf_state* s, dmc_inflate_smem* sm
     if (hlit > 286 || hdist > 30) return DMC_STATUS_CORRUPT;
     dmc_u8 pl[19];
     for (int i = 0; i < 19; i++) pl[i] = 0;
-    for (dmc_u32 i = 0; i < hclen; i++) pl[dmc_inf_pre_order[i]] = (dmc_u8)dmc_inf_bits(s, 3);
+    for (dmc_u32 i = 0; i < hclen; i++) pl[dmc_inf_pre_order(i)] = (dmc_u8)dmc_inf_bits(s, 3);
     if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
     // The code-length code: at most 7 bits, a one-level table of 128 entries (symbol | len << 8),
     // built serially (19 symbols). It must be complete.
@@ -403,8 +476,16 @@ __device__ dmc_u32 dmc_inf_dynamic_header(dmc_inf_state* s, dmc_inflate_smem* sm
     }
     if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
     if (lens[256] == 0) return DMC_STATUS_CORRUPT;  // no end-of-block code
-    for (dmc_u32 k = 0; k < 288; k++) sm->lens[k] = k < hlit ? lens[k] : 0;
-    for (dmc_u32 k = 0; k < 32; k++) sm->lens[288 + k] = k < hdist ? lens[hlit + k] : 0;
+    // Into the shared lengths four at a time (one 4-byte store each; sm->lens is 4-aligned).
+    for (dmc_u32 k = 0; k < 288 + 32; k += 4) {
+        dmc_u32 v = 0;
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 q = k + b;
+            const dmc_u32 l = q < 288 ? (q < hlit ? lens[q] : 0) : (q - 288 < hdist ? lens[hlit + q - 288] : 0);
+            v |= l << (8 * b);
+        }
+        *(dmc_u32*)(sm->lens + k) = v;
+    }
     return DMC_STATUS_OK;
 }
 
@@ -479,8 +560,8 @@ __device__ void dmc_inf_step(dmc_inf_state* s, dmc_inflate_smem* sm) {
                 }
                 s->fixed_tables = type == 1;
                 if (type == 1) {
-                    for (dmc_u32 k = 0; k < 288; k++) sm->lens[k] = k < 144 ? 8 : k < 256 ? 9 : k < 280 ? 7 : 8;
-                    for (dmc_u32 k = 0; k < 32; k++) sm->lens[288 + k] = 5;
+                    s->phase = DMC_INF_PH_BUILT;
+                    return dmc_inf_post(sm, DMC_INF_CMD_BUILD, 1, 0, 0);  // the warp writes the fixed lengths
                 } else if (type == 2) {
                     const dmc_u32 st = dmc_inf_dynamic_header(s, sm);
                     if (st != DMC_STATUS_OK) return dmc_inf_post(sm, DMC_INF_CMD_DONE, st, 0, 0);
@@ -514,6 +595,7 @@ __device__ void dmc_inf_step(dmc_inf_state* s, dmc_inflate_smem* sm) {
                 s->phase = DMC_INF_PH_CHECKED;
                 if (s->verify) {
                     const dmc_u32 kind = s->fmt == DMC_INFLATE_FMT_GZIP ? DMC_INF_CMD_CRC32 : DMC_INF_CMD_ADLER;
+                    if (kind == DMC_INF_CMD_CRC32) s->fixed_tables = false;  // its shift tables overwrite them
                     return dmc_inf_post(sm, kind, s->member_start, s->op - s->member_start, 0);
                 }
                 break;
@@ -568,36 +650,108 @@ __device__ __forceinline__ dmc_u32 dmc_inf_x8n(dmc_u64 n) {
     return r;
 }
 
-__device__ dmc_u32 dmc_inf_crc32(const dmc_inflate_smem* sm, const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
-    const dmc_u64 seg = (n + DMC_WARP_SIZE - 1) / DMC_WARP_SIZE;
-    const dmc_u64 lo = dmc_min_u64((dmc_u64)lane * seg, n);
-    const dmc_u64 hi = dmc_min_u64(lo + seg, n);
-    dmc_u32 part = dmc_inf_crc_bytes(sm, 0, p + lo, hi - lo);
-    if (hi > lo) part = dmc_inf_mulmod(part, dmc_inf_x8n(n - hi));
+// The 16 bytes at A + g (A 16-aligned) as four little-endian words, bytes outside the span
+// [S, E) as 0: one aligned 16-byte load when the group lies inside the span (no other lane's
+// bytes, none outside the stream's output), single bytes in the span's first and last groups.
+__device__ __forceinline__ void dmc_inf_group(const dmc_u8* A, dmc_u64 g, dmc_u64 S, dmc_u64 E, dmc_u32 w[4]) {
+    if (g >= S && g + 16 <= E) {
+        const dmc_u32x4 v = dmc_load16(A + g);
+        for (int k = 0; k < 4; k++) w[k] = v.w[k];
+        return;
+    }
+    for (int k = 0; k < 4; k++) w[k] = 0;
+    for (dmc_u32 j = 0; j < 16; j++) {
+        if (g + j >= S && g + j < E) w[j >> 2] |= (dmc_u32)A[g + j] << (8 * (j & 3));
+    }
+}
+
+// Span of n bytes at p: A = p rounded down to 16 bytes, S = p - A, E = S + n.
+#define DMC_INF_CK_CHUNK (16 * DMC_WARP_SIZE)
+
+// CRC32 (gzip) of p[0, n), all lanes. The warp reads 512 bytes a step, 16 per lane (one
+// coalesced request); word k of lane L's group belongs to sub-stream 4L + k, whose words lie 512
+// bytes apart. Each sub-stream's CRC (with the other sub-streams' bytes as zeros) steps a whole
+// word and the 508 zero bytes after it with four lookups in the shift tables `z` (built here,
+// 4 × 256 entries over the literal/length table, which no block needs any more: the member
+// ended): z[j][v] = T[v] · x^(8 (511 - j)) mod P, byte v at byte j of a word. A word too close to
+// the end steps its bytes with the byte table instead. The sub-streams' CRCs, each shifted by
+// the bytes that follow its last one (GF(2) multiplication), XOR to the stream's raw CRC; the
+// leading bytes below the 16-byte alignment read as zeros, which a raw CRC ignores.
+__device__ dmc_u32 dmc_inf_crc32(dmc_inflate_smem* sm, const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
+    dmc_u32* z = sm->litlen;
+    {
+        dmc_u32 shift[4];
+        for (dmc_u32 j = 0; j < 4; j++) shift[j] = dmc_inf_x8n(511 - j);
+        for (dmc_u32 e = lane; e < 1024; e += DMC_WARP_SIZE) {
+            dmc_u32 c = e & 0xFFu;
+            for (int k = 0; k < 8; k++) c = (c & 1u) ? ((c >> 1) ^ DMC_INF_CRC_POLY) : (c >> 1);
+            z[e] = dmc_inf_mulmod(c, shift[e >> 8]);
+        }
+    }
+    __syncwarp();
+    const dmc_u64 S = (dmc_u64)p & 15u, E = S + n;
+    const dmc_u8* A = p - S;
+    dmc_u32 acc[4] = {0, 0, 0, 0};
+    for (dmc_u64 c0 = 0; c0 < E; c0 += DMC_INF_CK_CHUNK) {
+        const dmc_u64 g = c0 + 16ull * lane;
+        dmc_u32 w[4];
+        dmc_inf_group(A, g, S, E, w);
+        for (dmc_u32 k = 0; k < 4; k++) {
+            const dmc_u64 q = g + 4 * k;
+            if (q + DMC_INF_CK_CHUNK <= E) {
+                const dmc_u32 v = acc[k] ^ w[k];
+                acc[k] = z[v & 0xFFu] ^ z[256 + ((v >> 8) & 0xFFu)] ^ z[512 + ((v >> 16) & 0xFFu)] ^ z[768 + (v >> 24)];
+            } else if (q < E) {
+                const dmc_u32 r = (dmc_u32)dmc_min_u64(4, E - q);
+                dmc_u32 c = acc[k];
+                for (dmc_u32 j = 0; j < r; j++) c = sm->crc[(c ^ (w[k] >> (8 * j))) & 0xFFu] ^ (c >> 8);
+                acc[k] = c;
+            }
+        }
+    }
+    // Each sub-stream's CRC stands at the end of its last word q (the last below E): at E when
+    // that word was stepped with the zeros after it (q + 512 == E), else after its bytes.
+    dmc_u32 part = 0;
+    for (dmc_u32 k = 0; k < 4; k++) {
+        const dmc_u64 q0 = 16ull * lane + 4 * k;
+        if (acc[k] == 0 || q0 >= E) continue;  // a zero CRC shifts to zero
+        const dmc_u64 q = q0 + (E - 1 - q0) / DMC_INF_CK_CHUNK * DMC_INF_CK_CHUNK;
+        const dmc_u64 at = q + DMC_INF_CK_CHUNK == E ? E : q + dmc_min_u64(4, E - q);
+        part ^= at < E ? dmc_inf_mulmod(acc[k], dmc_inf_x8n(E - at)) : acc[k];
+    }
     for (int o = 16; o > 0; o >>= 1) part ^= __shfl_xor_sync(0xFFFFFFFFu, part, o);
     return part ^ dmc_inf_mulmod(0xFFFFFFFFu, dmc_inf_x8n(n)) ^ 0xFFFFFFFFu;
 }
 
+// Adler-32 (zlib) of p[0, n), all lanes: the same 16-byte coalesced groups; each lane sums its
+// bytes b_i and the products q_i b_i with their span positions q_i (mod 65521, reduced once a
+// step), a warp reduction adds the lanes' sums; with i = q_i - S the stream position,
+// a = 1 + sum b_i and b = n + sum (n - i) b_i = n + (n + S) sum b_i - sum q_i b_i (mod 65521).
 __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
-    const dmc_u64 seg = (n + DMC_WARP_SIZE - 1) / DMC_WARP_SIZE;
-    const dmc_u64 lo = dmc_min_u64((dmc_u64)lane * seg, n);
-    const dmc_u64 hi = dmc_min_u64(lo + seg, n);
-    // a = 1 + sum b_i, b = n + sum (n - i) b_i (mod 65521); each term below 2^24.
-    dmc_u64 s1 = 0, s2 = 0;
-    for (dmc_u64 i = lo; i < hi; i++) {
-        s1 += p[i];
-        s2 += ((n - i) % DMC_INF_ADLER_MOD) * p[i];
+    const dmc_u64 S = (dmc_u64)p & 15u, E = S + n;
+    const dmc_u8* A = p - S;
+    dmc_u64 s1 = 0, sq = 0;
+    for (dmc_u64 c0 = 0; c0 < E; c0 += DMC_INF_CK_CHUNK) {
+        const dmc_u64 g = c0 + 16ull * lane;
+        dmc_u32 w[4];
+        dmc_inf_group(A, g, S, E, w);
+        dmc_u32 sb = 0, sj = 0;  // sum of the group's bytes, and of j * byte j
+        for (dmc_u32 j = 0; j < 16; j++) {
+            const dmc_u32 b = (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
+            sb += b;
+            sj += j * b;
+        }
+        s1 = (s1 + sb) % DMC_INF_ADLER_MOD;
+        sq = (sq + (g % DMC_INF_ADLER_MOD) * sb + sj) % DMC_INF_ADLER_MOD;
     }
-    dmc_u32 a = (dmc_u32)(s1 % DMC_INF_ADLER_MOD), b = (dmc_u32)(s2 % DMC_INF_ADLER_MOD);
+    dmc_u32 a = (dmc_u32)s1, b = (dmc_u32)sq;
     for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_xor_sync(0xFFFFFFFFu, a, o);
-        b += __shfl_xor_sync(0xFFFFFFFFu, b, o);
-        a %= DMC_INF_ADLER_MOD;
-        b %= DMC_INF_ADLER_MOD;
+        a = (a + __shfl_xor_sync(0xFFFFFFFFu, a, o)) % DMC_INF_ADLER_MOD;
+        b = (b + __shfl_xor_sync(0xFFFFFFFFu, b, o)) % DMC_INF_ADLER_MOD;
     }
-    a = (a + 1) % DMC_INF_ADLER_MOD;
-    b = (dmc_u32)((b + n % DMC_INF_ADLER_MOD) % DMC_INF_ADLER_MOD);
-    return (b << 16) | a;
+    const dmc_u64 nm = n % DMC_INF_ADLER_MOD;
+    const dmc_u64 bb = (nm + ((nm + S) % DMC_INF_ADLER_MOD) * a + (DMC_INF_ADLER_MOD - b)) % DMC_INF_ADLER_MOD;
+    return ((dmc_u32)bb << 16) | ((a + 1) % DMC_INF_ADLER_MOD);
 }
 
 // ---- The block's symbols (all lanes) ----
@@ -900,8 +1054,18 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
             break;
         }
         if (kind == DMC_INF_CMD_BUILD) {
-            dmc_inf_build(sm, 0, 288, sm->litlen, DMC_INF_LITLEN_BITS, DMC_INF_LITLEN_ENOUGH, 0, lane);
-            dmc_inf_build(sm, 288, 32, sm->dist, DMC_INF_DIST_BITS, DMC_INF_DIST_ENOUGH, 1, lane);
+            if (a == 1) {  // the fixed code's lengths
+                for (dmc_u32 k = lane; k < 288 + 32; k += DMC_WARP_SIZE) {
+                    sm->lens[k] = (dmc_u8)(k < 144 ? 8 : k < 256 ? 9 : k < 280 ? 7 : k < 288 ? 8 : 5);
+                }
+                __syncwarp();
+            }
+            const dmc_u32 r0 = dmc_inf_build(sm, 0, 9, sm->litlen, DMC_INF_LITLEN_BITS, DMC_INF_LITLEN_ENOUGH, 0, lane);
+            const dmc_u32 r1 = dmc_inf_build(sm, 288, 1, sm->dist, DMC_INF_DIST_BITS, DMC_INF_DIST_ENOUGH, 1, lane);
+            if (lane == 0) {
+                sm->res[0] = r0;
+                sm->res[1] = r1;
+            }
         } else if (kind == DMC_INF_CMD_HUFF) {
             const dmc_inf_huff_res r =
                 dmc_inf_huff(sm, &w, out, ((dmc_u64)b << 32) | a, c, sd.dst_len, sm->cmd[4], lane);

@@ -86,6 +86,49 @@ fn gzip_batches(device: &damacy_kernels::Device) -> Vec<common::cost_cases::Cost
         .collect()
 }
 
+/// Report-only cases with the trailer's checksum verified (issue 15): two gzip chunks of 256 KiB
+/// (CRC32 and ISIZE) and two zlib chunks of 256 KiB (Adler-32; zlib has no size field, so the
+/// chunk's size is given), flate2 level 6 of the same smooth u16 field as the gzip batches.
+fn checksum_batches(device: &damacy_kernels::Device) -> Vec<common::cost_cases::CostCase> {
+    use std::io::Write as _;
+    let size = 256usize << 10;
+    let fields: Vec<Vec<u8>> = (0..2u64).map(|k| common::cost_cases::smooth_u16_field(size, k)).collect();
+    let gz: Vec<Vec<u8>> = fields
+        .iter()
+        .map(|f| {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+            enc.write_all(f).expect("compressing into memory");
+            enc.finish().expect("compressing into memory")
+        })
+        .collect();
+    let zl: Vec<Vec<u8>> = fields
+        .iter()
+        .map(|f| {
+            let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+            enc.write_all(f).expect("compressing into memory");
+            enc.finish().expect("compressing into memory")
+        })
+        .collect();
+    vec![
+        common::cost_cases::batch_case(
+            device,
+            "gzip-256KiB-crc",
+            "gzip (flate2 level 6, CRC32 verified)",
+            &fields,
+            &gz,
+            |b| damacy_kernels::ChunkInput::gzip(b).with_checksum_verification(),
+        ),
+        common::cost_cases::batch_case(
+            device,
+            "zlib-256KiB-adler",
+            "zlib (flate2 level 6, Adler-32 verified)",
+            &fields,
+            &zl,
+            |b| damacy_kernels::ChunkInput::zlib(b).with_expected_len(256 << 10).with_checksum_verification(),
+        ),
+    ]
+}
+
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut out_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../benches/results/kernel_cost.md").to_string();
@@ -108,6 +151,7 @@ fn main() -> ExitCode {
     let mut cases = common::cost_cases::cost_cases();
     let device = damacy_kernels::Device::emulated(0);
     cases.extend(gzip_batches(&device));
+    cases.extend(checksum_batches(&device));
     cases.extend(common::cost_cases::zstd_batches(&device));
     let mut md = String::new();
     let _ = writeln!(md, "# kernel_cost — the emulator's memory-access cost model (model, not GPU time)\n");

@@ -862,3 +862,386 @@ fn corrupt_and_truncated_streams_end_in_a_status() {
         }
     }
 }
+
+// ---- Table builds and checksums on all lanes ----
+
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    }
+}
+
+/// Random complete code lengths (Kraft sum exactly 1, at most 15 bits) for `m >= 2` symbols:
+/// leaves split one at a time, the deepest one a third of the time, so that codes of 11-15
+/// bits (subtables of several sizes) come up under several root prefixes.
+fn random_complete(m: usize, next: &mut impl FnMut() -> u64) -> Vec<u32> {
+    let mut leaves = vec![1u32, 1];
+    while leaves.len() < m {
+        let splittable: Vec<usize> = (0..leaves.len()).filter(|&i| leaves[i] < 15).collect();
+        let deepest = splittable.iter().copied().max_by_key(|&i| leaves[i]).unwrap();
+        let i = if next().is_multiple_of(3) { deepest } else { splittable[(next() as usize) % splittable.len()] };
+        leaves[i] += 1;
+        leaves.push(leaves[i]);
+    }
+    leaves
+}
+
+/// Code-length symbols: (symbol, extra value, extra bits).
+type Syms = Vec<(u32, u32, u32)>;
+
+/// A checksum case: what, the stream, gzip (else zlib), the output, whether its checksum is right.
+type CheckCase = (String, Vec<u8>, bool, Vec<u8>, bool);
+
+/// How the code lengths are run-length coded: the most zeros per 18 and per 17, the most
+/// repeats per 16, and whether a zero after a zero may be repeated by a 16.
+#[derive(Clone, Copy, Debug)]
+struct Rle(usize, usize, usize, bool);
+
+const RLES: [Rle; 4] = [Rle(138, 10, 6, false), Rle(11, 3, 3, false), Rle(40, 7, 4, true), Rle(138, 10, 6, true)];
+
+/// Code-length symbols (symbol, extra value, extra bits) for `all` under `cap`. Runs cross the
+/// literal/length and distance boundary wherever the lengths continue.
+fn rle(all: &[u32], cap: Rle) -> Syms {
+    let mut syms = Vec::new();
+    let mut i = 0;
+    while i < all.len() {
+        let v = all[i];
+        let mut run = 1;
+        while i + run < all.len() && all[i + run] == v {
+            run += 1;
+        }
+        let after = i > 0 && all[i - 1] == v;
+        if v == 0 && run >= 11 && cap.0 >= 11 && !(cap.3 && after) {
+            let r = run.min(cap.0);
+            syms.push((18, r as u32 - 11, 7));
+            i += r;
+        } else if v == 0 && run >= 3 && !(cap.3 && after) {
+            let r = run.min(cap.1);
+            syms.push((17, r as u32 - 3, 3));
+            i += r;
+        } else if after && run >= 3 && (v != 0 || cap.3) {
+            let r = run.min(cap.2);
+            syms.push((16, r as u32 - 3, 2));
+            i += r;
+        } else {
+            syms.push((v, 0, 0));
+            i += 1;
+        }
+    }
+    syms
+}
+
+/// A complete code-length code over the symbols `syms` uses.
+fn pre_code(syms: &[(u32, u32, u32)]) -> [u32; 19] {
+    let mut used: Vec<usize> = syms.iter().map(|s| s.0 as usize).collect();
+    used.sort_unstable();
+    used.dedup();
+    if used.len() == 1 {
+        used.push(usize::from(used[0] == 0));
+    }
+    let m = used.len();
+    let k = usize::BITS - 1 - m.leading_zeros();
+    let short = (1usize << (k + 1)) - m; // codes of k bits (all of them when m is 2^k)
+    let mut pl = [0u32; 19];
+    for (j, &s) in used.iter().enumerate() {
+        pl[s] = if j < short { k } else { k + 1 };
+    }
+    pl
+}
+
+/// A dynamic block's header: `hlit` and `hdist` lengths, the code-length code `pl` and
+/// the code-length symbols `syms`.
+fn dynamic_header(w: &mut Bits, hlit: usize, hdist: usize, pl: &[u32; 19], syms: &[(u32, u32, u32)], last: bool) {
+    let pc = canonical(pl);
+    let hclen = (ORDER.iter().rposition(|&s| pl[s] > 0).unwrap() + 1).max(4);
+    w.put(u32::from(last), 1);
+    w.put(2, 2);
+    w.put(hlit as u32 - 257, 5);
+    w.put(hdist as u32 - 1, 5);
+    w.put(hclen as u32 - 4, 4);
+    for &s in &ORDER[..hclen] {
+        w.put(pl[s], 3);
+    }
+    for &(s, e, eb) in syms {
+        w.code(pc[s as usize], pl[s as usize]);
+        w.put(e, eb);
+    }
+}
+
+/// Random ops that use only symbols with a code in `ll` and `dl`.
+fn ops_for(ll: &[u32], dl: &[u32], n: usize, next: &mut impl FnMut() -> u64) -> Vec<Op> {
+    let lits: Vec<u8> = (0..256usize).filter(|&s| ll[s] > 0).map(|s| s as u8).collect();
+    let lens: Vec<usize> = (0..29).filter(|&i| ll.get(257 + i).is_some_and(|&l| l > 0)).collect();
+    let dists: Vec<usize> = (0..dl.len().min(30)).filter(|&i| dl[i] > 0).collect();
+    let mut ops = Vec::new();
+    let mut produced = 0u32;
+    while ops.len() < n {
+        let fits: Vec<usize> = dists.iter().copied().filter(|&d| DIST_BASE[d] <= produced).collect();
+        if !next().is_multiple_of(4) || lens.is_empty() || fits.is_empty() {
+            ops.push(Op::Lit(lits[(next() as usize) % lits.len()]));
+            produced += 1;
+        } else {
+            let li = lens[(next() as usize) % lens.len()];
+            let span = if li == 27 { 31 } else { 1u64 << LEN_EXTRA[li] };
+            let len = if li == 28 { 258 } else { LEN_BASE[li] + (next() % span) as u32 };
+            let di = fits[(next() as usize) % fits.len()];
+            let dist = (DIST_BASE[di] + (next() % (1u64 << DIST_EXTRA[di])) as u32).min(produced);
+            ops.push(Op::Match(len, dist));
+            produced += len;
+        }
+    }
+    ops
+}
+
+/// Code lengths `lens` for the symbols `used` (in that order), 0 elsewhere, `n` symbols.
+fn place(n: usize, used: &[usize], lens: &[u32]) -> Vec<u32> {
+    let mut v = vec![0u32; n];
+    for (&s, &l) in used.iter().zip(lens) {
+        v[s] = l;
+    }
+    v
+}
+
+/// Dynamic blocks whose code lengths exercise the table build and the header decode: every
+/// code-length repeat code (16 after a length and after a zero, 17, 18 of 11 and of 138) at
+/// the start, across the literal/length–distance boundary and ending exactly at HLIT + HDIST;
+/// codes of 15 bits in both tables (subtables of 5 and 7 bits); random complete codes with
+/// long codes under several root prefixes; HLIT and HDIST below their maxima; a distance code
+/// of one 1-bit code and of none, and a literal/length code of the end-of-block code alone.
+#[test]
+fn dynamic_tables_decode() {
+    let mut codes: Vec<(String, Vec<u32>, Vec<u32>)> = Vec::new();
+    // every literal/length symbol: 226 codes of 8 bits, 60 of 9 (226..=285); distances of 9 bits
+    // first, so the 9s run on across the boundary (a 16 crosses it); 20 zeros end the lengths
+    let all: Vec<usize> = (0..286).collect();
+    let ll = place(286, &all, &[[8u32; 226].as_slice(), &[9u32; 60]].concat());
+    let mut dl = vec![9u32, 9, 8, 7, 6, 5, 4, 3, 2, 1];
+    dl.resize(30, 0);
+    codes.push(("nines across the boundary".into(), ll, dl));
+    // 20 leading zeros (an 18 first), length codes 280..=285 and distances 0..=2 unused (zeros
+    // across the boundary)
+    let used: Vec<usize> = (20..280).collect();
+    let ll = place(286, &used, &random_complete(used.len(), &mut xorshift(1)));
+    let dused: Vec<usize> = (3..30).collect();
+    let dl = place(30, &dused, &random_complete(dused.len(), &mut xorshift(2)));
+    codes.push(("zeros across the boundary".into(), ll, dl));
+    // 15-bit codes: 14 literals of 1..=14 bits, end-of-block and length 3 of 15; distance codes
+    // 0..=15 of 1..=15 bits and 15 again
+    let used: Vec<usize> = (b'a'..b'a' + 14).map(usize::from).chain([256, 257]).collect();
+    let ll = place(258, &used, &(1..=15).chain([15]).collect::<Vec<u32>>());
+    let dl: Vec<u32> = (1..=15).chain([15]).collect();
+    codes.push(("15-bit codes".into(), ll, dl));
+    // one distance code of one bit; no distance code; the end-of-block code alone (1 bit)
+    let used: Vec<usize> = (0..=256).collect();
+    let ll = place(257, &used, &random_complete(used.len(), &mut xorshift(3)));
+    codes.push(("one 1-bit distance code".into(), ll.clone(), vec![0, 0, 0, 1]));
+    codes.push(("no distance code".into(), ll, vec![0]));
+    codes.push(("end-of-block alone".into(), place(257, &[256], &[1]), vec![0]));
+    for seed in 1..=6u64 {
+        let mut next = xorshift(seed + 100);
+        let hlit = 257 + (next() % 30) as usize;
+        let hdist = 1 + (next() % 30) as usize;
+        let used: Vec<usize> = (0..hlit).filter(|&s| s == 256 || s == 97 || !next().is_multiple_of(3)).collect();
+        let ll = place(hlit, &used, &random_complete(used.len(), &mut next));
+        let dused: Vec<usize> = (0..hdist).filter(|_| !next().is_multiple_of(4)).collect();
+        let dl = if dused.len() >= 2 {
+            place(hdist, &dused, &random_complete(dused.len(), &mut next))
+        } else {
+            vec![0; hdist]
+        };
+        codes.push((format!("random {seed} (HLIT {hlit}, HDIST {hdist})"), ll, dl));
+    }
+    let mut cases: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
+    for (k, (what, ll, dl)) in codes.iter().enumerate() {
+        assert!(ll.iter().chain(dl).all(|&l| l <= 15));
+        let mut next = xorshift(k as u64 + 7);
+        let ops = if ll.iter().take(256).any(|&l| l > 0) { ops_for(ll, dl, 2000, &mut next) } else { Vec::new() };
+        let mut d = Vec::new();
+        execute(&mut d, &ops);
+        for cap in RLES {
+            let all: Vec<u32> = ll.iter().chain(dl).copied().collect();
+            let syms = rle(&all, cap);
+            let mut w = Bits::default();
+            dynamic_header(&mut w, ll.len(), dl.len(), &pre_code(&syms), &syms, true);
+            write_symbols(&mut w, &ops, (&canonical(ll), ll), (&canonical(dl), dl));
+            cases.push((format!("{what}, {cap:?}"), zlib_wrap(&w.finish(), &d), d.clone()));
+        }
+    }
+    for (what, c, d) in &cases {
+        assert_eq!(ref_unzlib(c).as_ref(), Some(d), "{what}: flate2 agrees with the hand-built stream");
+    }
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = cases
+            .iter()
+            .map(|(_, c, d)| ChunkInput::zlib(c).with_expected_len(d.len()).with_checksum_verification())
+            .collect();
+        for (r, (what, _, d)) in decode(seed, &inputs).into_iter().zip(&cases) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+}
+
+/// Code sets the table build must refuse (over-subscribed or incomplete, early or only at 15
+/// bits, in either table), a missing end-of-block code, bad code-length codes and code-length
+/// sequences: each a CORRUPT status.
+#[test]
+fn bad_code_sets_are_corrupt() {
+    let used: Vec<usize> = (0..=256).collect();
+    let good = random_complete(used.len(), &mut xorshift(9));
+    assert!(good.contains(&15), "the random code has 15-bit codes");
+    let ll_good = place(257, &used, &good);
+    let dl_good = vec![1u32, 1];
+    let mut extra = ll_good.clone();
+    extra.push(15); // symbol 257 of 15 bits more: over-subscribed at 15 bits only
+    let mut short15 = ll_good.clone();
+    short15[good.iter().position(|&l| l == 15).unwrap()] = 0; // one 15-bit code fewer: incomplete
+    let no_eob_used: Vec<usize> = (0..256).chain([257]).collect();
+    let no_eob = place(258, &no_eob_used, &random_complete(no_eob_used.len(), &mut xorshift(10)));
+    let code_sets: Vec<(&str, Vec<u32>, Vec<u32>)> = vec![
+        ("literal/length over-subscribed", place(257, &[0, 1, 256], &[1, 1, 1]), dl_good.clone()),
+        ("literal/length over-subscribed at 15 bits", extra, dl_good.clone()),
+        ("literal/length incomplete at 15 bits", short15, dl_good.clone()),
+        ("literal/length incomplete", place(257, &[0, 1, 256], &[2, 2, 2]), dl_good.clone()),
+        ("distance incomplete", ll_good.clone(), vec![2, 2]),
+        ("distance over-subscribed", ll_good.clone(), vec![1, 1, 1]),
+        ("no end-of-block code", no_eob, dl_good.clone()),
+    ];
+    let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
+    for (what, ll, dl) in &code_sets {
+        let all: Vec<u32> = ll.iter().chain(dl).copied().collect();
+        let syms = rle(&all, RLES[0]);
+        let mut w = Bits::default();
+        dynamic_header(&mut w, ll.len(), dl.len(), &pre_code(&syms), &syms, true);
+        w.put(0, 32);
+        cases.push(((*what).to_string(), zlib_wrap(&w.finish(), &[])));
+    }
+    let all: Vec<u32> = ll_good.iter().chain(&dl_good).copied().collect();
+    let syms = rle(&all, RLES[0]);
+    let pl = pre_code(&syms);
+    let mut pre_bad: Vec<(&str, [u32; 19])> = Vec::new();
+    let mut p = pl;
+    let longest = (0..19).max_by_key(|&s| pl[s]).unwrap();
+    p[longest] = 0; // one code fewer
+    pre_bad.push(("code-length code incomplete", p));
+    let mut p = pl;
+    let unused = (0..19).find(|&s| pl[s] == 0).unwrap();
+    p[unused] = 1; // one more code
+    pre_bad.push(("code-length code over-subscribed", p));
+    for (what, p) in pre_bad {
+        let mut w = Bits::default();
+        dynamic_header(&mut w, ll_good.len(), dl_good.len(), &p, &[], true);
+        w.put(0, 32);
+        cases.push((what.to_string(), zlib_wrap(&w.finish(), &[])));
+    }
+    let mut seqs: Vec<(&str, Syms)> = Vec::new();
+    seqs.push(("a 16 first", [vec![(16, 0, 2)], syms.clone()].concat()));
+    let mut past = syms.clone();
+    past.pop();
+    past.push((18, 127, 7)); // 138 zeros past HLIT + HDIST
+    seqs.push(("a repeat past the lengths", past));
+    for (what, s) in seqs {
+        let mut both = s.clone();
+        both.push((16, 0, 2));
+        let p = pre_code(&both);
+        let mut w = Bits::default();
+        dynamic_header(&mut w, ll_good.len(), dl_good.len(), &p, &s, true);
+        w.put(0, 32);
+        cases.push((what.to_string(), zlib_wrap(&w.finish(), &[])));
+    }
+    for (hlit, hdist) in [(287, 30), (288, 1), (286, 31), (257, 32)] {
+        let mut w = Bits::default();
+        w.put(1, 1);
+        w.put(2, 2);
+        w.put(hlit - 257, 5);
+        w.put(hdist - 1, 5);
+        w.put(0, 4 + 32);
+        cases.push((format!("HLIT {hlit}, HDIST {hdist}"), zlib_wrap(&w.finish(), &[])));
+    }
+    for (what, c) in &cases {
+        assert!(ref_unzlib(c).is_none(), "{what}: flate2 refuses it too");
+    }
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> =
+            cases.iter().map(|(_, c)| ChunkInput::zlib(c).with_expected_len(16)).collect();
+        for (r, (what, _)) in decode(seed, &inputs).iter().zip(&cases) {
+            assert_eq!(status_of(r), Some(StreamStatus::Corrupt), "{what} (seed {seed}): {r:?}");
+        }
+    }
+}
+
+/// A gzip member of one stored block of `d` whose trailer holds the CRC32 of `crc_of`.
+fn stored_member(d: &[u8], crc_of: &[u8]) -> Vec<u8> {
+    let mut w = Bits::default();
+    stored_block(&mut w, d, true);
+    let mut g = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+    g.extend(w.finish());
+    g.extend(crc32(crc_of).to_le_bytes());
+    g.extend((d.len() as u32).to_le_bytes());
+    g
+}
+
+/// CRC32 and Adler-32 over lengths around the warp's 4-byte words and 512-byte steps, members
+/// starting at every offset modulo 16 (after a first member of 0-15 bytes): the right checksum
+/// passes, and a checksum of the data with any one byte changed (every position of a word, the
+/// start, the end and around the steps) is a `ChecksumMismatch`.
+#[test]
+fn checksums_cover_every_byte() {
+    let lengths = [
+        0usize, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 127, 129, 511, 512, 513, 1023, 1025, 2051, 4097,
+    ];
+    let mut cases: Vec<CheckCase> = Vec::new();
+    for &n in &lengths {
+        let d = data(n, 0, n as u64);
+        for lead in 0..16usize {
+            if lead % 4 != 0 && n > 600 && lead != 3 {
+                continue;
+            }
+            let first = data(lead, 0, 99);
+            let mut g = stored_member(&first, &first);
+            g.extend(stored_member(&d, &d));
+            cases.push((format!("gzip {lead}+{n}"), g, true, [first, d.clone()].concat(), true));
+        }
+        let mut w = Bits::default();
+        stored_block(&mut w, &d, true);
+        cases.push((format!("zlib {n}"), zlib_wrap(&w.finish(), &d), false, d.clone(), true));
+        let positions: Vec<usize> = if n <= 33 {
+            (0..n).collect()
+        } else {
+            (0..5).chain(n - 5..n).chain(506..518).chain(1020..1030).filter(|&p| p < n).collect()
+        };
+        for p in positions {
+            let mut bad = d.clone();
+            bad[p] ^= 1 << (p % 8);
+            for lead in [0usize, 3] {
+                let first = data(lead, 0, 99);
+                let mut g = stored_member(&first, &first);
+                g.extend(stored_member(&d, &bad));
+                cases.push((format!("gzip {lead}+{n}, byte {p}"), g, true, [first, d.clone()].concat(), false));
+            }
+            let mut w = Bits::default();
+            stored_block(&mut w, &d, true);
+            cases.push((format!("zlib {n}, byte {p}"), zlib_wrap(&w.finish(), &bad), false, d.clone(), false));
+        }
+    }
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = cases
+            .iter()
+            .map(|(_, c, gz, d, _)| {
+                let i = if *gz { ChunkInput::gzip(c) } else { ChunkInput::zlib(c) };
+                i.with_expected_len(d.len()).with_checksum_verification()
+            })
+            .collect();
+        for (r, (what, _, _, d, good)) in decode(seed, &inputs).iter().zip(&cases) {
+            if *good {
+                assert_eq!(r.as_ref().ok(), Some(d), "{what} (seed {seed}): {r:?}");
+            } else {
+                assert_eq!(status_of(r), Some(StreamStatus::ChecksumMismatch), "{what} (seed {seed}): {r:?}");
+            }
+        }
+    }
+}
