@@ -555,19 +555,7 @@ fn hand_built_blocks_decode() {
         }
         cases.push((format!("mixed {seed}"), zlib_wrap(&w.finish(), &all), all));
     }
-    for (what, c, d) in &cases {
-        assert_eq!(ref_unzlib(c).as_ref(), Some(d), "{what}: flate2 agrees with the hand-built stream");
-    }
-    for &seed in seeds() {
-        let inputs: Vec<ChunkInput<'_>> = cases
-            .iter()
-            .map(|(_, c, d)| ChunkInput::zlib(c).with_expected_len(d.len()).with_checksum_verification())
-            .collect();
-        for (r, (what, _, d)) in decode(seed, &inputs).into_iter().zip(&cases) {
-            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
-            assert!(v == *d, "{what} (seed {seed}) differs");
-        }
-    }
+    check_hand_built_zlib(&cases);
 }
 
 /// A dynamic block with the given literal/length (286) and distance (30) code lengths, each
@@ -645,19 +633,7 @@ fn short_codes_and_long_runs_decode() {
         execute(&mut all, &ops);
         cases.push((format!("short codes {seed}"), zlib_wrap(&w.finish(), &all), all));
     }
-    for (what, c, d) in &cases {
-        assert_eq!(ref_unzlib(c).as_ref(), Some(d), "{what}: flate2 agrees with the hand-built stream");
-    }
-    for &seed in seeds() {
-        let inputs: Vec<ChunkInput<'_>> = cases
-            .iter()
-            .map(|(_, c, d)| ChunkInput::zlib(c).with_expected_len(d.len()).with_checksum_verification())
-            .collect();
-        for (r, (what, _, d)) in decode(seed, &inputs).into_iter().zip(&cases) {
-            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
-            assert!(v == *d, "{what} (seed {seed}) differs");
-        }
-    }
+    check_hand_built_zlib(&cases);
 }
 
 // ---- gzip members ----
@@ -1071,19 +1047,7 @@ fn dynamic_tables_decode() {
             cases.push((format!("{what}, {cap:?}"), zlib_wrap(&w.finish(), &d), d.clone()));
         }
     }
-    for (what, c, d) in &cases {
-        assert_eq!(ref_unzlib(c).as_ref(), Some(d), "{what}: flate2 agrees with the hand-built stream");
-    }
-    for &seed in seeds() {
-        let inputs: Vec<ChunkInput<'_>> = cases
-            .iter()
-            .map(|(_, c, d)| ChunkInput::zlib(c).with_expected_len(d.len()).with_checksum_verification())
-            .collect();
-        for (r, (what, _, d)) in decode(seed, &inputs).into_iter().zip(&cases) {
-            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
-            assert!(v == *d, "{what} (seed {seed}) differs");
-        }
-    }
+    check_hand_built_zlib(&cases);
 }
 
 /// Code sets the table build must refuse (over-subscribed or incomplete, early or only at 15
@@ -1242,6 +1206,24 @@ fn checksums_cover_every_byte() {
             } else {
                 assert_eq!(status_of(r), Some(StreamStatus::ChecksumMismatch), "{what} (seed {seed}): {r:?}");
             }
+        }
+    }
+}
+
+/// Hand-built zlib streams `(what, stream, decoded)`: flate2 must agree with each, then the
+/// emulated kernel must decode all of them, checksums verified, under every schedule seed.
+fn check_hand_built_zlib(cases: &[(String, Vec<u8>, Vec<u8>)]) {
+    for (what, c, d) in cases {
+        assert_eq!(ref_unzlib(c).as_ref(), Some(d), "{what}: flate2 agrees with the hand-built stream");
+    }
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = cases
+            .iter()
+            .map(|(_, c, d)| ChunkInput::zlib(c).with_expected_len(d.len()).with_checksum_verification())
+            .collect();
+        for (r, (what, _, d)) in decode(seed, &inputs).into_iter().zip(cases) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
         }
     }
 }
