@@ -28,6 +28,13 @@
 // limits, a warp that reaches no sync point for the watchdog's time. Launch limits (block size,
 // __launch_bounds__, grid y/z ≤ 65535, dynamic shared memory) fail the launch with a code.
 //
+// Fibers switch with dmc_emu_swap (runtime.cu, x86-64 only): it saves the callee-saved
+// registers, MXCSR and the x87 control word on the current stack and loads the other fiber's
+// stack pointer. glibc's _setjmp/_longjmp did this with more work per switch, and under ASan
+// every _longjmp was intercepted (a sigaltstack system call and an unpoisoning of the stack's
+// shadow per switch: most of the ASan run's time); a fiber switch abandons no frames and needs
+// neither.
+//
 // Sanitizers: under AddressSanitizer the fiber switches are annotated; under ThreadSanitizer
 // every CUDA thread is a TSan fiber (4 rotating sets per launch, see TSAN_SETS), switches do
 // not synchronise, and barriers,
@@ -39,7 +46,6 @@
 #include <atomic>
 #include <cstdarg>
 #include <chrono>
-#include <csetjmp>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +55,6 @@
 #include <thread>
 #include <vector>
 #include <sys/mman.h>
-#include <ucontext.h>
 #if defined(DMC_EMU_COST) && DMC_EMU_COST
 #include <algorithm>
 #include <array>
@@ -94,6 +99,17 @@ void __tsan_release(void* addr);
 #endif
 
 #define DMC_EMULATE 1
+
+#if !defined(__x86_64__)
+#error "the CUDA emulator's fiber switch (dmc_emu_swap in kernels/emu/runtime.cu) is written for x86-64"
+#endif
+extern "C" {
+// Saves the calling context on its stack, stores its stack pointer at *save and resumes the
+// context saved at load (runtime.cu).
+void dmc_emu_swap(void** save, void* load);
+// Where a new fiber's first switch returns to: calls the function in r13 with r12 as argument.
+void dmc_emu_fiber_start(void);
+}
 
 // Emulator internals: not instrumented by TSan (the scheduler's
 // bookkeeping is no memory access of the emulated program) nor by the coverage callback that
@@ -165,20 +181,22 @@ inline const char* op_name(int op) {
     return (op >= 0 && op <= W_ACTIVEMASK) ? names[op] : "?";
 }
 
+// The call site of a collective or barrier. gcc and clang represent a std::source_location as
+// a pointer to one static record per call site, so the same bytes mean the same site, and
+// comparing them is all a collective's lanes usually need; records that differ are compared by
+// what they name (operator==, after cost.hpp). The accessors are read only then and in messages.
 struct Site {
-    const char* file = "";
-    unsigned line = 0;
-    unsigned column = 0;
-    bool operator==(const Site& o) const {
-        return line == o.line && column == o.column && std::strcmp(file, o.file) == 0;
-    }
+    std::source_location loc{};
+    const char* file() const;
+    unsigned line() const;
+    unsigned column() const;
+    bool operator==(const Site& o) const;
 };
+static_assert(sizeof(std::source_location) == sizeof(void*), "a source_location is one pointer");
 
 struct Fiber {
-    jmp_buf ctx;
-    ucontext_t uc;
+    void* sp = nullptr;  // the saved stack pointer while suspended; null until made
     char* stack = nullptr;
-    bool started = false;
     dim3 tid;
     int linear = 0;
     int state = READY;
@@ -234,7 +252,7 @@ struct Block {
     int nthreads = 0;
     void (*body)(void*) = nullptr;
     void* ctx = nullptr;
-    jmp_buf sched;
+    void* sched_sp = nullptr;  // the scheduler's saved stack pointer while a fiber runs
     Fiber* cur = nullptr;
     Fiber** fibers = nullptr;
     int bar_count = 0;
@@ -443,17 +461,18 @@ DMC_EMU_INTERNAL inline void yield_to_scheduler() {
     Block* b = tls_block;
     Fiber* f = b->cur;
     tls_step_mode = 0;
-    if (!_setjmp(f->ctx)) {
 #if DMC_EMU_ASAN
-        __sanitizer_start_switch_fiber(&f->fake_stack, b->sched_bottom, b->sched_size);
+    __sanitizer_start_switch_fiber(&f->fake_stack, b->sched_bottom, b->sched_size);
 #endif
 #if DMC_EMU_TSAN
-        __tsan_switch_to_fiber(b->sched_tsan, 1 /* no synchronisation */);
+    __tsan_switch_to_fiber(b->sched_tsan, 1 /* no synchronisation */);
 #endif
-        _longjmp(b->sched, 1);
-    }
+    dmc_emu_swap(&f->sp, b->sched_sp);
+    // Resumed, possibly by a later launch: `b` may be gone (a Block lives in its launch's frame).
+    b = tls_block;
 #if DMC_EMU_ASAN
-    __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
+    // The stack this switch came from is the resuming launch's scheduler stack.
+    __sanitizer_finish_switch_fiber(f->fake_stack, &b->sched_bottom, &b->sched_size);
 #endif
     tls_step_mode = b->schedule == SCHED_LOCKSTEP || b->schedule == SCHED_PREEMPT;
 }
@@ -501,7 +520,7 @@ DMC_EMU_INTERNAL inline ThreadState* thread_state() {
                     // found by whatever is mapped here next (another thread's fiber stacks).
                     __asan_unpoison_memory_region(tls_state->region, ARENA_BYTES);
                     for (int i = 0; i < STACK_SETS * MAX_THREADS; i++)
-                        if (tls_state->fiber_pool[i].uc.uc_stack.ss_sp != nullptr)
+                        if (tls_state->fiber_pool[i].sp != nullptr)
                             __asan_unpoison_memory_region(tls_state->fiber_pool[i].stack, STACK_BYTES);
 #endif
                     delete[] tls_state->fiber_pool;
@@ -522,30 +541,36 @@ DMC_EMU_INTERNAL inline void make_fiber(Fiber* f) {
     // not clear it on munmap, e.g. a finished thread's stack redzones): start the stack clean.
     __asan_unpoison_memory_region(f->stack, STACK_BYTES);
 #endif
-    if (getcontext(&f->uc) != 0) fail("getcontext failed");
-    f->uc.uc_stack.ss_sp = f->stack;
-    f->uc.uc_stack.ss_size = STACK_BYTES;
-    f->uc.uc_link = nullptr;
-    makecontext(&f->uc, (void (*)())fiber_main, 0);
-    f->started = false;
+    // The frame dmc_emu_swap pops, at the 16-byte aligned top of the stack: the MXCSR and x87
+    // control word of the calling thread, r15, r14, r13 (fiber_main), r12, rbx, rbp (0: the end
+    // of the frame-pointer chain) and the return address dmc_emu_fiber_start, which calls
+    // fiber_main with the stack aligned as the ABI wants at a call.
+    auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(f->stack) + STACK_BYTES) & ~uintptr_t{15});
+    uint32_t mxcsr = 0;
+    uint16_t fpucw = 0;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fpucw));
+    top[-1] = reinterpret_cast<uint64_t>(&dmc_emu_fiber_start);
+    top[-2] = 0;                                          // rbp
+    top[-3] = 0;                                          // rbx
+    top[-4] = 0;                                          // r12: fiber_main's (unused) argument
+    top[-5] = reinterpret_cast<uint64_t>(&fiber_main);  // r13
+    top[-6] = 0;                                          // r14
+    top[-7] = 0;                                          // r15
+    top[-8] = uint64_t{mxcsr} | uint64_t{fpucw} << 32;
+    f->sp = &top[-8];
 }
 
 DMC_EMU_INTERNAL inline void switch_to(Block* b, Fiber* f) {
     b->cur = f;
     b->rec->running.store(f->linear, std::memory_order_relaxed);
-    if (!_setjmp(b->sched)) {
 #if DMC_EMU_ASAN
-        __sanitizer_start_switch_fiber(&b->sched_fake_stack, f->stack, STACK_BYTES);
+    __sanitizer_start_switch_fiber(&b->sched_fake_stack, f->stack, STACK_BYTES);
 #endif
 #if DMC_EMU_TSAN
-        __tsan_switch_to_fiber(f->tsan, 1 /* no synchronisation */);
+    __tsan_switch_to_fiber(f->tsan, 1 /* no synchronisation */);
 #endif
-        if (!f->started) {
-            f->started = true;
-            setcontext(&f->uc);
-        }
-        _longjmp(f->ctx, 1);
-    }
+    dmc_emu_swap(&b->sched_sp, f->sp);
 #if DMC_EMU_ASAN
     __sanitizer_finish_switch_fiber(b->sched_fake_stack, nullptr, nullptr);
 #endif
@@ -623,20 +648,26 @@ DMC_EMU_INTERNAL inline void poison_arena(Block* b) {
 #define DMC_EMU_COST_HOOK(...)
 #endif
 
-// The call site of a collective or barrier. std::source_location's accessors are out-of-line
-// functions compiled with the kernels' instrumentation: in the cost build their reads of the
-// location's static record would count as global loads of the kernel (three per collective),
-// so the recorder is paused while they run.
-DMC_EMU_INTERNAL inline Site site_of(const std::source_location& loc) {
+// std::source_location's accessors are out-of-line functions compiled with the kernels'
+// instrumentation: in the cost build their reads of the location's static record would count as
+// global loads of the kernel, so the recorder is paused while they run.
+template <class F> DMC_EMU_INTERNAL inline auto unrecorded(F&& f) {
 #if DMC_EMU_COST
     const int busy = cost::tls_busy;
     cost::tls_busy = 1;
-#endif
-    const Site s{loc.file_name(), (unsigned)loc.line(), (unsigned)loc.column()};
-#if DMC_EMU_COST
+    auto r = f();
     cost::tls_busy = busy;
+    return r;
+#else
+    return f();
 #endif
-    return s;
+}
+DMC_EMU_INTERNAL inline const char* Site::file() const { return unrecorded([&] { return loc.file_name(); }); }
+DMC_EMU_INTERNAL inline unsigned Site::line() const { return unrecorded([&] { return (unsigned)loc.line(); }); }
+DMC_EMU_INTERNAL inline unsigned Site::column() const { return unrecorded([&] { return (unsigned)loc.column(); }); }
+DMC_EMU_INTERNAL inline bool Site::operator==(const Site& o) const {
+    if (std::memcmp(&loc, &o.loc, sizeof loc) == 0) return true;
+    return line() == o.line() && column() == o.column() && std::strcmp(file(), o.file()) == 0;
 }
 
 // ---- Collectives ----
@@ -789,19 +820,19 @@ DMC_EMU_INTERNAL inline void complete_warp(Block* b, int w0, int nl, bool stalle
                 if (b->fibers[w0 + k]->state == WAIT_WARP && same_collective(f, b->fibers[w0 + k])) g |= 1u << k;
             shown |= g;
             put("warp %d lanes %#010x wait at %s(mask %#010x, width %d) %s:%u:%u; ", w0 / 32, g, op_name(f->op),
-                f->mask, f->width, short_file(f->site.file), f->site.line, f->site.column);
+                f->mask, f->width, short_file(f->site.file()), f->site.line(), f->site.column());
         }
     }
     if (bar > 0) {
-        Site first = {};
+        const Fiber* first = nullptr;
         for (int i = 0; i < b->nthreads; i++) {
             Fiber* f = b->fibers[i];
             if (f->state != WAIT_BAR) continue;
-            if (first.line == 0) {
-                first = f->site;
-                put("%d threads wait at __syncthreads %s:%u", bar, short_file(f->site.file), f->site.line);
-            } else if (!(f->site == first)) {
-                put(", thread %d at another __syncthreads %s:%u", i, short_file(f->site.file), f->site.line);
+            if (first == nullptr) {
+                first = f;
+                put("%d threads wait at __syncthreads %s:%u", bar, short_file(f->site.file()), f->site.line());
+            } else if (!(f->site == first->site)) {
+                put(", thread %d at another __syncthreads %s:%u", i, short_file(f->site.file()), f->site.line());
                 break;
             }
         }
@@ -818,7 +849,7 @@ DMC_EMU_INTERNAL inline void complete_barrier(Block* b, Fiber** ready, int* nrea
         Fiber* f = b->fibers[i];
         if (!(f->site == s) || f->op != b->fibers[0]->op)
             fail("threads of the block wait at different __syncthreads: thread 0 at %s:%u, thread %d at %s:%u",
-                 short_file(s.file), s.line, i, short_file(f->site.file), f->site.line);
+                 short_file(s.file()), s.line(), i, short_file(f->site.file()), f->site.line());
         count += f->bar_pred != 0;
     }
     b->bar_count = count;
@@ -879,7 +910,7 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
         f->tid.z = i / (b->bdim.x * b->bdim.y);
         f->state = READY;
         f->bar_pred = 0;
-        if (f->uc.uc_stack.ss_sp == nullptr) make_fiber(f);
+        if (f->sp == nullptr) make_fiber(f);
 #if DMC_EMU_TSAN
         f->tsan = b->tsan_fibers[(size_t)b->tsan_set * (size_t)n + (size_t)i];
         char name[96];
@@ -1060,7 +1091,7 @@ DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int widt
     f->arg = arg;
     f->width = width;
     f->mask = mask;
-    f->site = site_of(loc);
+    f->site = Site{loc};
     f->state = WAIT_WARP;
 #if DMC_EMU_TSAN
     {
@@ -1093,7 +1124,7 @@ DMC_EMU_INTERNAL inline int barrier(int pred, std::source_location loc) {
     Block* b = tls_block;
     f->bar_pred = pred;
     f->op = -1;
-    f->site = site_of(loc);
+    f->site = Site{loc};
     f->state = WAIT_BAR;
 #if DMC_EMU_TSAN
     f->bar_gen = b->bar_gen;

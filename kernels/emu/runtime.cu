@@ -3,6 +3,59 @@
 // thread's launch options.
 #include "common.cuh"
 
+// The fiber switch (x86-64 System V). dmc_emu_swap(save, load): pushes the callee-saved
+// registers and then the MXCSR and x87 control word (8 bytes), stores the stack pointer at
+// *save, loads `load` as the stack pointer and pops the same frame from there; its `ret` resumes
+// the other context where it called dmc_emu_swap. Caller-saved registers need no saving: to the
+// compiler this is an ordinary call. A new fiber's frame (make_fiber) returns into
+// dmc_emu_fiber_start, which calls r13 with r12 as argument and never returns. Not instrumented
+// by any sanitizer; the ASan and TSan fiber annotations are made around the calls.
+asm(R"(
+    .text
+    .globl dmc_emu_swap
+    .type dmc_emu_swap, @function
+    .p2align 4
+dmc_emu_swap:
+    .cfi_startproc
+    endbr64
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .cfi_endproc
+    .size dmc_emu_swap, .-dmc_emu_swap
+
+    .globl dmc_emu_fiber_start
+    .type dmc_emu_fiber_start, @function
+    .p2align 4
+dmc_emu_fiber_start:
+    .cfi_startproc
+    .cfi_undefined rip
+    endbr64
+    movq %r12, %rdi
+    callq *%r13
+    ud2
+    .cfi_endproc
+    .size dmc_emu_fiber_start, .-dmc_emu_fiber_start
+)");
+
 // Called at every basic block of the kernels (-fsanitize-coverage=trace-pc). Outside a fiber,
 // or under the sync schedule, it returns at once.
 extern "C" __attribute__((no_sanitize_coverage, no_sanitize_thread)) void __sanitizer_cov_trace_pc(void) {

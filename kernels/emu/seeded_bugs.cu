@@ -125,3 +125,21 @@ extern "C" __global__ void __launch_bounds__(32) dmc_emu_intrinsics(dmc_u32* out
     o[15] = (dmc_u32)pred;
 }
 DMC_EMU_LAUNCHER(dmc_emu_intrinsics, (dmc_u32* out), (out))
+
+// Reads out of bounds, for AddressSanitizer: `where` 0 reads a thread's local array one element
+// past its end (a stack redzone of the fiber's frame, after the thread has yielded at a
+// collective, so the fiber switches must keep the frame's shadow), 1 reads past the block's
+// static shared variables (the arena's poisoned rest). `fixed` reads the last element instead.
+// Mapping: one warp, out[lane].
+extern "C" __global__ void __launch_bounds__(32) dmc_bug_oob_read(dmc_u32 fixed, dmc_u32 where, dmc_u32* out) {
+    __shared__ dmc_u32 cells[32];
+    volatile dmc_u32 local[8];
+    for (int i = 0; i < 8; i++) local[i] = threadIdx.x + (dmc_u32)i;
+    cells[threadIdx.x] = threadIdx.x;
+    __syncwarp();
+    const dmc_u32 sum = __reduce_add_sync(0xffffffffu, threadIdx.x);
+    const dmc_u32 past = fixed ? 0u : 1u;
+    if (where == 0) out[threadIdx.x] = local[7 + past] + sum;
+    else out[threadIdx.x] = cells[31 + past] + sum;
+}
+DMC_EMU_LAUNCHER(dmc_bug_oob_read, (dmc_u32 fixed, dmc_u32 where, dmc_u32* out), (fixed, where, out))

@@ -21,6 +21,7 @@ unsafe extern "C" {
     fn dmc_emu_dmc_bug_blocks_overlap(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u8) -> i32;
     fn dmc_emu_dmc_bug_divergent_shfl(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_uninit_shared(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_oob_read(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, place: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_big_shared(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_spin_wait(gx: u32, gy: u32, bx: u32, seed: u64, flag: *mut u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_emu_dynamic_shared(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
@@ -206,6 +207,40 @@ fn uninitialised_shared_memory_reads_poison() {
     assert_eq!(run(0, 0), vec![0xA5A5_A5A5 + 32; 3]);
     assert_eq!(run(0, 7), vec![0xA5A5_A5A5 + 32; 3]);
     assert_eq!(run(1, 7), vec![32; 3]);
+}
+
+#[test]
+fn out_of_bounds_reads_are_reported_under_asan() {
+    // A kernel thread's stack array read one past its end after the thread has been switched out
+    // and back (the fiber switch must leave its frame's redzones in place), and a read past the
+    // block's static shared variables. In other builds only the fixed variant runs.
+    let run = |fixed: u32, place: u32| {
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_oob_read(1, 1, 32, 0x5EED, fixed, place, out.as_mut_ptr()) }, 0);
+        out
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        let (fixed, place) = case.split_once(',').unwrap();
+        run(u32::from(fixed == "fixed"), place.parse().unwrap());
+        return;
+    }
+    configure(SYNC, 0, 0, 0);
+    let sum: u32 = (0..32).sum();
+    assert_eq!(run(1, 0), (0..32).map(|l| l + 7 + sum).collect::<Vec<_>>());
+    assert_eq!(run(1, 1), vec![31 + sum; 32]);
+    // SAFETY: no arguments, no state.
+    if unsafe { dmc_emu_sanitizer() } != 1 {
+        return;
+    }
+    for (place, what) in [(0, "stack-buffer-overflow"), (1, "use-after-poison")] {
+        let (ok, err) = child("out_of_bounds_reads_are_reported_under_asan", &format!("bug,{place}"));
+        assert!(!ok && err.contains(&format!("AddressSanitizer: {what}")), "place {place}: no {what} reported:\n{err}");
+        assert!(err.contains("dmc_bug_oob_read"), "place {place}: the report does not name the kernel:\n{err}");
+        let (ok, err) = child("out_of_bounds_reads_are_reported_under_asan", &format!("fixed,{place}"));
+        assert!(ok && !err.contains("AddressSanitizer"), "place {place} without the defect:\n{err}");
+    }
 }
 
 #[test]
