@@ -490,9 +490,15 @@ struct dmc_lz_tok {
 // shuffles, 5 doublings resolve a chain through all 32 lanes).
 __device__ __forceinline__ void dmc_lz_batch_copy(const dmc_win& w, dmc_u8* out, dmc_u32 op0, dmc_u32 n,
                                                   dmc_u32 ntok, const dmc_lz_tok& tok, dmc_u32 lane) {
-    for (dmc_u32 r0 = 0; r0 < n; r0 += DMC_WARP_SIZE) {
+    // Rounds start a bytes before the batch: at the output's 32-byte sector boundaries (each
+    // round's store inside one sector) when that takes no more rounds than a = 0.
+    dmc_u32 a = (dmc_u32)((dmc_u64)(out + op0) & 31u);
+    if ((a + n + 31) / 32 != (n + 31) / 32) a = 0;
+    for (dmc_u32 v0 = 0; v0 < a + n; v0 += DMC_WARP_SIZE) {
         __syncwarp();  // the earlier rounds' and tokens' stores are read below
-        const dmc_u32 r = r0 + lane;
+        const dmc_u32 r0 = v0 > a ? v0 - a : 0;  // the round's first byte
+        const bool mine = v0 + lane >= a && v0 + lane - a < n;
+        const dmc_u32 r = mine ? v0 + lane - a : r0;
         dmc_u32 t = 0;
 DMC_UNROLL
         for (dmc_u32 s = DMC_WARP_SIZE / 2; s > 0; s >>= 1) {
@@ -506,13 +512,13 @@ DMC_UNROLL
         const dmc_u32 wb = dmc_win_get(w, lip + k);  // every lane: a collective
         dmc_u32 b = 0, ptr = lane;
         bool ready = true;
-        if (r < n) {
+        if (mine) {
             if (k < lit) {
                 b = wb;
             } else if (dist > r || r - dist < r0) {  // before the round (dist > r: before the batch)
                 b = out[op0 + r - dist];
             } else {
-                ptr = r - dist - r0;  // < lane
+                ptr = r - dist + a - v0;  // < lane
                 ready = false;
             }
         }
@@ -530,7 +536,7 @@ DMC_UNROLL
                 }
             }
         }
-        if (r < n) out[op0 + r] = (dmc_u8)b;
+        if (mine) out[op0 + r] = (dmc_u8)b;
     }
 }
 
