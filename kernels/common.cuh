@@ -461,7 +461,7 @@ DMC_UNROLL
 // request (the match bytes written before the round) and one store request, instead of a store
 // per literal run and a load and a store per match.
 // The window must hold [ip, ip + this) when a batch starts (else it is moved there).
-#define DMC_LZ_BATCH_WINDOW 96
+#define DMC_LZ_BATCH_WINDOW 32
 
 // True when stream position p lies in the window.
 __device__ __forceinline__ bool dmc_win_has(const dmc_win& w, dmc_u32 p) {
