@@ -453,6 +453,93 @@ DMC_UNROLL
     }
 }
 
+// ---- Batches of short LZ tokens (the LZ4 and BloscLZ decoders) ----
+// A token is a literal run followed by a match (LZ4 sequences; a BloscLZ control is one or the
+// other). Consecutive short tokens whose input lies in the window are parsed ahead (every lane
+// the same, from the window), lane t keeping token t, and their output is then written in
+// rounds of 32 bytes, one byte per lane, whatever the tokens' boundaries: per round one load
+// request (the match bytes written before the round) and one store request, instead of a store
+// per literal run and a load and a store per match.
+// The window must hold [ip, ip + this) when a batch starts (else it is moved there).
+#define DMC_LZ_BATCH_WINDOW 32
+
+// True when stream position p lies in the window.
+__device__ __forceinline__ bool dmc_win_has(const dmc_win& w, dmc_u32 p) {
+    const dmc_u64 a = (dmc_u64)p + w.mis;
+    return a >= w.start && a < (dmc_u64)w.start + DMC_WIN_BYTES;
+}
+
+// One token of a batch, held by lane t for token t.
+struct dmc_lz_tok {
+    dmc_u32 start;  // its first output byte, relative to the batch's
+    dmc_u32 lit;    // literal bytes (first)
+    dmc_u32 lip;    // stream position of its first literal byte (in the window)
+    dmc_u32 dist;   // match distance (then the rest of the token's output), >= 1
+};
+
+// Writes a batch's output out[op0, op0 + n): token t (lane t's `tok`, t < ntok, starts strictly
+// increasing, the first 0) covers [start_t, start_(t+1)) relative to op0 (the last one up to n):
+// its lit bytes from the window at lip_t, then match bytes, each from dist_t bytes before it.
+// The parser has checked every distance against the bytes before its match and every literal
+// position against the window. A warp collective (uniform arguments but `tok`).
+// Round k writes bytes [32 k, 32 k + 32), lane l byte 32 k + l: it finds its token (a binary
+// search over the lanes' starts, by shuffles), then its byte: a literal from the window; a
+// match byte from before the round from memory (written by an earlier round or before the
+// batch: the __syncwarp at the top of each round orders those stores); a match byte from
+// inside the round from the lane that writes it (always a lower lane: pointer jumping by
+// shuffles, 5 doublings resolve a chain through all 32 lanes).
+__device__ __forceinline__ void dmc_lz_batch_copy(const dmc_win& w, dmc_u8* out, dmc_u32 op0, dmc_u32 n,
+                                                  dmc_u32 ntok, const dmc_lz_tok& tok, dmc_u32 lane) {
+    // Rounds start a bytes before the batch: at the output's 32-byte sector boundaries (each
+    // round's store inside one sector) when that takes no more rounds than a = 0.
+    dmc_u32 a = (dmc_u32)((dmc_u64)(out + op0) & 31u);
+    if ((a + n + 31) / 32 != (n + 31) / 32) a = 0;
+    for (dmc_u32 v0 = 0; v0 < a + n; v0 += DMC_WARP_SIZE) {
+        __syncwarp();  // the earlier rounds' and tokens' stores are read below
+        const dmc_u32 r0 = v0 > a ? v0 - a : 0;  // the round's first byte
+        const bool mine = v0 + lane >= a && v0 + lane - a < n;
+        const dmc_u32 r = mine ? v0 + lane - a : r0;
+        dmc_u32 t = 0;
+DMC_UNROLL
+        for (dmc_u32 s = DMC_WARP_SIZE / 2; s > 0; s >>= 1) {
+            const dmc_u32 cs = __shfl_sync(0xffffffffu, tok.start, (int)((t + s) & (DMC_WARP_SIZE - 1)));
+            if (t + s < ntok && cs <= r) t = t + s;
+        }
+        const dmc_u32 k = r - __shfl_sync(0xffffffffu, tok.start, (int)t);
+        const dmc_u32 lit = __shfl_sync(0xffffffffu, tok.lit, (int)t);
+        const dmc_u32 lip = __shfl_sync(0xffffffffu, tok.lip, (int)t);
+        const dmc_u32 dist = __shfl_sync(0xffffffffu, tok.dist, (int)t);
+        const dmc_u32 wb = dmc_win_get(w, lip + k);  // every lane: a collective
+        dmc_u32 b = 0, ptr = lane;
+        bool ready = true;
+        if (mine) {
+            if (k < lit) {
+                b = wb;
+            } else if (dist > r || r - dist < r0) {  // before the round (dist > r: before the batch)
+                b = out[op0 + r - dist];
+            } else {
+                ptr = r - dist + a - v0;  // < lane
+                ready = false;
+            }
+        }
+        for (dmc_u32 i = 0; i < 5; i++) {
+            if (__all_sync(0xffffffffu, ready)) break;
+            const dmc_u32 rr = __shfl_sync(0xffffffffu, ready ? 1u : 0u, (int)ptr);
+            const dmc_u32 bb = __shfl_sync(0xffffffffu, b, (int)ptr);
+            const dmc_u32 pp = __shfl_sync(0xffffffffu, ptr, (int)ptr);
+            if (!ready) {
+                if (rr != 0) {
+                    b = bb;
+                    ready = true;
+                } else {
+                    ptr = pp;
+                }
+            }
+        }
+        if (mine) out[op0 + r] = (dmc_u8)b;
+    }
+}
+
 #endif  // DMC_LAYOUT_PROBE
 
 #endif  // DMC_COMMON_CUH

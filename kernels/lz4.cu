@@ -1,10 +1,14 @@
 // lz4.cu — LZ4 block-format decoder (also decodes LZ4HC output: same format).
 // Mapping: one warp per stream; the warp holds a 128-byte window of the input in registers
 // (dmc_win, one coalesced 4-byte load per lane), every lane parses the same token from it
-// redundantly with shuffles (uniform control flow), the 32 lanes copy literals (from the window;
-// long runs with 4-byte stores) and matches (long ones with 16-byte stores, dmc_lz_match_copy)
-// cooperatively; one __syncwarp per sequence (before its match copy, and one per round of a
-// far match's copy) orders every earlier write before the match reads.
+// redundantly with shuffles (uniform control flow). Runs of short sequences (literals < 96,
+// matches < 64 bytes) are parsed ahead into a batch, lane t holding sequence t, and written by
+// dmc_lz_batch_copy in rounds of 32 output bytes, lane l writing byte l of a round (one
+// __syncwarp per round); a long, final, corrupt or out-of-window sequence is done on its own:
+// the 32 lanes copy its literals (from the window; long runs with 4-byte stores) and its match
+// (long ones with 16-byte stores, dmc_lz_match_copy) cooperatively, one __syncwarp before the
+// match copy (and one per round of a far match's copy) ordering every earlier write before the
+// match reads.
 #include "common.cuh"
 
 // Reads an LZ4 length extension (bytes of 255 continue) from the window. Returns false when the
@@ -43,6 +47,49 @@ dmc_lz4_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* _
     dmc_win w = dmc_win_open(src, src_len, lane);
     while (st == DMC_STATUS_OK) {
         if (ip >= src_len) { st = DMC_STATUS_SRC_TRUNCATED; break; }
+        // A batch of short sequences from the window (dmc_lz_batch_copy); the first one that is
+        // long, the last one, corrupt or not in the window ends it, unconsumed.
+        dmc_win_need(&w, ip, DMC_LZ_BATCH_WINDOW, lane);
+        const dmc_u32 op0 = op;
+        dmc_u32 ntok = 0;
+        dmc_lz_tok tok = {0, 0, 0, 1};
+        while (ntok < DMC_WARP_SIZE) {
+            dmc_u32 q = ip;
+            dmc_u32 lit = 0, mlen = 0, b = 255, lip = 0;
+            if (q >= src_len || !dmc_win_has(w, q)) break;
+            const dmc_u32 tk = dmc_win_get(w, q++);
+            lit = tk >> 4;
+            if (lit == 15) {
+                if (q >= src_len || !dmc_win_has(w, q)) break;
+                b = dmc_win_get(w, q++);
+                lit += b;
+                if (b == 255) break;  // long
+            }
+            if (lit >= DMC_WIN_WIDE_COPY || lit > src_len - q || lit > dst_len - op) break;
+            if (lit > 0 && !dmc_win_has(w, q + lit - 1)) break;
+            lip = q;
+            q += lit;
+            if (src_len - q < 3 || !dmc_win_has(w, q + 1)) break;  // the last sequence, or more
+            const dmc_u32 offset = dmc_win_get(w, q) | (dmc_win_get(w, q + 1) << 8);
+            q += 2;
+            mlen = tk & 15;
+            if (mlen == 15) {
+                if (q >= src_len || !dmc_win_has(w, q)) break;
+                b = dmc_win_get(w, q++);
+                mlen += b;
+            }
+            mlen += 4;
+            if (mlen >= DMC_LZ_WIDE_MATCH || offset == 0 || offset > op + lit || mlen > dst_len - op - lit) break;
+            if (lane == ntok) tok = dmc_lz_tok{op - op0, lit, lip, offset};
+            ntok++;
+            op += lit + mlen;
+            ip = q;
+        }
+        if (ntok > 0) {
+            dmc_lz_batch_copy(w, dst, op0, op - op0, ntok, tok, lane);
+            continue;
+        }
+        // One sequence in order: long, the last one, corrupt, or not in the window.
         const dmc_u32 token = dmc_win_byte(&w, ip++, lane);
         dmc_u32 lit = token >> 4;
         if (lit == 15 && !dmc_lz4_ext_len(&w, src_len, &ip, &lit, lane)) {

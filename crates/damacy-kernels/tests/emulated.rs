@@ -1252,6 +1252,47 @@ fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>,
     (out, pending)
 }
 
+/// Runs of short sequences, as in microscopy chunks (the decoders' batches): literal runs of
+/// 0 to 40 bytes, matches of 4 to 63 bytes at distances 1..=8 (overlapping), inside the last 64
+/// bytes (inside a batch) or far, and now and then a long match or literal run that ends a
+/// batch. Distances never exceed the output so far.
+fn short_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>, Vec<u8>) {
+    let mut x = seed | 1;
+    let mut next = move |m: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m as u64) as usize
+    };
+    let mut seqs = Vec::new();
+    let mut op = 0usize;
+    for _ in 0..n_seq {
+        let lit_len = match next(8) {
+            0..=2 => 0,
+            3..=5 => 1 + next(8),
+            6 => 8 + next(33),
+            _ if next(4) == 0 => 90 + next(40),
+            _ => 1 + next(3),
+        };
+        let lit: Vec<u8> = (0..lit_len).map(|_| next(256) as u8).collect();
+        op += lit.len();
+        if op == 0 {
+            continue;
+        }
+        let dist = match next(4) {
+            0 => 1 + next(8.min(op)),
+            1 | 2 => 1 + next(op.min(64)),
+            _ => 1 + next(op.min(max_dist)),
+        };
+        let len = if next(16) == 0 { 64 + next(200) } else { 4 + next(60) };
+        op += len;
+        seqs.push((lit, dist, len));
+    }
+    let last_len = 1 + next(40);
+    let last = (0..last_len).map(|_| next(256) as u8).collect();
+    (seqs, last)
+}
+
 /// A damaged copy of `s`: cut short, a byte flipped, or as it is.
 fn damage(s: &[u8], how: u8, at: usize, v: u8) -> Vec<u8> {
     let mut s = s.to_vec();
@@ -1328,6 +1369,39 @@ proptest! {
         let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
         let got = launch_lz_kernel(false, &src, src_mis, dst_mis, dst_len, sched);
         prop_assert_eq!(got, want);
+    }
+
+    /// Both decoders on runs of short sequences (their batches of up to 32 tokens, rounds of 32
+    /// bytes whose match bytes come from earlier rounds or from lower lanes of the same round),
+    /// intact, cut or with a flipped byte, with an exact or a wrong output size: equal to the
+    /// sequential references under fixed and shuffled schedules.
+    #[test]
+    fn lz_kernels_match_reference_on_short_sequence_runs(
+        seed in any::<u64>(),
+        n_seq in 1usize..300,
+        src_mis in 0usize..4,
+        dst_mis in 0usize..16,
+        how in 0u8..4,
+        at in any::<usize>(),
+        v in any::<u8>(),
+        size_delta in prop::sample::select(vec![0i64, 0, 0, -1, 1, -100]),
+    ) {
+        let (seqs, last) = short_sequences(seed, n_seq, 9000);
+        let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
+        let lz4_seqs: Vec<_> = seqs.iter().map(|(l, d, m)| (l.clone(), *d as u16, *m)).collect();
+        let block = lz4_encode(&lz4_seqs, &last);
+        let stream = blosclz_encode(&seqs, &last);
+        for (lz4, enc) in [(true, &block), (false, &stream)] {
+            let reference = if lz4 { lz4_reference } else { blosclz_reference };
+            let (_, full, _) = reference(enc, usize::MAX / 2);
+            let src = damage(enc, how, at, v);
+            let dst_len = (full as i64 + size_delta).max(0) as usize;
+            let want = reference(&src, dst_len);
+            if how == 3 && size_delta == 0 {
+                prop_assert_eq!(want.0, ST_OK);
+            }
+            prop_assert_eq!(launch_lz_kernel(lz4, &src, src_mis, dst_mis, dst_len, sched), want, "lz4 {}", lz4);
+        }
     }
 }
 

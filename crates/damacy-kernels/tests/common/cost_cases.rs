@@ -174,5 +174,7 @@ pub fn cost_cases() -> Vec<CostCase> {
         assemble_case(&device, "assemble-f32", Dtype::F32, 1),
         // enough elements to fill an H100: several elements per thread
         assemble_case(&device, "assemble-batch-f32", Dtype::F32, 16),
+        // the same batch without a cast: the wide path (rows as aligned 16-byte words)
+        assemble_case(&device, "assemble-batch-u16", Dtype::U16, 16),
     ]
 }
