@@ -28,10 +28,14 @@
 //     scratch buffer is needed, and a front that would overrun them is corrupt input;
 //   - literal and match copies and raw/RLE blocks are cooperative over the 32 lanes, with the
 //     overlap-safe match copy of the LZ4 kernel (byte j of a match of distance d comes from
-//     op-d+(j mod d)) and one __syncwarp per sequence; a sequence's literals and match go out
-//     in one pass (a match byte whose source is one of the sequence's own literals reads that
-//     literal), except when the output front is close behind the in-tail literals, where the
-//     literals go first and a __syncwarp precedes the match; runs of 64 bytes or more
+//     op-d+(j mod d)); short sequences (no part of 64 bytes or more) gather into batches of
+//     up to 32, lane k keeping sequence k's lengths and offset, and a batch goes out in one
+//     pass, one byte per lane and round of 32 (dmc_zstd_seq_batch: warp scans place the
+//     sequences, each lane resolves its byte's source, through earlier bytes of the batch,
+//     to a literal or to output written before the batch), one __syncwarp per batch; a
+//     sequence with a long part, or whose stores would reach the in-tail literals the batch
+//     reads, runs alone after the batch: literals and match (a __syncwarp between), when the
+//     output front is close behind the in-tail literals in rounds; runs of 64 bytes or more
 //     (literal runs, matches that do not overlap their source, a block's last literals, raw
 //     and RLE blocks) go out as aligned 4-byte stores, 128 bytes per lane-round, each word
 //     shifted together from the two aligned source words it spans (dmc_zstd_copy_wide), the
@@ -604,27 +608,74 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
     L->used += n;
 }
 
-// One sequence in one pass: out[op, op+ll) = the next ll literals, then the match of ml bytes at
-// distance off. Byte j of the match comes from m - off + (j mod off) (m = op + ll, the
-// overlap-safe rule of dmc_zstd_match); a source at or past op is one of this sequence's
-// literals, read from the literal source instead of the output, so no lane reads what another
-// lane writes in this call and each round of 32 bytes is one load and one store. The caller
-// synchronised the warp first and made sure the stores do not reach unread in-tail literals.
-__device__ __forceinline__ void dmc_zstd_seq_copy(dmc_u8* out, dmc_u32 op, dmc_zstd_lits* L, dmc_u32 ll, dmc_u32 ml,
-                                                  dmc_u32 off, dmc_u32 lane) {
-    const dmc_u8* lit = L->src + L->used;  // raw and in-tail literals
-    const dmc_u32 n = ll + ml;
-    for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) {
-        dmc_u32 from = op + j;  // a literal: its index is from - op
-        if (j >= ll) {
-            const dmc_u32 k = j - ll;
-            from = op + ll - off + (k < off ? k : k % off);
+// A batch of up to 32 short sequences in one pass: lane k holds sequence k's literals length
+// (under 64) | match length << 8 in `blen` and its offset in `boff` (lanes k >= nb: ignored);
+// the batch's output ends at `end` and its literals at literal index L->used. Warp scans give
+// each sequence its output start and literal index (so the batch starts at op = end - total);
+// then each lane takes one byte of the batch's output per round of 32 and resolves where that
+// byte comes from: a literal (the literal source), or a match byte, whose source byte (the
+// overlap-safe rule of dmc_zstd_match) either lies before op (already written and
+// synchronised: read the output) or is another byte of this batch, resolved again (each step
+// lands in an earlier sequence or in a literal, so at most nb steps). No lane reads a byte that
+// any lane writes in this call, and each round is one load and one store request for the
+// whole batch (a sequence alone spent one of each per sequence). The caller made sure the
+// batch's stores end at or before the first in-tail literal it reads (out[op, end) never
+// meets the literals); the warp is synchronised on entry and return.
+__device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, const dmc_zstd_lits* L, dmc_u32 nb,
+                                                   dmc_u32 blen, dmc_u32 boff, dmc_u32 lane) {
+    __syncwarp();  // the bytes before op are visible to every lane
+    const dmc_u32 bll = blen & 0xFFu, bml = blen >> 8;
+    const dmc_u32 n = lane < nb ? bll + bml : 0u, l = lane < nb ? bll : 0u;
+    dmc_u32 sn = n, sl = l;  // inclusive scans over the lanes
+    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) {
+        const dmc_u32 a = __shfl_up_sync(0xffffffffu, sn, d);
+        const dmc_u32 b = __shfl_up_sync(0xffffffffu, sl, d);
+        if (lane >= d) {
+            sn += a;
+            sl += b;
         }
-        const bool is_lit = from >= op;
-        const dmc_u8 v = (is_lit && L->kind == 1) ? L->rle : *(is_lit ? lit + (from - op) : out + from);
-        out[op + j] = v;
     }
-    L->used += ll;
+    const dmc_u32 start = sn - n, lu = sl - l;  // this lane's sequence: output start, literal index
+    const dmc_u32 total = __shfl_sync(0xffffffffu, sn, DMC_WARP_SIZE - 1);
+    const dmc_u32 op = end - total, lu0 = L->used - __shfl_sync(0xffffffffu, sl, DMC_WARP_SIZE - 1);
+    for (dmc_u32 r = 0; r < total; r += DMC_WARP_SIZE) {
+        const dmc_u32 p = r + lane;
+        bool done = p >= total, lit = false;
+        dmc_u32 q = p;           // the byte to resolve, relative to op
+        dmc_u32 src = 0;         // literal index (lit) or output position
+        while (__any_sync(0xffffffffu, !done)) {
+            // the last sequence starting at or before q
+            dmc_u32 s = 0;
+            for (dmc_u32 step = DMC_WARP_SIZE / 2; step > 0; step >>= 1) {
+                const dmc_u32 st = __shfl_sync(0xffffffffu, start, s + step);
+                if (s + step < nb && st <= q) s += step;
+            }
+            const dmc_u32 st = __shfl_sync(0xffffffffu, start, s), sll = __shfl_sync(0xffffffffu, bll, s),
+                          soff = __shfl_sync(0xffffffffu, boff, s), slu = __shfl_sync(0xffffffffu, lu, s);
+            if (!done) {
+                const dmc_u32 dq = q - st;
+                if (dq < sll) {
+                    lit = true;
+                    src = lu0 + slu + dq;
+                    done = true;
+                } else {
+                    const dmc_u32 k = dq - sll;
+                    const dmc_u32 a = st + sll + (k < soff ? k : k % soff);  // source: a - soff
+                    if (soff > a) {  // before the batch
+                        src = op - (soff - a);
+                        done = true;
+                    } else {
+                        q = a - soff;
+                    }
+                }
+            }
+        }
+        if (p < total) {
+            const dmc_u8* sp = lit ? L->src + src : out + src;
+            out[op + p] = (lit && L->kind == 1) ? L->rle : *sp;
+        }
+    }
+    __syncwarp();
 }
 
 // ---- XXH64 (seed 0) of out[0..len), accumulators on lanes 0..3 ----
@@ -916,60 +967,88 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             const dmc_u32 sml = dmc_zbr_read(&r, fs->log[2]);
             state = lane == 0 ? sll : (lane == 1 ? sof : sml);
         }
-        for (dmc_u32 i = 0; i < nseq; i++) {
-            const dmc_u32 tab = lane == 0 ? 0u : (lane == 1 ? (2u << DMC_ZSTD_LL_LOG_MAX) : (1u << DMC_ZSTD_LL_LOG_MAX));
-            const dmc_u32 ent = ((const dmc_u32*)sm)[tab + state];
-            const dmc_u32 ell = __shfl_sync(0xffffffffu, ent, 0), eof = __shfl_sync(0xffffffffu, ent, 1),
-                          eml = __shfl_sync(0xffffffffu, ent, 2);
-            const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
-            const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
-            const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
-            const dmc_u32 llv = llc < 16 ? llc : sm->codes[llc - 16];
-            const dmc_u32 ml = (mlv & 0xFFFFFFu) + dmc_zbr_read(&r, mlv >> 24);
-            const dmc_u32 ll = (llv & 0xFFFFFFu) + dmc_zbr_read(&r, llv >> 24);
-            if (i + 1 < nseq) {  // the bits of all three updates, each lane keeping its own
-                dmc_u32 v = dmc_zbr_read(&r, (ell >> 8) & 0xFF);
-                if (lane == 0) state = (ell >> 16) + v;
-                v = dmc_zbr_read(&r, (eml >> 8) & 0xFF);
-                if (lane >= 2) state = (eml >> 16) + v;
-                v = dmc_zbr_read(&r, (eof >> 8) & 0xFF);
-                if (lane == 1) state = (eof >> 16) + v;
-            }
-            if (r.pos < 0) return DMC_STATUS_CORRUPT;
-            // Repeat offsets.
-            dmc_u32 off;
-            if (ofv > 3) {
-                off = ofv - 3;
-                fs->rep[2] = fs->rep[1];
-                fs->rep[1] = fs->rep[0];
-                fs->rep[0] = off;
-            } else {
-                const dmc_u32 idx = ofv - 1 + (ll == 0 ? 1u : 0u);
-                if (idx == 0) {
-                    off = fs->rep[0];
-                } else {
-                    off = idx == 3 ? fs->rep[0] - 1 : fs->rep[idx];
-                    if (idx != 1) fs->rep[2] = fs->rep[1];
+        // Short sequences gather into batches of up to 32 (lane k keeps the batch's sequence k)
+        // executed together by dmc_zstd_seq_batch; a sequence that cannot join (a long part,
+        // or stores that would reach the in-tail literals the batch reads) runs alone after the
+        // batch. `op` and `L.used` run ahead of the output written so far by the batch.
+        dmc_u32 nb = 0, lim = 0, blen = 0, boff = 0;  // lim: L.tail + the batch's first literal
+        for (dmc_u32 i = 0; i <= nseq; i++) {
+            dmc_u32 ll = 0, ml = 0, off = 1;
+            if (i < nseq) {  // decode and check sequence i (i == nseq: the last batch goes out)
+                const dmc_u32 tab =
+                    lane == 0 ? 0u : (lane == 1 ? (2u << DMC_ZSTD_LL_LOG_MAX) : (1u << DMC_ZSTD_LL_LOG_MAX));
+                const dmc_u32 ent = ((const dmc_u32*)sm)[tab + state];
+                const dmc_u32 ell = __shfl_sync(0xffffffffu, ent, 0), eof = __shfl_sync(0xffffffffu, ent, 1),
+                              eml = __shfl_sync(0xffffffffu, ent, 2);
+                const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
+                const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
+                const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
+                const dmc_u32 llv = llc < 16 ? llc : sm->codes[llc - 16];
+                ml = (mlv & 0xFFFFFFu) + dmc_zbr_read(&r, mlv >> 24);
+                ll = (llv & 0xFFFFFFu) + dmc_zbr_read(&r, llv >> 24);
+                if (i + 1 < nseq) {  // the bits of all three updates, each lane keeping its own
+                    dmc_u32 v = dmc_zbr_read(&r, (ell >> 8) & 0xFF);
+                    if (lane == 0) state = (ell >> 16) + v;
+                    v = dmc_zbr_read(&r, (eml >> 8) & 0xFF);
+                    if (lane >= 2) state = (eml >> 16) + v;
+                    v = dmc_zbr_read(&r, (eof >> 8) & 0xFF);
+                    if (lane == 1) state = (eof >> 16) + v;
+                }
+                if (r.pos < 0) return DMC_STATUS_CORRUPT;
+                // Repeat offsets.
+                if (ofv > 3) {
+                    off = ofv - 3;
+                    fs->rep[2] = fs->rep[1];
                     fs->rep[1] = fs->rep[0];
                     fs->rep[0] = off;
+                } else {
+                    const dmc_u32 idx = ofv - 1 + (ll == 0 ? 1u : 0u);
+                    if (idx == 0) {
+                        off = fs->rep[0];
+                    } else {
+                        off = idx == 3 ? fs->rep[0] - 1 : fs->rep[idx];
+                        if (idx != 1) fs->rep[2] = fs->rep[1];
+                        fs->rep[1] = fs->rep[0];
+                        fs->rep[0] = off;
+                    }
                 }
+                // Execute: the literals, then the match (both checked first).
+                if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
+                if (ll > out_len - op) return DMC_STATUS_DST_OVERFLOW;
+                block_out += ll + ml;
+                if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
+                const dmc_u32 mop = op + ll;  // the match's first byte
+                // The match may not reach the literals still to copy (in-tail literals) nor past
+                // the output range.
+                const dmc_u32 limit = L.kind == 2 ? L.tail + L.used + ll : out_len;
+                if (ml > limit - mop) return DMC_STATUS_DST_OVERFLOW;
+                if (off == 0 || off > mop - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
             }
-            // Execute: the literals, then the match (both checked first).
-            if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
-            if (ll > out_len - op) return DMC_STATUS_DST_OVERFLOW;
-            block_out += ll + ml;
-            if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
             const dmc_u32 mop = op + ll;  // the match's first byte
-            // The match may not reach the literals still to copy (in-tail literals) nor past
-            // the output range.
-            const dmc_u32 limit = L.kind == 2 ? L.tail + L.used + ll : out_len;
-            if (ml > limit - mop) return DMC_STATUS_DST_OVERFLOW;
-            if (off == 0 || off > mop - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
-            __syncwarp();  // the earlier sequences' bytes are visible to every lane
             const bool wide_lits = ll >= DMC_ZSTD_WIDE_MIN, wide_match = ml >= DMC_ZSTD_WIDE_MIN && off >= ml;
-            if ((L.kind != 2 || L.tail + L.used - op >= ll + ml) && !wide_lits && !wide_match) {
-                dmc_zstd_seq_copy(out, op, &L, ll, ml, off, lane);
-            } else if (L.kind != 2 || L.tail + L.used - op >= ll + ml) {
+            // joins the batch unless a part is long or its stores would reach the first in-tail
+            // literal the batch reads; a full batch, or one this sequence cannot join, goes first
+            const bool short_seq = i < nseq && !wide_lits && !wide_match;
+            bool join = short_seq && (L.kind != 2 || (nb > 0 ? lim : L.tail + L.used) >= mop + ml);
+            if (nb > 0 && (!join || nb == DMC_WARP_SIZE)) {
+                dmc_zstd_seq_batch(out, op, &L, nb, blen, boff, lane);
+                nb = 0;
+                join = short_seq && (L.kind != 2 || L.tail + L.used >= mop + ml);
+            }
+            if (i == nseq) break;
+            if (join) {
+                if (nb == 0) lim = L.tail + L.used;
+                if (lane == nb) {
+                    blen = ll | ml << 8;  // ll < 64 (short), ml < 2^17 (a block's output)
+                    boff = off;
+                }
+                nb++;
+                L.used += ll;
+                op = mop + ml;
+                continue;
+            }
+            __syncwarp();  // the earlier sequences' bytes are visible to every lane
+            if (L.kind != 2 || L.tail + L.used - op >= ll + ml) {
                 // a long literal run or a long match without overlap: the literals, then the
                 // match (its source may be these literals: a __syncwarp between), each long
                 // part with aligned 4-byte stores (one call site: fewer live registers)

@@ -1012,6 +1012,66 @@ fn long_copies_at_every_alignment() {
     assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.raw_blocks > 0 && m.rle_blocks > 0);
 }
 
+/// Runs of short sequences, which the kernel executes up to 32 at a time: matches whose
+/// sources are match bytes of the sequences just before them (one, a few or many sequences back,
+/// so a byte's source is found through several earlier bytes of the same batch), offsets 1 to
+/// 60 that are shorter and longer than the match, literal lengths 0 to 3 from raw and RLE
+/// literals, repeat offsets, and in-tail Huffman literals read up to the output front, across
+/// batch boundaries (hundreds of sequences per block).
+#[test]
+fn short_sequence_runs_match_reference() {
+    let mut next = rng(31);
+    let history: Vec<u8> = (0..300).map(|_| next() as u8).collect();
+    let mut out = history.clone();
+    let mut rep = [1u32, 4, 8];
+    let mut blocks = vec![raw_block(&history, false)];
+    // (literals length, offset values ofv_lo + [0, ofv_n), match length, sequences, RLE literals)
+    let runs: [(u32, u32, u32, u32, usize, bool); 5] = [
+        (1, 4, 4, 5, 200, false),   // offsets 1..=4: sources one or two sequences back
+        (0, 32, 32, 7, 150, false), // offsets 29..=60, no literals: chains of match bytes
+        (3, 4, 4, 3, 100, true),    // RLE literals, offsets 1..=4
+        (2, 2, 2, 4, 90, false),    // repeat offsets rep[1] and rep[2] (swapping)
+        (17, 4, 1, 40, 70, false),  // offset 1 over 40 bytes after 17 literals (two rounds)
+    ];
+    for &(ll, ofv_lo, ofv_n, ml, count, rle) in &runs {
+        let seqs: Vec<Seq> =
+            (0..count).map(|_| Seq { ll, ofv: ofv_lo + (next() % u64::from(ofv_n)) as u32, ml }).collect();
+        let n = ll as usize * count + 2;
+        let lits: Vec<u8> = if rle { vec![0x3C; n] } else { (0..n).map(|_| next() as u8).collect() };
+        let l = if rle { Lits::Rle(0x3C, n) } else { Lits::Raw(&lits) };
+        blocks.push(comp_block(&compressed_block(&l, &seqs, Tables::Rle), false));
+        execute(&mut out, &lits, &seqs, &mut rep);
+    }
+    // In-tail (Huffman) literals: 24 to 27 literals and 35 match bytes per sequence, offsets
+    // 5..=12, so the output front reaches the literals still to read near the block's end.
+    let weights: [(u8, u8); 4] = [(b'a', 2), (b'b', 1), (b'c', 1), (b'd', 3)];
+    let alphabet = b"abcdddd";
+    let seqs: Vec<Seq> =
+        (0..35).map(|_| Seq { ll: 24 + (next() % 4) as u32, ofv: 8 + (next() % 8) as u32, ml: 35 }).collect();
+    let n = seqs.iter().map(|s| s.ll).sum::<u32>() as usize + 5;
+    let lits: Vec<u8> = (0..n).map(|_| alphabet[(next() % 7) as usize]).collect();
+    blocks.push(comp_block(
+        &compressed_block(
+            &Lits::Huffman { lits: &lits, weights: &weights, streams: 1, treeless: false },
+            &seqs,
+            Tables::Rle,
+        ),
+        false,
+    ));
+    execute(&mut out, &lits, &seqs, &mut rep);
+    blocks.push(raw_block(&[9, 8, 7], true));
+    out.extend_from_slice(&[9, 8, 7]);
+    let case = Case {
+        frame: frame(PLAIN, &blocks, &out),
+        expect: out,
+        give_len: false,
+        verify: false,
+        what: "runs of short sequences".into(),
+    };
+    let m = check(&[case]);
+    assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.huffman_1_stream > 0 && m.rle.iter().all(|&n| n > 0));
+}
+
 /// Natural frames that exercise the modes libzstd chooses itself: Huffman 1 and 4 streams,
 /// FSE-compressed weights, predefined and FSE tables, repeated tables across blocks.
 fn natural_mode_cases() -> Vec<Case> {
