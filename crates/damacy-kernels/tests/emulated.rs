@@ -213,7 +213,11 @@ proptest! {
 
 #[test]
 fn every_codec_in_one_wave() {
-    for seed in SEEDS {
+    // Under ThreadSanitizer (`scripts/tsan.sh`) the race detector, not the lane order, finds a
+    // missing ordering, so the shuffled seed alone runs (a random block order too): the launches
+    // of every codec in one wave and pipelined waves are what it checks, at ~2 minutes a seed.
+    let tsan = std::env::var("DAMACY_EMU_TSAN").is_ok_and(|v| v == "1");
+    for &seed in if tsan { &SEEDS[1..] } else { &SEEDS[..] } {
         run_mixed_codec_waves(&Device::emulated(seed));
     }
 }
