@@ -1198,18 +1198,23 @@ fn lz_wide_copies_at_the_start_of_an_unaligned_output() {
     }
 }
 
+/// A xorshift generator of numbers below its argument, for the sequence generators.
+fn below(seed: u64) -> impl FnMut(usize) -> usize {
+    let mut x = seed | 1;
+    move |m: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % m as u64) as usize
+    }
+}
+
 /// Random sequences for the LZ/BloscLZ generators: literal runs around the window's 128 bytes
 /// and its refill points, matches with distances 1..=16 (overlapping any copy width), near (to
 /// 200: the pattern copies), around the 16-byte rounds' sizes (to 1100) and far, lengths with
 /// long extensions. Distances never exceed the output so far.
 fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>, Vec<u8>) {
-    let mut x = seed | 1;
-    let mut next = move |m: usize| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x % m as u64) as usize
-    };
+    let mut next = below(seed);
     let mut seqs = Vec::new();
     let mut op = 0usize;
     for _ in 0..n_seq {
@@ -1261,13 +1266,7 @@ fn random_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>,
 /// bytes (inside a batch) or far, and now and then a long match or literal run that ends a
 /// batch. Distances never exceed the output so far.
 fn short_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>, Vec<u8>) {
-    let mut x = seed | 1;
-    let mut next = move |m: usize| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x % m as u64) as usize
-    };
+    let mut next = below(seed);
     let mut seqs = Vec::new();
     let mut op = 0usize;
     for _ in 0..n_seq {
