@@ -93,21 +93,23 @@ lint:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace --all-features
 
 # Remote-store tests read from nginx and moto on loopback; the servers stop however the tests end.
+# damacy-kernels' own tests run in kernel-asan (the same tests, kernels built under ASan).
 rust-test: nvrtc venv
 	trap 'bash tests/services/services.sh stop' EXIT; \
 	bash tests/services/services.sh start; \
 	set -a; . .services/env; set +a; \
 	LD_LIBRARY_PATH="$(NVRTC_LIB):$$LD_LIBRARY_PATH" DAMACY_NVRTC_DIR="$(NVRTC_LIB)" \
-		$(CARGO) test --workspace --all-features
+		$(CARGO) test --workspace --all-features --exclude damacy-kernels
 
 # Regenerating the corpus in a scratch folder must reproduce every committed digest.
 fixtures-check: venv
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(VPY) fixtures/generate.py --out "$$tmp" --check
 
-# The emulated kernels once more, built under AddressSanitizer: any out-of-bounds access by a
-# kernel, on corrupt or truncated input too, fails the run.
-kernel-asan:
-	bash crates/damacy-kernels/scripts/asan.sh
+# Every damacy-kernels test, with the emulated kernels built under AddressSanitizer: any
+# out-of-bounds access by a kernel, on corrupt or truncated input too, fails the run.
+kernel-asan: nvrtc
+	LD_LIBRARY_PATH="$(NVRTC_LIB):$$LD_LIBRARY_PATH" DAMACY_NVRTC_DIR="$(NVRTC_LIB)" \
+		bash crates/damacy-kernels/scripts/asan.sh
 
 # The emulated kernels once more, built under ThreadSanitizer with one TSan fiber per CUDA
 # thread: a data race between CUDA threads (a missing __syncthreads or __syncwarp, a lost

@@ -29,8 +29,9 @@
 // __launch_bounds__, grid y/z ≤ 65535, dynamic shared memory) fail the launch with a code.
 //
 // Fibers switch with dmc_emu_swap (runtime.cu, x86-64 only): it saves the callee-saved
-// registers, MXCSR and the x87 control word on the current stack and loads the other fiber's
-// stack pointer. glibc's _setjmp/_longjmp did this with more work per switch, and under ASan
+// general registers on the current stack and loads the other fiber's stack pointer. The
+// floating-point control state (MXCSR, x87 control word) is the launching thread's for every
+// fiber; a launch fails if a kernel changed it. glibc's _setjmp/_longjmp did this with more work per switch, and under ASan
 // every _longjmp was intercepted (a sigaltstack system call and an unpoisoning of the stack's
 // shadow per switch: most of the ASan run's time); a fiber switch abandons no frames and needs
 // neither.
@@ -541,15 +542,14 @@ DMC_EMU_INTERNAL inline void make_fiber(Fiber* f) {
     // not clear it on munmap, e.g. a finished thread's stack redzones): start the stack clean.
     __asan_unpoison_memory_region(f->stack, STACK_BYTES);
 #endif
-    // The frame dmc_emu_swap pops, at the 16-byte aligned top of the stack: the MXCSR and x87
-    // control word of the calling thread, r15, r14, r13 (fiber_main), r12, rbx, rbp (0: the end
-    // of the frame-pointer chain) and the return address dmc_emu_fiber_start, which calls
-    // fiber_main with the stack aligned as the ABI wants at a call.
-    auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(f->stack) + STACK_BYTES) & ~uintptr_t{15});
-    uint32_t mxcsr = 0;
-    uint16_t fpucw = 0;
-    asm volatile("stmxcsr %0" : "=m"(mxcsr));
-    asm volatile("fnstcw %0" : "=m"(fpucw));
+    // The frame dmc_emu_swap pops, at the 16-byte aligned top of the stack: r15, r14, r13
+    // (fiber_main), r12, rbx, rbp (0: the end of the frame-pointer chain) and the return address
+    // dmc_emu_fiber_start, which calls fiber_main with the stack aligned as the ABI wants at a
+    // call. The top is coloured: stack k starts k mod 256 cache lines below its end. Stacks lie
+    // STACK_BYTES (a power of two) apart, so uncoloured tops all map to the same L1 and L2 sets,
+    // and a switch between the fibers of a block missed the cache at its first pop.
+    const size_t colour = (size_t)((f - tls_state->fiber_pool) % 256) * 64;
+    auto* top = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(f->stack) + STACK_BYTES - colour) & ~uintptr_t{15});
     top[-1] = reinterpret_cast<uint64_t>(&dmc_emu_fiber_start);
     top[-2] = 0;                                          // rbp
     top[-3] = 0;                                          // rbx
@@ -557,8 +557,7 @@ DMC_EMU_INTERNAL inline void make_fiber(Fiber* f) {
     top[-5] = reinterpret_cast<uint64_t>(&fiber_main);  // r13
     top[-6] = 0;                                          // r14
     top[-7] = 0;                                          // r15
-    top[-8] = uint64_t{mxcsr} | uint64_t{fpucw} << 32;
-    f->sp = &top[-8];
+    f->sp = &top[-7];
 }
 
 DMC_EMU_INTERNAL inline void switch_to(Block* b, Fiber* f) {
@@ -969,6 +968,17 @@ enum LaunchError : int {
 };
 
 // Runs a whole grid; blocks one at a time, in launch order (seed 0) or a seeded random order.
+// The floating-point control state every fiber of a launch shares with the launching thread
+// (dmc_emu_swap does not switch it): MXCSR's control bits (its exception flags, bits 0-5, are
+// status, not control) and the x87 control word.
+DMC_EMU_INTERNAL inline uint64_t fp_control() {
+    uint32_t mxcsr = 0;
+    uint16_t fpucw = 0;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fpucw));
+    return uint64_t{mxcsr & ~0x3Fu} | uint64_t{fpucw} << 32;
+}
+
 DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigned bounds, const char* kernel,
                                    void (*body)(void*), void* ctx) {
     const uint64_t nthreads = (uint64_t)block.x * block.y * block.z;
@@ -1029,6 +1039,7 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
     b.sched_tsan = __tsan_get_current_fiber();
 #endif
     tls_block = &b;
+    const uint64_t fp_before = fp_control();
     const uint64_t total = (uint64_t)grid.x * grid.y * grid.z;
 #if DMC_EMU_TSAN
     const int sets = total < (uint64_t)TSAN_SETS ? (int)total : TSAN_SETS;
@@ -1054,6 +1065,10 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
 #endif
         run_block(&b);
     }
+    if (fp_control() != fp_before)
+        fail("%s changed the floating-point control state (rounding mode or exception masks; MXCSR/x87 control "
+             "word): CUDA kernels have no such state, and the emulator's fibers share the launching thread's",
+             kernel);
 #if DMC_EMU_TSAN
     tsan_checkin(tsan_fibers.data(), (int)tsan_fibers.size());
 #endif

@@ -4,10 +4,13 @@
 #include "common.cuh"
 
 // The fiber switch (x86-64 System V). dmc_emu_swap(save, load): pushes the callee-saved
-// registers and then the MXCSR and x87 control word (8 bytes), stores the stack pointer at
-// *save, loads `load` as the stack pointer and pops the same frame from there; its `ret` resumes
+// registers, stores the stack pointer at *save, loads `load` as the stack pointer and pops the
+// same frame from there; its `ret` resumes
 // the other context where it called dmc_emu_swap. Caller-saved registers need no saving: to the
-// compiler this is an ordinary call. A new fiber's frame (make_fiber) returns into
+// compiler this is an ordinary call. The MXCSR and x87 control word, callee-saved too, are not
+// switched: every fiber of a launch runs with the launching thread's, which the launch checks
+// are unchanged at its end (saving and loading them was ~85 % of a switch's time in a profile:
+// ldmxcsr and fldcw are slow). A new fiber's frame (make_fiber) returns into
 // dmc_emu_fiber_start, which calls r13 with r12 as argument and never returns. Not instrumented
 // by any sanitizer; the ASan and TSan fiber annotations are made around the calls.
 asm(R"(
@@ -24,14 +27,8 @@ dmc_emu_swap:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13

@@ -1,6 +1,8 @@
 // seeded_bugs.cu — small kernels with the defects the emulator's detectors must catch, each
 // with a switch that removes the defect; compiled only into emulated builds (never NVRTC).
 // tests/emulator_checks.rs asserts each one caught, and the fixed variant clean.
+#include <cfenv>
+
 #include "common.cuh"
 
 // A missing __syncwarp: lanes publish a value in shared memory and read their neighbour's.
@@ -68,6 +70,15 @@ extern "C" __global__ void dmc_bug_big_shared(dmc_u32* out) {
     out[threadIdx.x] = big[threadIdx.x];
 }
 DMC_EMU_LAUNCHER(dmc_bug_big_shared, (dmc_u32* out), (out))
+
+// A kernel that changes the rounding mode (host C++ only: CUDA has no floating-point
+// environment, rounding is per instruction). The emulator's fibers share the launching
+// thread's control state, so the launch aborts instead of rounding other launches wrongly.
+extern "C" __global__ void dmc_bug_rounding_mode(dmc_u32* out) {
+    if (threadIdx.x == 0) fesetround(FE_UPWARD);
+    out[threadIdx.x] = threadIdx.x;
+}
+DMC_EMU_LAUNCHER(dmc_bug_rounding_mode, (dmc_u32* out), (out))
 
 // A spin-wait on another warp: warp 0 waits for a flag that warp 1 sets. On the GPU warp 1 may
 // never be scheduled while warp 0 spins (no forward-progress guarantee between warps in this

@@ -214,11 +214,13 @@ proptest! {
 #[test]
 fn every_codec_in_one_wave() {
     // Under ThreadSanitizer (`scripts/tsan.sh`) the race detector, not the lane order, finds a
-    // missing ordering, so the shuffled seed alone runs (a random block order too): the launches
-    // of every codec in one wave and pipelined waves are what it checks, at ~2 minutes a seed.
+    // missing ordering, so the shuffled seed alone runs (a random block order too), and only the
+    // one wave of every codec: TSan sees races inside a launch, and launches are ordered for it
+    // (the emulated streams synchronise in Rust), so the small waves, the same kernels on the
+    // same chunks, could show it nothing new at another ~minute.
     let tsan = std::env::var("DAMACY_EMU_TSAN").is_ok_and(|v| v == "1");
     for &seed in if tsan { &SEEDS[1..] } else { &SEEDS[..] } {
-        run_mixed_codec_waves(&Device::emulated(seed));
+        run_mixed_codec_waves(&Device::emulated(seed), !tsan);
     }
 }
 

@@ -23,6 +23,7 @@ unsafe extern "C" {
     fn dmc_emu_dmc_bug_uninit_shared(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_oob_read(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, place: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_big_shared(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_rounding_mode(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_spin_wait(gx: u32, gy: u32, bx: u32, seed: u64, flag: *mut u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_emu_dynamic_shared(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
     fn dmc_emu_dmc_emu_intrinsics(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
@@ -314,6 +315,18 @@ fn static_shared_memory_beyond_48_kib_aborts() {
     }
     let (ok, err) = child("static_shared_memory_beyond_48_kib_aborts", "bug");
     assert!(!ok && err.contains("48 KiB static limit") && err.contains("`big`"), "{err}");
+}
+
+#[test]
+fn a_kernel_changing_the_rounding_mode_aborts_its_launch() {
+    if child_case().is_some() {
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        unsafe { dmc_emu_dmc_bug_rounding_mode(1, 1, 32, 0, out.as_mut_ptr()) };
+        return;
+    }
+    let (ok, err) = child("a_kernel_changing_the_rounding_mode_aborts_its_launch", "bug");
+    assert!(!ok && err.contains("dmc_bug_rounding_mode changed the floating-point control state"), "{err}");
 }
 
 #[test]

@@ -347,9 +347,9 @@ pub fn mixed_codec_chunks() -> Vec<MixedChunk> {
     out
 }
 
-/// Every codec in one wave (one launch per codec, blosc-zstd unshuffled after), then the same
-/// chunks in many small waves; every chunk must equal its input.
-pub fn run_mixed_codec_waves(device: &Device) {
+/// Every codec in one wave (one launch per codec, blosc-zstd unshuffled after), then, with
+/// `small_waves`, the same chunks in many small waves; every chunk must equal its input.
+pub fn run_mixed_codec_waves(device: &Device, small_waves: bool) {
     let chunks = mixed_codec_chunks();
     let inputs: Vec<ChunkInput<'_>> = chunks
         .iter()
@@ -373,6 +373,9 @@ pub fn run_mixed_codec_waves(device: &Device) {
         let mut host = vec![0u8; range.len()];
         device.download(w.output, range.start, &mut host).unwrap();
         assert!(host == *d, "chunk {k} differs ({})", device.describe());
+    }
+    if !small_waves {
+        return;
     }
     let cfg = DecodeConfig::default()
         .with_wave_src_bytes(64 << 10)
