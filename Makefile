@@ -93,13 +93,15 @@ lint:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace --all-features
 
 # Remote-store tests read from nginx and moto on loopback; the servers stop however the tests end.
-# damacy-kernels' own tests run in kernel-asan (the same tests, kernels built under ASan).
+# damacy-kernels' own tests run in kernel-asan (the same tests, kernels built under ASan); its
+# doc examples, which cargo cannot select beside other targets, run here.
 rust-test: nvrtc venv
 	trap 'bash tests/services/services.sh stop' EXIT; \
 	bash tests/services/services.sh start; \
 	set -a; . .services/env; set +a; \
 	LD_LIBRARY_PATH="$(NVRTC_LIB):$$LD_LIBRARY_PATH" DAMACY_NVRTC_DIR="$(NVRTC_LIB)" \
-		$(CARGO) test --workspace --all-features --exclude damacy-kernels
+		$(CARGO) test --workspace --all-features --exclude damacy-kernels && \
+	$(CARGO) test -p damacy-kernels --all-features --doc
 
 # Regenerating the corpus in a scratch folder must reproduce every committed digest.
 fixtures-check: venv
