@@ -262,34 +262,53 @@ fn source_bits(d: Dtype, rng: &mut XorShift) -> Vec<u64> {
     v
 }
 
-fn bytes_of(d: Dtype, bits: &[u64]) -> Vec<u8> {
-    bits.iter().flat_map(|b| b.to_le_bytes()[..d.size()].to_vec()).collect()
+fn run_cast(device: &Device, src_dtype: Dtype, dst_dtype: Dtype, bits: &[u64]) -> Vec<u64> {
+    run_cast_at(device, src_dtype, dst_dtype, bits, false, 0, 0)
 }
 
-fn run_cast(device: &Device, src_dtype: Dtype, dst_dtype: Dtype, bits: &[u64]) -> Vec<u64> {
+/// [`run_cast`] with the source elements stored big-endian when `big_endian`, the source placed
+/// `src_offset` bytes and the destination `dst_offset` bytes into their buffers.
+fn run_cast_at(
+    device: &Device,
+    src_dtype: Dtype,
+    dst_dtype: Dtype,
+    bits: &[u64],
+    big_endian: bool,
+    src_offset: usize,
+    dst_offset: usize,
+) -> Vec<u64> {
     let n = bits.len();
-    let src_bytes = bytes_of(src_dtype, bits);
+    let mut src_bytes = vec![0xEEu8; src_offset];
+    for b in bits {
+        let le = &b.to_le_bytes()[..src_dtype.size()];
+        if big_endian {
+            src_bytes.extend(le.iter().rev());
+        } else {
+            src_bytes.extend(le);
+        }
+    }
     let mut src = device.alloc(src_bytes.len()).unwrap();
     device.upload(&src_bytes, &mut src, 0).unwrap();
     let dsz = dst_dtype.size();
-    let mut dst = device.alloc(n * dsz).unwrap();
+    let mut dst = device.alloc(dst_offset + n * dsz).unwrap();
     let job = AssembleJob {
-        src_offset: 0,
-        dst_offset: 0,
+        src_offset,
+        dst_offset,
         shape: vec![n as u64],
         src_strides: vec![1],
         dst_strides: vec![1],
         src_dtype,
         dst_dtype,
-        big_endian: false,
+        big_endian,
         fill_bits: None,
     };
     for r in damacy_kernels::assemble(device, &src, &mut dst, &[job]).unwrap() {
         r.unwrap();
     }
-    let mut host = vec![0u8; n * dsz];
+    let mut host = vec![0u8; dst_offset + n * dsz];
     device.download(&dst, 0, &mut host).unwrap();
-    host.chunks(dsz)
+    host[dst_offset..]
+        .chunks(dsz)
         .map(|c| {
             let mut b = [0u8; 8];
             b[..dsz].copy_from_slice(c);
@@ -333,6 +352,27 @@ fn every_source_dtype_casts_to_every_destination_like_numpy() {
         }
     }
     assert!(checked > 500_000, "{checked}");
+}
+
+/// Aligned elements are loaded and stored with one access of their size, unaligned ones byte by
+/// byte, and big-endian ones byte-swapped after the load: for every pair of dtypes, big-endian
+/// sources and sources or destinations at offsets that are not multiples of the element size give
+/// the elements of the aligned little-endian cast.
+#[test]
+fn every_cast_is_the_same_big_endian_and_unaligned() {
+    let device = Device::emulated(0xA11);
+    let mut rng = XorShift(0xB16_E2D1A2);
+    for s in ALL {
+        let mut bits = source_bits(s, &mut rng);
+        bits.truncate(300);
+        for d in ALL {
+            let want = run_cast(&device, s, d, &bits);
+            for (be, so, dof) in [(true, 0, 0), (false, 1, 0), (false, 0, 3), (true, 5, 7), (true, 8, 8)] {
+                let got = run_cast_at(&device, s, d, &bits, be, so, dof);
+                assert!(got == want, "{s:?} -> {d:?}, big_endian {be}, src +{so}, dst +{dof}");
+            }
+        }
+    }
 }
 
 /// Values where rounding twice (through f32, or through f64) gives a different answer than

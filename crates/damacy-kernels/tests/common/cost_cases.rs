@@ -80,10 +80,15 @@ fn assemble_case(device: &Device, name: &'static str, dst: Dtype, n: u64) -> Cos
             let (r, c) = (100 + e as u64 / crop, 50 + e as u64 % crop);
             let at = 2 * (r * cols + c) as usize;
             let v = u16::from_le_bytes([field[at], field[at + 1]]);
-            match dst {
-                Dtype::F32 => assert_eq!(f32::from_le_bytes(got.try_into().unwrap()).to_bits(), f32::from(v).to_bits()),
-                _ => assert_eq!(u16::from_le_bytes([got[0], got[1]]), v),
-            }
+            let (got, want) = match dst {
+                Dtype::F32 => (u32::from_le_bytes(got.try_into().unwrap()), f32::from(v).to_bits()),
+                Dtype::BF16 => (
+                    u32::from(u16::from_le_bytes([got[0], got[1]])),
+                    u32::from(half::bf16::from_f32(f32::from(v)).to_bits()),
+                ),
+                _ => (u32::from(u16::from_le_bytes([got[0], got[1]])), u32::from(v)),
+            };
+            assert_eq!(got, want, "{dst:?} element {e} of crop {k}");
         }
     }
     let what = if n == 1 { String::new() } else { format!("{n} × ") };
@@ -174,6 +179,8 @@ pub fn cost_cases() -> Vec<CostCase> {
         assemble_case(&device, "assemble-f32", Dtype::F32, 1),
         // enough elements to fill an H100: several elements per thread
         assemble_case(&device, "assemble-batch-f32", Dtype::F32, 16),
+        // the same batch cast to bf16, the training dtype of `damacy.Config(dtype="bf16")`
+        assemble_case(&device, "assemble-batch-bf16", Dtype::BF16, 16),
         // the same batch without a cast: the wide path (rows as aligned 16-byte words)
         assemble_case(&device, "assemble-batch-u16", Dtype::U16, 16),
     ]
