@@ -229,6 +229,52 @@ fn blosc_zlib_fixtures_match_manifest_digests() {
     assert_eq!(unsupported, 0);
 }
 
+/// blosc-zlib streams start at any address inside their frame (after the header, block starts
+/// and 4-byte split sizes), so the symbol decode's input window (aligned 8-byte loads; single
+/// bytes before a stream's first and after its last 8-byte boundary) meets every alignment of
+/// a stream's start and end. Frames built here (the test build of c-blosc has no zlib): blocks
+/// of 1 KiB, each its own zlib stream, block j placed after j mod 8 bytes of padding; every
+/// start alignment mod 8 asserted.
+#[test]
+fn blosc_zlib_streams_at_every_alignment_decode() {
+    let mut frames = Vec::new();
+    let mut starts = [0usize; 8];
+    for (k, len) in [3000usize, 5000, 7919, 12000].into_iter().enumerate() {
+        for kind in [1u8, 2, 4] {
+            let d = data(len, kind, k as u64 + 1);
+            let nblocks = len.div_ceil(1024);
+            let mut f = vec![2u8, 1, 0x10 | (3 << 5), 1];
+            for v in [len, 1024, 0] {
+                f.extend_from_slice(&(v as u32).to_le_bytes());
+            }
+            f.resize(16 + 4 * nblocks, 0);
+            for (j, block) in d.chunks(1024).enumerate() {
+                f.resize(f.len() + j % 8, 0);
+                let at = f.len();
+                f[16 + 4 * j..20 + 4 * j].copy_from_slice(&(at as u32).to_le_bytes());
+                let z = zlib(block, 6);
+                let body = if z.len() < block.len() { z } else { block.to_vec() };
+                if body.len() < block.len() {
+                    starts[(at + 4) % 8] += 1;
+                }
+                f.extend_from_slice(&(body.len() as u32).to_le_bytes());
+                f.extend_from_slice(&body);
+            }
+            let n = f.len() as u32;
+            f[12..16].copy_from_slice(&n.to_le_bytes());
+            frames.push((format!("{len} bytes, kind {kind}"), d, f));
+        }
+    }
+    assert!(starts.iter().all(|&c| c > 0), "zlib streams at every start alignment mod 8: {starts:?}");
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|(_, _, f)| ChunkInput::blosc(f)).collect();
+        for (r, (what, d, _)) in decode(seed, &inputs).into_iter().zip(&frames) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+}
+
 // ---- flate2 at every level ----
 
 #[test]
