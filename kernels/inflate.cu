@@ -11,9 +11,9 @@
 //     lengths, stored into shared memory four per store); each time it needs the warp (a table
 //     build, a block's symbols, a stored block, a checksum) it posts one command in this warp's
 //     shared memory and all lanes run it after a __syncwarp;
-//   - SYMBOLS ON ALL 32 LANES (dmc_inf_huff): the warp holds a 128-byte window of the input in
-//     registers (one 4-byte word per lane, refilled with one aligned coalesced load per lane,
-//     read with two shuffles and a funnel shift). Each round lane i decodes, speculatively,
+//   - SYMBOLS ON ALL 32 LANES (dmc_inf_huff): the warp holds a 256-byte window of the input in
+//     registers (two 4-byte words per lane, refilled with one aligned coalesced 8-byte load per
+//     lane, read with three shuffles and a funnel shift). Each round lane i decodes, speculatively,
 //     the literal/length symbol that would start at bit pos + i (one shared table lookup for
 //     the warp); pointer doubling over those 32 candidates (5 shuffle steps on successor =
 //     offset + code length, a non-literal ending the chain) gives lane k the offset of the
@@ -23,9 +23,13 @@
 //     byte-store request for partial words when it is not), before a match longer than its
 //     room and at the block's end. A length symbol ending the chain is decoded by all lanes
 //     alike (extra bits, distance code, extra bits); a match that fits the run is gathered
-//     into it (bytes of the run by shuffle, older bytes by one load request), a longer one is
-//     copied by the overlap-safe cooperative copy of the LZ4 kernel (byte j of a match of
-//     distance d comes from op-d+(j mod d)). Statuses follow the serial decode's order exactly.
+//     into it: bytes of the run by shuffle, older bytes left PENDING (the slot keeps the
+//     distance to its source; a match copying a pending byte inherits its source), and the
+//     flush loads all of the run's pending bytes together, 32 per load request whatever
+//     matches they belong to (compacted by a warp prefix sum: ~1 request per 128 output bytes
+//     where there was one per match); a longer match is copied by the overlap-safe
+//     cooperative copy of the LZ4 kernel (byte j of a match of distance d comes from
+//     op-d+(j mod d)). Statuses follow the serial decode's order exactly.
 //     Each round covers 32 candidate bits, so ~3-4 symbols of 8-9 bits: the model charges one
 //     shared request per round, where the serial decode paid one per symbol plus a global
 //     request per input byte and per literal;
@@ -758,19 +762,68 @@ __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
 
 #define DMC_INF_FULL 0xFFFFFFFFu
 
+// The warp's window on the input while a block's symbols decode: 256 bytes in registers, two
+// words per lane (lane L: bytes 8L..8L+7 of the window), filled with one aligned coalesced
+// 8-byte load per lane (one request, half as many as common.cuh's 128-byte dmc_win) and read
+// with three shuffles and a funnel shift. The window starts at an 8-byte aligned address, so
+// its first word may begin up to 7 bytes before the byte asked for; bytes outside the stream
+// read as 0. Every call is a warp collective.
+#define DMC_INF_WIN_BYTES 256
+struct dmc_inf_win {
+    const dmc_u8* src;  // the stream's input
+    dmc_u32 len;        // its length in bytes
+    dmc_u32 mis;        // the address of src modulo 8
+    dmc_u32 start;      // stream position of the window's first byte, plus mis (a multiple of 8)
+    dmc_u32 w0, w1;     // this lane's words: positions start - mis + 8 lane .. + 7
+};
+
+// Loads the window that holds stream position p.
+__device__ __forceinline__ void dmc_inf_win_fill(dmc_inf_win* w, dmc_u32 p, dmc_u32 lane) {
+    w->start = (p + w->mis) & ~7u;
+    const dmc_u32 at = w->start + 8 * lane;  // position at - mis
+    if (at >= w->mis && (dmc_u64)at + 8 <= (dmc_u64)w->len + w->mis) {
+        const dmc_u64 v = *(const dmc_u64*)(w->src + (at - w->mis));  // aligned: src - mis is
+        w->w0 = (dmc_u32)v;
+        w->w1 = (dmc_u32)(v >> 32);
+    } else {
+        dmc_u64 v = 0;  // the stream's first or last 8 bytes: single bytes inside it
+        for (dmc_u32 q = 0; q < 8; q++)
+            if (at + q >= w->mis && at + q - w->mis < w->len) v |= (dmc_u64)w->src[at + q - w->mis] << (8 * q);
+        w->w0 = (dmc_u32)v;
+        w->w1 = (dmc_u32)(v >> 32);
+    }
+}
+
+__device__ __forceinline__ dmc_inf_win dmc_inf_win_open(const dmc_u8* src, dmc_u32 len, dmc_u32 lane) {
+    dmc_inf_win w;
+    w.src = src;
+    w.len = len;
+    w.mis = (dmc_u32)(((dmc_u64)src) & 7u);
+    dmc_inf_win_fill(&w, 0, lane);
+    return w;
+}
+
+// Moves the window so that it holds [p, p + n) (n <= DMC_INF_WIN_BYTES - 7), when it does not.
+__device__ __forceinline__ void dmc_inf_win_need(dmc_inf_win* w, dmc_u32 p, dmc_u32 n, dmc_u32 lane) {
+    const dmc_u64 a = (dmc_u64)p + w->mis;
+    if (a < w->start || a + n > (dmc_u64)w->start + DMC_INF_WIN_BYTES) dmc_inf_win_fill(w, p, lane);
+}
+
 // 32 stream bits from bit `pos` (first bit in bit 0; pos may differ between lanes). The window
 // must hold bytes pos/8 .. pos/8 + 4 of every lane's pos. A warp collective.
-__device__ __forceinline__ dmc_u32 dmc_inf_peek(const dmc_win& w, dmc_u64 pos) {
+__device__ __forceinline__ dmc_u32 dmc_inf_peek(const dmc_inf_win& w, dmc_u64 pos) {
     const dmc_u32 rel = (dmc_u32)(pos + 8ull * w.mis - 8ull * w.start);  // bit of the window
-    const dmc_u32 q = rel >> 5;
-    const dmc_u32 lo = __shfl_sync(DMC_INF_FULL, w.word, (int)(q & 31));
-    const dmc_u32 hi = __shfl_sync(DMC_INF_FULL, w.word, (int)((q + 1) & 31));
+    const dmc_u32 q = rel >> 5;  // word q: lane q/2, its word q mod 2
+    const dmc_u32 a0 = __shfl_sync(DMC_INF_FULL, w.w0, (int)((q >> 1) & 31));
+    const dmc_u32 a1 = __shfl_sync(DMC_INF_FULL, w.w1, (int)((q >> 1) & 31));
+    const dmc_u32 b0 = __shfl_sync(DMC_INF_FULL, w.w0, (int)(((q >> 1) + 1) & 31));
+    const dmc_u32 lo = (q & 1) ? a1 : a0, hi = (q & 1) ? b0 : a1;
     return __funnelshift_r(lo, hi, rel & 31);
 }
 
 // n (<= 15) stream bits from bit `pos` (the same in every lane), moving the window when needed.
-__device__ __forceinline__ dmc_u32 dmc_inf_wbits(dmc_win* w, dmc_u64 pos, dmc_u32 n, dmc_u32 lane) {
-    dmc_win_need(w, (dmc_u32)(pos >> 3), 8, lane);
+__device__ __forceinline__ dmc_u32 dmc_inf_wbits(dmc_inf_win* w, dmc_u64 pos, dmc_u32 n, dmc_u32 lane) {
+    dmc_inf_win_need(w, (dmc_u32)(pos >> 3), 8, lane);
     return dmc_inf_peek(*w, pos) & ((1u << n) - 1);
 }
 
@@ -783,9 +836,14 @@ __device__ __forceinline__ dmc_u32 dmc_inf_jump(dmc_u32 j) {
 
 // The run: up to 128 decoded bytes held in registers, 4 per lane (lane L holds slots 4L..4L+3,
 // slot b of a lane in bits 8b..8b+7 of `mine`). Slot 0 lies at output position base - head,
-// a 4-byte aligned address; slots [head, head + len) hold out[base, base + len).
+// a 4-byte aligned address; slots [head, head + len) hold out[base, base + len). A match byte
+// whose source was stored before the run is PENDING: its slot holds no byte yet but the
+// distance back to that source (16 bits: slot b of a lane in bits 16(b&1).. of `pd01` for
+// b < 2, of `pd23` else; 0: the byte is in `mine`). A match reading a pending byte of the run
+// inherits its source, so every pending byte's source lies before the run (< 32768 + 128
+// back); the flush loads them all at once (dmc_inf_resolve).
 struct dmc_inf_run {
-    dmc_u32 base, head, len, mine;
+    dmc_u32 base, head, len, mine, pd01, pd23;
 };
 
 #define DMC_INF_RUN_BYTES (4 * DMC_WARP_SIZE)
@@ -800,10 +858,79 @@ __device__ __forceinline__ dmc_u32 dmc_inf_slot(const dmc_inf_run& r, dmc_u32 sl
     return (__shfl_sync(DMC_INF_FULL, r.mine, (int)((slot >> 2) & 31)) >> (8 * (slot & 3))) & 0xFFu;
 }
 
+// Puts a match byte into slot b of this lane's word when `put`: pv holds the byte (bits 0-7)
+// and the distance back to its pending source (bits 8-23; 0: the byte is final).
+__device__ __forceinline__ void dmc_inf_put_match(dmc_inf_run* r, dmc_u32 b, bool put, dmc_u32 pv) {
+    if (!put) return;
+    r->mine = (r->mine & ~(0xFFu << (8 * b))) | ((pv & 0xFFu) << (8 * b));
+    const dmc_u32 sh = 16 * (b & 1), d = (pv >> 8) << sh, keep = ~(0xFFFFu << sh);
+    if (b < 2) {
+        r->pd01 = (r->pd01 & keep) | d;
+    } else {
+        r->pd23 = (r->pd23 & keep) | d;
+    }
+}
+
+// The pending distance of slot `slot` (any lane's; 0: its byte is final). A warp collective.
+__device__ __forceinline__ dmc_u32 dmc_inf_slot_pend(const dmc_inf_run& r, dmc_u32 slot) {
+    const dmc_u32 a = __shfl_sync(DMC_INF_FULL, r.pd01, (int)((slot >> 2) & 31));
+    const dmc_u32 c = __shfl_sync(DMC_INF_FULL, r.pd23, (int)((slot >> 2) & 31));
+    return (((slot & 2) ? c : a) >> (16 * (slot & 1))) & 0xFFFFu;
+}
+
+// Loads the run's pending bytes, 32 per request whatever their slots: the pending slots are
+// numbered in slot order (a warp prefix sum of the lanes' counts); lane j of a round finds the
+// j-th (a binary search over the lanes' sums, then its rank among its lane's four slots) and
+// loads its source; each slot's owner takes its byte back by shuffle. The sources lie before
+// the run: stored by earlier flushes and copies, which a __syncwarp ordered before this.
+__device__ __forceinline__ void dmc_inf_resolve(const dmc_u8* out, dmc_inf_run* r, dmc_u32 lane) {
+    const dmc_u32 pm = ((r->pd01 & 0xFFFFu) ? 1u : 0u) | ((r->pd01 >> 16) ? 2u : 0u) |
+                       ((r->pd23 & 0xFFFFu) ? 4u : 0u) | ((r->pd23 >> 16) ? 8u : 0u);
+    if (__ballot_sync(DMC_INF_FULL, pm != 0) == 0) return;
+    const dmc_u32 cnt = (dmc_u32)__popc(pm);
+    dmc_u32 incl = cnt;
+    for (int o = 1; o < DMC_WARP_SIZE; o <<= 1) {
+        const dmc_u32 t = __shfl_up_sync(DMC_INF_FULL, incl, o);
+        if (lane >= (dmc_u32)o) incl += t;
+    }
+    const dmc_u32 excl = incl - cnt;
+    const dmc_u32 total = __shfl_sync(DMC_INF_FULL, incl, DMC_WARP_SIZE - 1);
+    const dmc_u32 pos0 = r->base - r->head;  // output position of slot 0
+    for (dmc_u32 j0 = 0; j0 < total; j0 += DMC_WARP_SIZE) {
+        const dmc_u32 j = j0 + lane;
+        dmc_u32 L = 0;  // the lane holding pending byte j: the lanes whose sums are <= j
+        for (dmc_u32 s = DMC_WARP_SIZE / 2; s > 0; s >>= 1) {
+            if (__shfl_sync(DMC_INF_FULL, incl, (int)(L + s - 1)) <= j) L += s;
+        }
+        const dmc_u32 m = __shfl_sync(DMC_INF_FULL, pm, (int)L);
+        const dmc_u32 rk = j - __shfl_sync(DMC_INF_FULL, excl, (int)L);
+        const dmc_u32 a01 = __shfl_sync(DMC_INF_FULL, r->pd01, (int)L);
+        const dmc_u32 a23 = __shfl_sync(DMC_INF_FULL, r->pd23, (int)L);
+        dmc_u32 b = 0, seen = 0;  // the rk-th pending slot of lane L
+        for (dmc_u32 k = 0; k < 4; k++) {
+            if ((m >> k) & 1u) {
+                if (seen == rk) b = k;
+                seen++;
+            }
+        }
+        const dmc_u32 d = (((b & 2) ? a23 : a01) >> (16 * (b & 1))) & 0xFFFFu;
+        dmc_u32 v = 0;
+        if (j < total) v = out[pos0 + 4 * L + b - d];
+        for (dmc_u32 k = 0; k < 4; k++) {
+            const dmc_u32 idx = excl + (dmc_u32)__popc(pm & ((1u << k) - 1u)) - j0;
+            const dmc_u32 got = __shfl_sync(DMC_INF_FULL, v, (int)(idx & 31));
+            if (((pm >> k) & 1u) && idx < DMC_WARP_SIZE) r->mine = (r->mine & ~(0xFFu << (8 * k))) | (got << (8 * k));
+        }
+    }
+    r->pd01 = 0;
+    r->pd23 = 0;
+}
+
 // Stores the run: whole words with one aligned 4-byte store per lane (one request), the
 // partial first and last words byte by byte (lanes 0-2 and 4-6, one more request); orders the
 // stores before the warp's next reads of the output and starts an empty run at `op`.
 __device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_inf_run* r, dmc_u32 op, dmc_u32 mis, dmc_u32 lane) {
+    dmc_inf_resolve(out, r, lane);
     const dmc_u32 end = r->head + r->len;
     const dmc_u32 lo = (r->head + 3) & ~3u;  // first whole word's slot
     const dmc_u32 hi = end & ~3u;            // end of the whole words
@@ -838,15 +965,16 @@ struct dmc_inf_huff_res {
 //      is full, before a match longer than its room, and at the end;
 //   4. a length code at the end of the literals is decoded uniformly (length extra bits, the
 //      distance code through its table, distance extra bits); a match that fits the run is
-//      gathered into it (bytes still in registers by shuffle, older ones by one load request),
-//      a longer one goes through the overlap-safe cooperative copy after a flush.
+//      gathered into it (bytes still in registers by shuffle, older ones pending until the
+//      flush loads them, dmc_inf_resolve), a longer one goes through the overlap-safe
+//      cooperative copy after a flush.
 // Statuses come in the order of the serial decode: a code that reads past the input
 // (SRC_TRUNCATED) before a literal past the output (DST_OVERFLOW); a missing code or an invalid
 // symbol is CORRUPT; a distance before the member BAD_OFFSET; a match past the output
 // DST_OVERFLOW.
-__device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w, dmc_u8* out, dmc_u64 pos,
+__device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_inf_win* w, dmc_u8* out, dmc_u64 pos,
                                          dmc_u32 op, dmc_u32 out_len, dmc_u32 member_start, dmc_u32 lane) {
-    dmc_win win = *w;  // in registers while the block decodes
+    dmc_inf_win win = *w;  // in registers while the block decodes
     const dmc_u64 limit = 8ull * win.len;
     const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
     dmc_inf_run run;
@@ -854,9 +982,11 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w,
     run.head = (mis + op) & 3;
     run.len = 0;
     run.mine = 0;
+    run.pd01 = 0;
+    run.pd23 = 0;
     dmc_u32 st = DMC_STATUS_OK;
     for (;;) {
-        dmc_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
+        dmc_inf_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
         const dmc_u32 v = dmc_inf_peek(win, pos + lane);
         dmc_u32 e = sm->litlen[v & ((1u << DMC_INF_LITLEN_BITS) - 1)];
         if (e & DMC_INF_ENT_SUB) {
@@ -929,7 +1059,7 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w,
         // A length: its extra bits, then the distance code and its extra bits.
         const dmc_u32 len = (x & 0xFFFF) + dmc_inf_wbits(&win, pos, (x >> 24) & 15, lane);
         pos += (x >> 24) & 15;
-        dmc_win_need(&win, (dmc_u32)(pos >> 3), 8, lane);
+        dmc_inf_win_need(&win, (dmc_u32)(pos >> 3), 8, lane);
         const dmc_u32 dv = dmc_inf_peek(win, pos);
         dmc_u32 d = sm->dist[dv & ((1u << DMC_INF_DIST_BITS) - 1)];
         if (d & DMC_INF_ENT_SUB) {
@@ -961,21 +1091,21 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win* w,
         const dmc_u32 at1 = run.head + run.len;
         if (len <= DMC_INF_RUN_BYTES - at1) {
             // Into the run, 32 match bytes a step: byte k of the match is output byte
-            // op - dist + (k mod dist), before the match: in the run (a shuffle) or stored before
-            // it (one load request); then it moves to slot at1 + k.
+            // op - dist + (k mod dist), before the match: in the run (a shuffle: its byte, or
+            // its pending source) or stored before it (pending: the flush loads it); then it
+            // moves to slot at1 + k with the distance to its pending source.
             for (dmc_u32 c = 0; c < len; c += DMC_WARP_SIZE) {
                 const dmc_u32 k = c + lane;
-                const bool m = k < len;
-                const dmc_u32 q = op - dist + (m ? k % dist : 0);
-                const bool stored = q < run.base;
-                dmc_u32 g = 0;
-                if (m && stored) g = out[q];
-                const dmc_u32 r = dmc_inf_slot(run, q - run.base + run.head);
-                const dmc_u32 mb = stored ? g : r;
+                const dmc_u32 q = op - dist + (k < len ? k % dist : 0);
+                const dmc_u32 sq = q - run.base + run.head;  // its slot, when in the run
+                const dmc_u32 r = dmc_inf_slot(run, sq);
+                const dmc_u32 rd = dmc_inf_slot_pend(run, sq);
+                const dmc_u32 back = op + k - q;  // the byte's distance to its source
+                const dmc_u32 mv = q < run.base ? back << 8 : rd != 0 ? (back + rd) << 8 : r;
                 for (dmc_u32 b = 0; b < 4; b++) {
                     const dmc_u32 kk = 4 * lane + b - at1 - c;
-                    const dmc_u32 byte = __shfl_sync(DMC_INF_FULL, mb, (int)(kk & 31));
-                    dmc_inf_put(&run, b, kk < DMC_WARP_SIZE && c + kk < len, byte);
+                    const dmc_u32 pv = __shfl_sync(DMC_INF_FULL, mv, (int)(kk & 31));
+                    dmc_inf_put_match(&run, b, kk < DMC_WARP_SIZE && c + kk < len, pv);
                 }
             }
             run.len += len;
@@ -1018,8 +1148,8 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
         for (int k = 0; k < 8; k++) c = (c & 1u) ? ((c >> 1) ^ DMC_INF_CRC_POLY) : (c >> 1);
         sm->crc[e] = c;
     }
-    // The warp's window on the input (the Huffman decode's bit window), one word per lane.
-    dmc_win w = dmc_win_open(in, sd.src_len, lane);
+    // The warp's window on the input (the Huffman decode's bit window), two words per lane.
+    dmc_inf_win w = dmc_inf_win_open(in, sd.src_len, lane);
     dmc_inf_state s;
     s.in = in;
     s.in_len = sd.src_len;

@@ -229,6 +229,52 @@ fn blosc_zlib_fixtures_match_manifest_digests() {
     assert_eq!(unsupported, 0);
 }
 
+/// blosc-zlib streams start at any address inside their frame (after the header, block starts
+/// and 4-byte split sizes), so the symbol decode's input window (aligned 8-byte loads; single
+/// bytes before a stream's first and after its last 8-byte boundary) meets every alignment of
+/// a stream's start and end. Frames built here (the test build of c-blosc has no zlib): blocks
+/// of 1 KiB, each its own zlib stream, block j placed after j mod 8 bytes of padding; every
+/// start alignment mod 8 asserted.
+#[test]
+fn blosc_zlib_streams_at_every_alignment_decode() {
+    let mut frames = Vec::new();
+    let mut starts = [0usize; 8];
+    for (k, len) in [3000usize, 5000, 7919, 12000].into_iter().enumerate() {
+        for kind in [1u8, 2, 4] {
+            let d = data(len, kind, k as u64 + 1);
+            let nblocks = len.div_ceil(1024);
+            let mut f = vec![2u8, 1, 0x10 | (3 << 5), 1];
+            for v in [len, 1024, 0] {
+                f.extend_from_slice(&(v as u32).to_le_bytes());
+            }
+            f.resize(16 + 4 * nblocks, 0);
+            for (j, block) in d.chunks(1024).enumerate() {
+                f.resize(f.len() + j % 8, 0);
+                let at = f.len();
+                f[16 + 4 * j..20 + 4 * j].copy_from_slice(&(at as u32).to_le_bytes());
+                let z = zlib(block, 6);
+                let body = if z.len() < block.len() { z } else { block.to_vec() };
+                if body.len() < block.len() {
+                    starts[(at + 4) % 8] += 1;
+                }
+                f.extend_from_slice(&(body.len() as u32).to_le_bytes());
+                f.extend_from_slice(&body);
+            }
+            let n = f.len() as u32;
+            f[12..16].copy_from_slice(&n.to_le_bytes());
+            frames.push((format!("{len} bytes, kind {kind}"), d, f));
+        }
+    }
+    assert!(starts.iter().all(|&c| c > 0), "zlib streams at every start alignment mod 8: {starts:?}");
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|(_, _, f)| ChunkInput::blosc(f)).collect();
+        for (r, (what, d, _)) in decode(seed, &inputs).into_iter().zip(&frames) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+}
+
 // ---- flate2 at every level ----
 
 #[test]
@@ -632,6 +678,63 @@ fn short_codes_and_long_runs_decode() {
         execute(&mut all, &ops[..200]);
         execute(&mut all, &ops);
         cases.push((format!("short codes {seed}"), zlib_wrap(&w.finish(), &all), all));
+    }
+    check_hand_built_zlib(&cases);
+}
+
+/// Short matches (3-10 bytes) at every distance 1..=300 and 32700..=32768 after 32768 random
+/// literals, 0-5 literals apart, so that their bytes land at every slot of the 128-byte run of
+/// decoded bytes: sources inside the run (by shuffle) and before it (pending bytes the flush
+/// loads); runs of 40 back-to-back 3-byte matches from far back (more pending bytes than
+/// lanes: several load rounds in one flush; a run made only of pending bytes); and chains, a
+/// match copying the still-pending bytes of the matches just before it (distance 1..=12 after
+/// a far one, overlapping itself when shorter than its length). In fixed and dynamic blocks,
+/// several lead lengths (the output's alignment under the run).
+#[test]
+fn short_matches_at_every_distance_decode() {
+    fn lit(next: &mut impl FnMut() -> u64) -> Op {
+        let b = (next() % 192) as u8;
+        Op::Lit(if (128..192).contains(&b) { b - 64 } else { b })
+    }
+    let mut next = xorshift(0x5A17);
+    let mut ops: Vec<Op> = (0..32768).map(|_| lit(&mut next)).collect();
+    let dists: Vec<u32> = (1..=300).chain(32700..=32768).collect();
+    for (i, &d) in dists.iter().enumerate() {
+        for _ in 0..next() % 6 {
+            ops.push(lit(&mut next));
+        }
+        ops.push(Op::Match(3 + (i % 8) as u32, d));
+        if i % 5 == 0 {
+            ops.push(Op::Match(3 + (next() % 8) as u32, 1 + (next() % 12) as u32));
+        }
+        if i % 60 == 0 {
+            for _ in 0..40 {
+                ops.push(Op::Match(3, 1000 + (next() % 30000) as u32));
+            }
+            ops.push(Op::Match(10, 1 + (next() % 40) as u32));
+        }
+    }
+    let mut d = Vec::new();
+    execute(&mut d, &ops);
+    let mut cases: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
+    for lead_len in [0usize, 1, 3] {
+        let lead = data(lead_len, 0, 5);
+        let mut all = lead.clone();
+        all.extend_from_slice(&d);
+        for dynamic in [false, true] {
+            let mut w = Bits::default();
+            stored_block(&mut w, &lead, false);
+            if dynamic {
+                // every symbol coded: 226 codes of 8 bits and 60 of 9; distances 2 of 4, 28 of 5
+                let ll: Vec<u32> = (0..286).map(|s| if s < 226 { 8 } else { 9 }).collect();
+                let dl: Vec<u32> = (0..30).map(|s| if s < 2 { 4 } else { 5 }).collect();
+                dynamic_block_with(&mut w, &ops, &ll, &dl, true);
+            } else {
+                fixed_block(&mut w, &ops, true);
+            }
+            let what = format!("{} block, lead {lead_len}", if dynamic { "dynamic" } else { "fixed" });
+            cases.push((what, zlib_wrap(&w.finish(), &all), all.clone()));
+        }
     }
     check_hand_built_zlib(&cases);
 }
