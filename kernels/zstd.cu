@@ -30,9 +30,10 @@
 //     overlap-safe match copy of the LZ4 kernel (byte j of a match of distance d comes from
 //     op-d+(j mod d)); short sequences (no part of 64 bytes or more) gather into batches of
 //     up to 32, lane k keeping sequence k's lengths and offset, and a batch goes out in one
-//     pass, one byte per lane and round of 32 (dmc_zstd_seq_batch: warp scans place the
-//     sequences, each lane resolves its byte's source, through earlier bytes of the batch,
-//     to a literal or to output written before the batch), one __syncwarp per batch; a
+//     pass, in rounds of 128 bytes (dmc_zstd_seq_batch: warp scans place the sequences; four
+//     times per round each lane resolves one byte's source, through earlier bytes of the
+//     batch, to a literal or to output written before the batch, and loads it; shuffles
+//     gather each lane's 4 bytes into one aligned 4-byte store), one __syncwarp per batch; a
 //     sequence with a long part, or whose stores would reach the in-tail literals the batch
 //     reads, runs alone after the batch: literals and match (a __syncwarp between), when the
 //     output front is close behind the in-tail literals in rounds; runs of 64 bytes or more
@@ -612,13 +613,14 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
 // (under 64) | match length << 8 in `blen` and its offset in `boff` (lanes k >= nb: ignored);
 // the batch's output ends at `end` and its literals at literal index L->used. Warp scans give
 // each sequence its output start and literal index (so the batch starts at op = end - total);
-// then each lane takes one byte of the batch's output per round of 32 and resolves where that
-// byte comes from: a literal (the literal source), or a match byte, whose source byte (the
+// then each lane takes one byte of the batch's output per slot of 32 (4 slots per round of 128
+// bytes) and resolves where that byte comes from: a literal (the literal source), or a match byte, whose source byte (the
 // overlap-safe rule of dmc_zstd_match) either lies before op (already written and
 // synchronised: read the output) or is another byte of this batch, resolved again (each step
 // lands in an earlier sequence or in a literal, so at most nb steps). No lane reads a byte that
-// any lane writes in this call, and each round is one load and one store request for the
-// whole batch (a sequence alone spent one of each per sequence). The caller made sure the
+// any lane writes in this call, and each round of 128 bytes is four load requests and one
+// store request for the whole batch (a sequence alone spent a load and a store request per 32
+// bytes of each sequence). The caller made sure the
 // batch's stores end at or before the first in-tail literal it reads (out[op, end) never
 // meets the literals); the warp is synchronised on entry and return.
 __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, const dmc_zstd_lits* L, dmc_u32 nb,
@@ -638,42 +640,64 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, con
     const dmc_u32 start = sn - n, lu = sl - l;  // this lane's sequence: output start, literal index
     const dmc_u32 total = __shfl_sync(0xffffffffu, sn, DMC_WARP_SIZE - 1);
     const dmc_u32 op = end - total, lu0 = L->used - __shfl_sync(0xffffffffu, sl, DMC_WARP_SIZE - 1);
-    for (dmc_u32 r = 0; r < total; r += DMC_WARP_SIZE) {
-        const dmc_u32 p = r + lane;
-        bool done = p >= total, lit = false;
-        dmc_u32 q = p;           // the byte to resolve, relative to op
-        dmc_u32 src = 0;         // literal index (lit) or output position
-        while (__any_sync(0xffffffffu, !done)) {
-            // the last sequence starting at or before q
-            dmc_u32 s = 0;
-            for (dmc_u32 step = DMC_WARP_SIZE / 2; step > 0; step >>= 1) {
-                const dmc_u32 st = __shfl_sync(0xffffffffu, start, s + step);
-                if (s + step < nb && st <= q) s += step;
-            }
-            const dmc_u32 st = __shfl_sync(0xffffffffu, start, s), sll = __shfl_sync(0xffffffffu, bll, s),
-                          soff = __shfl_sync(0xffffffffu, boff, s), slu = __shfl_sync(0xffffffffu, lu, s);
-            if (!done) {
-                const dmc_u32 dq = q - st;
-                if (dq < sll) {
-                    lit = true;
-                    src = lu0 + slu + dq;
-                    done = true;
-                } else {
-                    const dmc_u32 k = dq - sll;
-                    const dmc_u32 a = st + sll + (k < soff ? k : k % soff);  // source: a - soff
-                    if (soff > a) {  // before the batch
-                        src = op - (soff - a);
+    // Output in rounds of 128 bytes from the aligned word at or before op: slot b of a round is
+    // the bytes x = r + 32 b + lane (x counted from that word, the batch's bytes are x in
+    // [mis, span)), one byte per lane resolved and loaded; shuffles gather each lane's 4 bytes
+    // x = r + 4 lane .. + 3, stored with one aligned 4-byte store. The bytes of the partial
+    // words at either end (which other output, or in-tail literals, may share) are stored one
+    // at a time where they are loaded.
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)(out + op) & 3u), span = mis + total;
+    for (dmc_u32 r = 0; r < span; r += 4 * DMC_WARP_SIZE) {
+        dmc_u32 pk = 0;  // byte b: this lane's byte of slot b
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 x = r + DMC_WARP_SIZE * b + lane;
+            const bool mine = x >= mis && x < span;
+            bool done = !mine, lit = false;
+            dmc_u32 q = x - mis;     // the byte to resolve, relative to op
+            dmc_u32 src = 0;         // literal index (lit) or output position
+            while (__any_sync(0xffffffffu, !done)) {
+                // the last sequence starting at or before q
+                dmc_u32 s = 0;
+                for (dmc_u32 step = DMC_WARP_SIZE / 2; step > 0; step >>= 1) {
+                    const dmc_u32 st = __shfl_sync(0xffffffffu, start, s + step);
+                    if (s + step < nb && st <= q) s += step;
+                }
+                const dmc_u32 st = __shfl_sync(0xffffffffu, start, s), sll = __shfl_sync(0xffffffffu, bll, s),
+                              soff = __shfl_sync(0xffffffffu, boff, s), slu = __shfl_sync(0xffffffffu, lu, s);
+                if (!done) {
+                    const dmc_u32 dq = q - st;
+                    if (dq < sll) {
+                        lit = true;
+                        src = lu0 + slu + dq;
                         done = true;
                     } else {
-                        q = a - soff;
+                        const dmc_u32 k = dq - sll;
+                        const dmc_u32 a = st + sll + (k < soff ? k : k % soff);  // source: a - soff
+                        if (soff > a) {  // before the batch
+                            src = op - (soff - a);
+                            done = true;
+                        } else {
+                            q = a - soff;
+                        }
                     }
                 }
             }
+            dmc_u32 v = 0;
+            if (mine) {
+                v = (lit && L->kind == 1) ? L->rle : *(lit ? L->src + src : out + src);
+                // a byte of a partial word at either end: stored alone
+                if (x < ((mis + 3u) & ~3u) || x >= (span & ~3u)) out[op + x - mis] = (dmc_u8)v;
+            }
+            pk |= v << (8 * b);
         }
-        if (p < total) {
-            const dmc_u8* sp = lit ? L->src + src : out + src;
-            out[op + p] = (lit && L->kind == 1) ? L->rle : *sp;
+        // lane l's word is the bytes x = r + 4 l + c, slot l / 8 of lanes 4 l + c (mod 32)
+        dmc_u32 word = 0;
+        for (dmc_u32 c = 0; c < 4; c++) {
+            const dmc_u32 t = __shfl_sync(0xffffffffu, pk, (int)(((4 * lane) & 31u) + c));
+            word |= ((t >> (8 * (lane >> 3))) & 0xFFu) << (8 * c);
         }
+        const dmc_u32 x0 = r + 4 * lane;
+        if (x0 >= ((mis + 3u) & ~3u) && x0 + 4 <= span) *(dmc_u32*)(out + op + x0 - mis) = word;  // aligned
     }
     __syncwarp();
 }
@@ -752,21 +776,31 @@ struct dmc_zstd_frame_state {
     dmc_u32 frame_start;  // output position of the frame's first byte
     dmc_u32 block_max;
     dmc_u32 rep[3];
-    dmc_u32 huf_log;  // 0: no Huffman table yet
-    // Per sequence table: 0 none yet, 1 predefined, 2 other; and its accuracy log.
-    dmc_u32 tag[3];
-    dmc_u32 log[3];
+    // One register for the table state: bits 0-3 the Huffman table's log (0: no table yet),
+    // then per sequence table k (0 LL, 1 OF, 2 ML) at bit 4 + 8k its tag (2 bits: 0 none yet,
+    // 1 predefined, 2 other) and at bit 8 + 8k its accuracy log (4 bits).
+    dmc_u32 tabs;
 };
 
 // Sets up one sequence table (mode 0 predefined, 1 RLE, 2 FSE, 3 repeat). kind: 0 LL, 1 OF, 2 ML.
+__device__ __forceinline__ dmc_u32 dmc_zstd_tag(const dmc_zstd_frame_state* fs, dmc_u32 k) {
+    return (fs->tabs >> (4 + 8 * k)) & 3u;
+}
+__device__ __forceinline__ dmc_u32 dmc_zstd_tlog(const dmc_zstd_frame_state* fs, dmc_u32 k) {
+    return (fs->tabs >> (8 + 8 * k)) & 15u;
+}
+__device__ __forceinline__ void dmc_zstd_set_table(dmc_zstd_frame_state* fs, dmc_u32 k, dmc_u32 tag, dmc_u32 log) {
+    fs->tabs = (fs->tabs & ~(0xFFu << (4 + 8 * k))) | (tag << (4 + 8 * k)) | (log << (8 + 8 * k));
+}
+
 __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, dmc_u32 kind, dmc_u32 mode,
                                       const dmc_u8* b, dmc_u32 n, dmc_u32* bp, dmc_u32 lane) {
     dmc_u32* table = kind == 0 ? sm->ll : (kind == 1 ? sm->of : sm->ml);
     const dmc_u32 sym_max = kind == 0 ? DMC_ZSTD_LL_MAX_SYM : (kind == 1 ? DMC_ZSTD_OF_MAX_SYM : DMC_ZSTD_ML_MAX_SYM);
     const dmc_u32 log_max = kind == 0 ? DMC_ZSTD_LL_LOG_MAX : (kind == 1 ? DMC_ZSTD_OF_LOG_MAX : DMC_ZSTD_ML_LOG_MAX);
-    if (mode == 3) return fs->tag[kind] != 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+    if (mode == 3) return dmc_zstd_tag(fs, kind) != 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
     if (mode == 0) {
-        if (fs->tag[kind] == 1) return DMC_STATUS_OK;  // the table already holds it
+        if (dmc_zstd_tag(fs, kind) == 1) return DMC_STATUS_OK;  // the table already holds it
         __syncwarp();
         if (lane == 0) {
             dmc_u32 s;
@@ -777,8 +811,7 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
         }
         __syncwarp();
         if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
-        fs->tag[kind] = 1;
-        fs->log[kind] = kind == 1 ? 5 : 6;
+        dmc_zstd_set_table(fs, kind, 1, kind == 1 ? 5 : 6);
         return DMC_STATUS_OK;
     }
     if (mode == 1) {
@@ -789,8 +822,7 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
         __syncwarp();
         if (lane == 0) table[0] = sym;
         __syncwarp();
-        fs->tag[kind] = 2;
-        fs->log[kind] = 0;
+        dmc_zstd_set_table(fs, kind, 2, 0);
         return DMC_STATUS_OK;
     }
     // FSE-compressed description.
@@ -807,8 +839,7 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
     __syncwarp();
     if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
     *bp += sm->res[1];
-    fs->tag[kind] = 2;
-    fs->log[kind] = sm->res[2];
+    dmc_zstd_set_table(fs, kind, 2, sm->res[2]);
     return DMC_STATUS_OK;
 }
 
@@ -894,8 +925,8 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             __syncwarp();
             if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
             th = sm->res[1];
-            fs->huf_log = sm->res[2];
-        } else if (fs->huf_log == 0) {
+            fs->tabs = (fs->tabs & ~15u) | sm->res[2];
+        } else if ((fs->tabs & 15u) == 0) {
             return DMC_STATUS_CORRUPT;  // treeless literals without an earlier table
         }
         if (th > csize) return DMC_STATUS_CORRUPT;
@@ -907,7 +938,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         const dmc_u32 slen = csize - th;
         dmc_u32 st = DMC_STATUS_OK;
         if (streams == 1) {
-            st = dmc_zstd_huf_stream(sm, fs->huf_log, sp, slen, lit, regen, lane);
+            st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp, slen, lit, regen, lane);
         } else {
             if (slen < 6) return DMC_STATUS_CORRUPT;
             const dmc_u32 s1 = dmc_load_le16(sp), s2 = dmc_load_le16(sp + 2), s3 = dmc_load_le16(sp + 4);
@@ -919,7 +950,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             for (dmc_u32 k = 0; k < 4 && st == DMC_STATUS_OK; k++) {
                 const dmc_u32 len = k == 0 ? s1 : k == 1 ? s2 : k == 2 ? s3 : slen - start;
                 const dmc_u32 cnt = k < 3 ? seg : regen - 3 * seg;
-                st = dmc_zstd_huf_stream(sm, fs->huf_log, sp + start, len, lit + k * seg, cnt, lane);
+                st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp + start, len, lit + k * seg, cnt, lane);
                 start += len;
             }
         }
@@ -962,9 +993,9 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         // in that order: one array of u32 from sm.)
         dmc_u32 state;
         {
-            const dmc_u32 sll = dmc_zbr_read(&r, fs->log[0]);
-            const dmc_u32 sof = dmc_zbr_read(&r, fs->log[1]);
-            const dmc_u32 sml = dmc_zbr_read(&r, fs->log[2]);
+            const dmc_u32 sll = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 0));
+            const dmc_u32 sof = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 1));
+            const dmc_u32 sml = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 2));
             state = lane == 0 ? sll : (lane == 1 ? sof : sml);
         }
         // Short sequences gather into batches of up to 32 (lane k keeps the batch's sequence k)
@@ -1127,11 +1158,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     fs.rep[0] = 1;
     fs.rep[1] = 4;
     fs.rep[2] = 8;
-    fs.huf_log = 0;
-    for (int k = 0; k < 3; k++) {
-        fs.tag[k] = 0;
-        fs.log[k] = 0;
-    }
+    fs.tabs = 0;
     dmc_u32 op = *op_io;
     for (;;) {
         if (in_len - ip < 3) return DMC_STATUS_SRC_TRUNCATED;
