@@ -12,8 +12,12 @@
 //     except that lane 0 keeps the literals length FSE state, lane 1 the offset state and the
 //     others the match length state, so a sequence's three table entries are one shared
 //     request, handed to every lane by shuffles;
-//   - table builds (Huffman, FSE: description parse, symbol spread, state table) run on lane 0
-//     into this warp's shared-memory tables, published with one __syncwarp;
+//   - an FSE table's description parse and symbol spread and the Huffman weights' decode run
+//     on lane 0 into this warp's shared-memory tables, published with one __syncwarp; the FSE
+//     states are then set by the whole warp, 32 cells per round (__match_any_sync ranks the
+//     cells of a symbol: dmc_zstd_fse_states), and the Huffman table is filled by the whole
+//     warp (a ballot per weight lists its symbols, the lanes write each symbol's entries
+//     together: dmc_zstd_build_huffman);
 //   - the sequence and Huffman-weight bitstreams are read through a 128-bit cache of two
 //     aligned 8-byte words: one load per 64 bits;
 //   - Huffman literals decode on all 32 lanes, one stream at a time (1 or 4 per block): lane i
@@ -273,8 +277,9 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
     return DMC_STATUS_OK;
 }
 
-// Builds the FSE decoding table of sm->t.f.norm[0..=max_sym] (sum 1 << log) into `table`.
-__device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
+// Lane 0: spreads the symbols of sm->t.f.norm[0..=max_sym] (sum 1 << log) over `table` (each
+// cell its symbol) and sets sm->t.f.next to each symbol's first state. Returns the status.
+__device__ dmc_u32 dmc_zstd_spread_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
     const dmc_u32 size = 1u << log;
     const dmc_u32 mask = size - 1;
     dmc_u32 high = size - 1;
@@ -298,7 +303,15 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
             } while (pos > high);
         }
     }
-    if (pos != 0) return DMC_STATUS_CORRUPT;
+    return pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+}
+
+// Lane 0: builds the FSE decoding table of sm->t.f.norm[0..=max_sym] (sum 1 << log) into
+// `table` (the Huffman weights' table, 64 cells at most).
+__device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
+    const dmc_u32 st = dmc_zstd_spread_fse(sm, table, log, max_sym);
+    if (st != DMC_STATUS_OK) return st;
+    const dmc_u32 size = 1u << log;
     for (dmc_u32 u = 0; u < size; u++) {
         const dmc_u32 s = table[u] & 0xFFu;
         const dmc_u32 nxt = sm->t.f.next[s]++;
@@ -309,19 +322,38 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
     return DMC_STATUS_OK;
 }
 
-// Lane 0: the table of a predefined distribution.
-__device__ dmc_u32 dmc_zstd_build_default(dmc_zstd_smem* sm, dmc_u32* table, const dmc_i16* dist, dmc_u32 n,
-                                          dmc_u32 log) {
+// All lanes: the states of a spread table (dmc_zstd_spread_fse, published by a __syncwarp), 32
+// cells per round: the k-th cell of symbol s in cell order gets next[s] + k, so a lane counts
+// the lanes before it holding the same symbol (__match_any_sync) and the last of them moves
+// next[s] on; four shared requests per 32 cells (lane 0 alone spent four per cell). log >= 5.
+__device__ void dmc_zstd_fse_states(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 lane) {
+    const dmc_u32 size = 1u << log;
+    for (dmc_u32 u = lane; u < size; u += DMC_WARP_SIZE) {
+        const dmc_u32 s = table[u] & 0xFFu;
+        const dmc_u32 peers = __match_any_sync(0xffffffffu, s);
+        const dmc_u32 nxt = sm->t.f.next[s] + (dmc_u32)__popc(peers & ((1u << lane) - 1u));
+        __syncwarp();  // every lane read next[s] before it moves on
+        if ((peers >> lane) == 1u) sm->t.f.next[s] = (dmc_u16)(nxt + 1);  // the group's last lane
+        const dmc_u32 nb = log - dmc_zstd_highbit(nxt);
+        table[u] = s | (nb << 8) | (((nxt << nb) - size) << 16);
+        __syncwarp();
+    }
+}
+
+// Lane 0: spreads a predefined distribution (dmc_zstd_fse_states completes the table).
+__device__ dmc_u32 dmc_zstd_spread_default(dmc_zstd_smem* sm, dmc_u32* table, const dmc_i16* dist, dmc_u32 n,
+                                           dmc_u32 log) {
     for (dmc_u32 s = 0; s < n; s++) sm->t.f.norm[s] = dist[s];
-    return dmc_zstd_build_fse(sm, table, log, n - 1);
+    return dmc_zstd_spread_fse(sm, table, log, n - 1);
 }
 
 // ---- Huffman ----
 
-// Lane 0: reads a Huffman tree description at [p, p+avail) and builds sm->huf.
-// Returns the status; *used bytes consumed, *log the maximum code length.
-__device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 avail, dmc_u32* used,
-                                         dmc_u32* log_out) {
+// Lane 0: reads the weights of a Huffman tree description at [p, p+avail) into sm->t.weights.
+// Returns the status; *used bytes consumed, *n_out the weights described (the last one is
+// implied; dmc_zstd_build_huffman completes it).
+__device__ dmc_u32 dmc_zstd_read_weights(dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 avail, dmc_u32* used,
+                                         dmc_u32* n_out) {
     if (avail < 1) return DMC_STATUS_CORRUPT;
     const dmc_u32 hb = p[0];
     dmc_u32 n = 0;  // weights described (the last one is implied)
@@ -370,30 +402,50 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
         }
         *used = 1 + bytes;
     }
-    // The implied last weight completes the sum of 2^(w-1) to a power of two.
-    dmc_u32 sum = 0;
-    for (dmc_u32 i = 0; i < n; i++) {
-        const dmc_u32 w = sm->t.weights[i];
-        if (w > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
-        if (w) sum += 1u << (w - 1);
+    *n_out = n;
+    return DMC_STATUS_OK;
+}
+
+// All lanes: the Huffman table sm->huf from the n weights in sm->t.weights (lane 0 wrote them,
+// the warp synchronised since) and the implied last one. Lane l keeps the weights of symbols
+// l + 32 j (j < 8) as 4-bit fields of one register; the sum of 2^(w-1) is a warp reduction.
+// Codes in order of increasing weight, symbols in natural order within a weight: a symbol of
+// weight w fills 2^(w-1) consecutive entries of the 2^log-entry table; a ballot per weight and
+// 32 symbols lists them, and the lanes fill each symbol's entries together (one store request
+// per symbol of up to 32 entries; lane 0 alone spent one load per weight and symbol and one
+// store per entry). Returns the status (the same in every lane); *log_out the maximum code
+// length.
+__device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32* log_out, dmc_u32 lane) {
+    dmc_u32 pk = 0, sum = 0;
+    bool bad = false;
+    for (dmc_u32 j = 0; j < 8; j++) {
+        const dmc_u32 s = lane + DMC_WARP_SIZE * j;
+        const dmc_u32 w = s < n ? sm->t.weights[s] : 0u;
+        if (w > DMC_ZSTD_HUF_LOG_MAX) bad = true;
+        else if (w) sum += 1u << (w - 1);
+        pk |= (w & 15u) << (4 * j);
     }
-    if (sum == 0) return DMC_STATUS_CORRUPT;
+    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, (int)d);
+    if (__any_sync(0xffffffffu, bad) || sum == 0) return DMC_STATUS_CORRUPT;
+    // The implied last weight completes the sum of 2^(w-1) to a power of two.
     const dmc_u32 log = dmc_zstd_highbit(sum) + 1;
     if (log > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
     const dmc_u32 rest = (1u << log) - sum;
     if (rest & (rest - 1)) return DMC_STATUS_CORRUPT;
-    sm->t.weights[n] = (dmc_u8)(dmc_zstd_highbit(rest) + 1);
+    if (lane == (n & 31u)) pk |= (dmc_zstd_highbit(rest) + 1) << (4 * (n >> 5));  // n <= 255
     const dmc_u32 nsym = n + 1;
-    // Codes in order of increasing weight, symbols in natural order within a weight: a symbol
-    // of weight w fills 2^(w-1) consecutive entries of the 2^log-entry table.
     dmc_u32 idx = 0;
     for (dmc_u32 w = 1; w <= log; w++) {
         const dmc_u32 span = 1u << (w - 1);
         const dmc_u32 entry = ((log + 1 - w) << 8);
-        for (dmc_u32 s = 0; s < nsym; s++) {
-            if (sm->t.weights[s] != w) continue;
-            for (dmc_u32 k = 0; k < span; k++) sm->huf[idx + k] = (dmc_u16)(entry | s);
-            idx += span;
+        for (dmc_u32 j = 0; DMC_WARP_SIZE * j < nsym; j++) {
+            dmc_u32 m = __ballot_sync(0xffffffffu, ((pk >> (4 * j)) & 15u) == w && lane + DMC_WARP_SIZE * j < nsym);
+            while (m) {
+                const dmc_u32 s = DMC_WARP_SIZE * j + (dmc_u32)(__ffs(m) - 1);
+                m &= m - 1;
+                for (dmc_u32 k = lane; k < span; k += DMC_WARP_SIZE) sm->huf[idx + k] = (dmc_u16)(entry | s);
+                idx += span;
+            }
         }
     }
     if (idx != (1u << log)) return DMC_STATUS_CORRUPT;
@@ -804,13 +856,14 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
         __syncwarp();
         if (lane == 0) {
             dmc_u32 s;
-            if (kind == 0) s = dmc_zstd_build_default(sm, table, dmc_zstd_ll_default, 36, 6);
-            else if (kind == 1) s = dmc_zstd_build_default(sm, table, dmc_zstd_of_default, 29, 5);
-            else s = dmc_zstd_build_default(sm, table, dmc_zstd_ml_default, 53, 6);
+            if (kind == 0) s = dmc_zstd_spread_default(sm, table, dmc_zstd_ll_default, 36, 6);
+            else if (kind == 1) s = dmc_zstd_spread_default(sm, table, dmc_zstd_of_default, 29, 5);
+            else s = dmc_zstd_spread_default(sm, table, dmc_zstd_ml_default, 53, 6);
             sm->res[0] = s;
         }
         __syncwarp();
         if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
+        dmc_zstd_fse_states(sm, table, kind == 1 ? 5 : 6, lane);
         dmc_zstd_set_table(fs, kind, 1, kind == 1 ? 5 : 6);
         return DMC_STATUS_OK;
     }
@@ -831,13 +884,14 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
     if (lane == 0) {
         dmc_u32 used = 0, log = 0, msym = 0;
         dmc_u32 s = dmc_zstd_read_ncount(sm, b + *bp, n - *bp, log_max, sym_max, &used, &log, &msym);
-        if (s == DMC_STATUS_OK) s = dmc_zstd_build_fse(sm, table, log, msym);
+        if (s == DMC_STATUS_OK) s = dmc_zstd_spread_fse(sm, table, log, msym);
         sm->res[0] = s;
         sm->res[1] = used;
         sm->res[2] = log;
     }
     __syncwarp();
     if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
+    dmc_zstd_fse_states(sm, table, sm->res[2], lane);
     *bp += sm->res[1];
     dmc_zstd_set_table(fs, kind, 2, sm->res[2]);
     return DMC_STATUS_OK;
@@ -916,16 +970,19 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         if (ltype == 2) {
             __syncwarp();  // earlier readers of the Huffman table are done
             if (lane == 0) {
-                dmc_u32 used = 0, log = 0;
-                const dmc_u32 s = dmc_zstd_read_huffman(sm, c, csize, &used, &log);
+                dmc_u32 used = 0, nw = 0;
+                const dmc_u32 s = dmc_zstd_read_weights(sm, c, csize, &used, &nw);
                 sm->res[0] = s;
                 sm->res[1] = used;
-                sm->res[2] = log;
+                sm->res[2] = nw;
             }
             __syncwarp();
             if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
             th = sm->res[1];
-            fs->tabs = (fs->tabs & ~15u) | sm->res[2];
+            dmc_u32 log = 0;
+            const dmc_u32 s = dmc_zstd_build_huffman(sm, sm->res[2], &log, lane);
+            if (s != DMC_STATUS_OK) return s;
+            fs->tabs = (fs->tabs & ~15u) | log;
         } else if ((fs->tabs & 15u) == 0) {
             return DMC_STATUS_CORRUPT;  // treeless literals without an earlier table
         }
