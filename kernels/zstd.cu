@@ -211,16 +211,18 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
                                         dmc_u32 sym_max, dmc_u32* used, dmc_u32* log_out,
                                         dmc_u32* max_sym) {
     // Forward bit reader: bits past `avail` read as zeros; the used size is checked at the end.
+    // A field (n <= 10 bits) loads the 1 to 3 bytes it spans (was one byte load per bit).
     dmc_u64 bitpos = 0;
     const dmc_u64 total_bits = (dmc_u64)avail * 8;
 #define DMC_ZFWD(n, out)                                                                     \
     do {                                                                                     \
+        const dmc_u64 q_ = bitpos >> 3;                                                      \
+        const dmc_u32 nb_ = ((dmc_u32)(bitpos & 7) + (n) + 7) >> 3;                          \
         dmc_u32 v_ = 0;                                                                      \
-        for (dmc_u32 k_ = 0; k_ < (n); k_++) {                                               \
-            const dmc_u64 q_ = bitpos + k_;                                                  \
-            if (q_ < total_bits) v_ |= (dmc_u32)((p[q_ >> 3] >> (q_ & 7)) & 1u) << k_;      \
+        for (dmc_u32 k_ = 0; k_ < nb_; k_++) {                                               \
+            if (q_ + k_ < avail) v_ |= (dmc_u32)p[q_ + k_] << (8 * k_);                      \
         }                                                                                    \
-        (out) = v_;                                                                          \
+        (out) = (v_ >> (bitpos & 7)) & ((1u << (n)) - 1u);                                   \
     } while (0)
     dmc_u32 v;
     DMC_ZFWD(4, v);
