@@ -12,8 +12,12 @@
 //     except that lane 0 keeps the literals length FSE state, lane 1 the offset state and the
 //     others the match length state, so a sequence's three table entries are one shared
 //     request, handed to every lane by shuffles;
-//   - table builds (Huffman, FSE: description parse, symbol spread, state table) run on lane 0
-//     into this warp's shared-memory tables, published with one __syncwarp;
+//   - an FSE table's description parse and symbol spread and the Huffman weights' decode run
+//     on lane 0 into this warp's shared-memory tables, published with one __syncwarp; the FSE
+//     states are then set by the whole warp, 32 cells per round (__match_any_sync ranks the
+//     cells of a symbol: dmc_zstd_fse_states), and the Huffman table is filled by the whole
+//     warp (a ballot per weight lists its symbols, the lanes write each symbol's entries
+//     together: dmc_zstd_build_huffman);
 //   - the sequence and Huffman-weight bitstreams are read through a 128-bit cache of two
 //     aligned 8-byte words: one load per 64 bits;
 //   - Huffman literals decode on all 32 lanes, one stream at a time (1 or 4 per block): lane i
@@ -30,9 +34,10 @@
 //     overlap-safe match copy of the LZ4 kernel (byte j of a match of distance d comes from
 //     op-d+(j mod d)); short sequences (no part of 64 bytes or more) gather into batches of
 //     up to 32, lane k keeping sequence k's lengths and offset, and a batch goes out in one
-//     pass, one byte per lane and round of 32 (dmc_zstd_seq_batch: warp scans place the
-//     sequences, each lane resolves its byte's source, through earlier bytes of the batch,
-//     to a literal or to output written before the batch), one __syncwarp per batch; a
+//     pass, in rounds of 128 bytes (dmc_zstd_seq_batch: warp scans place the sequences; four
+//     times per round each lane resolves one byte's source, through earlier bytes of the
+//     batch, to a literal or to output written before the batch, and loads it; shuffles
+//     gather each lane's 4 bytes into one aligned 4-byte store), one __syncwarp per batch; a
 //     sequence with a long part, or whose stores would reach the in-tail literals the batch
 //     reads, runs alone after the batch: literals and match (a __syncwarp between), when the
 //     output front is close behind the in-tail literals in rounds; runs of 64 bytes or more
@@ -206,16 +211,18 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
                                         dmc_u32 sym_max, dmc_u32* used, dmc_u32* log_out,
                                         dmc_u32* max_sym) {
     // Forward bit reader: bits past `avail` read as zeros; the used size is checked at the end.
+    // A field (n <= 10 bits) loads the 1 to 3 bytes it spans (was one byte load per bit).
     dmc_u64 bitpos = 0;
     const dmc_u64 total_bits = (dmc_u64)avail * 8;
 #define DMC_ZFWD(n, out)                                                                     \
     do {                                                                                     \
+        const dmc_u64 q_ = bitpos >> 3;                                                      \
+        const dmc_u32 nb_ = ((dmc_u32)(bitpos & 7) + (n) + 7) >> 3;                          \
         dmc_u32 v_ = 0;                                                                      \
-        for (dmc_u32 k_ = 0; k_ < (n); k_++) {                                               \
-            const dmc_u64 q_ = bitpos + k_;                                                  \
-            if (q_ < total_bits) v_ |= (dmc_u32)((p[q_ >> 3] >> (q_ & 7)) & 1u) << k_;      \
+        for (dmc_u32 k_ = 0; k_ < nb_; k_++) {                                               \
+            if (q_ + k_ < avail) v_ |= (dmc_u32)p[q_ + k_] << (8 * k_);                      \
         }                                                                                    \
-        (out) = v_;                                                                          \
+        (out) = (v_ >> (bitpos & 7)) & ((1u << (n)) - 1u);                                   \
     } while (0)
     dmc_u32 v;
     DMC_ZFWD(4, v);
@@ -272,8 +279,9 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
     return DMC_STATUS_OK;
 }
 
-// Builds the FSE decoding table of sm->t.f.norm[0..=max_sym] (sum 1 << log) into `table`.
-__device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
+// Lane 0: spreads the symbols of sm->t.f.norm[0..=max_sym] (sum 1 << log) over `table` (each
+// cell its symbol) and sets sm->t.f.next to each symbol's first state. Returns the status.
+__device__ dmc_u32 dmc_zstd_spread_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
     const dmc_u32 size = 1u << log;
     const dmc_u32 mask = size - 1;
     dmc_u32 high = size - 1;
@@ -297,7 +305,15 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
             } while (pos > high);
         }
     }
-    if (pos != 0) return DMC_STATUS_CORRUPT;
+    return pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+}
+
+// Lane 0: builds the FSE decoding table of sm->t.f.norm[0..=max_sym] (sum 1 << log) into
+// `table` (the Huffman weights' table, 64 cells at most).
+__device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
+    const dmc_u32 st = dmc_zstd_spread_fse(sm, table, log, max_sym);
+    if (st != DMC_STATUS_OK) return st;
+    const dmc_u32 size = 1u << log;
     for (dmc_u32 u = 0; u < size; u++) {
         const dmc_u32 s = table[u] & 0xFFu;
         const dmc_u32 nxt = sm->t.f.next[s]++;
@@ -308,19 +324,38 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
     return DMC_STATUS_OK;
 }
 
-// Lane 0: the table of a predefined distribution.
-__device__ dmc_u32 dmc_zstd_build_default(dmc_zstd_smem* sm, dmc_u32* table, const dmc_i16* dist, dmc_u32 n,
-                                          dmc_u32 log) {
+// All lanes: the states of a spread table (dmc_zstd_spread_fse, published by a __syncwarp), 32
+// cells per round: the k-th cell of symbol s in cell order gets next[s] + k, so a lane counts
+// the lanes before it holding the same symbol (__match_any_sync) and the last of them moves
+// next[s] on; four shared requests per 32 cells (lane 0 alone spent four per cell). log >= 5.
+__device__ void dmc_zstd_fse_states(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 lane) {
+    const dmc_u32 size = 1u << log;
+    for (dmc_u32 u = lane; u < size; u += DMC_WARP_SIZE) {
+        const dmc_u32 s = table[u] & 0xFFu;
+        const dmc_u32 peers = __match_any_sync(0xffffffffu, s);
+        const dmc_u32 nxt = sm->t.f.next[s] + (dmc_u32)__popc(peers & ((1u << lane) - 1u));
+        __syncwarp();  // every lane read next[s] before it moves on
+        if ((peers >> lane) == 1u) sm->t.f.next[s] = (dmc_u16)(nxt + 1);  // the group's last lane
+        const dmc_u32 nb = log - dmc_zstd_highbit(nxt);
+        table[u] = s | (nb << 8) | (((nxt << nb) - size) << 16);
+        __syncwarp();
+    }
+}
+
+// Lane 0: spreads a predefined distribution (dmc_zstd_fse_states completes the table).
+__device__ dmc_u32 dmc_zstd_spread_default(dmc_zstd_smem* sm, dmc_u32* table, const dmc_i16* dist, dmc_u32 n,
+                                           dmc_u32 log) {
     for (dmc_u32 s = 0; s < n; s++) sm->t.f.norm[s] = dist[s];
-    return dmc_zstd_build_fse(sm, table, log, n - 1);
+    return dmc_zstd_spread_fse(sm, table, log, n - 1);
 }
 
 // ---- Huffman ----
 
-// Lane 0: reads a Huffman tree description at [p, p+avail) and builds sm->huf.
-// Returns the status; *used bytes consumed, *log the maximum code length.
-__device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 avail, dmc_u32* used,
-                                         dmc_u32* log_out) {
+// Lane 0: reads the weights of a Huffman tree description at [p, p+avail) into sm->t.weights.
+// Returns the status; *used bytes consumed, *n_out the weights described (the last one is
+// implied; dmc_zstd_build_huffman completes it).
+__device__ dmc_u32 dmc_zstd_read_weights(dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 avail, dmc_u32* used,
+                                         dmc_u32* n_out) {
     if (avail < 1) return DMC_STATUS_CORRUPT;
     const dmc_u32 hb = p[0];
     dmc_u32 n = 0;  // weights described (the last one is implied)
@@ -369,30 +404,50 @@ __device__ dmc_u32 dmc_zstd_read_huffman(dmc_zstd_smem* sm, const dmc_u8* p, dmc
         }
         *used = 1 + bytes;
     }
-    // The implied last weight completes the sum of 2^(w-1) to a power of two.
-    dmc_u32 sum = 0;
-    for (dmc_u32 i = 0; i < n; i++) {
-        const dmc_u32 w = sm->t.weights[i];
-        if (w > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
-        if (w) sum += 1u << (w - 1);
+    *n_out = n;
+    return DMC_STATUS_OK;
+}
+
+// All lanes: the Huffman table sm->huf from the n weights in sm->t.weights (lane 0 wrote them,
+// the warp synchronised since) and the implied last one. Lane l keeps the weights of symbols
+// l + 32 j (j < 8) as 4-bit fields of one register; the sum of 2^(w-1) is a warp reduction.
+// Codes in order of increasing weight, symbols in natural order within a weight: a symbol of
+// weight w fills 2^(w-1) consecutive entries of the 2^log-entry table; a ballot per weight and
+// 32 symbols lists them, and the lanes fill each symbol's entries together (one store request
+// per symbol of up to 32 entries; lane 0 alone spent one load per weight and symbol and one
+// store per entry). Returns the status (the same in every lane); *log_out the maximum code
+// length.
+__device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32* log_out, dmc_u32 lane) {
+    dmc_u32 pk = 0, sum = 0;
+    bool bad = false;
+    for (dmc_u32 j = 0; j < 8; j++) {
+        const dmc_u32 s = lane + DMC_WARP_SIZE * j;
+        const dmc_u32 w = s < n ? sm->t.weights[s] : 0u;
+        if (w > DMC_ZSTD_HUF_LOG_MAX) bad = true;
+        else if (w) sum += 1u << (w - 1);
+        pk |= (w & 15u) << (4 * j);
     }
-    if (sum == 0) return DMC_STATUS_CORRUPT;
+    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, (int)d);
+    if (__any_sync(0xffffffffu, bad) || sum == 0) return DMC_STATUS_CORRUPT;
+    // The implied last weight completes the sum of 2^(w-1) to a power of two.
     const dmc_u32 log = dmc_zstd_highbit(sum) + 1;
     if (log > DMC_ZSTD_HUF_LOG_MAX) return DMC_STATUS_CORRUPT;
     const dmc_u32 rest = (1u << log) - sum;
     if (rest & (rest - 1)) return DMC_STATUS_CORRUPT;
-    sm->t.weights[n] = (dmc_u8)(dmc_zstd_highbit(rest) + 1);
+    if (lane == (n & 31u)) pk |= (dmc_zstd_highbit(rest) + 1) << (4 * (n >> 5));  // n <= 255
     const dmc_u32 nsym = n + 1;
-    // Codes in order of increasing weight, symbols in natural order within a weight: a symbol
-    // of weight w fills 2^(w-1) consecutive entries of the 2^log-entry table.
     dmc_u32 idx = 0;
     for (dmc_u32 w = 1; w <= log; w++) {
         const dmc_u32 span = 1u << (w - 1);
         const dmc_u32 entry = ((log + 1 - w) << 8);
-        for (dmc_u32 s = 0; s < nsym; s++) {
-            if (sm->t.weights[s] != w) continue;
-            for (dmc_u32 k = 0; k < span; k++) sm->huf[idx + k] = (dmc_u16)(entry | s);
-            idx += span;
+        for (dmc_u32 j = 0; DMC_WARP_SIZE * j < nsym; j++) {
+            dmc_u32 m = __ballot_sync(0xffffffffu, ((pk >> (4 * j)) & 15u) == w && lane + DMC_WARP_SIZE * j < nsym);
+            while (m) {
+                const dmc_u32 s = DMC_WARP_SIZE * j + (dmc_u32)(__ffs(m) - 1);
+                m &= m - 1;
+                for (dmc_u32 k = lane; k < span; k += DMC_WARP_SIZE) sm->huf[idx + k] = (dmc_u16)(entry | s);
+                idx += span;
+            }
         }
     }
     if (idx != (1u << log)) return DMC_STATUS_CORRUPT;
@@ -612,13 +667,14 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
 // (under 64) | match length << 8 in `blen` and its offset in `boff` (lanes k >= nb: ignored);
 // the batch's output ends at `end` and its literals at literal index L->used. Warp scans give
 // each sequence its output start and literal index (so the batch starts at op = end - total);
-// then each lane takes one byte of the batch's output per round of 32 and resolves where that
-// byte comes from: a literal (the literal source), or a match byte, whose source byte (the
+// then each lane takes one byte of the batch's output per slot of 32 (4 slots per round of 128
+// bytes) and resolves where that byte comes from: a literal (the literal source), or a match byte, whose source byte (the
 // overlap-safe rule of dmc_zstd_match) either lies before op (already written and
 // synchronised: read the output) or is another byte of this batch, resolved again (each step
 // lands in an earlier sequence or in a literal, so at most nb steps). No lane reads a byte that
-// any lane writes in this call, and each round is one load and one store request for the
-// whole batch (a sequence alone spent one of each per sequence). The caller made sure the
+// any lane writes in this call, and each round of 128 bytes is four load requests and one
+// store request for the whole batch (a sequence alone spent a load and a store request per 32
+// bytes of each sequence). The caller made sure the
 // batch's stores end at or before the first in-tail literal it reads (out[op, end) never
 // meets the literals); the warp is synchronised on entry and return.
 __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, const dmc_zstd_lits* L, dmc_u32 nb,
@@ -638,42 +694,64 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, con
     const dmc_u32 start = sn - n, lu = sl - l;  // this lane's sequence: output start, literal index
     const dmc_u32 total = __shfl_sync(0xffffffffu, sn, DMC_WARP_SIZE - 1);
     const dmc_u32 op = end - total, lu0 = L->used - __shfl_sync(0xffffffffu, sl, DMC_WARP_SIZE - 1);
-    for (dmc_u32 r = 0; r < total; r += DMC_WARP_SIZE) {
-        const dmc_u32 p = r + lane;
-        bool done = p >= total, lit = false;
-        dmc_u32 q = p;           // the byte to resolve, relative to op
-        dmc_u32 src = 0;         // literal index (lit) or output position
-        while (__any_sync(0xffffffffu, !done)) {
-            // the last sequence starting at or before q
-            dmc_u32 s = 0;
-            for (dmc_u32 step = DMC_WARP_SIZE / 2; step > 0; step >>= 1) {
-                const dmc_u32 st = __shfl_sync(0xffffffffu, start, s + step);
-                if (s + step < nb && st <= q) s += step;
-            }
-            const dmc_u32 st = __shfl_sync(0xffffffffu, start, s), sll = __shfl_sync(0xffffffffu, bll, s),
-                          soff = __shfl_sync(0xffffffffu, boff, s), slu = __shfl_sync(0xffffffffu, lu, s);
-            if (!done) {
-                const dmc_u32 dq = q - st;
-                if (dq < sll) {
-                    lit = true;
-                    src = lu0 + slu + dq;
-                    done = true;
-                } else {
-                    const dmc_u32 k = dq - sll;
-                    const dmc_u32 a = st + sll + (k < soff ? k : k % soff);  // source: a - soff
-                    if (soff > a) {  // before the batch
-                        src = op - (soff - a);
+    // Output in rounds of 128 bytes from the aligned word at or before op: slot b of a round is
+    // the bytes x = r + 32 b + lane (x counted from that word, the batch's bytes are x in
+    // [mis, span)), one byte per lane resolved and loaded; shuffles gather each lane's 4 bytes
+    // x = r + 4 lane .. + 3, stored with one aligned 4-byte store. The bytes of the partial
+    // words at either end (which other output, or in-tail literals, may share) are stored one
+    // at a time where they are loaded.
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)(out + op) & 3u), span = mis + total;
+    for (dmc_u32 r = 0; r < span; r += 4 * DMC_WARP_SIZE) {
+        dmc_u32 pk = 0;  // byte b: this lane's byte of slot b
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 x = r + DMC_WARP_SIZE * b + lane;
+            const bool mine = x >= mis && x < span;
+            bool done = !mine, lit = false;
+            dmc_u32 q = x - mis;     // the byte to resolve, relative to op
+            dmc_u32 src = 0;         // literal index (lit) or output position
+            while (__any_sync(0xffffffffu, !done)) {
+                // the last sequence starting at or before q
+                dmc_u32 s = 0;
+                for (dmc_u32 step = DMC_WARP_SIZE / 2; step > 0; step >>= 1) {
+                    const dmc_u32 st = __shfl_sync(0xffffffffu, start, s + step);
+                    if (s + step < nb && st <= q) s += step;
+                }
+                const dmc_u32 st = __shfl_sync(0xffffffffu, start, s), sll = __shfl_sync(0xffffffffu, bll, s),
+                              soff = __shfl_sync(0xffffffffu, boff, s), slu = __shfl_sync(0xffffffffu, lu, s);
+                if (!done) {
+                    const dmc_u32 dq = q - st;
+                    if (dq < sll) {
+                        lit = true;
+                        src = lu0 + slu + dq;
                         done = true;
                     } else {
-                        q = a - soff;
+                        const dmc_u32 k = dq - sll;
+                        const dmc_u32 a = st + sll + (k < soff ? k : k % soff);  // source: a - soff
+                        if (soff > a) {  // before the batch
+                            src = op - (soff - a);
+                            done = true;
+                        } else {
+                            q = a - soff;
+                        }
                     }
                 }
             }
+            dmc_u32 v = 0;
+            if (mine) {
+                v = (lit && L->kind == 1) ? L->rle : *(lit ? L->src + src : out + src);
+                // a byte of a partial word at either end: stored alone
+                if (x < ((mis + 3u) & ~3u) || x >= (span & ~3u)) out[op + x - mis] = (dmc_u8)v;
+            }
+            pk |= v << (8 * b);
         }
-        if (p < total) {
-            const dmc_u8* sp = lit ? L->src + src : out + src;
-            out[op + p] = (lit && L->kind == 1) ? L->rle : *sp;
+        // lane l's word is the bytes x = r + 4 l + c, slot l / 8 of lanes 4 l + c (mod 32)
+        dmc_u32 word = 0;
+        for (dmc_u32 c = 0; c < 4; c++) {
+            const dmc_u32 t = __shfl_sync(0xffffffffu, pk, (int)(((4 * lane) & 31u) + c));
+            word |= ((t >> (8 * (lane >> 3))) & 0xFFu) << (8 * c);
         }
+        const dmc_u32 x0 = r + 4 * lane;
+        if (x0 >= ((mis + 3u) & ~3u) && x0 + 4 <= span) *(dmc_u32*)(out + op + x0 - mis) = word;  // aligned
     }
     __syncwarp();
 }
@@ -752,33 +830,43 @@ struct dmc_zstd_frame_state {
     dmc_u32 frame_start;  // output position of the frame's first byte
     dmc_u32 block_max;
     dmc_u32 rep[3];
-    dmc_u32 huf_log;  // 0: no Huffman table yet
-    // Per sequence table: 0 none yet, 1 predefined, 2 other; and its accuracy log.
-    dmc_u32 tag[3];
-    dmc_u32 log[3];
+    // One register for the table state: bits 0-3 the Huffman table's log (0: no table yet),
+    // then per sequence table k (0 LL, 1 OF, 2 ML) at bit 4 + 8k its tag (2 bits: 0 none yet,
+    // 1 predefined, 2 other) and at bit 8 + 8k its accuracy log (4 bits).
+    dmc_u32 tabs;
 };
 
 // Sets up one sequence table (mode 0 predefined, 1 RLE, 2 FSE, 3 repeat). kind: 0 LL, 1 OF, 2 ML.
+__device__ __forceinline__ dmc_u32 dmc_zstd_tag(const dmc_zstd_frame_state* fs, dmc_u32 k) {
+    return (fs->tabs >> (4 + 8 * k)) & 3u;
+}
+__device__ __forceinline__ dmc_u32 dmc_zstd_tlog(const dmc_zstd_frame_state* fs, dmc_u32 k) {
+    return (fs->tabs >> (8 + 8 * k)) & 15u;
+}
+__device__ __forceinline__ void dmc_zstd_set_table(dmc_zstd_frame_state* fs, dmc_u32 k, dmc_u32 tag, dmc_u32 log) {
+    fs->tabs = (fs->tabs & ~(0xFFu << (4 + 8 * k))) | (tag << (4 + 8 * k)) | (log << (8 + 8 * k));
+}
+
 __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, dmc_u32 kind, dmc_u32 mode,
                                       const dmc_u8* b, dmc_u32 n, dmc_u32* bp, dmc_u32 lane) {
     dmc_u32* table = kind == 0 ? sm->ll : (kind == 1 ? sm->of : sm->ml);
     const dmc_u32 sym_max = kind == 0 ? DMC_ZSTD_LL_MAX_SYM : (kind == 1 ? DMC_ZSTD_OF_MAX_SYM : DMC_ZSTD_ML_MAX_SYM);
     const dmc_u32 log_max = kind == 0 ? DMC_ZSTD_LL_LOG_MAX : (kind == 1 ? DMC_ZSTD_OF_LOG_MAX : DMC_ZSTD_ML_LOG_MAX);
-    if (mode == 3) return fs->tag[kind] != 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+    if (mode == 3) return dmc_zstd_tag(fs, kind) != 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
     if (mode == 0) {
-        if (fs->tag[kind] == 1) return DMC_STATUS_OK;  // the table already holds it
+        if (dmc_zstd_tag(fs, kind) == 1) return DMC_STATUS_OK;  // the table already holds it
         __syncwarp();
         if (lane == 0) {
             dmc_u32 s;
-            if (kind == 0) s = dmc_zstd_build_default(sm, table, dmc_zstd_ll_default, 36, 6);
-            else if (kind == 1) s = dmc_zstd_build_default(sm, table, dmc_zstd_of_default, 29, 5);
-            else s = dmc_zstd_build_default(sm, table, dmc_zstd_ml_default, 53, 6);
+            if (kind == 0) s = dmc_zstd_spread_default(sm, table, dmc_zstd_ll_default, 36, 6);
+            else if (kind == 1) s = dmc_zstd_spread_default(sm, table, dmc_zstd_of_default, 29, 5);
+            else s = dmc_zstd_spread_default(sm, table, dmc_zstd_ml_default, 53, 6);
             sm->res[0] = s;
         }
         __syncwarp();
         if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
-        fs->tag[kind] = 1;
-        fs->log[kind] = kind == 1 ? 5 : 6;
+        dmc_zstd_fse_states(sm, table, kind == 1 ? 5 : 6, lane);
+        dmc_zstd_set_table(fs, kind, 1, kind == 1 ? 5 : 6);
         return DMC_STATUS_OK;
     }
     if (mode == 1) {
@@ -789,8 +877,7 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
         __syncwarp();
         if (lane == 0) table[0] = sym;
         __syncwarp();
-        fs->tag[kind] = 2;
-        fs->log[kind] = 0;
+        dmc_zstd_set_table(fs, kind, 2, 0);
         return DMC_STATUS_OK;
     }
     // FSE-compressed description.
@@ -799,16 +886,16 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
     if (lane == 0) {
         dmc_u32 used = 0, log = 0, msym = 0;
         dmc_u32 s = dmc_zstd_read_ncount(sm, b + *bp, n - *bp, log_max, sym_max, &used, &log, &msym);
-        if (s == DMC_STATUS_OK) s = dmc_zstd_build_fse(sm, table, log, msym);
+        if (s == DMC_STATUS_OK) s = dmc_zstd_spread_fse(sm, table, log, msym);
         sm->res[0] = s;
         sm->res[1] = used;
         sm->res[2] = log;
     }
     __syncwarp();
     if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
+    dmc_zstd_fse_states(sm, table, sm->res[2], lane);
     *bp += sm->res[1];
-    fs->tag[kind] = 2;
-    fs->log[kind] = sm->res[2];
+    dmc_zstd_set_table(fs, kind, 2, sm->res[2]);
     return DMC_STATUS_OK;
 }
 
@@ -885,17 +972,20 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         if (ltype == 2) {
             __syncwarp();  // earlier readers of the Huffman table are done
             if (lane == 0) {
-                dmc_u32 used = 0, log = 0;
-                const dmc_u32 s = dmc_zstd_read_huffman(sm, c, csize, &used, &log);
+                dmc_u32 used = 0, nw = 0;
+                const dmc_u32 s = dmc_zstd_read_weights(sm, c, csize, &used, &nw);
                 sm->res[0] = s;
                 sm->res[1] = used;
-                sm->res[2] = log;
+                sm->res[2] = nw;
             }
             __syncwarp();
             if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
             th = sm->res[1];
-            fs->huf_log = sm->res[2];
-        } else if (fs->huf_log == 0) {
+            dmc_u32 log = 0;
+            const dmc_u32 s = dmc_zstd_build_huffman(sm, sm->res[2], &log, lane);
+            if (s != DMC_STATUS_OK) return s;
+            fs->tabs = (fs->tabs & ~15u) | log;
+        } else if ((fs->tabs & 15u) == 0) {
             return DMC_STATUS_CORRUPT;  // treeless literals without an earlier table
         }
         if (th > csize) return DMC_STATUS_CORRUPT;
@@ -907,7 +997,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         const dmc_u32 slen = csize - th;
         dmc_u32 st = DMC_STATUS_OK;
         if (streams == 1) {
-            st = dmc_zstd_huf_stream(sm, fs->huf_log, sp, slen, lit, regen, lane);
+            st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp, slen, lit, regen, lane);
         } else {
             if (slen < 6) return DMC_STATUS_CORRUPT;
             const dmc_u32 s1 = dmc_load_le16(sp), s2 = dmc_load_le16(sp + 2), s3 = dmc_load_le16(sp + 4);
@@ -919,7 +1009,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             for (dmc_u32 k = 0; k < 4 && st == DMC_STATUS_OK; k++) {
                 const dmc_u32 len = k == 0 ? s1 : k == 1 ? s2 : k == 2 ? s3 : slen - start;
                 const dmc_u32 cnt = k < 3 ? seg : regen - 3 * seg;
-                st = dmc_zstd_huf_stream(sm, fs->huf_log, sp + start, len, lit + k * seg, cnt, lane);
+                st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp + start, len, lit + k * seg, cnt, lane);
                 start += len;
             }
         }
@@ -962,9 +1052,9 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         // in that order: one array of u32 from sm.)
         dmc_u32 state;
         {
-            const dmc_u32 sll = dmc_zbr_read(&r, fs->log[0]);
-            const dmc_u32 sof = dmc_zbr_read(&r, fs->log[1]);
-            const dmc_u32 sml = dmc_zbr_read(&r, fs->log[2]);
+            const dmc_u32 sll = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 0));
+            const dmc_u32 sof = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 1));
+            const dmc_u32 sml = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 2));
             state = lane == 0 ? sll : (lane == 1 ? sof : sml);
         }
         // Short sequences gather into batches of up to 32 (lane k keeps the batch's sequence k)
@@ -1127,11 +1217,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     fs.rep[0] = 1;
     fs.rep[1] = 4;
     fs.rep[2] = 8;
-    fs.huf_log = 0;
-    for (int k = 0; k < 3; k++) {
-        fs.tag[k] = 0;
-        fs.log[k] = 0;
-    }
+    fs.tabs = 0;
     dmc_u32 op = *op_io;
     for (;;) {
         if (in_len - ip < 3) return DMC_STATUS_SRC_TRUNCATED;

@@ -926,6 +926,50 @@ fn huffman_streams_at_every_alignment() {
     assert!(m.huffman_1_stream > 0 && m.huffman_4_streams > 0 && m.huffman_direct_weights > 0);
 }
 
+/// Weights of a Huffman table of `log` bits: `ones` symbols of weight 1, the rest of 2^log in
+/// symbols of weights from its binary digits; symbols spread over 0..=128 (the direct
+/// description's range) in a scattered order.
+fn weights_for(log: u32, ones: u32) -> Vec<(u8, u8)> {
+    let rest = (1u32 << log) - ones;
+    let mut w: Vec<u8> = (0..32).rev().filter(|b| rest >> b & 1 == 1).map(|b| (b + 1) as u8).collect();
+    w.extend(std::iter::repeat_n(1u8, ones as usize));
+    assert!(w.len() <= 129);
+    w.iter().enumerate().map(|(i, &wt)| (((i * 37) % 129) as u8, wt)).collect()
+}
+
+/// Huffman tables built by the whole warp (a ballot per weight and 32 symbols, each symbol's
+/// entries filled by the lanes together): every maximum code length 1..=11, with few symbols
+/// (one per weight), with many symbols of one weight (over several ballots of 32), and mixed;
+/// 1 and 4 streams. Compared with libzstd.
+#[test]
+fn huffman_tables_at_every_max_code_length() {
+    let mut next = rng(29);
+    let mut cases = Vec::new();
+    for log in 1..=11u32 {
+        let full = 1u32 << log;
+        let mut sets = vec![weights_for(log, 1), weights_for(log, full.min(120))];
+        if full > 40 {
+            sets.push(weights_for(log, 40));
+        }
+        for (si, weights) in sets.iter().enumerate() {
+            let symbols: Vec<u8> = weights.iter().map(|w| w.0).collect();
+            let lits: Vec<u8> = (0..300).map(|_| symbols[(next() as usize) % symbols.len()]).collect();
+            for streams in [1usize, 4] {
+                let (f, content) = huffman_frame(0, &lits, weights, streams);
+                cases.push(Case {
+                    frame: f,
+                    expect: content,
+                    give_len: false,
+                    verify: false,
+                    what: format!("table log {log}, weight set {si}, {streams} streams"),
+                });
+            }
+        }
+    }
+    let m = check(&cases);
+    assert!(m.huffman_1_stream > 0 && m.huffman_4_streams > 0 && m.huffman_direct_weights > 0);
+}
+
 /// A Huffman literals header that claims one literal more or fewer than its stream codes: the
 /// last code then reads below the stream's first bit, or the stream has bits left over. Both
 /// are corrupt, whatever the stream's length and alignment.
