@@ -547,3 +547,36 @@ def test_device_batches_through_the_kernel_emulator(arrays):
             np.testing.assert_array_equal(g, data[r])
         with pytest.raises(damacy.Exhausted):
             p.pop(timeout=5)
+
+
+@pytest.mark.parametrize("executor", ["cpu", "emulated"])
+def test_a_forked_child_can_drop_the_parents_pipeline(arrays, executor):
+    """A child forked from a process with a running pipeline (a DataLoader worker, a
+    multiprocessing pool) has none of its threads: closing or dropping the inherited pipeline
+    there leaves them to the parent instead of joining threads that do not exist."""
+    import warnings
+
+    path, data = arrays["sharded_zstd"]
+    knobs = {"device_buffer_bytes": 64 << 20, "host_buffer_bytes": 16 << 20} if executor == "emulated" else {}
+    try:
+        p = damacy.Pipeline(cfg(batch_size=2, executor=executor, **knobs))
+    except damacy.Unsupported as e:
+        pytest.skip(f"this wheel has no kernel emulator (build it with --features emulate): {e}")
+    with p:
+        p.push(damacy.Sample(path, np.s_[0:4, 0:8, 0:10]) for _ in range(2))
+        with p.pop(timeout=60) as batch:  # the pipeline's threads (and the emulator's) run
+            np.testing.assert_array_equal(np.from_dlpack(batch)[0], data[0:4, 0:8, 0:10])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running
+            pid = os.fork()
+        if pid == 0:  # the child: no pytest, no exceptions past here
+            code = 0
+            try:
+                p.close()
+                del p
+                gc.collect()
+            except BaseException:  # noqa: BLE001
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -45,6 +45,8 @@ pub(crate) struct EmuStream {
     worker: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The first error any queued work returned; every later event reports it too.
     error: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// The process that started the worker (a child forked later has no worker thread).
+    pid: u32,
 }
 
 /// An emulated event: set by the worker when it reaches it, with the time and the stream's
@@ -119,6 +121,7 @@ impl EmuStream {
             tx: std::sync::Mutex::new(worker.as_ref().map(|_| tx)),
             worker: std::sync::Mutex::new(worker),
             error,
+            pid: std::process::id(),
         })
     }
 
@@ -166,6 +169,15 @@ impl EmuStream {
 
 impl Drop for EmuStream {
     fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            // Dropped in a child forked from the process that made the stream: the worker is
+            // not in this process (joining it panics) and the parent's threads may have held
+            // the locks at the fork, so the queue and the handle are left alone.
+            let tx = std::mem::take(self.tx.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner));
+            let worker = std::mem::take(self.worker.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner));
+            std::mem::forget((tx, worker));
+            return;
+        }
         // Closing the queue lets the worker finish what was queued and exit.
         if let Ok(mut tx) = self.tx.lock() {
             tx.take();

@@ -136,9 +136,16 @@ _MAX_ARRAYS = 1024
 _GENERATION = 0
 
 
+# What a forked child inherited from its parent (readers, stores, array handles, pipelines'
+# views): kept referenced and never dropped in the child, since dropping them would join
+# threads and free device state that only the parent has.
+_INHERITED: list[Any] = []
+
+
 def _after_fork_in_child() -> None:
     global _LOCK, _GENERATION
     _LOCK = threading.Lock()
+    _INHERITED.append((dict(_READERS), dict(_STORES), dict(_ARRAYS)))
     _READERS.clear()
     _STORES.clear()
     _ARRAYS.clear()
@@ -556,6 +563,8 @@ class GpuCodecPipeline(CodecPipeline):
         if self._lock_generation != _GENERATION:  # forked: the parent's lock may be held
             self._lock = threading.Lock()
             self._lock_generation = _GENERATION
+            if self._view is not None:  # the parent's view is never dropped here (_INHERITED)
+                _INHERITED.append(self._view)
         with self._lock:
             if self._view is None or self._view[0] != target:
                 try:

@@ -62,6 +62,8 @@ pub struct Pipeline {
     workers: Mutex<Vec<JoinHandle<()>>>,
     feeder: Mutex<Option<JoinHandle<()>>>,
     warnings: Vec<String>,
+    /// The process that started the threads (a child forked later has none of them).
+    pid: u32,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -117,8 +119,13 @@ impl Pipeline {
                 .spawn(f)
                 .map_err(|e| Error::invalid(format!("cannot start a pipeline thread: {e}; lower Config.n_workers")))
         };
-        let mut pipeline =
-            Self { shared: shared.clone(), workers: Mutex::new(Vec::new()), feeder: Mutex::new(None), warnings };
+        let mut pipeline = Self {
+            shared: shared.clone(),
+            workers: Mutex::new(Vec::new()),
+            feeder: Mutex::new(None),
+            warnings,
+            pid: std::process::id(),
+        };
         let s = shared.clone();
         let feeder = spawn("damacy-feeder".into(), Box::new(move || s.run_feeder()))?;
         *pipeline.feeder.get_mut().map_err(|_| Error::invalid("poisoned"))? = Some(feeder);
@@ -312,8 +319,14 @@ impl Pipeline {
     /// Cancel: stop pulling, let each worker finish the batch it is reading (no new one starts),
     /// free the queued batches and buffers, and join the threads. A feeder inside the user's
     /// iterator's `next()` is not waited for: it exits when `next()` returns. Batches the
-    /// caller still holds stay valid. Idempotent; [`Drop`] calls it.
+    /// caller still holds stay valid. Idempotent; [`Drop`] calls it. In a child forked after
+    /// the pipeline started, it only marks the pipeline closed (its threads are the parent's).
     pub fn close(&self) {
+        if std::process::id() != self.pid {
+            // A child forked after the pipeline started: the threads to join are the parent's.
+            self.shared.closed.store(true, Relaxed);
+            return;
+        }
         self.shared.closed.store(true, Relaxed);
         let (feeding, dropped) = match self.shared.state.lock() {
             Ok(mut st) => {
@@ -352,6 +365,16 @@ impl Pipeline {
 
 impl Drop for Pipeline {
     fn drop(&mut self) {
+        if std::process::id() != self.pid {
+            // Dropped in a child forked from the process that started the pipeline: its
+            // threads are not in this process (joining them panics), their locks may have
+            // been held at the fork, and its buffers may be device memory of the parent's
+            // context. Everything is left to the parent; nothing here is touched.
+            let workers = std::mem::take(self.workers.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner));
+            let feeder = std::mem::take(self.feeder.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner));
+            std::mem::forget((workers, feeder, self.shared.clone()));
+            return;
+        }
         self.close();
     }
 }
