@@ -455,7 +455,11 @@ def test_local_rank_warning_through_the_environment(monkeypatch):
 def test_ctrl_c_during_a_blocking_pop_raises_keyboard_interrupt():
     script = textwrap.dedent(
         """
-        import sys, time, damacy
+        import faulthandler, signal, sys, time, damacy
+        # Python keeps SIGINT ignored when it starts with it ignored (as under a shell's
+        # background job): a Ctrl-C would then never reach Python at all, damacy or not.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        faulthandler.dump_traceback_later(15, exit=True)  # a hang shows where, in stderr
         p = damacy.Pipeline(damacy.Config(batch_size=2, executor="cpu", n_io_threads=1, n_compute_threads=1))
         print("waiting", flush=True)
         started = time.monotonic()
@@ -473,7 +477,12 @@ def test_ctrl_c_during_a_blocking_pop_raises_keyboard_interrupt():
         time.sleep(0.5)
         sent = time.monotonic()
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=20)
+        try:
+            out, err = child.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
+            raise AssertionError(f"no exit 20 s after SIGINT; stdout: {out!r}; stderr: {err!r}") from None
         elapsed = time.monotonic() - sent
     finally:
         child.kill()
