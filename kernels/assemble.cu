@@ -1,7 +1,7 @@
 // assemble.cu — crop + fill + byte order + transpose + dtype cast into the batch tensor.
 // Mapping: grid.y = job (one region of one decoded chunk, or one fill region), grid.x blocks ×
-// DMC_ASSEMBLE_THREADS threads stride over the job's work items. The job is copied into
-// registers once per thread, so the item loop reads only the data. Two paths, chosen per job
+// DMC_ASSEMBLE_THREADS threads stride over the job's work items. The block loads the job into
+// shared memory once (not a copy per thread, which would be local memory). Two paths, chosen per job
 // (uniform over its blocks) from the job's flags:
 // - element path (any job): an item is one element of the region in C order; the thread maps it
 //   through the job's source and destination strides (so any axis permutation is a stride
@@ -243,7 +243,8 @@ __device__ __forceinline__ void dmc_store_elem(dmc_u8* p, dmc_u32 size, dmc_u64 
 }
 
 // The source and destination element offsets (so, dof) of index `rest` over axes 0..=top of the
-// job, in C order (axis top varies fastest).
+// job, in C order (axis top varies fastest). The axes are read from the job staged in shared
+// memory (broadcast reads: every lane reads the same address).
 __device__ __forceinline__ void dmc_asm_offsets(const dmc_assemble_job* j, dmc_u32 rest, dmc_i32 top,
                                                 dmc_i64* so, dmc_i64* dof) {
     dmc_i64 s = 0, d = 0;
@@ -346,16 +347,18 @@ __device__ __forceinline__ bool dmc_asm_wide(const dmc_u8* __restrict__ src, dmc
                                              const dmc_assemble_job* j, dmc_u32 sz, dmc_u32 rb,
                                              dmc_u32 nw, dmc_u32 items) {
     const bool fill = (j->flags & DMC_ASM_FILL) != 0;
-    const dmc_u32 rank = j->rank;
+    const dmc_i32 top = (dmc_i32)j->rank - 2;  // the rows' axes: 0..=top
+    const dmc_i64 src_off = (dmc_i64)j->src_off, dst_off = (dmc_i64)j->dst_off;
+    const dmc_u64 fill_bits = j->fill_bits;
     bool bad = false;
     const dmc_u32 step = gridDim.x * blockDim.x;
     for (dmc_u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < items; e += step) {
         const dmc_u32 row = e / nw;
         const dmc_u32 w = e - row * nw;
         dmc_i64 so, dof;  // the row's first element
-        dmc_asm_offsets(j, row, (dmc_i32)rank - 2, &so, &dof);
-        const dmc_i64 dpos = (dmc_i64)j->dst_off + dof * (dmc_i64)sz;
-        const dmc_i64 spos = (dmc_i64)j->src_off + so * (dmc_i64)sz;
+        dmc_asm_offsets(j, row, top, &so, &dof);
+        const dmc_i64 dpos = dst_off + dof * (dmc_i64)sz;
+        const dmc_i64 spos = src_off + so * (dmc_i64)sz;
         if (dpos < 0 || !dmc_in_bounds((dmc_u64)dpos, rb, dst_total) ||
             (!fill && (spos < 0 || !dmc_in_bounds((dmc_u64)spos, rb, src_total)))) {
             bad = true;
@@ -369,7 +372,7 @@ __device__ __forceinline__ bool dmc_asm_wide(const dmc_u8* __restrict__ src, dmc
         const dmc_u32 hi = end - a >= 16 ? 16u : (dmc_u32)(end - a);
         dmc_u32x4 v;
         if (fill) {
-            v = dmc_asm_fill16(j->fill_bits, sz);
+            v = dmc_asm_fill16(fill_bits, sz);
         } else {
             // source byte of destination address x: x - d0 + (src + spos)
             const dmc_u64 s = (dmc_u64)(src + spos) + (a - d0);
@@ -398,42 +401,59 @@ __device__ __forceinline__ bool dmc_asm_elements(const dmc_u8* __restrict__ src,
                                                  const dmc_assemble_job* j, dmc_u32 ssz, dmc_u32 dsz) {
     const bool fill = (j->flags & DMC_ASM_FILL) != 0;
     const bool swap = (j->flags & DMC_ASM_BYTESWAP) != 0;
-    const dmc_u32 rank = j->rank;
+    const dmc_i32 top = (dmc_i32)j->rank - 1;
+    const dmc_i64 src_off = (dmc_i64)j->src_off, dst_off = (dmc_i64)j->dst_off;
+    const dmc_u64 fill_bits = j->fill_bits, n = j->n_elems;
+    const dmc_u32 sd = j->src_dtype, dd = j->dst_dtype;
     bool bad = false;
     const dmc_u64 step = (dmc_u64)gridDim.x * blockDim.x;
-    for (dmc_u64 e = (dmc_u64)blockIdx.x * blockDim.x + threadIdx.x; e < j->n_elems; e += step) {
+    for (dmc_u64 e = (dmc_u64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {
         dmc_i64 so, dof;  // the host keeps n_elems below 2^32: 32-bit index math
-        dmc_asm_offsets(j, (dmc_u32)e, (dmc_i32)rank - 1, &so, &dof);
-        const dmc_i64 dpos = (dmc_i64)j->dst_off + dof * (dmc_i64)dsz;
+        dmc_asm_offsets(j, (dmc_u32)e, top, &so, &dof);
+        const dmc_i64 dpos = dst_off + dof * (dmc_i64)dsz;
         if (dpos < 0 || !dmc_in_bounds((dmc_u64)dpos, dsz, dst_total)) {
             bad = true;
             continue;
         }
         dmc_u64 v;
         if (fill) {
-            v = j->fill_bits;
+            v = fill_bits;
         } else {
-            const dmc_i64 spos = (dmc_i64)j->src_off + so * (dmc_i64)ssz;
+            const dmc_i64 spos = src_off + so * (dmc_i64)ssz;
             if (spos < 0 || !dmc_in_bounds((dmc_u64)spos, ssz, src_total)) {
                 bad = true;
                 continue;
             }
-            v = dmc_convert(dmc_load_elem(src + spos, ssz, swap, NAT), j->src_dtype, j->dst_dtype);
+            v = dmc_convert(dmc_load_elem(src + spos, ssz, swap, NAT), sd, dd);
         }
         dmc_store_elem(dst + dpos, dsz, v, NAT);
     }
     return bad;
 }
 
+// A job as the block stages it in shared memory: loaded as 8-byte words, read as the struct.
+static_assert(sizeof(dmc_assemble_job) % 8 == 0 && sizeof(dmc_assemble_job) / 8 <= DMC_ASSEMBLE_THREADS,
+              "one 8-byte word of the job per thread");
+union dmc_asm_staged_job {
+    dmc_u64 w[sizeof(dmc_assemble_job) / 8];
+    dmc_assemble_job job;
+};
+
 extern "C" __global__ void __launch_bounds__(DMC_ASSEMBLE_THREADS)
 dmc_assemble(const dmc_u8* __restrict__ src, dmc_u64 src_total, dmc_u8* __restrict__ dst,
              dmc_u64 dst_total, const dmc_assemble_job* __restrict__ jobs, dmc_u32 n_jobs,
              dmc_u32* __restrict__ status) {
     const dmc_u32 jid = blockIdx.y;
-    if (jid >= n_jobs) return;
-    // The job's fields in registers, read once: the element loop reads only the data.
-    const dmc_assemble_job job = jobs[jid];
-    const dmc_assemble_job* j = &job;
+    if (jid >= n_jobs) return;  // uniform over the block
+    // The job in shared memory, loaded once per block (one 8-byte word per thread): the axis
+    // loops index its strides and shape by axis, so a per-thread copy would live in local
+    // memory (a 240-byte stack frame per thread, written in full by every thread); reads of
+    // shared memory at one address are broadcasts.
+    __shared__ dmc_asm_staged_job staged;
+    if (threadIdx.x < sizeof(dmc_assemble_job) / 8)
+        staged.w[threadIdx.x] = ((const dmc_u64*)(jobs + jid))[threadIdx.x];
+    __syncthreads();
+    const dmc_assemble_job* j = &staged.job;
     const dmc_u32 ssz = dmc_dtype_size(j->src_dtype);
     const dmc_u32 dsz = dmc_dtype_size(j->dst_dtype);
     const bool fill = (j->flags & DMC_ASM_FILL) != 0;
