@@ -302,6 +302,9 @@ pub struct Resources {
     pub registers: u32,
     /// Bytes of spill stores (0 is expected; the compile check fails on spills).
     pub spill_bytes: u32,
+    /// Bytes of stack frame per thread: local memory, which the emulator's model does not see
+    /// (per-thread arrays indexed at run time live there); 0 is expected of every kernel.
+    pub stack_bytes: u32,
     /// Static shared memory per block, bytes.
     pub smem_bytes: u32,
 }
@@ -309,12 +312,12 @@ pub struct Resources {
 impl Resources {
     /// Resources from the counts themselves.
     #[must_use]
-    pub fn new(registers: u32, spill_bytes: u32, smem_bytes: u32) -> Self {
-        Self { registers, spill_bytes, smem_bytes }
+    pub fn new(registers: u32, spill_bytes: u32, stack_bytes: u32, smem_bytes: u32) -> Self {
+        Self { registers, spill_bytes, stack_bytes, smem_bytes }
     }
 
     /// Parses ptxas' verbose log for `kernel`: the `Used N registers` line after the
-    /// `Compiling entry function 'kernel'` line, and the spill line between them.
+    /// `Compiling entry function 'kernel'` line, and the stack and spill line between them.
     #[must_use]
     pub fn from_ptxas_log(log: &str, kernel: &str) -> Option<Self> {
         let mut inside = false;
@@ -329,6 +332,9 @@ impl Resources {
             }
             if let Some(at) = line.find("bytes spill stores") {
                 r.spill_bytes = number_before(&line[..at]).unwrap_or(0);
+            }
+            if let Some(at) = line.find("bytes stack frame") {
+                r.stack_bytes = number_before(&line[..at]).unwrap_or(0);
             }
             if let Some(at) = line.find("Used ") {
                 let rest = &line[at + 5..];
@@ -550,7 +556,10 @@ pub fn markdown_row(case: &str, c: &LaunchCost, bytes: u64, res: Option<&Resourc
         s.requests,
         if s.requests == 0 { 0.0 } else { s.vs_ideal() },
         c.requests_per_byte(bytes),
-        res.map_or_else(|| "?".to_string(), |r| format!("{} regs, {} B spill", r.registers, r.spill_bytes)),
+        res.map_or_else(
+            || "?".to_string(),
+            |r| format!("{} regs, {} B spill, {} B stack", r.registers, r.spill_bytes, r.stack_bytes)
+        ),
         e.occupancy.warps_per_sm,
         model.max_warps,
         e.occupancy.limiter,
@@ -564,3 +573,24 @@ pub fn markdown_row(case: &str, c: &LaunchCost, bytes: u64, res: Option<&Resourc
 /// The header of [`markdown_row`]'s table.
 pub const MARKDOWN_HEADER: &str = "| case | kernel | launches | bytes | global requests | sectors/request | lanes/request | lines/request | shared requests | bank wavefronts vs ideal | warp-requests/byte | resources (sm_90) | occupancy warps/SM | model time (bound) | model GB/s |\n\
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+
+#[cfg(test)]
+mod tests {
+    use super::Resources;
+
+    #[test]
+    fn the_ptxas_log_gives_registers_spills_stack_and_shared_memory_of_the_kernel_asked_for() {
+        let log = "ptxas info    : Compiling entry function 'a' for 'sm_90'
+ptxas info    : Function properties for a
+ptxas         .     8 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, used 0 barriers
+ptxas info    : Compiling entry function 'b' for 'sm_90'
+ptxas info    : Function properties for b
+ptxas         .     656 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 80 registers, used 0 barriers, 656 bytes cumulative stack size, 17784 bytes smem
+";
+        assert_eq!(Resources::from_ptxas_log(log, "b"), Some(Resources::new(80, 4, 656, 17784)));
+        assert_eq!(Resources::from_ptxas_log(log, "a"), Some(Resources::new(32, 0, 8, 0)));
+        assert_eq!(Resources::from_ptxas_log(log, "c"), None);
+    }
+}
