@@ -13,8 +13,8 @@
 //     build, a block's symbols, a stored block, a checksum) it posts one command in this warp's
 //     shared memory and all lanes run it after a __syncwarp;
 //   - SYMBOLS ON ALL 32 LANES (dmc_inf_huff): the warp holds a 256-byte window of the input in
-//     registers (two 4-byte words per lane, refilled with one aligned coalesced 8-byte load per
-//     lane, read with three shuffles and a funnel shift). Each round lane i decodes, speculatively,
+//     registers (common.cuh's dmc_win8: one 8-byte word per lane, refilled with one aligned
+//     coalesced 8-byte load per lane, 32 bits read with three shuffles and a funnel shift). Each round lane i decodes, speculatively,
 //     the literal/length symbol that would start at bit pos + i (one shared table lookup for
 //     the warp); pointer doubling over those 32 candidates (5 shuffle steps on successor =
 //     offset + code length, a non-literal ending the chain) gives lane k the offset of the
@@ -837,69 +837,10 @@ __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
 
 #define DMC_INF_FULL 0xFFFFFFFFu
 
-// The warp's window on the input while a block's symbols decode: 256 bytes in registers, two
-// words per lane (lane L: bytes 8L..8L+7 of the window), filled with one aligned coalesced
-// 8-byte load per lane (one request, half as many as common.cuh's 128-byte dmc_win) and read
-// with three shuffles and a funnel shift. The window starts at an 8-byte aligned address, so
-// its first word may begin up to 7 bytes before the byte asked for; bytes outside the stream
-// read as 0. Every call is a warp collective.
-#define DMC_INF_WIN_BYTES 256
-struct dmc_inf_win {
-    const dmc_u8* src;  // the stream's input
-    dmc_u32 len;        // its length in bytes
-    dmc_u32 mis;        // the address of src modulo 8
-    dmc_u32 start;      // stream position of the window's first byte, plus mis (a multiple of 8)
-    dmc_u32 w0, w1;     // this lane's words: positions start - mis + 8 lane .. + 7
-};
-
-// Loads the window that holds stream position p.
-__device__ __forceinline__ void dmc_inf_win_fill(dmc_inf_win* w, dmc_u32 p, dmc_u32 lane) {
-    w->start = (p + w->mis) & ~7u;
-    const dmc_u32 at = w->start + 8 * lane;  // position at - mis
-    if (at >= w->mis && (dmc_u64)at + 8 <= (dmc_u64)w->len + w->mis) {
-        const dmc_u64 v = *(const dmc_u64*)(w->src + (at - w->mis));  // aligned: src - mis is
-        w->w0 = (dmc_u32)v;
-        w->w1 = (dmc_u32)(v >> 32);
-    } else {
-        dmc_u64 v = 0;  // the stream's first or last 8 bytes: single bytes inside it
-        for (dmc_u32 q = 0; q < 8; q++)
-            if (at + q >= w->mis && at + q - w->mis < w->len) v |= (dmc_u64)w->src[at + q - w->mis] << (8 * q);
-        w->w0 = (dmc_u32)v;
-        w->w1 = (dmc_u32)(v >> 32);
-    }
-}
-
-__device__ __forceinline__ dmc_inf_win dmc_inf_win_open(const dmc_u8* src, dmc_u32 len, dmc_u32 lane) {
-    dmc_inf_win w;
-    w.src = src;
-    w.len = len;
-    w.mis = (dmc_u32)(((dmc_u64)src) & 7u);
-    dmc_inf_win_fill(&w, 0, lane);
-    return w;
-}
-
-// Moves the window so that it holds [p, p + n) (n <= DMC_INF_WIN_BYTES - 7), when it does not.
-__device__ __forceinline__ void dmc_inf_win_need(dmc_inf_win* w, dmc_u32 p, dmc_u32 n, dmc_u32 lane) {
-    const dmc_u64 a = (dmc_u64)p + w->mis;
-    if (a < w->start || a + n > (dmc_u64)w->start + DMC_INF_WIN_BYTES) dmc_inf_win_fill(w, p, lane);
-}
-
-// 32 stream bits from bit `pos` (first bit in bit 0; pos may differ between lanes). The window
-// must hold bytes pos/8 .. pos/8 + 4 of every lane's pos. A warp collective.
-__device__ __forceinline__ dmc_u32 dmc_inf_peek(const dmc_inf_win& w, dmc_u64 pos) {
-    const dmc_u32 rel = (dmc_u32)(pos + 8ull * w.mis - 8ull * w.start);  // bit of the window
-    const dmc_u32 q = rel >> 5;  // word q: lane q/2, its word q mod 2
-    const dmc_u32 a0 = __shfl_sync(DMC_INF_FULL, w.w0, (int)((q >> 1) & 31));
-    const dmc_u32 a1 = __shfl_sync(DMC_INF_FULL, w.w1, (int)((q >> 1) & 31));
-    const dmc_u32 b0 = __shfl_sync(DMC_INF_FULL, w.w0, (int)(((q >> 1) + 1) & 31));
-    const dmc_u32 lo = (q & 1) ? a1 : a0, hi = (q & 1) ? b0 : a1;
-    return __funnelshift_r(lo, hi, rel & 31);
-}
-
 // n (<= 15) stream bits from bit `pos` (the same in every lane), moving the window when needed.
-__device__ __forceinline__ dmc_u32 dmc_inf_wbits(dmc_inf_win* w, dmc_u64 pos, dmc_u32 n, dmc_u32 lane) {
-    dmc_inf_win_need(w, (dmc_u32)(pos >> 3), 8, lane);
-    return dmc_inf_peek(*w, pos) & ((1u << n) - 1);
+__device__ __forceinline__ dmc_u32 dmc_inf_wbits(dmc_win8* w, dmc_u64 pos, dmc_u32 n, dmc_u32 lane) {
+    dmc_win_need(w, (dmc_u32)(pos >> 3), 8, lane);
+    return dmc_win8_bits32(*w, pos) & ((1u << n) - 1);
 }
 
 // One step of pointer doubling over the window's offsets: j∘j, where offsets >= 32 (out of
@@ -1047,9 +988,9 @@ struct dmc_inf_huff_res {
 // (SRC_TRUNCATED) before a literal past the output (DST_OVERFLOW); a missing code or an invalid
 // symbol is CORRUPT; a distance before the member BAD_OFFSET; a match past the output
 // DST_OVERFLOW.
-__device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_inf_win* w, dmc_u8* out, dmc_u64 pos,
+__device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w, dmc_u8* out, dmc_u64 pos,
                                          dmc_u32 op, dmc_u32 out_len, dmc_u32 member_start, dmc_u32 lane) {
-    dmc_inf_win win = *w;  // in registers while the block decodes
+    dmc_win8 win = *w;  // in registers while the block decodes
     const dmc_u64 limit = 8ull * win.len;
     const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
     dmc_inf_run run;
@@ -1061,8 +1002,8 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_inf_win
     run.pd23 = 0;
     dmc_u32 st = DMC_STATUS_OK;
     for (;;) {
-        dmc_inf_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
-        const dmc_u32 v = dmc_inf_peek(win, pos + lane);
+        dmc_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
+        const dmc_u32 v = dmc_win8_bits32(win, pos + lane);
         dmc_u32 e = sm->litlen[v & ((1u << DMC_INF_LITLEN_BITS) - 1)];
         if (e & DMC_INF_ENT_SUB) {
             e = sm->litlen[(e & 0xFFFF) + ((v >> DMC_INF_LITLEN_BITS) & ((1u << ((e >> 16) & 0xFF)) - 1))];
@@ -1134,8 +1075,8 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_inf_win
         // A length: its extra bits, then the distance code and its extra bits.
         const dmc_u32 len = (x & 0xFFFF) + dmc_inf_wbits(&win, pos, (x >> 24) & 15, lane);
         pos += (x >> 24) & 15;
-        dmc_inf_win_need(&win, (dmc_u32)(pos >> 3), 8, lane);
-        const dmc_u32 dv = dmc_inf_peek(win, pos);
+        dmc_win_need(&win, (dmc_u32)(pos >> 3), 8, lane);
+        const dmc_u32 dv = dmc_win8_bits32(win, pos);
         dmc_u32 d = sm->dist[dv & ((1u << DMC_INF_DIST_BITS) - 1)];
         if (d & DMC_INF_ENT_SUB) {
             d = sm->dist[(d & 0xFFFF) + ((dv >> DMC_INF_DIST_BITS) & ((1u << ((d >> 16) & 0xFF)) - 1))];
@@ -1224,7 +1165,7 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
         sm->crc[e] = c;
     }
     // The warp's window on the input (the Huffman decode's bit window), two words per lane.
-    dmc_inf_win w = dmc_inf_win_open(in, sd.src_len, lane);
+    dmc_win8 w = dmc_win_open<dmc_u64>(in, sd.src_len, lane);
     dmc_inf_state s;
     s.in = in;
     s.in_len = sd.src_len;

@@ -275,6 +275,58 @@ fn blosc_zlib_streams_at_every_alignment_decode() {
     }
 }
 
+/// zlib streams of one fixed-Huffman block, in blosc frames at every start alignment
+/// mod 8: the symbols begin in the stream's third byte, so the symbol decode reads the bytes
+/// of the input window's first word, which a misaligned stream fills byte by byte (the window's
+/// edge path; the dynamic blocks above begin with headers lane 0 reads on its own).
+#[test]
+fn blosc_zlib_fixed_blocks_at_every_alignment_decode() {
+    let mut frames = Vec::new();
+    let mut starts = [0usize; 8];
+    for (k, len) in [600usize, 1500, 2500, 4096].into_iter().enumerate() {
+        let d: Vec<u8> = (0..len).map(|i| b"fixed huffman "[(i + k) % 14]).collect();
+        let nblocks = len.div_ceil(256);
+        let mut f = vec![2u8, 1, 0x10 | (3 << 5), 1];
+        for v in [len, 256, 0] {
+            f.extend_from_slice(&(v as u32).to_le_bytes());
+        }
+        f.resize(16 + 4 * nblocks, 0);
+        for (j, block) in d.chunks(256).enumerate() {
+            f.resize(f.len() + (j + k) % 8, 0);
+            let at = f.len();
+            f[16 + 4 * j..20 + 4 * j].copy_from_slice(&(at as u32).to_le_bytes());
+            // a fixed block built here (flate2 picks dynamic blocks even for these): the first
+            // 14 bytes as literals, then matches of distance 14
+            let mut ops: Vec<Op> = block.iter().take(14).map(|&b| Op::Lit(b)).collect();
+            let mut done = block.len().min(14);
+            while done < block.len() {
+                let n = (block.len() - done).min(258);
+                ops.push(if n >= 3 { Op::Match(n as u32, 14) } else { Op::Lit(block[done]) });
+                done += if n >= 3 { n } else { 1 };
+            }
+            let mut w = Bits::default();
+            fixed_block(&mut w, &ops, true);
+            let z = zlib_wrap(&w.finish(), block);
+            assert_eq!(first_block_type(&z, 2), 1);
+            assert_eq!(ref_unzlib(&z).as_deref(), Some(block));
+            starts[(at + 4) % 8] += 1;
+            f.extend_from_slice(&(z.len() as u32).to_le_bytes());
+            f.extend_from_slice(&z);
+        }
+        let n = f.len() as u32;
+        f[12..16].copy_from_slice(&n.to_le_bytes());
+        frames.push((format!("{len} bytes"), d, f));
+    }
+    assert!(starts.iter().all(|&c| c > 0), "zlib streams at every start alignment mod 8: {starts:?}");
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|(_, _, f)| ChunkInput::blosc(f)).collect();
+        for (r, (what, d, _)) in decode(seed, &inputs).into_iter().zip(&frames) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+}
+
 // ---- flate2 at every level ----
 
 #[test]
