@@ -205,54 +205,64 @@ __device__ __forceinline__ dmc_u32 dmc_load_le32(const dmc_u8* p) {
 // Lane index within the warp.
 __device__ __forceinline__ dmc_u32 dmc_lane() { return threadIdx.x & (DMC_WARP_SIZE - 1); }
 
-// ---- A warp's window on a stream's input (the LZ4 and BloscLZ parsers) ----
-// 128 bytes of the input held in registers, one 4-byte word per lane, filled with one aligned,
-// coalesced 4-byte load per lane and read with shuffles: the parse (token, lengths, offsets)
-// and the literal copies read the window, not global memory. The window starts at a 4-byte
-// aligned address, so its first word may begin up to 3 bytes before the byte asked for;
-// bytes outside the stream read as 0 and are never asked for (the parsers check lengths
-// against the stream first). Every call is a warp collective: all 32 lanes, same arguments
-// unless said otherwise.
-#define DMC_WIN_BYTES 128
-struct dmc_win {
+// ---- A warp's window on a stream's input (the LZ4, BloscLZ and inflate decoders) ----
+// 32 words of type W held in registers, one per lane (lane L: bytes sizeof(W) * L .. of the
+// window), filled with one aligned, coalesced sizeof(W)-byte load per lane and read with
+// shuffles: `dmc_win` (4-byte words, 128 bytes: the LZ4 and BloscLZ parsers read tokens,
+// lengths, offsets and literals from it: dmc_win_get/_byte/_has/_copy) and `dmc_win8` (8-byte
+// words, 256 bytes, half the refills: inflate's bit window, dmc_win8_bits32). Filling, opening
+// and moving are one template over the word type. The window starts at a sizeof(W)-aligned address, so its
+// first word may begin up to sizeof(W) - 1 bytes before the byte asked for; bytes outside the
+// stream read as 0 and are never asked for (the parsers check lengths against the stream
+// first). Every call is a warp collective: all 32 lanes, same arguments unless said otherwise.
+template <typename W>
+struct dmc_win_t {
     const dmc_u8* src;  // the stream's input
     dmc_u32 len;        // its length in bytes
-    dmc_u32 mis;        // the address of src modulo 4
-    dmc_u32 start;      // stream position of the window's first byte, plus mis (a multiple of 4)
-    dmc_u32 word;       // this lane's word: positions start - mis + 4*lane .. + 3
+    dmc_u32 mis;        // the address of src modulo sizeof(W)
+    dmc_u32 start;      // stream position of the window's first byte, plus mis (a multiple of sizeof(W))
+    W word;             // this lane's word: positions start - mis + sizeof(W) * lane .. + sizeof(W) - 1
 };
+typedef dmc_win_t<dmc_u32> dmc_win;   // 128 bytes
+typedef dmc_win_t<dmc_u64> dmc_win8;  // 256 bytes
+#define DMC_WIN_BYTES 128
+#define DMC_WIN8_BYTES 256
 
 // Loads the window that holds stream position p.
-__device__ __forceinline__ void dmc_win_fill(dmc_win* w, dmc_u32 p, dmc_u32 lane) {
-    w->start = (p + w->mis) & ~3u;
-    const dmc_u32 at = w->start + 4 * lane;  // position at - mis
-    if (at >= w->mis && (dmc_u64)at + 4 <= (dmc_u64)w->len + w->mis) {
-        w->word = *(const dmc_u32*)(w->src + (at - w->mis));  // aligned: src - mis is
+template <typename W>
+__device__ __forceinline__ void dmc_win_fill(dmc_win_t<W>* w, dmc_u32 p, dmc_u32 lane) {
+    const dmc_u32 B = (dmc_u32)sizeof(W);
+    w->start = (p + w->mis) & ~(B - 1);
+    const dmc_u32 at = w->start + B * lane;  // position at - mis
+    if (at >= w->mis && (dmc_u64)at + B <= (dmc_u64)w->len + w->mis) {
+        w->word = *(const W*)(w->src + (at - w->mis));  // aligned: src - mis is
     } else {
-        dmc_u32 v = 0;  // the stream's first or last word: single bytes inside it
-        for (dmc_u32 q = 0; q < 4; q++)
-            if (at + q >= w->mis && at + q - w->mis < w->len) v |= (dmc_u32)w->src[at + q - w->mis] << (8 * q);
+        W v = 0;  // the stream's first or last word: single bytes inside it
+        for (dmc_u32 q = 0; q < B; q++)
+            if (at + q >= w->mis && at + q - w->mis < w->len) v |= (W)w->src[at + q - w->mis] << (8 * q);
         w->word = v;
     }
 }
 
-// A window on `src[0, len)` holding position 0.
-__device__ __forceinline__ dmc_win dmc_win_open(const dmc_u8* src, dmc_u32 len, dmc_u32 lane) {
-    dmc_win w;
+// A window on `src[0, len)` holding position 0 (W: dmc_u32 for a dmc_win, dmc_u64 for a dmc_win8).
+template <typename W = dmc_u32>
+__device__ __forceinline__ dmc_win_t<W> dmc_win_open(const dmc_u8* src, dmc_u32 len, dmc_u32 lane) {
+    dmc_win_t<W> w;
     w.src = src;
     w.len = len;
-    w.mis = (dmc_u32)(((dmc_u64)src) & 3u);
+    w.mis = (dmc_u32)(((dmc_u64)src) & (sizeof(W) - 1));
     dmc_win_fill(&w, 0, lane);
     return w;
 }
 
-// Moves the window so that it holds [p, p + n) (n <= DMC_WIN_BYTES - 3), when it does not.
-__device__ __forceinline__ void dmc_win_need(dmc_win* w, dmc_u32 p, dmc_u32 n, dmc_u32 lane) {
+// Moves the window so that it holds [p, p + n) (n <= 32 * sizeof(W) - sizeof(W) + 1), when it does not.
+template <typename W>
+__device__ __forceinline__ void dmc_win_need(dmc_win_t<W>* w, dmc_u32 p, dmc_u32 n, dmc_u32 lane) {
     const dmc_u64 a = (dmc_u64)p + w->mis;
-    if (a < w->start || a + n > (dmc_u64)w->start + DMC_WIN_BYTES) dmc_win_fill(w, p, lane);
+    if (a < w->start || a + n > (dmc_u64)w->start + DMC_WARP_SIZE * sizeof(W)) dmc_win_fill(w, p, lane);
 }
 
-// Byte p of the window; p may differ between lanes (a lane whose p lies outside the window
+// Byte p of a dmc_win; p may differ between lanes (a lane whose p lies outside the window
 // gets an unspecified byte).
 __device__ __forceinline__ dmc_u32 dmc_win_get(const dmc_win& w, dmc_u32 p) {
     const dmc_u32 off = p + w.mis - w.start;
@@ -260,10 +270,24 @@ __device__ __forceinline__ dmc_u32 dmc_win_get(const dmc_win& w, dmc_u32 p) {
     return (v >> (8 * (off & 3u))) & 0xffu;
 }
 
-// Byte p of the stream (the same p in every lane), moving the window when needed.
+// Byte p of the stream (the same p in every lane), moving the dmc_win when needed.
 __device__ __forceinline__ dmc_u32 dmc_win_byte(dmc_win* w, dmc_u32 p, dmc_u32 lane) {
     dmc_win_need(w, p, 1, lane);
     return dmc_win_get(*w, p);
+}
+
+// 32 stream bits from stream bit `pos` of a dmc_win8 (first bit in bit 0; pos may differ
+// between lanes): 4-byte word q of the window is half q mod 2 of lane q/2's word; three
+// shuffles and a funnel shift. The window must hold bytes pos/8 .. pos/8 + 4 of every lane's pos.
+__device__ __forceinline__ dmc_u32 dmc_win8_bits32(const dmc_win8& w, dmc_u64 pos) {
+    const dmc_u32 rel = (dmc_u32)(pos + 8ull * w.mis - 8ull * w.start);  // bit of the window
+    const dmc_u32 q = rel >> 5;                                           // its 4-byte word
+    const dmc_u32 w0 = (dmc_u32)w.word, w1 = (dmc_u32)(w.word >> 32);
+    const dmc_u32 a0 = __shfl_sync(0xffffffffu, w0, (int)((q >> 1) & (DMC_WARP_SIZE - 1)));
+    const dmc_u32 a1 = __shfl_sync(0xffffffffu, w1, (int)((q >> 1) & (DMC_WARP_SIZE - 1)));
+    const dmc_u32 b0 = __shfl_sync(0xffffffffu, w0, (int)(((q >> 1) + 1) & (DMC_WARP_SIZE - 1)));
+    const dmc_u32 lo = (q & 1) ? a1 : a0, hi = (q & 1) ? b0 : a1;
+    return __funnelshift_r(lo, hi, rel & 31);
 }
 
 // Literal runs at least this long are copied with 4-byte stores (below it, one byte per lane).

@@ -7,13 +7,14 @@
 //   - HEADERS ON LANE 0: lane 0 owns a bit reader (a 64-bit LSB-first window refilled with
 //     aligned 4-byte loads, single bytes up to the alignment and at the end, bounds-checked;
 //     bits past the end read as zeros and consuming one is DMC_STATUS_SRC_TRUNCATED) and parses
-//     wrapper headers/trailers and block headers (the dynamic block's code-length code and
-//     lengths, stored into shared memory four per store); each time it needs the warp (a table
+//     wrapper headers/trailers and block headers (the dynamic block's code-length code, decoded
+//     from registers by per-length limits, and its lengths, stored into shared memory four per
+//     store as they come); each time it needs the warp (a table
 //     build, a block's symbols, a stored block, a checksum) it posts one command in this warp's
 //     shared memory and all lanes run it after a __syncwarp;
 //   - SYMBOLS ON ALL 32 LANES (dmc_inf_huff): the warp holds a 256-byte window of the input in
-//     registers (two 4-byte words per lane, refilled with one aligned coalesced 8-byte load per
-//     lane, read with three shuffles and a funnel shift). Each round lane i decodes, speculatively,
+//     registers (common.cuh's dmc_win8: one 8-byte word per lane, refilled with one aligned
+//     coalesced 8-byte load per lane, 32 bits read with three shuffles and a funnel shift). Each round lane i decodes, speculatively,
 //     the literal/length symbol that would start at bit pos + i (one shared table lookup for
 //     the warp); pointer doubling over those 32 candidates (5 shuffle steps on successor =
 //     offset + code length, a non-literal ending the chain) gives lane k the offset of the
@@ -53,7 +54,8 @@
 //     tables built for the member in the (then unused) literal/length table; the sub-streams'
 //     CRCs, shifted by GF(2) multiplication, XOR together across the warp. Adler-32 (zlib): per
 //     lane sums of the bytes and of position × byte (mod 65521 each step), a warp reduction.
-// No spin-waits between warps: warps never share state.
+// No spin-waits between warps: warps never share state. No per-thread array is indexed at run
+// time (ptxas would put it in local memory: a 0-byte stack frame, checked by nvrtc_compile's log).
 //
 // Shared memory: DMC_INFLATE_WARPS_PER_BLOCK × sizeof(dmc_inflate_smem) (≈ 8.7 KiB per warp).
 // Every load is checked against the stream's source length and every store against its output
@@ -116,10 +118,23 @@ __device__ __forceinline__ dmc_u32 dmc_inf_rev(dmc_u32 code, dmc_u32 len) {
 // ---- Table build (all lanes) ----
 
 // Lanes whose 4-bit value equals c, from the four bit-plane ballots of the values.
-__device__ __forceinline__ dmc_u32 dmc_inf_eq(const dmc_u32 plane[4], dmc_u32 c) {
-    dmc_u32 m = 0xFFFFFFFFu;
-    for (int b = 0; b < 4; b++) m &= ((c >> b) & 1u) ? plane[b] : ~plane[b];
-    return m;
+// (Four scalars, not an array: an array ptxas does not keep in registers is a stack frame.)
+struct dmc_inf_planes {
+    dmc_u32 p0, p1, p2, p3;
+};
+
+__device__ __forceinline__ dmc_inf_planes dmc_inf_ballot4(dmc_u32 l) {
+    dmc_inf_planes p;
+    p.p0 = __ballot_sync(0xFFFFFFFFu, l & 1u);
+    p.p1 = __ballot_sync(0xFFFFFFFFu, (l >> 1) & 1u);
+    p.p2 = __ballot_sync(0xFFFFFFFFu, (l >> 2) & 1u);
+    p.p3 = __ballot_sync(0xFFFFFFFFu, (l >> 3) & 1u);
+    return p;
+}
+
+__device__ __forceinline__ dmc_u32 dmc_inf_eq(const dmc_inf_planes& p, dmc_u32 c) {
+    return ((c & 1u) ? p.p0 : ~p.p0) & ((c & 2u) ? p.p1 : ~p.p1) & ((c & 4u) ? p.p2 : ~p.p2) &
+           ((c & 8u) ? p.p3 : ~p.p3);
 }
 
 // The table entry of symbol `s` (code length `l`) of the literal/length (`which` 0) or the
@@ -195,8 +210,7 @@ __device__ dmc_u32 dmc_inf_build(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 nr
     for (dmc_u32 j = 0; j < nreg; j++) {
         const dmc_u32 l = sm->lens[first + DMC_WARP_SIZE * j + lane];
         lens |= (dmc_u64)l << (4 * j);
-        dmc_u32 plane[4];
-        for (int b = 0; b < 4; b++) plane[b] = __ballot_sync(0xFFFFFFFFu, (l >> b) & 1u);
+        const dmc_inf_planes plane = dmc_inf_ballot4(l);
         cnt += (dmc_u32)__popc(dmc_inf_eq(plane, lane & 15u));
     }
     // 2. the counts' checks, the first code and first position of each length
@@ -227,8 +241,7 @@ __device__ dmc_u32 dmc_inf_build(dmc_inflate_smem* sm, dmc_u32 first, dmc_u32 nr
     dmc_u32 seen = 0;  // lane c: codes of length c in the registers before
     for (dmc_u32 j = 0; j < nreg; j++) {
         const dmc_u32 l = (dmc_u32)(lens >> (4 * j)) & 15u;
-        dmc_u32 plane[4];
-        for (int b = 0; b < 4; b++) plane[b] = __ballot_sync(0xFFFFFFFFu, (l >> b) & 1u);
+        const dmc_inf_planes plane = dmc_inf_ballot4(l);
         const dmc_u32 rank = __shfl_sync(0xFFFFFFFFu, seen, (int)l) + (dmc_u32)__popc(dmc_inf_eq(plane, l) & below);
         const dmc_u32 at = __shfl_sync(0xFFFFFFFFu, first_idx, (int)l) + rank;
         if (l != 0) sm->sorted[at] = (dmc_u16)(DMC_WARP_SIZE * j + lane);
@@ -419,55 +432,103 @@ __device__ dmc_u32 dmc_inf_gzip_header(dmc_inf_state* s, const dmc_inflate_smem*
     return DMC_STATUS_OK;
 }
 
-// Lane 0: reads a dynamic block's header into sm->lens. Returns the status.
+// Lane 0: the code lengths of a dynamic block go into sm->lens (literal/length at 0..287,
+// distance at 288..319, missing ones 0) four per 4-byte store, built in `word` as position `q`
+// advances; past the last literal/length code the rest of the first part is zeroed.
+struct dmc_inf_lens_out {
+    dmc_u32 q, word, hlit;
+};
+
+__device__ __forceinline__ void dmc_inf_lens_zero(dmc_inflate_smem* sm, dmc_inf_lens_out* o, dmc_u32 end) {
+    if (o->q & 3u) *(dmc_u32*)(sm->lens + (o->q & ~3u)) = o->word;
+    for (dmc_u32 k = (o->q + 3) & ~3u; k < end; k += 4) *(dmc_u32*)(sm->lens + k) = 0;
+    o->word = 0;
+    o->q = end;
+}
+
+__device__ __forceinline__ void dmc_inf_lens_put(dmc_inflate_smem* sm, dmc_inf_lens_out* o, dmc_u32 v) {
+    o->word |= v << (8 * (o->q & 3u));
+    if ((o->q & 3u) == 3u) {
+        *(dmc_u32*)(sm->lens + (o->q & ~3u)) = o->word;
+        o->word = 0;
+    }
+    if (++o->q == o->hlit) dmc_inf_lens_zero(sm, o, 288);
+}
+
+// Lane 0: reads a dynamic block's header into sm->lens. Returns the status. No per-thread array
+// (one indexed at run time would live in local memory): the code-length code's 19 lengths are
+// 3-bit fields of one register, its per-length counts, first positions and limits fields of
+// others, its symbols in canonical order 5-bit fields of two; a code-length code is decoded by
+// comparing its next 7 bits (most significant first) with each length's limit (the end of that
+// length's codes, left-aligned to 7 bits); the lengths it gives are stored as they come.
 __device__ dmc_u32 dmc_inf_dynamic_header(dmc_inf_state* s, dmc_inflate_smem* sm) {
     const dmc_u32 hlit = dmc_inf_bits(s, 5) + 257;
     const dmc_u32 hdist = dmc_inf_bits(s, 5) + 1;
     const dmc_u32 hclen = dmc_inf_bits(s, 4) + 4;
     if (hlit > 286 || hdist > 30) return DMC_STATUS_CORRUPT;
-    dmc_u8 pl[19];
-    for (int i = 0; i < 19; i++) pl[i] = 0;
-    for (dmc_u32 i = 0; i < hclen; i++) pl[dmc_inf_pre_order(i)] = (dmc_u8)dmc_inf_bits(s, 3);
+    dmc_u64 pl = 0;  // symbol k's length in bits 3k..3k+2
+    for (dmc_u32 i = 0; i < hclen; i++) pl |= (dmc_u64)dmc_inf_bits(s, 3) << (3 * dmc_inf_pre_order(i));
     if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
-    // The code-length code: at most 7 bits, a one-level table of 128 entries (symbol | len << 8),
-    // built serially (19 symbols). It must be complete.
-    dmc_u32 count[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < 19; i++) count[pl[i]]++;
-    count[0] = 0;
+    // The code-length code (at most 7 bits) must be complete. Per length l (1..7): its count
+    // and first canonical position (5-bit fields at 5l), its first position minus its first
+    // code modulo 32 (5-bit field at 5l), its limit (8-bit field at 8l).
+    dmc_u64 cnt = 0;
+    for (dmc_u32 sym = 0; sym < 19; sym++) cnt += 1ull << (5 * ((pl >> (3 * sym)) & 7u));
     dmc_i32 left = 1;
-    for (int l = 1; l <= 7; l++) {
-        left = (left << 1) - (dmc_i32)count[l];
+    dmc_u64 offs = 0, base = 0, lim = 0;
+    dmc_u32 code = 0, idx = 0;
+    for (dmc_u32 l = 1; l <= 7; l++) {
+        const dmc_u32 c = (dmc_u32)(cnt >> (5 * l)) & 31u;
+        left = (left << 1) - (dmc_i32)c;
         if (left < 0) return DMC_STATUS_CORRUPT;
+        offs |= (dmc_u64)idx << (5 * l);
+        base |= (dmc_u64)((idx - code) & 31u) << (5 * l);
+        lim |= (dmc_u64)((code + c) << (7 - l)) << (8 * l);
+        idx += c;
+        code = (code + c) << 1;
     }
     if (left > 0) return DMC_STATUS_CORRUPT;
-    dmc_u16 pre[1 << DMC_INF_PRE_BITS];
-    dmc_u32 next[9];
-    next[1] = 0;
-    for (int l = 1; l <= 7; l++) next[l + 1] = (next[l] + count[l]) << 1;
+    dmc_u64 slo = 0, shi = 0;  // canonical position k's symbol: bits 5k.. of slo (k < 12), 5(k-12).. of shi
     for (dmc_u32 sym = 0; sym < 19; sym++) {
-        const dmc_u32 l = pl[sym];
+        const dmc_u32 l = (dmc_u32)(pl >> (3 * sym)) & 7u;
         if (l == 0) continue;
-        const dmc_u32 r = dmc_inf_rev(next[l]++, l);
-        for (dmc_u32 i = r; i < (1u << DMC_INF_PRE_BITS); i += 1u << l) pre[i] = (dmc_u16)(sym | (l << 8));
+        const dmc_u32 k = (dmc_u32)(offs >> (5 * l)) & 31u;
+        offs += 1ull << (5 * l);
+        if (k < 12) {
+            slo |= (dmc_u64)sym << (5 * k);
+        } else {
+            shi |= (dmc_u64)sym << (5 * (k - 12));
+        }
     }
     // The literal/length and distance code lengths, one run.
     const dmc_u32 total = hlit + hdist;
-    dmc_u8 lens[286 + 30];
-    dmc_u32 i = 0;
+    dmc_inf_lens_out o;
+    o.q = 0;
+    o.word = 0;
+    o.hlit = hlit;
+    dmc_u32 i = 0, prev = 0, eob = 0;
     while (i < total) {
         if (s->bitcnt < 32) dmc_inf_refill(s);
-        const dmc_u32 e = pre[s->bitbuf & ((1u << DMC_INF_PRE_BITS) - 1)];
-        dmc_inf_consume(s, e >> 8);
-        const dmc_u32 sym = e & 0xFF;
+        const dmc_u32 v7 = __brev((dmc_u32)s->bitbuf) >> 25;  // the next 7 bits, first bit highest
+        dmc_u32 l = 7;
+        for (dmc_u32 m = 7; m >= 1; m--) {
+            if (v7 < ((dmc_u32)(lim >> (8 * m)) & 0xFFu)) l = m;
+        }
+        const dmc_u32 k = ((v7 >> (7 - l)) + (dmc_u32)(base >> (5 * l))) & 31u;  // canonical position
+        const dmc_u32 sym = (dmc_u32)((k < 12 ? slo >> (5 * k) : shi >> (5 * (k - 12))) & 31u);
+        dmc_inf_consume(s, l);
         if (sym < 16) {
-            lens[i++] = (dmc_u8)sym;
+            if (i == 256) eob = sym;
+            dmc_inf_lens_put(sm, &o, sym);
+            prev = sym;
+            i++;
             continue;
         }
         dmc_u32 rep;
-        dmc_u8 v = 0;
+        dmc_u32 v = 0;
         if (sym == 16) {
             if (i == 0) return DMC_STATUS_CORRUPT;
-            v = lens[i - 1];
+            v = prev;
             rep = 3 + dmc_inf_bits(s, 2);
         } else if (sym == 17) {
             rep = 3 + dmc_inf_bits(s, 3);
@@ -475,21 +536,15 @@ __device__ dmc_u32 dmc_inf_dynamic_header(dmc_inf_state* s, dmc_inflate_smem* sm
             rep = 11 + dmc_inf_bits(s, 7);
         }
         if (rep > total - i) return DMC_STATUS_CORRUPT;
-        for (dmc_u32 k = 0; k < rep; k++) lens[i++] = v;
+        if (i <= 256 && i + rep > 256) eob = v;
+        for (dmc_u32 r = 0; r < rep; r++) dmc_inf_lens_put(sm, &o, v);
+        i += rep;
+        prev = v;
         if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
     }
     if (s->trunc) return DMC_STATUS_SRC_TRUNCATED;
-    if (lens[256] == 0) return DMC_STATUS_CORRUPT;  // no end-of-block code
-    // Into the shared lengths four at a time (one 4-byte store each; sm->lens is 4-aligned).
-    for (dmc_u32 k = 0; k < 288 + 32; k += 4) {
-        dmc_u32 v = 0;
-        for (dmc_u32 b = 0; b < 4; b++) {
-            const dmc_u32 q = k + b;
-            const dmc_u32 l = q < 288 ? (q < hlit ? lens[q] : 0) : (q - 288 < hdist ? lens[hlit + q - 288] : 0);
-            v |= l << (8 * b);
-        }
-        *(dmc_u32*)(sm->lens + k) = v;
-    }
+    if (eob == 0) return DMC_STATUS_CORRUPT;  // no end-of-block code
+    dmc_inf_lens_zero(sm, &o, 288 + 32);
     return DMC_STATUS_OK;
 }
 
@@ -654,6 +709,15 @@ __device__ __forceinline__ dmc_u32 dmc_inf_x8n(dmc_u64 n) {
     return r;
 }
 
+// The 4 bytes at A + q as a little-endian word, those outside [S, E) as 0: single bytes.
+__device__ __forceinline__ dmc_u32 dmc_inf_group_word(const dmc_u8* A, dmc_u64 q, dmc_u64 S, dmc_u64 E) {
+    dmc_u32 v = 0;
+    for (dmc_u32 b = 0; b < 4; b++) {
+        if (q + b >= S && q + b < E) v |= (dmc_u32)A[q + b] << (8 * b);
+    }
+    return v;
+}
+
 // The 16 bytes at A + g (A 16-aligned) as four little-endian words, bytes outside the span
 // [S, E) as 0: one aligned 16-byte load when the group lies inside the span (no other lane's
 // bytes, none outside the stream's output), single bytes in the span's first and last groups.
@@ -663,14 +727,35 @@ __device__ __forceinline__ void dmc_inf_group(const dmc_u8* A, dmc_u64 g, dmc_u6
         for (int k = 0; k < 4; k++) w[k] = v.w[k];
         return;
     }
-    for (int k = 0; k < 4; k++) w[k] = 0;
-    for (dmc_u32 j = 0; j < 16; j++) {
-        if (g + j >= S && g + j < E) w[j >> 2] |= (dmc_u32)A[g + j] << (8 * (j & 3));
-    }
+    for (int k = 0; k < 4; k++) w[k] = dmc_inf_group_word(A, g + 4 * k, S, E);
 }
 
 // Span of n bytes at p: A = p rounded down to 16 bytes, S = p - A, E = S + n.
 #define DMC_INF_CK_CHUNK (16 * DMC_WARP_SIZE)
+
+// One sub-stream's CRC `acc` past its word `v` at span position q: the word and the 508 zero
+// bytes after it with the shift tables `z` where the span goes on that far, else its bytes in
+// the span with the byte table.
+__device__ __forceinline__ dmc_u32 dmc_inf_crc_word(const dmc_inflate_smem* sm, const dmc_u32* z, dmc_u32 acc,
+                                                    dmc_u32 v, dmc_u64 q, dmc_u64 E) {
+    if (q + DMC_INF_CK_CHUNK <= E) {
+        const dmc_u32 x = acc ^ v;
+        return z[x & 0xFFu] ^ z[256 + ((x >> 8) & 0xFFu)] ^ z[512 + ((x >> 16) & 0xFFu)] ^ z[768 + (x >> 24)];
+    }
+    if (q < E) {
+        const dmc_u32 r = (dmc_u32)dmc_min_u64(4, E - q);
+        for (dmc_u32 j = 0; j < r; j++) acc = sm->crc[(acc ^ (v >> (8 * j))) & 0xFFu] ^ (acc >> 8);
+    }
+    return acc;
+}
+
+// A sub-stream's CRC (its first word at span position q0) shifted to the span's end E.
+__device__ __forceinline__ dmc_u32 dmc_inf_crc_end(dmc_u32 acc, dmc_u64 q0, dmc_u64 E) {
+    if (acc == 0 || q0 >= E) return 0;  // a zero CRC shifts to zero
+    const dmc_u64 q = q0 + (E - 1 - q0) / DMC_INF_CK_CHUNK * DMC_INF_CK_CHUNK;
+    const dmc_u64 at = q + DMC_INF_CK_CHUNK == E ? E : q + dmc_min_u64(4, E - q);
+    return at < E ? dmc_inf_mulmod(acc, dmc_inf_x8n(E - at)) : acc;
+}
 
 // CRC32 (gzip) of p[0, n), all lanes. The warp reads 512 bytes a step, 16 per lane (one
 // coalesced request); word k of lane L's group belongs to sub-stream 4L + k, whose words lie 512
@@ -684,45 +769,33 @@ __device__ __forceinline__ void dmc_inf_group(const dmc_u8* A, dmc_u64 g, dmc_u6
 __device__ dmc_u32 dmc_inf_crc32(dmc_inflate_smem* sm, const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
     dmc_u32* z = sm->litlen;
     {
-        dmc_u32 shift[4];
-        for (dmc_u32 j = 0; j < 4; j++) shift[j] = dmc_inf_x8n(511 - j);
-        for (dmc_u32 e = lane; e < 1024; e += DMC_WARP_SIZE) {
-            dmc_u32 c = e & 0xFFu;
-            for (int k = 0; k < 8; k++) c = (c & 1u) ? ((c >> 1) ^ DMC_INF_CRC_POLY) : (c >> 1);
-            z[e] = dmc_inf_mulmod(c, shift[e >> 8]);
+        for (dmc_u32 j = 0; j < 4; j++) {
+            const dmc_u32 shift = dmc_inf_x8n(511 - j);
+            for (dmc_u32 e = lane; e < 256; e += DMC_WARP_SIZE) {
+                dmc_u32 c = e;
+                for (int k = 0; k < 8; k++) c = (c & 1u) ? ((c >> 1) ^ DMC_INF_CRC_POLY) : (c >> 1);
+                z[256 * j + e] = dmc_inf_mulmod(c, shift);
+            }
         }
     }
     __syncwarp();
     const dmc_u64 S = (dmc_u64)p & 15u, E = S + n;
     const dmc_u8* A = p - S;
-    dmc_u32 acc[4] = {0, 0, 0, 0};
+    dmc_u32 acc0 = 0, acc1 = 0, acc2 = 0, acc3 = 0;  // sub-streams 4 lane + k (scalars: no local array)
     for (dmc_u64 c0 = 0; c0 < E; c0 += DMC_INF_CK_CHUNK) {
         const dmc_u64 g = c0 + 16ull * lane;
         dmc_u32 w[4];
         dmc_inf_group(A, g, S, E, w);
-        for (dmc_u32 k = 0; k < 4; k++) {
-            const dmc_u64 q = g + 4 * k;
-            if (q + DMC_INF_CK_CHUNK <= E) {
-                const dmc_u32 v = acc[k] ^ w[k];
-                acc[k] = z[v & 0xFFu] ^ z[256 + ((v >> 8) & 0xFFu)] ^ z[512 + ((v >> 16) & 0xFFu)] ^ z[768 + (v >> 24)];
-            } else if (q < E) {
-                const dmc_u32 r = (dmc_u32)dmc_min_u64(4, E - q);
-                dmc_u32 c = acc[k];
-                for (dmc_u32 j = 0; j < r; j++) c = sm->crc[(c ^ (w[k] >> (8 * j))) & 0xFFu] ^ (c >> 8);
-                acc[k] = c;
-            }
-        }
+        acc0 = dmc_inf_crc_word(sm, z, acc0, w[0], g, E);
+        acc1 = dmc_inf_crc_word(sm, z, acc1, w[1], g + 4, E);
+        acc2 = dmc_inf_crc_word(sm, z, acc2, w[2], g + 8, E);
+        acc3 = dmc_inf_crc_word(sm, z, acc3, w[3], g + 12, E);
     }
     // Each sub-stream's CRC stands at the end of its last word q (the last below E): at E when
     // that word was stepped with the zeros after it (q + 512 == E), else after its bytes.
-    dmc_u32 part = 0;
-    for (dmc_u32 k = 0; k < 4; k++) {
-        const dmc_u64 q0 = 16ull * lane + 4 * k;
-        if (acc[k] == 0 || q0 >= E) continue;  // a zero CRC shifts to zero
-        const dmc_u64 q = q0 + (E - 1 - q0) / DMC_INF_CK_CHUNK * DMC_INF_CK_CHUNK;
-        const dmc_u64 at = q + DMC_INF_CK_CHUNK == E ? E : q + dmc_min_u64(4, E - q);
-        part ^= at < E ? dmc_inf_mulmod(acc[k], dmc_inf_x8n(E - at)) : acc[k];
-    }
+    const dmc_u64 l16 = 16ull * lane;
+    dmc_u32 part = dmc_inf_crc_end(acc0, l16, E) ^ dmc_inf_crc_end(acc1, l16 + 4, E) ^
+                   dmc_inf_crc_end(acc2, l16 + 8, E) ^ dmc_inf_crc_end(acc3, l16 + 12, E);
     for (int o = 16; o > 0; o >>= 1) part ^= __shfl_xor_sync(0xFFFFFFFFu, part, o);
     return part ^ dmc_inf_mulmod(0xFFFFFFFFu, dmc_inf_x8n(n)) ^ 0xFFFFFFFFu;
 }
@@ -740,10 +813,12 @@ __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
         dmc_u32 w[4];
         dmc_inf_group(A, g, S, E, w);
         dmc_u32 sb = 0, sj = 0;  // sum of the group's bytes, and of j * byte j
-        for (dmc_u32 j = 0; j < 16; j++) {
-            const dmc_u32 b = (w[j >> 2] >> (8 * (j & 3))) & 0xFFu;
-            sb += b;
-            sj += j * b;
+        for (dmc_u32 k = 0; k < 4; k++) {
+            for (dmc_u32 i = 0; i < 4; i++) {
+                const dmc_u32 b = (w[k] >> (8 * i)) & 0xFFu;
+                sb += b;
+                sj += (4 * k + i) * b;
+            }
         }
         s1 = (s1 + sb) % DMC_INF_ADLER_MOD;
         sq = (sq + (g % DMC_INF_ADLER_MOD) * sb + sj) % DMC_INF_ADLER_MOD;
@@ -762,69 +837,10 @@ __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
 
 #define DMC_INF_FULL 0xFFFFFFFFu
 
-// The warp's window on the input while a block's symbols decode: 256 bytes in registers, two
-// words per lane (lane L: bytes 8L..8L+7 of the window), filled with one aligned coalesced
-// 8-byte load per lane (one request, half as many as common.cuh's 128-byte dmc_win) and read
-// with three shuffles and a funnel shift. The window starts at an 8-byte aligned address, so
-// its first word may begin up to 7 bytes before the byte asked for; bytes outside the stream
-// read as 0. Every call is a warp collective.
-#define DMC_INF_WIN_BYTES 256
-struct dmc_inf_win {
-    const dmc_u8* src;  // the stream's input
-    dmc_u32 len;        // its length in bytes
-    dmc_u32 mis;        // the address of src modulo 8
-    dmc_u32 start;      // stream position of the window's first byte, plus mis (a multiple of 8)
-    dmc_u32 w0, w1;     // this lane's words: positions start - mis + 8 lane .. + 7
-};
-
-// Loads the window that holds stream position p.
-__device__ __forceinline__ void dmc_inf_win_fill(dmc_inf_win* w, dmc_u32 p, dmc_u32 lane) {
-    w->start = (p + w->mis) & ~7u;
-    const dmc_u32 at = w->start + 8 * lane;  // position at - mis
-    if (at >= w->mis && (dmc_u64)at + 8 <= (dmc_u64)w->len + w->mis) {
-        const dmc_u64 v = *(const dmc_u64*)(w->src + (at - w->mis));  // aligned: src - mis is
-        w->w0 = (dmc_u32)v;
-        w->w1 = (dmc_u32)(v >> 32);
-    } else {
-        dmc_u64 v = 0;  // the stream's first or last 8 bytes: single bytes inside it
-        for (dmc_u32 q = 0; q < 8; q++)
-            if (at + q >= w->mis && at + q - w->mis < w->len) v |= (dmc_u64)w->src[at + q - w->mis] << (8 * q);
-        w->w0 = (dmc_u32)v;
-        w->w1 = (dmc_u32)(v >> 32);
-    }
-}
-
-__device__ __forceinline__ dmc_inf_win dmc_inf_win_open(const dmc_u8* src, dmc_u32 len, dmc_u32 lane) {
-    dmc_inf_win w;
-    w.src = src;
-    w.len = len;
-    w.mis = (dmc_u32)(((dmc_u64)src) & 7u);
-    dmc_inf_win_fill(&w, 0, lane);
-    return w;
-}
-
-// Moves the window so that it holds [p, p + n) (n <= DMC_INF_WIN_BYTES - 7), when it does not.
-__device__ __forceinline__ void dmc_inf_win_need(dmc_inf_win* w, dmc_u32 p, dmc_u32 n, dmc_u32 lane) {
-    const dmc_u64 a = (dmc_u64)p + w->mis;
-    if (a < w->start || a + n > (dmc_u64)w->start + DMC_INF_WIN_BYTES) dmc_inf_win_fill(w, p, lane);
-}
-
-// 32 stream bits from bit `pos` (first bit in bit 0; pos may differ between lanes). The window
-// must hold bytes pos/8 .. pos/8 + 4 of every lane's pos. A warp collective.
-__device__ __forceinline__ dmc_u32 dmc_inf_peek(const dmc_inf_win& w, dmc_u64 pos) {
-    const dmc_u32 rel = (dmc_u32)(pos + 8ull * w.mis - 8ull * w.start);  // bit of the window
-    const dmc_u32 q = rel >> 5;  // word q: lane q/2, its word q mod 2
-    const dmc_u32 a0 = __shfl_sync(DMC_INF_FULL, w.w0, (int)((q >> 1) & 31));
-    const dmc_u32 a1 = __shfl_sync(DMC_INF_FULL, w.w1, (int)((q >> 1) & 31));
-    const dmc_u32 b0 = __shfl_sync(DMC_INF_FULL, w.w0, (int)(((q >> 1) + 1) & 31));
-    const dmc_u32 lo = (q & 1) ? a1 : a0, hi = (q & 1) ? b0 : a1;
-    return __funnelshift_r(lo, hi, rel & 31);
-}
-
 // n (<= 15) stream bits from bit `pos` (the same in every lane), moving the window when needed.
-__device__ __forceinline__ dmc_u32 dmc_inf_wbits(dmc_inf_win* w, dmc_u64 pos, dmc_u32 n, dmc_u32 lane) {
-    dmc_inf_win_need(w, (dmc_u32)(pos >> 3), 8, lane);
-    return dmc_inf_peek(*w, pos) & ((1u << n) - 1);
+__device__ __forceinline__ dmc_u32 dmc_inf_wbits(dmc_win8* w, dmc_u64 pos, dmc_u32 n, dmc_u32 lane) {
+    dmc_win_need(w, (dmc_u32)(pos >> 3), 8, lane);
+    return dmc_win8_bits32(*w, pos) & ((1u << n) - 1);
 }
 
 // One step of pointer doubling over the window's offsets: j∘j, where offsets >= 32 (out of
@@ -972,9 +988,9 @@ struct dmc_inf_huff_res {
 // (SRC_TRUNCATED) before a literal past the output (DST_OVERFLOW); a missing code or an invalid
 // symbol is CORRUPT; a distance before the member BAD_OFFSET; a match past the output
 // DST_OVERFLOW.
-__device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_inf_win* w, dmc_u8* out, dmc_u64 pos,
+__device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w, dmc_u8* out, dmc_u64 pos,
                                          dmc_u32 op, dmc_u32 out_len, dmc_u32 member_start, dmc_u32 lane) {
-    dmc_inf_win win = *w;  // in registers while the block decodes
+    dmc_win8 win = *w;  // in registers while the block decodes
     const dmc_u64 limit = 8ull * win.len;
     const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
     dmc_inf_run run;
@@ -986,8 +1002,8 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_inf_win
     run.pd23 = 0;
     dmc_u32 st = DMC_STATUS_OK;
     for (;;) {
-        dmc_inf_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
-        const dmc_u32 v = dmc_inf_peek(win, pos + lane);
+        dmc_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
+        const dmc_u32 v = dmc_win8_bits32(win, pos + lane);
         dmc_u32 e = sm->litlen[v & ((1u << DMC_INF_LITLEN_BITS) - 1)];
         if (e & DMC_INF_ENT_SUB) {
             e = sm->litlen[(e & 0xFFFF) + ((v >> DMC_INF_LITLEN_BITS) & ((1u << ((e >> 16) & 0xFF)) - 1))];
@@ -1059,8 +1075,8 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_inf_win
         // A length: its extra bits, then the distance code and its extra bits.
         const dmc_u32 len = (x & 0xFFFF) + dmc_inf_wbits(&win, pos, (x >> 24) & 15, lane);
         pos += (x >> 24) & 15;
-        dmc_inf_win_need(&win, (dmc_u32)(pos >> 3), 8, lane);
-        const dmc_u32 dv = dmc_inf_peek(win, pos);
+        dmc_win_need(&win, (dmc_u32)(pos >> 3), 8, lane);
+        const dmc_u32 dv = dmc_win8_bits32(win, pos);
         dmc_u32 d = sm->dist[dv & ((1u << DMC_INF_DIST_BITS) - 1)];
         if (d & DMC_INF_ENT_SUB) {
             d = sm->dist[(d & 0xFFFF) + ((dv >> DMC_INF_DIST_BITS) & ((1u << ((d >> 16) & 0xFF)) - 1))];
@@ -1149,7 +1165,7 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
         sm->crc[e] = c;
     }
     // The warp's window on the input (the Huffman decode's bit window), two words per lane.
-    dmc_inf_win w = dmc_inf_win_open(in, sd.src_len, lane);
+    dmc_win8 w = dmc_win_open<dmc_u64>(in, sd.src_len, lane);
     dmc_inf_state s;
     s.in = in;
     s.in_len = sd.src_len;

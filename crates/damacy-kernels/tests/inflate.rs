@@ -275,6 +275,58 @@ fn blosc_zlib_streams_at_every_alignment_decode() {
     }
 }
 
+/// zlib streams of one fixed-Huffman block, in blosc frames at every start alignment
+/// mod 8: the symbols begin in the stream's third byte, so the symbol decode reads the bytes
+/// of the input window's first word, which a misaligned stream fills byte by byte (the window's
+/// edge path; the dynamic blocks above begin with headers lane 0 reads on its own).
+#[test]
+fn blosc_zlib_fixed_blocks_at_every_alignment_decode() {
+    let mut frames = Vec::new();
+    let mut starts = [0usize; 8];
+    for (k, len) in [600usize, 1500, 2500, 4096].into_iter().enumerate() {
+        let d: Vec<u8> = (0..len).map(|i| b"fixed huffman "[(i + k) % 14]).collect();
+        let nblocks = len.div_ceil(256);
+        let mut f = vec![2u8, 1, 0x10 | (3 << 5), 1];
+        for v in [len, 256, 0] {
+            f.extend_from_slice(&(v as u32).to_le_bytes());
+        }
+        f.resize(16 + 4 * nblocks, 0);
+        for (j, block) in d.chunks(256).enumerate() {
+            f.resize(f.len() + (j + k) % 8, 0);
+            let at = f.len();
+            f[16 + 4 * j..20 + 4 * j].copy_from_slice(&(at as u32).to_le_bytes());
+            // a fixed block built here (flate2 picks dynamic blocks even for these): the first
+            // 14 bytes as literals, then matches of distance 14
+            let mut ops: Vec<Op> = block.iter().take(14).map(|&b| Op::Lit(b)).collect();
+            let mut done = block.len().min(14);
+            while done < block.len() {
+                let n = (block.len() - done).min(258);
+                ops.push(if n >= 3 { Op::Match(n as u32, 14) } else { Op::Lit(block[done]) });
+                done += if n >= 3 { n } else { 1 };
+            }
+            let mut w = Bits::default();
+            fixed_block(&mut w, &ops, true);
+            let z = zlib_wrap(&w.finish(), block);
+            assert_eq!(first_block_type(&z, 2), 1);
+            assert_eq!(ref_unzlib(&z).as_deref(), Some(block));
+            starts[(at + 4) % 8] += 1;
+            f.extend_from_slice(&(z.len() as u32).to_le_bytes());
+            f.extend_from_slice(&z);
+        }
+        let n = f.len() as u32;
+        f[12..16].copy_from_slice(&n.to_le_bytes());
+        frames.push((format!("{len} bytes"), d, f));
+    }
+    assert!(starts.iter().all(|&c| c > 0), "zlib streams at every start alignment mod 8: {starts:?}");
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|(_, _, f)| ChunkInput::blosc(f)).collect();
+        for (r, (what, d, _)) in decode(seed, &inputs).into_iter().zip(&frames) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+}
+
 // ---- flate2 at every level ----
 
 #[test]
@@ -1327,6 +1379,134 @@ fn check_hand_built_zlib(cases: &[(String, Vec<u8>, Vec<u8>)]) {
         for (r, (what, _, d)) in decode(seed, &inputs).into_iter().zip(cases) {
             let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
             assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+}
+
+/// A complete code of at most `max` bits over `m >= 2` symbols (leaves split one at a time,
+/// the deepest splittable one a third of the time).
+fn random_complete_upto(m: usize, max: u32, next: &mut impl FnMut() -> u64) -> Vec<u32> {
+    let mut leaves = vec![1u32, 1];
+    while leaves.len() < m {
+        let splittable: Vec<usize> = (0..leaves.len()).filter(|&i| leaves[i] < max).collect();
+        let deepest = splittable.iter().copied().max_by_key(|&i| leaves[i]).unwrap();
+        let i = if next().is_multiple_of(3) { deepest } else { splittable[(next() as usize) % splittable.len()] };
+        leaves[i] += 1;
+        leaves.push(leaves[i]);
+    }
+    leaves
+}
+
+/// Code-length codes of every shape the header decode meets (it decodes them from registers
+/// by per-length limits, no table): codes of 1 to 7 bits with lengths skipped in between (a
+/// chain 1, 2, .., 7, 7), all 19 symbols coded (HCLEN 19, the canonical positions past 12),
+/// random complete codes of at most 6 and 7 bits over the symbols used and over unused ones
+/// too; then a second dynamic block with fewer lengths after one with HLIT 286 and HDIST 30
+/// (the stored lengths past the new HLIT and HDIST must read as 0), and an end-of-block code
+/// missing inside a run of zeros (CORRUPT).
+#[test]
+fn code_length_codes_of_every_shape_decode() {
+    // code sets: few distinct lengths (a chain fits), and many
+    let used: Vec<usize> = (0..=256).collect();
+    let ll_few = place(257, &used, &random_complete(used.len(), &mut xorshift(21)));
+    let all_ll: Vec<usize> = (0..286).collect();
+    let ll_full = place(286, &all_ll, &[[8u32; 226].as_slice(), &[9u32; 60]].concat());
+    let mut dl_full = vec![9u32, 9, 8, 7, 6, 5, 4, 3, 2, 1];
+    dl_full.resize(30, 0);
+    let sets: Vec<(&str, Vec<u32>, Vec<u32>)> =
+        vec![("random literal/length", ll_few.clone(), vec![1, 1]), ("every symbol", ll_full.clone(), dl_full.clone())];
+    let mut cases: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
+    for (k, (what, ll, dl)) in sets.iter().enumerate() {
+        let mut next = xorshift(k as u64 + 31);
+        let ops = ops_for(ll, dl, 1500, &mut next);
+        let mut d = Vec::new();
+        execute(&mut d, &ops);
+        let all: Vec<u32> = ll.iter().chain(dl).copied().collect();
+        for cap in RLES {
+            let syms = rle(&all, cap);
+            let mut sused: Vec<usize> = syms.iter().map(|s| s.0 as usize).collect();
+            sused.sort_unstable();
+            sused.dedup();
+            let mut pres: Vec<(String, [u32; 19])> = Vec::new();
+            if sused.len() <= 8 {
+                // a chain: one code of each length 1..=m-2 and two of m-1
+                let mut p = [0u32; 19];
+                let m = sused.len();
+                for (j, &s) in sused.iter().rev().enumerate() {
+                    p[s] = (j as u32 + 1).min(m as u32 - 1);
+                }
+                pres.push(("chain".into(), p));
+            }
+            for (seed, max, everyone) in [(1u64, 7u32, false), (2, 7, true), (3, 6, false), (4, 7, true), (5, 6, true)]
+            {
+                let syms_of: Vec<usize> = if everyone { (0..19).collect() } else { sused.clone() };
+                let mut next = xorshift(seed * 17 + k as u64);
+                let mut lens = random_complete_upto(syms_of.len(), max, &mut next);
+                // shuffle which symbol gets which length
+                for i in (1..lens.len()).rev() {
+                    lens.swap(i, (next() as usize) % (i + 1));
+                }
+                let mut p = [0u32; 19];
+                for (&s, &l) in syms_of.iter().zip(&lens) {
+                    p[s] = l;
+                }
+                pres.push((format!("random ≤ {max} bits{}", if everyone { ", all 19" } else { "" }), p));
+            }
+            for (pw, p) in pres {
+                let mut w = Bits::default();
+                dynamic_header(&mut w, ll.len(), dl.len(), &p, &syms, true);
+                write_symbols(&mut w, &ops, (&canonical(ll), ll), (&canonical(dl), dl));
+                cases.push((format!("{what}, {cap:?}, {pw}"), zlib_wrap(&w.finish(), &d), d.clone()));
+            }
+        }
+    }
+    // a block of every length (HLIT 286, HDIST 30), then a block of 257 and 2 lengths
+    {
+        let mut next = xorshift(41);
+        let ops1 = ops_for(&ll_full, &dl_full, 800, &mut next);
+        let mut d = Vec::new();
+        execute(&mut d, &ops1);
+        let dl2 = vec![1u32, 1];
+        let ops2: Vec<Op> = ops_for(&ll_few, &dl2, 800, &mut next)
+            .into_iter()
+            .map(|o| match o {
+                Op::Match(l, dist) => Op::Match(l, dist.min(2)),
+                o @ Op::Lit(_) => o,
+            })
+            .collect();
+        execute(&mut d, &ops2);
+        let mut w = Bits::default();
+        let all1: Vec<u32> = ll_full.iter().chain(&dl_full).copied().collect();
+        let s1 = rle(&all1, RLES[0]);
+        dynamic_header(&mut w, 286, 30, &pre_code(&s1), &s1, false);
+        write_symbols(&mut w, &ops1, (&canonical(&ll_full), &ll_full), (&canonical(&dl_full), &dl_full));
+        let all2: Vec<u32> = ll_few.iter().chain(&dl2).copied().collect();
+        let s2 = rle(&all2, RLES[0]);
+        dynamic_header(&mut w, 257, 2, &pre_code(&s2), &s2, true);
+        write_symbols(&mut w, &ops2, (&canonical(&ll_few), &ll_few), (&canonical(&dl2), &dl2));
+        cases.push(("fewer lengths after every length".into(), zlib_wrap(&w.finish(), &d), d));
+    }
+    check_hand_built_zlib(&cases);
+    // no end-of-block code: symbol 256 inside a run of zeros (a 17), and inside an 18
+    let mut bad: Vec<(String, Vec<u8>)> = Vec::new();
+    for (lo, hi) in [(251usize, 260usize), (240, 270)] {
+        let used: Vec<usize> = (0..lo).chain(hi..286).collect();
+        let ll = place(286, &used, &random_complete(used.len(), &mut xorshift(lo as u64)));
+        let all: Vec<u32> = ll.iter().chain(&[1u32, 1]).copied().collect();
+        let syms = rle(&all, RLES[0]);
+        assert!(syms.iter().any(|s| s.0 == 17 || s.0 == 18));
+        let mut w = Bits::default();
+        dynamic_header(&mut w, 286, 2, &pre_code(&syms), &syms, true);
+        w.put(0, 32);
+        bad.push((format!("zeros {lo}..{hi}"), zlib_wrap(&w.finish(), &[])));
+    }
+    for (what, c) in &bad {
+        assert!(ref_unzlib(c).is_none(), "{what}: flate2 refuses it too");
+    }
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = bad.iter().map(|(_, c)| ChunkInput::zlib(c).with_expected_len(16)).collect();
+        for (r, (what, _)) in decode(seed, &inputs).iter().zip(&bad) {
+            assert_eq!(status_of(r), Some(StreamStatus::Corrupt), "{what} (seed {seed}): {r:?}");
         }
     }
 }

@@ -22,7 +22,6 @@ const OPTIONS: [&str; 4] =
 fn stack_allowance(k: Kernel) -> u32 {
     match k {
         Kernel::ZstdDecode => 64,
-        Kernel::InflateDecode => 656,
         _ => 0,
     }
 }
