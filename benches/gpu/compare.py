@@ -1,21 +1,23 @@
 #!/usr/bin/env python3
-"""GPU kernel report, side by side in one run: damacy's kernels vs nvCOMP's batched LZ4 on the
-same streams, and the memory-bound kernels vs the device's own copy bandwidth.
+"""GPU kernel report, side by side in one run: damacy's kernels vs nvCOMP's batched LZ4, Zstd
+and Deflate on the same streams, and the memory-bound kernels vs the device's own copy
+bandwidth.
 
     python3 benches/gpu/compare.py [--device cuda|emulated] [--bin PATH] [--out DIR] [--small]
 
 1. runs ``kernel_bench`` (``crates/damacy-kernels/examples/kernel_bench.rs``; from ``--bin``,
    else ``.gpu-bundle/bin``, else built with cargo), which verifies and times every case and
-   dumps the raw LZ4 streams of its LZ4 batches;
-2. runs ``nvcomp_lz4.py`` on that dump (nvCOMP C and Python APIs, same streams) and for the
+   dumps the raw streams of its LZ4, zstd and deflate batches;
+2. runs ``nvcomp_decode.py`` on that dump (nvCOMP C and Python APIs, same streams) and for the
    device-to-device copy bandwidth of the same byte counts;
 3. prints the ratio tables and writes ``gpu-kernels-<date>.md`` (date, commit, device, command
    lines, both tables, the raw kernel_bench table) plus both JSON files into ``--out``, else
    ``$OUT``, else ``benches/results/``. Emulator runs are labelled as such, named
    ``emulator-kernels-<date>.md``, and default to a scratch folder, never benches/results/.
 
-Goals (issue 5): damacy LZ4 ÷ nvCOMP LZ4 ≥ 1 per chunk size; copy, unshuffle, bitunshuffle and
-assemble ≥ 70 % of the device-to-device copy bandwidth.
+Goals: damacy ÷ nvCOMP ≥ 1 per chunk size for LZ4 (issue 5), zstd (issue 13) and deflate
+(issue 15); copy, unshuffle, bitunshuffle and assemble ≥ 70 % of the device-to-device copy
+bandwidth.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 BUNDLE = ROOT / ".gpu-bundle"
 EXIT_NO_DEVICE = 3
-LZ4_GOAL = 1.0
+NVCOMP_GOAL = 1.0  # damacy ÷ nvCOMP, every codec
+# kernel_bench's decode kinds compared with nvCOMP, and nvCOMP's name for each.
+CODECS = {"lz4": "LZ4", "zstd": "Zstd", "deflate": "Deflate"}
 COPY_GOAL = 0.70
 
 
@@ -155,26 +159,28 @@ def copy_for(copies: list[dict[str, Any]], nbytes: int) -> float | None:
     return min(ok, key=lambda c: abs(c["bytes"] - nbytes))["gbps"]
 
 
-def lz4_table(rows: list[dict[str, Any]], nv: dict[str, Any]) -> tuple[list[str], list[str]]:
+def codec_table(rows: list[dict[str, Any]], nv: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """damacy ÷ nvCOMP per codec, dataset and chunk size: the table and the goals missed."""
     entries = {e["name"]: e for e in nv.get("entries", [])}
     out = [
-        "| dataset | chunk | chunks | LZ4 ratio | damacy kernel GB/s | damacy wall GB/s | nvCOMP GB/s (best variant) | damacy ÷ nvCOMP | goal ≥ 1 |",
-        "|---|---|---:|---:|---:|---:|---:|---:|:-:|",
+        "| codec | dataset | chunk | chunks | ratio | damacy kernel GB/s | damacy wall GB/s | nvCOMP GB/s (best variant) | damacy ÷ nvCOMP | goal ≥ 1 |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|:-:|",
     ]
     misses = []
-    for r in (r for r in rows if r["kind"] == "lz4"):
+    for r in (r for r in rows if r["kind"] in CODECS):
+        codec = CODECS[r["kind"]]
         e = entries.get(r["name"], {})
         nvg, which = best_nvcomp(e)
         k = r.get("kernel_gbps")
         ratio = k / nvg if isinstance(k, (int, float)) and nvg else None
-        goal = "–" if ratio is None else ("yes" if ratio >= LZ4_GOAL else "**no**")
-        if ratio is not None and ratio < LZ4_GOAL:
-            misses.append(f"LZ4 {r['dataset']} {human(r['chunk_bytes'])}: {ratio:.2f}× nvCOMP")
+        goal = "–" if ratio is None else ("yes" if ratio >= NVCOMP_GOAL else "**no**")
+        if ratio is not None and ratio < NVCOMP_GOAL:
+            misses.append(f"{codec} {r['dataset']} {human(r['chunk_bytes'])}: {ratio:.2f}× nvCOMP")
         note = "" if r.get("verified") else " (FAILED verification)"
         if not r.get("comparable", True):
-            note += " (not one LZ4 stream per chunk: not compared)"
+            note += " (not one stream per chunk: not compared)"
         out.append(
-            f"| {r['dataset']}{note} | {human(r['chunk_bytes'])} | {r['n_chunks']} | {fnum(r.get('ratio'), 2)} | "
+            f"| {codec} | {r['dataset']}{note} | {human(r['chunk_bytes'])} | {r['n_chunks']} | {fnum(r.get('ratio'), 2)} | "
             f"{fnum(k)} | {fnum(r.get('wall_gbps'), 2)} | {fnum(nvg)} ({which}) | {fnum(ratio, 2)} | {goal} |"
         )
     return out, misses
@@ -245,7 +251,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, help="untimed runs per case first")
     ap.add_argument("--bench-args", default="", help="extra kernel_bench arguments, one string")
     ap.add_argument("--timeout", type=float, default=250, help="seconds for kernel_bench")
-    ap.add_argument("--nvcomp-timeout", type=float, default=150, help="seconds for nvcomp_lz4.py")
+    ap.add_argument("--nvcomp-timeout", type=float, default=150, help="seconds for nvcomp_decode.py")
     args = ap.parse_args()
 
     emulated = args.device == "emulated"
@@ -260,9 +266,9 @@ def main() -> int:
         out_dir = ROOT / "benches" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     exe, build_cmd = find_bin(args)
-    dump = Path(tempfile.mkdtemp(prefix="damacy-lz4-dump-"))
+    dump = Path(tempfile.mkdtemp(prefix="damacy-streams-dump-"))
     kb_json = out_dir / "kernel_bench.json"
-    nv_json = out_dir / "nvcomp_lz4.json"
+    nv_json = out_dir / "nvcomp_decode.json"
     try:
         kb_cmd = [exe, "--device", args.device, "--dump", str(dump), "--json", str(kb_json)]
         kb_cmd += ["--small"] if small else []
@@ -277,7 +283,7 @@ def main() -> int:
             print(f"compare.py: kernel_bench exited {rc} without writing {kb_json}")
             return 1
         kb = json.loads(kb_json.read_text())
-        nv_cmd = [sys.executable, str(HERE / "nvcomp_lz4.py"), "--index", str(dump / "index.json"), "--json", str(nv_json)]
+        nv_cmd = [sys.executable, str(HERE / "nvcomp_decode.py"), "--index", str(dump / "index.json"), "--json", str(nv_json)]
         nv_cmd += ["--reps", str(kb["reps"]), "--warmup", str(kb["warmup"])]
         sizes = sorted({int(r["decoded_bytes"]) for r in kb["rows"] if "decoded_bytes" in r} | {int(r["copy_equiv_bytes"]) for r in kb["rows"] if "copy_equiv_bytes" in r})
         if sizes:
@@ -286,7 +292,7 @@ def main() -> int:
         try:
             nv = json.loads(nv_json.read_text())
         except (OSError, ValueError):
-            nv = {"skipped": f"nvcomp_lz4.py exited {nv_rc} without a JSON report"}
+            nv = {"skipped": f"nvcomp_decode.py exited {nv_rc} without a JSON report"}
     finally:
         shutil.rmtree(dump, ignore_errors=True)
 
@@ -294,11 +300,11 @@ def main() -> int:
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     smi = nvidia_smi()
     device = smi or nv.get("device") or kb.get("device", "unknown")
-    lz4, lz4_miss = lz4_table(kb["rows"], nv)
+    codecs, codec_miss = codec_table(kb["rows"], nv)
     mem, mem_miss = memory_table(kb["rows"], nv)
     copies = nv.get("copy", [])
     lines = [
-        f"# {'GPU' if label == 'gpu' else 'EMULATOR (not GPU numbers)'} kernels: damacy vs nvCOMP LZ4, memory-bound kernels vs copy bandwidth",
+        f"# {'GPU' if label == 'gpu' else 'EMULATOR (not GPU numbers)'} kernels: damacy vs nvCOMP (LZ4, Zstd, Deflate), memory-bound kernels vs copy bandwidth",
         "",
         f"- date: {date} (UTC)",
         f"- commit: {git_commit()}",
@@ -312,17 +318,21 @@ def main() -> int:
         f"- kernel_bench: `{sh(kb_cmd)}` (exit {rc})",
         f"- nvCOMP: `{sh(nv_cmd)}` (exit {nv_rc})",
         "",
-        "## LZ4: damacy ÷ nvCOMP batched LZ4, same streams",
+        "## Decoders: damacy ÷ nvCOMP's batched LZ4, Zstd and Deflate, same streams",
         "",
-        "One raw LZ4 block stream per chunk (c-blosc, cname lz4, clevel 5, typesize 1, no shuffle,",
+        "LZ4: one raw LZ4 block stream per chunk (c-blosc, cname lz4, clevel 5, typesize 1, no shuffle,",
         "blocksize = chunk, splitting off) over each chunk's byte planes (the layout blosc's shuffle",
-        "gives LZ4). damacy kernel GB/s: `WaveStats::kernel_time` of one `decode_wave`; wall: the whole",
-        "call (host parse, staging, host-to-device copy, launches, status read-back). nvCOMP: CUDA",
-        "events around `nvcompBatchedLZ4DecompressAsync` (C API, backends DEFAULT and CUDA) or",
-        "`Codec.decode` (Python API, RAW bitstream, policies CONCURRENCY and LATENCY); the ratio uses",
-        "the fastest verified variant. Goal: ≥ 1.",
+        "gives LZ4). zstd: one frame per chunk (the `zstd` crate, level 3, content size, no checksum).",
+        "deflate: one zlib stream per chunk (flate2, level 6); damacy decodes the zlib stream, nvCOMP its",
+        "raw deflate body (the same bits without the 2-byte header and the Adler-32 trailer). zstd and",
+        "deflate chunks are unshuffled, as zarr's `bytes` + `zstd`/`gzip` chains store them. damacy kernel",
+        "GB/s: `WaveStats::kernel_time` of one `decode_wave`; wall: the whole call (host parse, staging,",
+        "host-to-device copy, launches, status read-back). nvCOMP: CUDA events around",
+        "`nvcompBatchedLZ4DecompressAsync` (C API, LZ4 only, backends DEFAULT and CUDA) or `Codec.decode`",
+        "(Python API, RAW bitstream, policies CONCURRENCY and LATENCY); the ratio uses the fastest",
+        "verified variant. Goal: ≥ 1.",
         "",
-        *lz4,
+        *codecs,
         "",
         "nvCOMP per variant (GB/s):",
         "",
@@ -346,7 +356,7 @@ def main() -> int:
         "",
         "## Goals missed",
         "",
-        *([f"- {m}" for m in lz4_miss + mem_miss] or ["- none" if label == "gpu" and not nv.get("skipped") else "- not judged (no GPU numbers)"]),
+        *([f"- {m}" for m in codec_miss + mem_miss] or ["- none" if label == "gpu" and not nv.get("skipped") else "- not judged (no GPU numbers)"]),
         "",
         "## kernel_bench output",
         "",
@@ -354,7 +364,7 @@ def main() -> int:
         kb_out.rstrip(),
         "```",
         "",
-        "## nvcomp_lz4.py output",
+        "## nvcomp_decode.py output",
         "",
         "```",
         nv_out.rstrip(),
@@ -364,7 +374,7 @@ def main() -> int:
     name = f"{'gpu' if label == 'gpu' else 'emulator'}-kernels-{date}.md"
     report = out_dir / name
     report.write_text("\n".join(lines))
-    print("\n".join(["", *lz4, "", *mem, ""]))
+    print("\n".join(["", *codecs, "", *mem, ""]))
     print(f"wrote {report}")
     failed = rc != 0 or nv_rc != 0 or bool(kb.get("failures")) or (label == "gpu" and "skipped" in nv)
     if label == "gpu" and "skipped" in nv:

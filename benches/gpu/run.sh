@@ -13,7 +13,7 @@
 #   4. tests    damacy-kernels' GPU integration tests (--test-threads=1); a skip counts as failure
 #   5. inspect  damacy inspect fixtures --digest --executor gpu, digests vs fixtures/manifest.json
 #   6. compare  benches/gpu/compare.py: kernel_bench + nvCOMP LZ4 + copy bandwidth
-#                -> gpu-kernels-<date>.md, kernel_bench.json, nvcomp_lz4.json
+#                -> gpu-kernels-<date>.md, kernel_bench.json, nvcomp_decode.json
 #   7. python   the damacy wheel and zarr from the bundle; benches/gpu/python_gpu.py: Pipeline
 #               batches into torch and cupy, zarr enable_gpu() reads through
 #               damacy.GpuCodecPipeline, random-crop timing -> python-gpu-<date>.md

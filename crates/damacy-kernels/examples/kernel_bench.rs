@@ -1,12 +1,13 @@
-//! Per-kernel throughput for the GPU report (issue 5): decoded GB/s of damacy's LZ4 kernel on
-//! batches of 64 KiB – 4 MiB chunks, with the very same LZ4 streams dumped so that nvCOMP's
-//! batched LZ4 decodes them too; of the copy + unshuffle / bitunshuffle path; and of assemble
-//! (random crops into a batch, with and without a u16 → f32 cast).
+//! Per-kernel throughput for the GPU report (issues 5, 13, 15): decoded GB/s of damacy's LZ4,
+//! zstd and inflate kernels on batches of 64 KiB – 4 MiB chunks, with the very same streams
+//! dumped so that nvCOMP's batched LZ4, Zstd and Deflate decode them too; of the copy +
+//! unshuffle / bitunshuffle path; and of assemble (random crops into a batch, with and without a
+//! u16 → f32 cast).
 //!
 //! ```text
 //! cargo run --release -p damacy-kernels --example kernel_bench -- \
 //!     [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
-//!     [--reps N] [--warmup N] [--cases lz4,shuffle,assemble] [--sizes 64K,256K,1M,4M] \
+//!     [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble] [--sizes 64K,256K,1M,4M] \
 //!     [--batch-mib N]
 //! ```
 //!
@@ -16,11 +17,14 @@
 //! and the wall time of the whole call (host parse, staging, host-to-device copy, launches,
 //! status read-back). GB/s is 10⁹ decoded bytes per second. Each case's output is compared once
 //! with the CPU reference (the blosc C library, lz4_flex, or a host crop) before its numbers
-//! count: a case whose output differs reports no number and makes the run fail.
+//! count: a case whose output differs reports no number and makes the run fail. zstd chunks are
+//! frames of the `zstd` crate at level 3; deflate chunks are zlib streams of `flate2` at level 6,
+//! which damacy decodes whole (`ChunkInput::zlib`, Adler-32 not verified) and whose raw deflate
+//! body (without the 2-byte header and the 4-byte trailer) is what the dump gives nvCOMP.
 //!
 //! With `--device emulated` (feature `emulate`) the kernels run on the host emulator: the
 //! numbers are labelled `emulator` and say nothing about GPU speed. `benches/gpu/compare.py`
-//! runs this and `benches/gpu/nvcomp_lz4.py` on the same streams and prints the ratios.
+//! runs this and `benches/gpu/nvcomp_decode.py` on the same streams and prints the ratios.
 #![allow(
     clippy::doc_markdown,
     clippy::too_many_lines,
@@ -49,7 +53,7 @@ const EXIT_NO_DEVICE: u8 = 3;
 const WIDTH: usize = 2048;
 
 const USAGE: &str = "usage: kernel_bench [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
-[--reps N] [--warmup N] [--cases lz4,shuffle,assemble] [--sizes 64K,256K,1M,4M] [--batch-mib N]";
+[--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble] [--sizes 64K,256K,1M,4M] [--batch-mib N]";
 
 // ---------------------------------------------------------------------------------------------
 // Command line
@@ -89,7 +93,7 @@ fn parse_args() -> Result<Args, String> {
         json: None,
         reps: None,
         warmup: None,
-        cases: vec!["lz4".into(), "shuffle".into(), "assemble".into()],
+        cases: ["lz4", "zstd", "deflate", "shuffle", "assemble"].map(str::to_owned).to_vec(),
         sizes: None,
         batch_mib: None,
     };
@@ -112,8 +116,10 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
-    if let Some(bad) = a.cases.iter().find(|c| !matches!(c.as_str(), "lz4" | "shuffle" | "assemble")) {
-        return Err(format!("--cases: unknown case {bad:?} (lz4, shuffle, assemble)"));
+    if let Some(bad) =
+        a.cases.iter().find(|c| !matches!(c.as_str(), "lz4" | "zstd" | "deflate" | "shuffle" | "assemble"))
+    {
+        return Err(format!("--cases: unknown case {bad:?} (lz4, zstd, deflate, shuffle, assemble)"));
     }
     if a.reps == Some(0) {
         return Err("--reps must be at least 1".into());
@@ -500,7 +506,14 @@ impl Bench {
             && not_lz4 == 0
             && let Some(dir) = self.dump.clone()
         {
-            self.dump_lz4(&dir, &name, ds, chunk, &frames, &streams, &decoded)?;
+            let raw: Vec<&[u8]> = frames
+                .iter()
+                .zip(&streams)
+                .map(|(f, s)| {
+                    s.map(|(off, len)| &f[off..off + len]).ok_or("dump of a chunk that is not one LZ4 stream")
+                })
+                .collect::<Result<_, _>>()?;
+            self.dump_streams(&dir, &name, ds, chunk, "LZ4", &raw, &decoded)?;
             row["dump"] = json!(name);
         }
         self.rows.push(row);
@@ -513,7 +526,7 @@ impl Bench {
         match self.verify(inputs, expected) {
             Ok(stats) => {
                 row["verified"] = json!(true);
-                row["streams"] = json!({"lz4": stats.streams[0], "blosclz": stats.streams[1], "raw": stats.streams[2], "crc32c": stats.streams[3], "zstd": stats.streams[4]});
+                row["streams"] = json!({"lz4": stats.streams[0], "blosclz": stats.streams[1], "raw": stats.streams[2], "crc32c": stats.streams[3], "zstd": stats.streams[4], "inflate": stats.streams[5]});
                 row["launches"] = json!(stats.launches);
             }
             Err(e) => {
@@ -540,34 +553,129 @@ impl Bench {
         }
     }
 
-    fn dump_lz4(
+    /// Writes a batch's streams (concatenated) and its index entry: what nvCOMP decodes with
+    /// `algorithm` (its name in nvCOMP's Python API) and the digests it must reproduce.
+    fn dump_streams<D: AsRef<[u8]> + Sync>(
         &mut self,
         dir: &std::path::Path,
         name: &str,
         ds: &Dataset,
         chunk: usize,
-        frames: &[Vec<u8>],
-        streams: &[Option<(usize, usize)>],
-        decoded: &[Vec<u8>],
+        algorithm: &str,
+        streams: &[&[u8]],
+        decoded: &[D],
     ) -> Res<()> {
         let file = format!("{name}.bin");
         let mut bytes = Vec::new();
-        let mut offsets = Vec::with_capacity(frames.len());
-        let mut sizes = Vec::with_capacity(frames.len());
-        for (f, s) in frames.iter().zip(streams) {
-            let (off, len) = s.ok_or("dump of a chunk that is not one LZ4 stream")?;
+        let mut offsets = Vec::with_capacity(streams.len());
+        let mut sizes = Vec::with_capacity(streams.len());
+        for s in streams {
             offsets.push(bytes.len());
-            sizes.push(len);
-            bytes.extend_from_slice(&f[off..off + len]);
+            sizes.push(s.len());
+            bytes.extend_from_slice(s);
         }
         std::fs::write(dir.join(&file), &bytes)?;
-        let digests: Vec<String> = decoded.par_iter().map(|d| hex::encode(&Sha256::digest(d)[..8])).collect();
+        let digests: Vec<String> = decoded.par_iter().map(|d| hex::encode(&Sha256::digest(d.as_ref())[..8])).collect();
         self.dump_index.push(json!({
-            "name": name, "file": file, "dataset": ds.name, "dtype": ds.dtype, "typesize": ds.typesize,
-            "chunk_bytes": chunk, "n_streams": frames.len(), "offsets": offsets, "comp_sizes": sizes,
-            "decoded_sizes": vec![chunk; frames.len()], "decoded_sha256_64": digests,
-            "comp_bytes": bytes.len(), "decoded_bytes": chunk * frames.len(),
+            "name": name, "file": file, "algorithm": algorithm, "dataset": ds.name, "dtype": ds.dtype,
+            "typesize": ds.typesize, "chunk_bytes": chunk, "n_streams": streams.len(), "offsets": offsets,
+            "comp_sizes": sizes, "decoded_sizes": vec![chunk; streams.len()], "decoded_sha256_64": digests,
+            "comp_bytes": bytes.len(), "decoded_bytes": chunk * streams.len(),
         }));
+        Ok(())
+    }
+
+    // -- zstd and deflate -------------------------------------------------------------------------
+
+    /// A batch of zstd frames (level 3, content size and no checksum, as zarr's `zstd` codec
+    /// writes them): the zstd kernel.
+    fn zstd_case(&mut self, ds: &Dataset, data: &[u8], chunk: usize) -> Res<()> {
+        let n = self.n_chunks(chunk);
+        let name = format!("zstd-{}-{}", ds.name, human(chunk));
+        let chunks: Vec<&[u8]> = (0..n).map(|i| &data[i * chunk..(i + 1) * chunk]).collect();
+        let frames: Vec<Vec<u8>> = chunks.par_iter().map(|c| zstd::bulk::compress(c, 3)).collect::<Result<_, _>>()?;
+        let cpu_check: Result<(), String> = (0..n).into_par_iter().try_for_each(|i| {
+            let d =
+                zstd::bulk::decompress(&frames[i], chunk).map_err(|e| format!("chunk {i}: libzstd rejects it: {e}"))?;
+            if d == chunks[i] {
+                Ok(())
+            } else {
+                Err(format!("chunk {i}: libzstd decode differs: {}", first_diff(&d, chunks[i])))
+            }
+        });
+        let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|f| ChunkInput::zstd(f).with_expected_len(chunk)).collect();
+        let streams: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        self.codec_case("zstd", "Zstd", &name, ds, chunk, &inputs, &streams, &chunks, cpu_check)
+    }
+
+    /// A batch of zlib streams (flate2, level 6): the inflate kernel; the dump holds each
+    /// stream's raw deflate body, the same bits, for nvCOMP's Deflate.
+    fn deflate_case(&mut self, ds: &Dataset, data: &[u8], chunk: usize) -> Res<()> {
+        use std::io::{Read as _, Write as _};
+        let n = self.n_chunks(chunk);
+        let name = format!("deflate-{}-{}", ds.name, human(chunk));
+        let chunks: Vec<&[u8]> = (0..n).map(|i| &data[i * chunk..(i + 1) * chunk]).collect();
+        let streams: Vec<Vec<u8>> = chunks
+            .par_iter()
+            .map(|c| {
+                let mut enc =
+                    flate2::write::ZlibEncoder::new(Vec::with_capacity(c.len() / 2), flate2::Compression::new(6));
+                enc.write_all(c)?;
+                enc.finish()
+            })
+            .collect::<Result<_, _>>()?;
+        // 2-byte header, 4-byte Adler-32 trailer: what lies between is the raw deflate stream.
+        let bodies: Vec<&[u8]> = streams.iter().map(|z| &z[2..z.len() - 4]).collect();
+        let cpu_check: Result<(), String> = (0..n).into_par_iter().try_for_each(|i| {
+            let mut d = Vec::with_capacity(chunk);
+            flate2::read::DeflateDecoder::new(bodies[i])
+                .read_to_end(&mut d)
+                .map_err(|e| format!("chunk {i}: flate2 rejects the raw deflate body: {e}"))?;
+            if d == chunks[i] {
+                Ok(())
+            } else {
+                Err(format!("chunk {i}: flate2 decode differs: {}", first_diff(&d, chunks[i])))
+            }
+        });
+        let inputs: Vec<ChunkInput<'_>> =
+            streams.iter().map(|z| ChunkInput::zlib(z).with_expected_len(chunk)).collect();
+        self.codec_case("deflate", "Deflate", &name, ds, chunk, &inputs, &bodies, &chunks, cpu_check)
+    }
+
+    /// The row of a zstd or deflate case: verified against `expected`, timed, dumped.
+    fn codec_case(
+        &mut self,
+        kind: &str,
+        algorithm: &str,
+        name: &str,
+        ds: &Dataset,
+        chunk: usize,
+        inputs: &[ChunkInput<'_>],
+        streams: &[&[u8]],
+        expected: &[&[u8]],
+        cpu_check: Result<(), String>,
+    ) -> Res<()> {
+        let n = inputs.len();
+        let encoded: usize = streams.iter().map(|s| s.len()).sum();
+        let mut row = json!({
+            "kind": kind, "name": name, "dataset": ds.name, "dtype": ds.dtype, "typesize": ds.typesize,
+            "chunk_bytes": chunk, "n_chunks": n, "decoded_bytes": n * chunk, "encoded_bytes": encoded,
+            "ratio": (n * chunk) as f64 / encoded as f64, "comparable": true, "note": "",
+        });
+        if let Err(e) = cpu_check {
+            self.fail(name, &format!("CPU reference check: {e}"));
+            row["verified"] = json!(false);
+            self.rows.push(row);
+            return Ok(());
+        }
+        self.finish_decode_case(name, &mut row, inputs, expected);
+        if row["verified"] == json!(true)
+            && let Some(dir) = self.dump.clone()
+        {
+            self.dump_streams(&dir, name, ds, chunk, algorithm, streams, expected)?;
+            row["dump"] = json!(name);
+        }
+        self.rows.push(row);
         Ok(())
     }
 
@@ -946,6 +1054,25 @@ fn run(args: &Args) -> Res<ExitCode> {
         }
         b.derive_unshuffle_only();
     }
+    if want("zstd") || want("deflate") {
+        // Last (the GPU run's time limit cuts the end first). Unshuffled, as zarr's `bytes` +
+        // `zstd`/`gzip` chains store them: the label image (long matches, high ratio) and a
+        // smooth field with noisy low bits (literals, short matches, ratio ~1.05).
+        for ds in DATASETS.iter().filter(|d| matches!(d.name, "u16-labels" | "u16-smooth")) {
+            let data = make_dataset(ds, cap);
+            for &chunk in &sizes {
+                for codec in ["zstd", "deflate"].into_iter().filter(|c| want(c)) {
+                    eprintln!("[{:>6.1} s] {codec} {} {}", started.elapsed().as_secs_f64(), ds.name, human(chunk));
+                    if codec == "zstd" {
+                        b.zstd_case(ds, &data, chunk)?;
+                    } else {
+                        b.deflate_case(ds, &data, chunk)?;
+                    }
+                    b.save(false)?;
+                }
+            }
+        }
+    }
     print!("{}", table(&b.rows, b.label));
     if !b.failures.is_empty() {
         println!("\n{} case(s) FAILED verification; they report no numbers:", b.failures.len());
@@ -959,7 +1086,7 @@ fn run(args: &Args) -> Res<ExitCode> {
         println!("wrote {}", path.display());
     }
     if let Some(dir) = &b.dump {
-        println!("dumped {} LZ4 batches to {}", b.dump_index.len(), dir.display());
+        println!("dumped {} batches (LZ4, Zstd, Deflate streams) to {}", b.dump_index.len(), dir.display());
     }
     Ok(if b.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""nvCOMP's batched LZ4 on the very streams damacy's kernel_bench decoded, and the device's
-device-to-device copy bandwidth: the two yardsticks of the GPU kernel report.
+"""nvCOMP's batched decoders on the very streams damacy's kernel_bench decoded, and the device's
+device-to-device copy bandwidth: the yardsticks of the GPU kernel report.
 
 Reads the dump of ``kernel_bench --dump DIR`` (``DIR/index.json`` plus one ``.bin`` of
-concatenated raw LZ4 block streams per batch), uploads each batch with CuPy and decodes it with
+concatenated raw streams per batch; each entry names its ``algorithm``: ``LZ4`` raw block
+streams, ``Zstd`` frames or ``Deflate`` raw deflate streams), uploads each batch with CuPy and
+decodes it with
 
 * nvCOMP's C API, ``nvcompBatchedLZ4DecompressAsync`` through ctypes (the batched kernel alone,
-  CUDA events around the one call), once per decompression backend (DEFAULT and CUDA);
-* nvCOMP's Python API, ``nvidia.nvcomp.Codec(algorithm="LZ4", bitstream_kind=RAW)`` with a
-  preconfigured ``decompression_config`` and preallocated outputs (events around ``decode``),
-  once per execution policy (CONCURRENCY, the default, and LATENCY).
+  CUDA events around the one call), once per decompression backend (DEFAULT and CUDA); LZ4
+  batches only;
+* nvCOMP's Python API, ``nvidia.nvcomp.Codec(algorithm=<the entry's>, bitstream_kind=RAW)``
+  with a preconfigured ``decompression_config`` and preallocated outputs (events around
+  ``decode``), once per execution policy (CONCURRENCY, the default, and LATENCY); every batch.
 
 Each variant is verified once (statuses, decoded sizes, a SHA-256 prefix of every stream's
 output) before it is timed; median over ``--reps`` timed runs after ``--warmup`` untimed ones.
@@ -20,7 +23,7 @@ Without a GPU (or CuPy) it prints ``SKIPPED: <reason>`` and exits 0.
 
 Example::
 
-    python3 benches/gpu/nvcomp_lz4.py --index /tmp/dump/index.json --json nvcomp.json
+    python3 benches/gpu/nvcomp_decode.py --index /tmp/dump/index.json --json nvcomp.json
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def skip(reason: str, out: str | None) -> None:
     """Print the skip line, leave a JSON that says so, exit 0."""
     print(f"SKIPPED: {reason}")
     if out:
-        Path(out).write_text(json.dumps({"tool": "nvcomp_lz4", "skipped": reason}, indent=1))
+        Path(out).write_text(json.dumps({"tool": "nvcomp_decode", "skipped": reason}, indent=1))
     sys.exit(0)
 
 
@@ -227,17 +230,17 @@ def run_c_api(cp: Any, lib: Any, b: Batch, stream: Any, backend: int, args: Any,
 
 
 def run_py_api(
-    cp: Any, nvcomp: Any, b: Batch, stream: Any, policy: str, args: Any, pool: cf.Executor
+    cp: Any, nvcomp: Any, b: Batch, stream: Any, algorithm: str, policy: str, args: Any, pool: cf.Executor
 ) -> dict[str, Any]:
     codec = nvcomp.Codec(
-        algorithm="LZ4",
+        algorithm=algorithm,
         bitstream_kind=nvcomp.BitstreamKind.RAW,
         cuda_stream=stream.ptr,
         execution_policy=getattr(nvcomp.ExecutionPolicy, policy),
     )
     srcs = nvcomp.as_arrays(b.comp_dev, b.comp_offsets, b.comp_sizes, cuda_stream=stream.ptr)
     outs = nvcomp.as_arrays(b.out_dev, b.out_offsets, b.out_sizes, cuda_stream=stream.ptr)
-    # Parses (walks) the raw LZ4 streams once for their decoded sizes; synchronizes.
+    # Parses (walks) the raw streams once for their decoded sizes; synchronizes.
     config = codec.decompression_config(srcs)
 
     def call() -> None:
@@ -303,7 +306,7 @@ def main() -> int:
     try:
         index = json.loads(index_path.read_text())
     except OSError as e:
-        print(f"nvcomp_lz4: cannot read {index_path}: {e}", file=sys.stderr)
+        print(f"nvcomp_decode: cannot read {index_path}: {e}", file=sys.stderr)
         return 2
     try:
         import cupy as cp  # type: ignore[import-not-found]
@@ -317,12 +320,12 @@ def main() -> int:
         skip("no CUDA device", args.json)
     props = cp.cuda.runtime.getDeviceProperties(0)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-    print(f"nvcomp_lz4 on {name} (cupy {cp.__version__}, CUDA runtime {cp.cuda.runtime.runtimeGetVersion()})")
+    print(f"nvcomp_decode on {name} (cupy {cp.__version__}, CUDA runtime {cp.cuda.runtime.runtimeGetVersion()})")
 
     lib, c_reason = load_c_api()
     nvcomp, py_reason = load_py_api()
     report: dict[str, Any] = {
-        "tool": "nvcomp_lz4",
+        "tool": "nvcomp_decode",
         "device": name,
         "cupy": cp.__version__,
         "nvcomp_version": getattr(nvcomp, "__version__", None),
@@ -343,10 +346,15 @@ def main() -> int:
     pool = cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 4)
     root = index_path.parent
     for entry in index.get("entries", []):
-        print(f"{entry['name']}: {entry['n_streams']} streams, {entry['decoded_bytes'] / 2**20:.0f} MiB", flush=True)
+        algorithm = entry.get("algorithm", "LZ4")
+        print(
+            f"{entry['name']}: {algorithm}, {entry['n_streams']} streams, {entry['decoded_bytes'] / 2**20:.0f} MiB",
+            flush=True,
+        )
         row: dict[str, Any] = {
             k: entry[k] for k in ("name", "dataset", "dtype", "chunk_bytes", "n_streams", "comp_bytes", "decoded_bytes")
         }
+        row["algorithm"] = algorithm
         try:
             b = Batch(cp, entry, root)
         except Exception as e:  # noqa: BLE001
@@ -354,7 +362,7 @@ def main() -> int:
             print(f"  {row['error']}")
             report["entries"].append(row)
             continue
-        if lib is not None:
+        if lib is not None and algorithm == "LZ4":
             row["c_api"] = {}
             for label, backend in BACKENDS.items():
                 r = guarded(f"C API ({label})", lambda: run_c_api(cp, lib, b, stream, backend, args, pool))
@@ -363,7 +371,7 @@ def main() -> int:
         if nvcomp is not None:
             row["py_api"] = {}
             for policy in PY_POLICIES:
-                r = guarded(f"Python API ({policy})", lambda: run_py_api(cp, nvcomp, b, stream, policy, args, pool))
+                r = guarded(f"Python API ({policy})", lambda: run_py_api(cp, nvcomp, b, stream, algorithm, policy, args, pool))
                 row["py_api"][policy.lower()] = r
                 print(f"  Python API, {policy:<12} {fmt(r)}", flush=True)
         report["entries"].append(row)
