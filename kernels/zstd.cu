@@ -45,6 +45,9 @@
 //     and RLE blocks) go out as aligned 4-byte stores, 128 bytes per lane-round, each word
 //     shifted together from the two aligned source words it spans (dmc_zstd_copy_wide), the
 //     literals before the match with a __syncwarp between;
+//   - the three repeat offsets are one register, repeat offset k in lane k, read and moved
+//     with shuffles (an array indexed by the offset code lived in local memory: a 64-byte
+//     stack frame on sm_90); no per-thread array is indexed dynamically;
 //   - the XXH64 checksum runs its four accumulators on lanes 0..3.
 // Why not the two-kernel split (a warp per block decoding sequences, a warp per frame executing
 // them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
@@ -782,8 +785,8 @@ __device__ dmc_u64 dmc_zstd_xxh64(const dmc_u8* p, dmc_u64 len, dmc_u32 lane) {
     const dmc_u64 stripes = len / 32;
     dmc_u64 acc = 0;
     if (lane < 4) {
-        const dmc_u64 init[4] = {DMC_XXP1 + DMC_XXP2, DMC_XXP2, 0, 0 - DMC_XXP1};
-        acc = init[lane];
+        // selects, not an array indexed by lane (which would live in local memory)
+        acc = lane == 0 ? DMC_XXP1 + DMC_XXP2 : (lane == 1 ? DMC_XXP2 : (lane == 2 ? 0 : 0 - DMC_XXP1));
         for (dmc_u64 k = 0; k < stripes; k++) acc = dmc_xx_round(acc, dmc_load_le64(p + 32 * k + 8 * lane));
     }
     const dmc_u64 v1 = __shfl_sync(0xffffffffu, acc, 0);
@@ -825,11 +828,14 @@ __device__ dmc_u64 dmc_zstd_xxh64(const dmc_u8* p, dmc_u64 len, dmc_u32 lane) {
 
 // ---- Blocks and frames ----
 
-// Decoding state carried across the blocks of a frame (identical in every lane).
+// Decoding state carried across the blocks of a frame (identical in every lane but `rep`).
 struct dmc_zstd_frame_state {
     dmc_u32 frame_start;  // output position of the frame's first byte
     dmc_u32 block_max;
-    dmc_u32 rep[3];
+    // Repeat offset k in lane k (k < 3; the other lanes' values are unused), read with a
+    // shuffle: a rep[3] indexed by the offset code put the whole state in local memory (a
+    // 64-byte stack frame on sm_90).
+    dmc_u32 rep;
     // One register for the table state: bits 0-3 the Huffman table's log (0: no table yet),
     // then per sequence table k (0 LL, 1 OF, 2 ML) at bit 4 + 8k its tag (2 bits: 0 none yet,
     // 1 predefined, 2 other) and at bit 8 + 8k its accuracy log (4 bits).
@@ -1085,22 +1091,15 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                     if (lane == 1) state = (eof >> 16) + v;
                 }
                 if (r.pos < 0) return DMC_STATUS_CORRUPT;
-                // Repeat offsets.
-                if (ofv > 3) {
-                    off = ofv - 3;
-                    fs->rep[2] = fs->rep[1];
-                    fs->rep[1] = fs->rep[0];
-                    fs->rep[0] = off;
-                } else {
-                    const dmc_u32 idx = ofv - 1 + (ll == 0 ? 1u : 0u);
-                    if (idx == 0) {
-                        off = fs->rep[0];
-                    } else {
-                        off = idx == 3 ? fs->rep[0] - 1 : fs->rep[idx];
-                        if (idx != 1) fs->rep[2] = fs->rep[1];
-                        fs->rep[1] = fs->rep[0];
-                        fs->rep[0] = off;
-                    }
+                // Repeat offsets, lane k holding repeat offset k: a new offset, or a repeat
+                // offset other than the first, moves to the front (the ones before it move one
+                // lane up; rep 1 chosen leaves rep 2 as it is).
+                {
+                    const dmc_u32 idx = ofv > 3 ? 4u : ofv - 1 + (ll == 0 ? 1u : 0u);
+                    const dmc_u32 prev = __shfl_up_sync(0xffffffffu, fs->rep, 1);
+                    const dmc_u32 pick = __shfl_sync(0xffffffffu, fs->rep, (int)(idx >= 3 ? 0u : idx));
+                    off = idx == 4 ? ofv - 3 : (idx == 3 ? pick - 1 : pick);  // idx 3: lane 0, rep 0 - 1
+                    if (idx != 0 && lane <= (idx == 1 ? 1u : 2u)) fs->rep = lane == 0 ? off : prev;
                 }
                 // Execute: the literals, then the match (both checked first).
                 if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
@@ -1214,9 +1213,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     dmc_zstd_frame_state fs;
     fs.frame_start = *op_io;
     fs.block_max = (dmc_u32)dmc_min_u64(window, DMC_ZSTD_BLOCK_MAX);
-    fs.rep[0] = 1;
-    fs.rep[1] = 4;
-    fs.rep[2] = 8;
+    fs.rep = lane == 0 ? 1u : (lane == 1 ? 4u : 8u);
     fs.tabs = 0;
     dmc_u32 op = *op_io;
     for (;;) {
