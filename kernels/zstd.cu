@@ -18,8 +18,10 @@
 //     cells of a symbol: dmc_zstd_fse_states), and the Huffman table is filled by the whole
 //     warp (a ballot per weight lists its symbols, the lanes write each symbol's entries
 //     together: dmc_zstd_build_huffman);
-//   - the sequence and Huffman-weight bitstreams are read through a 128-bit cache of two
-//     aligned 8-byte words: one load per 64 bits;
+//   - the sequence bitstream is read through a window of 32 aligned 8-byte words, one per
+//     lane (one coalesced load per ~240 bytes, bits fetched with shuffles: dmc_zwr), the
+//     Huffman weights' bitstream (lane 0 alone) through a 128-bit cache of two aligned 8-byte
+//     words (one load per 64 bits: dmc_zbr);
 //   - Huffman literals decode on all 32 lanes, one stream at a time (1 or 4 per block): lane i
 //     looks up the code that would start i bits further into the stream, pointer doubling over
 //     those 32 candidates (shuffles) finds the real chain of codes, so one shared lookup request
@@ -201,6 +203,75 @@ __device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
 
 __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
     const dmc_u32 v = dmc_zbr_peek(r, n);
+    r->pos -= (dmc_i32)n;
+    return v;
+}
+
+// ---- Warp-wide backward bit reader (the sequence bitstream) ----
+// The same bit order as dmc_zbr, for a stream all 32 lanes read in step (every call with the
+// same arguments in every lane): lane l holds the aligned 8-byte word wb + l of the stream
+// (a window of 256 bytes loaded with one coalesced request, placed so that its word 31 holds
+// the bits just above the lowest bit of the read that needed it), and a read takes the two
+// words its bits span with shuffles. One load request per ~240 bytes read (dmc_zbr's two-word
+// cache spent one per 8 bytes, ~0.4 per sequence); two registers where dmc_zbr uses five.
+
+// Aligned word k (address bytes [8k, 8k+8) from p - mis) of the stream [p, p+len): one load
+// when it lies wholly inside the stream, else bounds-checked byte loads (bytes outside the
+// stream read as zeros; at most the two words at the stream's ends).
+__device__ __forceinline__ dmc_u64 dmc_zstd_word8(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
+    const dmc_i32 first = 8 * k - (dmc_i32)mis;  // stream position of its first byte
+    if (first >= 0 && first + 8 <= (dmc_i32)len) return *(const dmc_u64*)(p + first);  // aligned
+    dmc_u64 v = 0;
+    if (first + 8 <= 0 || first >= (dmc_i32)len) return v;  // wholly outside: no loads
+    for (dmc_i32 q = 0; q < 8; q++) {
+        const dmc_i32 i = first + q;
+        if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u64)p[i] << (8 * q);
+    }
+    return v;
+}
+
+struct dmc_zwr {
+    const dmc_u8* p;
+    dmc_u32 len;
+    dmc_u32 mis;  // the address of p modulo 8
+    dmc_i32 pos;  // as dmc_zbr's
+    dmc_i32 wb;   // the window's first word (1 << 24: no window yet)
+    dmc_u64 win;  // this lane's word of the window
+};
+
+// Starts a reader on [p, p+len) (no load yet). False when the stream is empty or its last
+// byte is zero.
+__device__ __forceinline__ bool dmc_zwr_init(dmc_zwr* r, const dmc_u8* p, dmc_u32 len) {
+    r->p = p;
+    r->len = len;
+    r->mis = (dmc_u32)((dmc_u64)p & 7u);
+    r->pos = 0;
+    r->wb = 1 << 24;
+    r->win = 0;
+    if (len == 0) return false;
+    const dmc_u32 last = p[len - 1];
+    if (last == 0) return false;
+    r->pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
+    return true;
+}
+
+// All lanes, the same n (<= 32): the n bits below pos (bits below 0 read as zeros), consumed.
+__device__ __forceinline__ dmc_u32 dmc_zwr_read(dmc_zwr* r, dmc_u32 n, dmc_u32 lane) {
+    dmc_u32 v = 0;
+    if (r->pos > 0 && n > 0) {
+        const dmc_i32 at = r->pos - (dmc_i32)n + 8 * (dmc_i32)r->mis;  // address bit of the lowest bit (>= -32)
+        const dmc_i32 q = at >> 6;  // its word (floor; -1 reads as zeros)
+        if (q < r->wb) {  // below the window: the 32 words up to q + 1
+            r->wb = q + 1 - (DMC_WARP_SIZE - 1);
+            r->win = dmc_zstd_word8(r->p, r->len, r->mis, r->wb + (dmc_i32)lane);
+        }
+        const dmc_u32 k = (dmc_u32)(q - r->wb);  // in [0, 30]: reads only move down
+        const dmc_u64 w0 = __shfl_sync(0xffffffffu, r->win, (int)k);
+        const dmc_u64 w1 = __shfl_sync(0xffffffffu, r->win, (int)(k + 1));
+        const dmc_u32 off = (dmc_u32)(at - 64 * q);  // in [0, 64)
+        const dmc_u64 bits = off == 0 ? w0 : (w0 >> off) | (w1 << (64 - off));
+        v = (dmc_u32)(bits & ((1ull << n) - 1));
+    }
     r->pos -= (dmc_i32)n;
     return v;
 }
@@ -1049,8 +1120,8 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 1, (modes >> 4) & 3, b, n, &bp, lane);
         if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 2, (modes >> 2) & 3, b, n, &bp, lane);
         if (st != DMC_STATUS_OK) return st;
-        dmc_zbr r;
-        if (bp >= n || !dmc_zbr_init(&r, b + bp, n - bp)) return DMC_STATUS_CORRUPT;
+        dmc_zwr r;
+        if (bp >= n || !dmc_zwr_init(&r, b + bp, n - bp)) return DMC_STATUS_CORRUPT;
         // The three FSE states are spread over the lanes: lane 0 keeps the literals length
         // state, lane 1 the offset state, the others the match length state, and each lane
         // reads its state's entry, so the three lookups are one shared request; shuffles hand
@@ -1058,9 +1129,9 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         // in that order: one array of u32 from sm.)
         dmc_u32 state;
         {
-            const dmc_u32 sll = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 0));
-            const dmc_u32 sof = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 1));
-            const dmc_u32 sml = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 2));
+            const dmc_u32 sll = dmc_zwr_read(&r, dmc_zstd_tlog(fs, 0), lane);
+            const dmc_u32 sof = dmc_zwr_read(&r, dmc_zstd_tlog(fs, 1), lane);
+            const dmc_u32 sml = dmc_zwr_read(&r, dmc_zstd_tlog(fs, 2), lane);
             state = lane == 0 ? sll : (lane == 1 ? sof : sml);
         }
         // Short sequences gather into batches of up to 32 (lane k keeps the batch's sequence k)
@@ -1077,17 +1148,17 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                 const dmc_u32 ell = __shfl_sync(0xffffffffu, ent, 0), eof = __shfl_sync(0xffffffffu, ent, 1),
                               eml = __shfl_sync(0xffffffffu, ent, 2);
                 const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
-                const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
+                const dmc_u32 ofv = (1u << ofc) + dmc_zwr_read(&r, ofc, lane);
                 const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
                 const dmc_u32 llv = llc < 16 ? llc : sm->codes[llc - 16];
-                ml = (mlv & 0xFFFFFFu) + dmc_zbr_read(&r, mlv >> 24);
-                ll = (llv & 0xFFFFFFu) + dmc_zbr_read(&r, llv >> 24);
+                ml = (mlv & 0xFFFFFFu) + dmc_zwr_read(&r, mlv >> 24, lane);
+                ll = (llv & 0xFFFFFFu) + dmc_zwr_read(&r, llv >> 24, lane);
                 if (i + 1 < nseq) {  // the bits of all three updates, each lane keeping its own
-                    dmc_u32 v = dmc_zbr_read(&r, (ell >> 8) & 0xFF);
+                    dmc_u32 v = dmc_zwr_read(&r, (ell >> 8) & 0xFF, lane);
                     if (lane == 0) state = (ell >> 16) + v;
-                    v = dmc_zbr_read(&r, (eml >> 8) & 0xFF);
+                    v = dmc_zwr_read(&r, (eml >> 8) & 0xFF, lane);
                     if (lane >= 2) state = (eml >> 16) + v;
-                    v = dmc_zbr_read(&r, (eof >> 8) & 0xFF);
+                    v = dmc_zwr_read(&r, (eof >> 8) & 0xFF, lane);
                     if (lane == 1) state = (eof >> 16) + v;
                 }
                 if (r.pos < 0) return DMC_STATUS_CORRUPT;
