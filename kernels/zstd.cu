@@ -26,7 +26,7 @@
 //     looks up the code that would start i bits further into the stream, pointer doubling over
 //     those 32 candidates (shuffles) finds the real chain of codes, so one shared lookup request
 //     decodes every code starting in 32 bits of the stream; the stream is read through a
-//     128-byte window of aligned words in registers (one coalesced load per ~120 bytes) and the
+//     256-byte window of aligned words in registers (one coalesced load per ~250 bytes) and the
 //     literals gather into 128-byte runs stored with one aligned 4-byte store per lane
 //     (dmc_zstd_huf_stream). They go straight into the tail of the job's output range: the
 //     literals of a block are always consumed before the output front
@@ -529,26 +529,13 @@ __device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32*
     return DMC_STATUS_OK;
 }
 
-// Word k (address bytes [4k, 4k+4) from p - mis) of the stream [p, p+len): one aligned load
-// when it lies wholly inside the stream, else bounds-checked byte loads (bytes outside read as
-// zeros; at most the two words at the stream's ends).
-__device__ __forceinline__ dmc_u32 dmc_zstd_word4(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
-    const dmc_i32 first = 4 * k - (dmc_i32)mis;  // stream position of its first byte
-    if (first >= 0 && first + 4 <= (dmc_i32)len) return *(const dmc_u32*)(p + first);  // aligned
-    dmc_u32 v = 0;
-    for (dmc_i32 q = 0; q < 4; q++) {
-        const dmc_i32 i = first + q;
-        if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u32)p[i] << (8 * q);
-    }
-    return v;
-}
-
 // All 32 lanes: decodes `count` Huffman-coded literals of the backward stream [p, p+len) into
 // out (the table sm->huf of `log` bits). Returns the status, the same in every lane.
-//   - Window: lane l holds the aligned 4-byte word wb + l of the stream (128 bytes, loaded
-//     with one coalesced request), placed so that its top word holds the bit below pos; it is
-//     reloaded when the bits the round needs (down to pos - 31 - log) leave it, every ~120
-//     bytes of input. Bits are read from it with two shuffles and a funnel shift.
+//   - Window: lane l holds the aligned 8-byte word wb + l of the stream (256 bytes, loaded
+//     with one coalesced request; 4-byte words took twice the requests), placed so that its
+//     top word holds the bit below pos; it is reloaded when the bits the round needs (down to
+//     pos - 31 - log) leave it, every ~250 bytes of input. Bits are read from it with two
+//     shuffles and a funnel shift.
 //   - Round: lane i looks up (one shared request for the warp) the code that would start i
 //     bits below pos; its successor is i + the code's length. Pointer doubling over the 32
 //     successors (5 steps of two shuffles) gives lane k the offset of the k-th code of the
@@ -566,27 +553,27 @@ __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, con
     if (len == 0) return DMC_STATUS_CORRUPT;
     const dmc_u32 last = p[len - 1];
     if (last == 0) return DMC_STATUS_CORRUPT;
-    const dmc_u32 mis = (dmc_u32)((dmc_u64)p & 3u);
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)p & 7u);
     const dmc_u32 omis = (dmc_u32)((dmc_u64)out & 3u);
     const dmc_u32 mask = (1u << log) - 1;
     dmc_i32 pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
     dmc_i32 wb = 1 << 24;  // no window yet
-    dmc_u32 word = 0;
+    dmc_u64 word = 0;
     // The run: slots [0, 128) are the bytes out[run + s - omis]; the first run starts at slot
     // omis (its earlier slots are before out), later ones at slot 0.
     dmc_u32 run = 0, lo = omis, fill = omis, mine = 0, done = 0;
     while (done < count) {
         const dmc_i32 abit = pos + 8 * (dmc_i32)mis;  // address bit of pos from p - mis
-        if (abit - 32 - (dmc_i32)log < 32 * wb) {
-            wb = ((abit - 1) >> 5) - (DMC_WARP_SIZE - 1);
-            word = dmc_zstd_word4(p, len, mis, wb + (dmc_i32)lane);
+        if (abit - 32 - (dmc_i32)log < 64 * wb) {
+            wb = ((abit - 1) >> 6) - (DMC_WARP_SIZE - 1);
+            word = dmc_zstd_word8(p, len, mis, wb + (dmc_i32)lane);
         }
         // lane i's candidate: the log bits below pos - i
-        const dmc_u32 at_bit = (dmc_u32)(abit - (dmc_i32)lane - (dmc_i32)log - 32 * wb);  // in [0, 1024)
-        const dmc_u32 q = at_bit >> 5;
-        const dmc_u32 w0 = __shfl_sync(0xffffffffu, word, (int)(q & 31u));
-        const dmc_u32 w1 = __shfl_sync(0xffffffffu, word, (int)((q + 1) & 31u));
-        const dmc_u32 idx = (dmc_u32)((((dmc_u64)w1 << 32) | w0) >> (at_bit & 31u)) & mask;
+        const dmc_u32 at_bit = (dmc_u32)(abit - (dmc_i32)lane - (dmc_i32)log - 64 * wb);  // in [0, 2048)
+        const dmc_u32 q = at_bit >> 6, sh = at_bit & 63u;
+        const dmc_u64 w0 = __shfl_sync(0xffffffffu, word, (int)(q & 31u));
+        const dmc_u64 w1 = __shfl_sync(0xffffffffu, word, (int)((q + 1) & 31u));
+        const dmc_u32 idx = (dmc_u32)(sh == 0 ? w0 : (w0 >> sh) | (w1 << (64 - sh))) & mask;
         const dmc_u32 e = sm->huf[idx];
         // Pointer doubling: j is the successor applied 2^s times (>= 32: past the candidates);
         // lane k applies it for each set bit s of k.
