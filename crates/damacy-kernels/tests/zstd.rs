@@ -862,11 +862,11 @@ fn repeat_offsets_of_every_kind_match_libzstd() {
     let mut out = history.clone();
     let mut rep = [1u32, 4, 8];
     let mut blocks = vec![raw_block(&history, false)];
-    let mut push = |blocks: &mut Vec<Vec<u8>>,
-                    out: &mut Vec<u8>,
-                    rep: &mut [u32; 3],
-                    seqs: &[Seq],
-                    next: &mut dyn FnMut() -> u64| {
+    let push = |blocks: &mut Vec<Vec<u8>>,
+                out: &mut Vec<u8>,
+                rep: &mut [u32; 3],
+                seqs: &[Seq],
+                next: &mut dyn FnMut() -> u64| {
         let n: u32 = seqs.iter().map(|s| s.ll).sum::<u32>() + 3;
         let lits: Vec<u8> = (0..n).map(|_| next() as u8).collect();
         blocks.push(comp_block(&compressed_block(&Lits::Raw(&lits), seqs, Tables::Rle), false));
