@@ -1137,7 +1137,14 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                 const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
                 const dmc_u32 ofv = (1u << ofc) + dmc_zwr_read(&r, ofc, lane);
                 const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
-                const dmc_u32 llv = llc < 16 ? llc : sm->codes[llc - 16];
+                // literals length codes in closed form (no shared lookup): 16..24 from packed
+                // constants (baselines 16..48, 6 bits each; extra bits 1..4, 4 bits each),
+                // 25..35 are 1 << (c - 19) with c - 19 extra bits
+                const dmc_u32 lk = llc - 16;
+                const dmc_u32 llv = llc < 16   ? llc
+                                    : llc < 25 ? (dmc_u32)((0x30a20718594490ull >> (6 * lk)) & 63u) |
+                                                     ((dmc_u32)((0x433221111ull >> (4 * lk)) & 15u) << 24)
+                                               : (1u << (llc - 19)) | ((llc - 19) << 24);
                 ml = (mlv & 0xFFFFFFu) + dmc_zwr_read(&r, mlv >> 24, lane);
                 ll = (llv & 0xFFFFFFu) + dmc_zwr_read(&r, llv >> 24, lane);
                 if (i + 1 < nseq) {  // the bits of all three updates, each lane keeping its own
