@@ -83,7 +83,9 @@
 
 // Literals length codes 16..35 then match length codes 32..52 (the codes with extra bits; a
 // smaller literals length code is its own baseline, a smaller match length code is 3 below it)
-// as baseline | extra bits << 24: the warp's shared copy of the constant tables below.
+// as baseline | extra bits << 24: the warp's shared copy of the constant tables below. The
+// sequence loop reads only the match length entries (literals length codes are computed in
+// closed form there); the literals length entries are filled but no longer read.
 #define DMC_ZSTD_CODES (20 + 21)
 
 // Per-warp tables. FSE entries pack symbol (bits 0-7), bits to read (8-15), baseline (16-31);
