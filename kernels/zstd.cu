@@ -18,13 +18,15 @@
 //     cells of a symbol: dmc_zstd_fse_states), and the Huffman table is filled by the whole
 //     warp (a ballot per weight lists its symbols, the lanes write each symbol's entries
 //     together: dmc_zstd_build_huffman);
-//   - the sequence and Huffman-weight bitstreams are read through a 128-bit cache of two
-//     aligned 8-byte words: one load per 64 bits;
+//   - the sequence bitstream is read through a window of 32 aligned 8-byte words, one per
+//     lane (one coalesced load per ~240 bytes, bits fetched with shuffles: dmc_zwr), the
+//     Huffman weights' bitstream (lane 0 alone) through a 128-bit cache of two aligned 8-byte
+//     words (one load per 64 bits: dmc_zbr);
 //   - Huffman literals decode on all 32 lanes, one stream at a time (1 or 4 per block): lane i
 //     looks up the code that would start i bits further into the stream, pointer doubling over
 //     those 32 candidates (shuffles) finds the real chain of codes, so one shared lookup request
 //     decodes every code starting in 32 bits of the stream; the stream is read through a
-//     128-byte window of aligned words in registers (one coalesced load per ~120 bytes) and the
+//     256-byte window of aligned words in registers (one coalesced load per ~250 bytes) and the
 //     literals gather into 128-byte runs stored with one aligned 4-byte store per lane
 //     (dmc_zstd_huf_stream). They go straight into the tail of the job's output range: the
 //     literals of a block are always consumed before the output front
@@ -45,6 +47,9 @@
 //     and RLE blocks) go out as aligned 4-byte stores, 128 bytes per lane-round, each word
 //     shifted together from the two aligned source words it spans (dmc_zstd_copy_wide), the
 //     literals before the match with a __syncwarp between;
+//   - the three repeat offsets are one register, repeat offset k in lane k, read and moved
+//     with shuffles (an array indexed by the offset code lived in local memory: a 64-byte
+//     stack frame on sm_90); no per-thread array is indexed dynamically;
 //   - the XXH64 checksum runs its four accumulators on lanes 0..3.
 // Why not the two-kernel split (a warp per block decoding sequences, a warp per frame executing
 // them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
@@ -78,7 +83,9 @@
 
 // Literals length codes 16..35 then match length codes 32..52 (the codes with extra bits; a
 // smaller literals length code is its own baseline, a smaller match length code is 3 below it)
-// as baseline | extra bits << 24: the warp's shared copy of the constant tables below.
+// as baseline | extra bits << 24: the warp's shared copy of the constant tables below. The
+// sequence loop reads only the match length entries (literals length codes are computed in
+// closed form there); the literals length entries are filled but no longer read.
 #define DMC_ZSTD_CODES (20 + 21)
 
 // Per-warp tables. FSE entries pack symbol (bits 0-7), bits to read (8-15), baseline (16-31);
@@ -198,6 +205,75 @@ __device__ __forceinline__ dmc_u32 dmc_zbr_peek(dmc_zbr* r, dmc_u32 n) {
 
 __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
     const dmc_u32 v = dmc_zbr_peek(r, n);
+    r->pos -= (dmc_i32)n;
+    return v;
+}
+
+// ---- Warp-wide backward bit reader (the sequence bitstream) ----
+// The same bit order as dmc_zbr, for a stream all 32 lanes read in step (every call with the
+// same arguments in every lane): lane l holds the aligned 8-byte word wb + l of the stream
+// (a window of 256 bytes loaded with one coalesced request, placed so that its word 31 holds
+// the bits just above the lowest bit of the read that needed it), and a read takes the two
+// words its bits span with shuffles. One load request per ~240 bytes read (dmc_zbr's two-word
+// cache spent one per 8 bytes, ~0.4 per sequence); two registers where dmc_zbr uses five.
+
+// Aligned word k (address bytes [8k, 8k+8) from p - mis) of the stream [p, p+len): one load
+// when it lies wholly inside the stream, else bounds-checked byte loads (bytes outside the
+// stream read as zeros; at most the two words at the stream's ends).
+__device__ __forceinline__ dmc_u64 dmc_zstd_word8(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
+    const dmc_i32 first = 8 * k - (dmc_i32)mis;  // stream position of its first byte
+    if (first >= 0 && first + 8 <= (dmc_i32)len) return *(const dmc_u64*)(p + first);  // aligned
+    dmc_u64 v = 0;
+    if (first + 8 <= 0 || first >= (dmc_i32)len) return v;  // wholly outside: no loads
+    for (dmc_i32 q = 0; q < 8; q++) {
+        const dmc_i32 i = first + q;
+        if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u64)p[i] << (8 * q);
+    }
+    return v;
+}
+
+struct dmc_zwr {
+    const dmc_u8* p;
+    dmc_u32 len;
+    dmc_u32 mis;  // the address of p modulo 8
+    dmc_i32 pos;  // as dmc_zbr's
+    dmc_i32 wb;   // the window's first word (1 << 24: no window yet)
+    dmc_u64 win;  // this lane's word of the window
+};
+
+// Starts a reader on [p, p+len) (no load yet). False when the stream is empty or its last
+// byte is zero.
+__device__ __forceinline__ bool dmc_zwr_init(dmc_zwr* r, const dmc_u8* p, dmc_u32 len) {
+    r->p = p;
+    r->len = len;
+    r->mis = (dmc_u32)((dmc_u64)p & 7u);
+    r->pos = 0;
+    r->wb = 1 << 24;
+    r->win = 0;
+    if (len == 0) return false;
+    const dmc_u32 last = p[len - 1];
+    if (last == 0) return false;
+    r->pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
+    return true;
+}
+
+// All lanes, the same n (<= 32): the n bits below pos (bits below 0 read as zeros), consumed.
+__device__ __forceinline__ dmc_u32 dmc_zwr_read(dmc_zwr* r, dmc_u32 n, dmc_u32 lane) {
+    dmc_u32 v = 0;
+    if (r->pos > 0 && n > 0) {
+        const dmc_i32 at = r->pos - (dmc_i32)n + 8 * (dmc_i32)r->mis;  // address bit of the lowest bit (>= -32)
+        const dmc_i32 q = at >> 6;  // its word (floor; -1 reads as zeros)
+        if (q < r->wb) {  // below the window: the 32 words up to q + 1
+            r->wb = q + 1 - (DMC_WARP_SIZE - 1);
+            r->win = dmc_zstd_word8(r->p, r->len, r->mis, r->wb + (dmc_i32)lane);
+        }
+        const dmc_u32 k = (dmc_u32)(q - r->wb);  // in [0, 30]: reads only move down
+        const dmc_u64 w0 = __shfl_sync(0xffffffffu, r->win, (int)k);
+        const dmc_u64 w1 = __shfl_sync(0xffffffffu, r->win, (int)(k + 1));
+        const dmc_u32 off = (dmc_u32)(at - 64 * q);  // in [0, 64)
+        const dmc_u64 bits = off == 0 ? w0 : (w0 >> off) | (w1 << (64 - off));
+        v = (dmc_u32)(bits & ((1ull << n) - 1));
+    }
     r->pos -= (dmc_i32)n;
     return v;
 }
@@ -455,26 +531,13 @@ __device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32*
     return DMC_STATUS_OK;
 }
 
-// Word k (address bytes [4k, 4k+4) from p - mis) of the stream [p, p+len): one aligned load
-// when it lies wholly inside the stream, else bounds-checked byte loads (bytes outside read as
-// zeros; at most the two words at the stream's ends).
-__device__ __forceinline__ dmc_u32 dmc_zstd_word4(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
-    const dmc_i32 first = 4 * k - (dmc_i32)mis;  // stream position of its first byte
-    if (first >= 0 && first + 4 <= (dmc_i32)len) return *(const dmc_u32*)(p + first);  // aligned
-    dmc_u32 v = 0;
-    for (dmc_i32 q = 0; q < 4; q++) {
-        const dmc_i32 i = first + q;
-        if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u32)p[i] << (8 * q);
-    }
-    return v;
-}
-
 // All 32 lanes: decodes `count` Huffman-coded literals of the backward stream [p, p+len) into
 // out (the table sm->huf of `log` bits). Returns the status, the same in every lane.
-//   - Window: lane l holds the aligned 4-byte word wb + l of the stream (128 bytes, loaded
-//     with one coalesced request), placed so that its top word holds the bit below pos; it is
-//     reloaded when the bits the round needs (down to pos - 31 - log) leave it, every ~120
-//     bytes of input. Bits are read from it with two shuffles and a funnel shift.
+//   - Window: lane l holds the aligned 8-byte word wb + l of the stream (256 bytes, loaded
+//     with one coalesced request; 4-byte words took twice the requests), placed so that its
+//     top word holds the bit below pos; it is reloaded when the bits the round needs (down to
+//     pos - 31 - log) leave it, every ~250 bytes of input. Bits are read from it with two
+//     shuffles and a funnel shift.
 //   - Round: lane i looks up (one shared request for the warp) the code that would start i
 //     bits below pos; its successor is i + the code's length. Pointer doubling over the 32
 //     successors (5 steps of two shuffles) gives lane k the offset of the k-th code of the
@@ -492,27 +555,27 @@ __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, con
     if (len == 0) return DMC_STATUS_CORRUPT;
     const dmc_u32 last = p[len - 1];
     if (last == 0) return DMC_STATUS_CORRUPT;
-    const dmc_u32 mis = (dmc_u32)((dmc_u64)p & 3u);
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)p & 7u);
     const dmc_u32 omis = (dmc_u32)((dmc_u64)out & 3u);
     const dmc_u32 mask = (1u << log) - 1;
     dmc_i32 pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
     dmc_i32 wb = 1 << 24;  // no window yet
-    dmc_u32 word = 0;
+    dmc_u64 word = 0;
     // The run: slots [0, 128) are the bytes out[run + s - omis]; the first run starts at slot
     // omis (its earlier slots are before out), later ones at slot 0.
     dmc_u32 run = 0, lo = omis, fill = omis, mine = 0, done = 0;
     while (done < count) {
         const dmc_i32 abit = pos + 8 * (dmc_i32)mis;  // address bit of pos from p - mis
-        if (abit - 32 - (dmc_i32)log < 32 * wb) {
-            wb = ((abit - 1) >> 5) - (DMC_WARP_SIZE - 1);
-            word = dmc_zstd_word4(p, len, mis, wb + (dmc_i32)lane);
+        if (abit - 32 - (dmc_i32)log < 64 * wb) {
+            wb = ((abit - 1) >> 6) - (DMC_WARP_SIZE - 1);
+            word = dmc_zstd_word8(p, len, mis, wb + (dmc_i32)lane);
         }
         // lane i's candidate: the log bits below pos - i
-        const dmc_u32 at_bit = (dmc_u32)(abit - (dmc_i32)lane - (dmc_i32)log - 32 * wb);  // in [0, 1024)
-        const dmc_u32 q = at_bit >> 5;
-        const dmc_u32 w0 = __shfl_sync(0xffffffffu, word, (int)(q & 31u));
-        const dmc_u32 w1 = __shfl_sync(0xffffffffu, word, (int)((q + 1) & 31u));
-        const dmc_u32 idx = (dmc_u32)((((dmc_u64)w1 << 32) | w0) >> (at_bit & 31u)) & mask;
+        const dmc_u32 at_bit = (dmc_u32)(abit - (dmc_i32)lane - (dmc_i32)log - 64 * wb);  // in [0, 2048)
+        const dmc_u32 q = at_bit >> 6, sh = at_bit & 63u;
+        const dmc_u64 w0 = __shfl_sync(0xffffffffu, word, (int)(q & 31u));
+        const dmc_u64 w1 = __shfl_sync(0xffffffffu, word, (int)((q + 1) & 31u));
+        const dmc_u32 idx = (dmc_u32)(sh == 0 ? w0 : (w0 >> sh) | (w1 << (64 - sh))) & mask;
         const dmc_u32 e = sm->huf[idx];
         // Pointer doubling: j is the successor applied 2^s times (>= 32: past the candidates);
         // lane k applies it for each set bit s of k.
@@ -782,8 +845,8 @@ __device__ dmc_u64 dmc_zstd_xxh64(const dmc_u8* p, dmc_u64 len, dmc_u32 lane) {
     const dmc_u64 stripes = len / 32;
     dmc_u64 acc = 0;
     if (lane < 4) {
-        const dmc_u64 init[4] = {DMC_XXP1 + DMC_XXP2, DMC_XXP2, 0, 0 - DMC_XXP1};
-        acc = init[lane];
+        // selects, not an array indexed by lane (which would live in local memory)
+        acc = lane == 0 ? DMC_XXP1 + DMC_XXP2 : (lane == 1 ? DMC_XXP2 : (lane == 2 ? 0 : 0 - DMC_XXP1));
         for (dmc_u64 k = 0; k < stripes; k++) acc = dmc_xx_round(acc, dmc_load_le64(p + 32 * k + 8 * lane));
     }
     const dmc_u64 v1 = __shfl_sync(0xffffffffu, acc, 0);
@@ -825,11 +888,14 @@ __device__ dmc_u64 dmc_zstd_xxh64(const dmc_u8* p, dmc_u64 len, dmc_u32 lane) {
 
 // ---- Blocks and frames ----
 
-// Decoding state carried across the blocks of a frame (identical in every lane).
+// Decoding state carried across the blocks of a frame (identical in every lane but `rep`).
 struct dmc_zstd_frame_state {
     dmc_u32 frame_start;  // output position of the frame's first byte
     dmc_u32 block_max;
-    dmc_u32 rep[3];
+    // Repeat offset k in lane k (k < 3; the other lanes' values are unused), read with a
+    // shuffle: a rep[3] indexed by the offset code put the whole state in local memory (a
+    // 64-byte stack frame on sm_90).
+    dmc_u32 rep;
     // One register for the table state: bits 0-3 the Huffman table's log (0: no table yet),
     // then per sequence table k (0 LL, 1 OF, 2 ML) at bit 4 + 8k its tag (2 bits: 0 none yet,
     // 1 predefined, 2 other) and at bit 8 + 8k its accuracy log (4 bits).
@@ -1043,8 +1109,8 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 1, (modes >> 4) & 3, b, n, &bp, lane);
         if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 2, (modes >> 2) & 3, b, n, &bp, lane);
         if (st != DMC_STATUS_OK) return st;
-        dmc_zbr r;
-        if (bp >= n || !dmc_zbr_init(&r, b + bp, n - bp)) return DMC_STATUS_CORRUPT;
+        dmc_zwr r;
+        if (bp >= n || !dmc_zwr_init(&r, b + bp, n - bp)) return DMC_STATUS_CORRUPT;
         // The three FSE states are spread over the lanes: lane 0 keeps the literals length
         // state, lane 1 the offset state, the others the match length state, and each lane
         // reads its state's entry, so the three lookups are one shared request; shuffles hand
@@ -1052,9 +1118,9 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         // in that order: one array of u32 from sm.)
         dmc_u32 state;
         {
-            const dmc_u32 sll = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 0));
-            const dmc_u32 sof = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 1));
-            const dmc_u32 sml = dmc_zbr_read(&r, dmc_zstd_tlog(fs, 2));
+            const dmc_u32 sll = dmc_zwr_read(&r, dmc_zstd_tlog(fs, 0), lane);
+            const dmc_u32 sof = dmc_zwr_read(&r, dmc_zstd_tlog(fs, 1), lane);
+            const dmc_u32 sml = dmc_zwr_read(&r, dmc_zstd_tlog(fs, 2), lane);
             state = lane == 0 ? sll : (lane == 1 ? sof : sml);
         }
         // Short sequences gather into batches of up to 32 (lane k keeps the batch's sequence k)
@@ -1071,36 +1137,36 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                 const dmc_u32 ell = __shfl_sync(0xffffffffu, ent, 0), eof = __shfl_sync(0xffffffffu, ent, 1),
                               eml = __shfl_sync(0xffffffffu, ent, 2);
                 const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
-                const dmc_u32 ofv = (1u << ofc) + dmc_zbr_read(&r, ofc);
+                const dmc_u32 ofv = (1u << ofc) + dmc_zwr_read(&r, ofc, lane);
                 const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
-                const dmc_u32 llv = llc < 16 ? llc : sm->codes[llc - 16];
-                ml = (mlv & 0xFFFFFFu) + dmc_zbr_read(&r, mlv >> 24);
-                ll = (llv & 0xFFFFFFu) + dmc_zbr_read(&r, llv >> 24);
+                // literals length codes in closed form (no shared lookup): 16..24 from packed
+                // constants (baselines 16..48, 6 bits each; extra bits 1..4, 4 bits each),
+                // 25..35 are 1 << (c - 19) with c - 19 extra bits
+                const dmc_u32 lk = llc - 16;
+                const dmc_u32 llv = llc < 16   ? llc
+                                    : llc < 25 ? (dmc_u32)((0x30a20718594490ull >> (6 * lk)) & 63u) |
+                                                     ((dmc_u32)((0x433221111ull >> (4 * lk)) & 15u) << 24)
+                                               : (1u << (llc - 19)) | ((llc - 19) << 24);
+                ml = (mlv & 0xFFFFFFu) + dmc_zwr_read(&r, mlv >> 24, lane);
+                ll = (llv & 0xFFFFFFu) + dmc_zwr_read(&r, llv >> 24, lane);
                 if (i + 1 < nseq) {  // the bits of all three updates, each lane keeping its own
-                    dmc_u32 v = dmc_zbr_read(&r, (ell >> 8) & 0xFF);
+                    dmc_u32 v = dmc_zwr_read(&r, (ell >> 8) & 0xFF, lane);
                     if (lane == 0) state = (ell >> 16) + v;
-                    v = dmc_zbr_read(&r, (eml >> 8) & 0xFF);
+                    v = dmc_zwr_read(&r, (eml >> 8) & 0xFF, lane);
                     if (lane >= 2) state = (eml >> 16) + v;
-                    v = dmc_zbr_read(&r, (eof >> 8) & 0xFF);
+                    v = dmc_zwr_read(&r, (eof >> 8) & 0xFF, lane);
                     if (lane == 1) state = (eof >> 16) + v;
                 }
                 if (r.pos < 0) return DMC_STATUS_CORRUPT;
-                // Repeat offsets.
-                if (ofv > 3) {
-                    off = ofv - 3;
-                    fs->rep[2] = fs->rep[1];
-                    fs->rep[1] = fs->rep[0];
-                    fs->rep[0] = off;
-                } else {
-                    const dmc_u32 idx = ofv - 1 + (ll == 0 ? 1u : 0u);
-                    if (idx == 0) {
-                        off = fs->rep[0];
-                    } else {
-                        off = idx == 3 ? fs->rep[0] - 1 : fs->rep[idx];
-                        if (idx != 1) fs->rep[2] = fs->rep[1];
-                        fs->rep[1] = fs->rep[0];
-                        fs->rep[0] = off;
-                    }
+                // Repeat offsets, lane k holding repeat offset k: a new offset, or a repeat
+                // offset other than the first, moves to the front (the ones before it move one
+                // lane up; rep 1 chosen leaves rep 2 as it is).
+                {
+                    const dmc_u32 idx = ofv > 3 ? 4u : ofv - 1 + (ll == 0 ? 1u : 0u);
+                    const dmc_u32 prev = __shfl_up_sync(0xffffffffu, fs->rep, 1);
+                    const dmc_u32 pick = __shfl_sync(0xffffffffu, fs->rep, (int)(idx >= 3 ? 0u : idx));
+                    off = idx == 4 ? ofv - 3 : (idx == 3 ? pick - 1 : pick);  // idx 3: lane 0, rep 0 - 1
+                    if (idx != 0 && lane <= (idx == 1 ? 1u : 2u)) fs->rep = lane == 0 ? off : prev;
                 }
                 // Execute: the literals, then the match (both checked first).
                 if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
@@ -1214,9 +1280,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     dmc_zstd_frame_state fs;
     fs.frame_start = *op_io;
     fs.block_max = (dmc_u32)dmc_min_u64(window, DMC_ZSTD_BLOCK_MAX);
-    fs.rep[0] = 1;
-    fs.rep[1] = 4;
-    fs.rep[2] = 8;
+    fs.rep = lane == 0 ? 1u : (lane == 1 ? 4u : 8u);
     fs.tabs = 0;
     dmc_u32 op = *op_io;
     for (;;) {

@@ -850,6 +850,51 @@ fn crafted_frames_match_libzstd() {
 }
 
 /// Code lengths (in bits) of the literals of a Huffman stream.
+/// Every repeat-offset rule on distinct bytes (the crafted frames' repeat offsets copy runs of
+/// one byte value, where a wrong offset reads the same bytes): after new offsets set three
+/// different repeat offsets, blocks of sequences with literals (repeat codes 1, 2 and 3: rep[0],
+/// rep[1], rep[2]) and without (repeat codes 1, 2 and 3: rep[1], rep[2], rep[0] - 1), each
+/// copying 4 bytes of random history.
+#[test]
+fn repeat_offsets_of_every_kind_match_libzstd() {
+    let mut next = rng(13);
+    let history: Vec<u8> = (0..3000).map(|_| next() as u8).collect();
+    let mut out = history.clone();
+    let mut rep = [1u32, 4, 8];
+    let mut blocks = vec![raw_block(&history, false)];
+    let push = |blocks: &mut Vec<Vec<u8>>,
+                out: &mut Vec<u8>,
+                rep: &mut [u32; 3],
+                seqs: &[Seq],
+                next: &mut dyn FnMut() -> u64| {
+        let n: u32 = seqs.iter().map(|s| s.ll).sum::<u32>() + 3;
+        let lits: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+        blocks.push(comp_block(&compressed_block(&Lits::Raw(&lits), seqs, Tables::Rle), false));
+        execute(out, &lits, seqs, rep);
+    };
+    // new offsets 512..=1020 (offset code 9), so the three repeat offsets differ
+    let seqs: Vec<Seq> = (0..3).map(|_| Seq { ll: 1, ofv: 515 + (next() % 500) as u32, ml: 4 }).collect();
+    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    // literals before the match: offset values 1 (rep[0]); 2 and 3 (rep[1], rep[2])
+    let seqs: Vec<Seq> = (0..8).map(|_| Seq { ll: 1, ofv: 1, ml: 4 }).collect();
+    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    let seqs: Vec<Seq> = (0..40).map(|_| Seq { ll: 1, ofv: 2 + (next() % 2) as u32, ml: 4 }).collect();
+    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    // no literals: offset values 1 and 2 (rep[1], rep[2]) and 3 (rep[0] - 1)
+    let seqs: Vec<Seq> = (0..40).map(|_| Seq { ll: 0, ofv: 1, ml: 4 }).collect();
+    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    let seqs: Vec<Seq> = (0..40).map(|_| Seq { ll: 0, ofv: 2 + (next() % 2) as u32, ml: 4 }).collect();
+    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    blocks.push(raw_block(&[], true));
+    check(&[Case {
+        frame: frame(PLAIN, &blocks, &out),
+        expect: out,
+        give_len: false,
+        verify: false,
+        what: "repeat offsets".into(),
+    }]);
+}
+
 fn stream_bits(lits: &[u8], codes: &[Option<(u32, u32)>]) -> u32 {
     lits.iter().map(|&l| codes[l as usize].expect("symbol has a code").1).sum()
 }
