@@ -46,7 +46,7 @@ lines = [
     f"- machine: {os.cpu_count()} cores, {cpu}; load average before: {load_before}, after: {open('/proc/loadavg').read().split()[:3]}",
     f"- command: `bash benches/pipeline/run.sh {data} {rounds} {batches}`",
     f"- what: random unaligned 64³ crops (a damacy-sampler plan, seed 0) in batches of 32 of the 512³ uint16 arrays of `benches/read/make_data.py`; CPU executor, 2 I/O + 2 decode threads for both; the Pipeline with 2 workers (`damacy bench --compare-engine`); 2 warm-up batches, then {batches} timed batches per round, {rounds} rounds alternating engine and pipeline; medians.",
-    "- engine alone: `Reader::read_batch` in a loop, one batch at a time, on the same crops; pipeline: push the plan, pop every batch (crops/s from the first timed pop to the last).",
+    "- engine alone: `Reader::read_batch` in a loop, one batch at a time, on the same crops; pipeline: push the warm-up samples and pop their batches, then start the clock, push the timed samples and pop their batches (so the read-ahead cannot do timed work during the warm-up).",
     "- note: on a machine shared with other jobs (see the load averages) absolute crops/s vary from round to round; the ratio of the alternating rounds is the measure.",
     "",
     "| array | engine alone, crops/s | Pipeline, crops/s | Pipeline / engine | rounds (engine) | rounds (pipeline) |",
