@@ -229,6 +229,47 @@ fn blosc_zlib_fixtures_match_manifest_digests() {
     assert_eq!(unsupported, 0);
 }
 
+/// A blosc1 frame (cname zlib, no shuffle, typesize 1) of `len` decoded bytes in blocks of
+/// `blocksize`, one split per block: `(padding, body, compressed)` puts the split's size and
+/// `body` after `padding` zero bytes (a body as long as its block is stored raw). Each compressed
+/// split's start alignment mod 8 is counted in `starts`.
+fn blosc_zlib_frame(
+    len: usize,
+    blocksize: usize,
+    splits: Vec<(usize, Vec<u8>, bool)>,
+    starts: &mut [usize; 8],
+) -> Vec<u8> {
+    let mut f = vec![2u8, 1, 0x10 | (3 << 5), 1];
+    for v in [len, blocksize, 0] {
+        f.extend_from_slice(&(v as u32).to_le_bytes());
+    }
+    f.resize(16 + 4 * splits.len(), 0);
+    for (j, (padding, body, compressed)) in splits.into_iter().enumerate() {
+        f.resize(f.len() + padding, 0);
+        let at = f.len();
+        f[16 + 4 * j..20 + 4 * j].copy_from_slice(&(at as u32).to_le_bytes());
+        if compressed {
+            starts[(at + 4) % 8] += 1;
+        }
+        f.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        f.extend_from_slice(&body);
+    }
+    let n = f.len() as u32;
+    f[12..16].copy_from_slice(&n.to_le_bytes());
+    f
+}
+
+/// Every `(what, decoded, frame)` decodes to `decoded` under every schedule seed.
+fn assert_blosc_frames_decode(frames: &[(String, Vec<u8>, Vec<u8>)]) {
+    for &seed in seeds() {
+        let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|(_, _, f)| ChunkInput::blosc(f)).collect();
+        for (r, (what, d, _)) in decode(seed, &inputs).into_iter().zip(frames) {
+            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
+            assert!(v == *d, "{what} (seed {seed}) differs");
+        }
+    }
+}
+
 /// blosc-zlib streams start at any address inside their frame (after the header, block starts
 /// and 4-byte split sizes), so the symbol decode's input window (aligned 8-byte loads; single
 /// bytes before a stream's first and after its last 8-byte boundary) meets every alignment of
@@ -242,37 +283,20 @@ fn blosc_zlib_streams_at_every_alignment_decode() {
     for (k, len) in [3000usize, 5000, 7919, 12000].into_iter().enumerate() {
         for kind in [1u8, 2, 4] {
             let d = data(len, kind, k as u64 + 1);
-            let nblocks = len.div_ceil(1024);
-            let mut f = vec![2u8, 1, 0x10 | (3 << 5), 1];
-            for v in [len, 1024, 0] {
-                f.extend_from_slice(&(v as u32).to_le_bytes());
-            }
-            f.resize(16 + 4 * nblocks, 0);
-            for (j, block) in d.chunks(1024).enumerate() {
-                f.resize(f.len() + j % 8, 0);
-                let at = f.len();
-                f[16 + 4 * j..20 + 4 * j].copy_from_slice(&(at as u32).to_le_bytes());
-                let z = zlib(block, 6);
-                let body = if z.len() < block.len() { z } else { block.to_vec() };
-                if body.len() < block.len() {
-                    starts[(at + 4) % 8] += 1;
-                }
-                f.extend_from_slice(&(body.len() as u32).to_le_bytes());
-                f.extend_from_slice(&body);
-            }
-            let n = f.len() as u32;
-            f[12..16].copy_from_slice(&n.to_le_bytes());
+            let splits = d
+                .chunks(1024)
+                .enumerate()
+                .map(|(j, block)| {
+                    let z = zlib(block, 6);
+                    if z.len() < block.len() { (j % 8, z, true) } else { (j % 8, block.to_vec(), false) }
+                })
+                .collect();
+            let f = blosc_zlib_frame(len, 1024, splits, &mut starts);
             frames.push((format!("{len} bytes, kind {kind}"), d, f));
         }
     }
     assert!(starts.iter().all(|&c| c > 0), "zlib streams at every start alignment mod 8: {starts:?}");
-    for &seed in seeds() {
-        let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|(_, _, f)| ChunkInput::blosc(f)).collect();
-        for (r, (what, d, _)) in decode(seed, &inputs).into_iter().zip(&frames) {
-            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
-            assert!(v == *d, "{what} (seed {seed}) differs");
-        }
-    }
+    assert_blosc_frames_decode(&frames);
 }
 
 /// zlib streams of one fixed-Huffman block, in blosc frames at every start alignment
@@ -285,46 +309,32 @@ fn blosc_zlib_fixed_blocks_at_every_alignment_decode() {
     let mut starts = [0usize; 8];
     for (k, len) in [600usize, 1500, 2500, 4096].into_iter().enumerate() {
         let d: Vec<u8> = (0..len).map(|i| b"fixed huffman "[(i + k) % 14]).collect();
-        let nblocks = len.div_ceil(256);
-        let mut f = vec![2u8, 1, 0x10 | (3 << 5), 1];
-        for v in [len, 256, 0] {
-            f.extend_from_slice(&(v as u32).to_le_bytes());
-        }
-        f.resize(16 + 4 * nblocks, 0);
-        for (j, block) in d.chunks(256).enumerate() {
-            f.resize(f.len() + (j + k) % 8, 0);
-            let at = f.len();
-            f[16 + 4 * j..20 + 4 * j].copy_from_slice(&(at as u32).to_le_bytes());
-            // a fixed block built here (flate2 picks dynamic blocks even for these): the first
-            // 14 bytes as literals, then matches of distance 14
-            let mut ops: Vec<Op> = block.iter().take(14).map(|&b| Op::Lit(b)).collect();
-            let mut done = block.len().min(14);
-            while done < block.len() {
-                let n = (block.len() - done).min(258);
-                ops.push(if n >= 3 { Op::Match(n as u32, 14) } else { Op::Lit(block[done]) });
-                done += if n >= 3 { n } else { 1 };
-            }
-            let mut w = Bits::default();
-            fixed_block(&mut w, &ops, true);
-            let z = zlib_wrap(&w.finish(), block);
-            assert_eq!(first_block_type(&z, 2), 1);
-            assert_eq!(ref_unzlib(&z).as_deref(), Some(block));
-            starts[(at + 4) % 8] += 1;
-            f.extend_from_slice(&(z.len() as u32).to_le_bytes());
-            f.extend_from_slice(&z);
-        }
-        let n = f.len() as u32;
-        f[12..16].copy_from_slice(&n.to_le_bytes());
+        let splits = d
+            .chunks(256)
+            .enumerate()
+            .map(|(j, block)| {
+                // a fixed block built here (flate2 picks dynamic blocks even for these): the
+                // first 14 bytes as literals, then matches of distance 14
+                let mut ops: Vec<Op> = block.iter().take(14).map(|&b| Op::Lit(b)).collect();
+                let mut done = block.len().min(14);
+                while done < block.len() {
+                    let n = (block.len() - done).min(258);
+                    ops.push(if n >= 3 { Op::Match(n as u32, 14) } else { Op::Lit(block[done]) });
+                    done += if n >= 3 { n } else { 1 };
+                }
+                let mut w = Bits::default();
+                fixed_block(&mut w, &ops, true);
+                let z = zlib_wrap(&w.finish(), block);
+                assert_eq!(first_block_type(&z, 2), 1);
+                assert_eq!(ref_unzlib(&z).as_deref(), Some(block));
+                ((j + k) % 8, z, true)
+            })
+            .collect();
+        let f = blosc_zlib_frame(len, 256, splits, &mut starts);
         frames.push((format!("{len} bytes"), d, f));
     }
     assert!(starts.iter().all(|&c| c > 0), "zlib streams at every start alignment mod 8: {starts:?}");
-    for &seed in seeds() {
-        let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|(_, _, f)| ChunkInput::blosc(f)).collect();
-        for (r, (what, d, _)) in decode(seed, &inputs).into_iter().zip(&frames) {
-            let v = r.unwrap_or_else(|e| panic!("{what} (seed {seed}): {e}"));
-            assert!(v == *d, "{what} (seed {seed}) differs");
-        }
-    }
+    assert_blosc_frames_decode(&frames);
 }
 
 // ---- flate2 at every level ----

@@ -849,7 +849,6 @@ fn crafted_frames_match_libzstd() {
     assert!(m.rle.iter().all(|&n| n > 0) && m.repeat.iter().all(|&n| n > 0));
 }
 
-/// Code lengths (in bits) of the literals of a Huffman stream.
 /// Every repeat-offset rule on distinct bytes (the crafted frames' repeat offsets copy runs of
 /// one byte value, where a wrong offset reads the same bytes): after new offsets set three
 /// different repeat offsets, blocks of sequences with literals (repeat codes 1, 2 and 3: rep[0],
@@ -895,6 +894,7 @@ fn repeat_offsets_of_every_kind_match_libzstd() {
     }]);
 }
 
+/// Code lengths (in bits) of the literals of a Huffman stream.
 fn stream_bits(lits: &[u8], codes: &[Option<(u32, u32)>]) -> u32 {
     lits.iter().map(|&l| codes[l as usize].expect("symbol has a code").1).sum()
 }
