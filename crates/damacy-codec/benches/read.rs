@@ -468,6 +468,8 @@ fn report(array: &str, reader: &str, threads: usize, batch_size: usize, costs: &
         "os_read_bytes_per_batch": median_of(costs, |c| c.os_read_bytes as f64),
         "os_read_calls_per_batch": median_of(costs, |c| c.os_read_calls as f64),
         "cores_used": costs.iter().map(|c| c.cpu_seconds).sum::<f64>() / costs.iter().map(|c| c.seconds).sum::<f64>(),
+        // A mean, not a median: /proc's 10 ms ticks are coarse against one batch.
+        "cpu_ms_per_batch": costs.iter().map(|c| c.cpu_seconds).sum::<f64>() * 1e3 / costs.len().max(1) as f64,
     });
     if let (Value::Object(m), Value::Object(e)) = (&mut v, extra) {
         m.extend(e);
