@@ -23,14 +23,16 @@
 //     code, not whenever one of the 32 speculative candidates does). The chain's literals join a run of up to 128 output bytes held
 //     in registers, 4 per lane (placed by shuffles from the chain's k-th lane at the run's
 //     length + k), stored with ONE aligned 4-byte store per lane when the run is full (plus one
-//     byte-store request for partial words when it is not), before a match longer than its
-//     room and at the block's end. A length symbol ending the chain is decoded by all lanes
+//     byte-store request for partial words when it is not), before a match of 64 bytes or more
+//     longer than its room and at the block's end. A length symbol ending the chain is decoded by all lanes
 //     alike (extra bits, distance code, extra bits); a match that fits the run is gathered
 //     into it: bytes of the run by shuffle, older bytes left PENDING (the slot keeps the
 //     distance to its source; a match copying a pending byte inherits its source), and the
 //     flush loads all of the run's pending bytes together, 32 per load request whatever
 //     matches they belong to (compacted by a warp prefix sum: ~1 request per 128 output bytes
-//     where there was one per match); a longer match is copied by the overlap-safe
+//     where there was one per match); a match shorter than 64 bytes that does not fit goes in
+//     pieces (the first fills the run, which is stored whole, the rest starts the next run:
+//     no partial words, no separate copy); a longer one is copied by the overlap-safe
 //     cooperative copy of the LZ4 kernel (byte j of a match of distance d comes from
 //     op-d+(j mod d)). Statuses follow the serial decode's order exactly.
 //     Each round covers 32 candidate bits, so ~3-4 symbols of 8-9 bits: the model charges one
@@ -982,12 +984,13 @@ struct dmc_inf_huff_res {
 //      alone (a literal of a long code joins the run and the next round starts after it);
 //   3. the chain's literals join a run of up to 128 decoded bytes held in registers (4 per
 //      lane, placed by shuffles), stored with one aligned 4-byte store per lane when the run
-//      is full, before a match longer than its room, and at the end;
+//      is full, before a match of 64 bytes or more longer than its room, and at the end;
 //   4. a length code at the end of the literals is decoded uniformly (length extra bits, the
 //      distance code through its table, distance extra bits); a match that fits the run is
 //      gathered into it (bytes still in registers by shuffle, older ones pending until the
-//      flush loads them, dmc_inf_resolve), a longer one goes through the overlap-safe
-//      cooperative copy after a flush.
+//      flush loads them, dmc_inf_resolve), in pieces of the run's room when it is shorter
+//      than 64 bytes; a longer one that does not fit goes through the overlap-safe cooperative
+//      copy after a flush.
 // Statuses come in the order of the serial decode: a code that reads past the input
 // (SRC_TRUNCATED) before a literal past the output (DST_OVERFLOW); a missing code or an invalid
 // symbol is CORRUPT; a distance before the member BAD_OFFSET; a match past the output
@@ -1130,29 +1133,35 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
             st = DMC_STATUS_DST_OVERFLOW;
             break;
         }
-        const dmc_u32 at1 = run.head + run.len;
-        if (len <= DMC_INF_RUN_BYTES - at1) {
-            // Into the run, 32 match bytes a step: byte k of the match is output byte
-            // op - dist + (k mod dist), before the match: in the run (a shuffle: its byte, or
-            // its pending source) or stored before it (pending: the flush loads it); then it
-            // moves to slot at1 + k with the distance to its pending source.
-            for (dmc_u32 c = 0; c < len; c += DMC_WARP_SIZE) {
-                const dmc_u32 k = c + lane;
-                const dmc_u32 q = op - dist + (k < len ? k % dist : 0);
-                const dmc_u32 sq = q - run.base + run.head;  // its slot, when in the run
-                const dmc_u32 r = dmc_inf_slot(run, sq);
-                const dmc_u32 rd = dmc_inf_slot_pend(run, sq);
-                const dmc_u32 back = op + k - q;  // the byte's distance to its source
-                const dmc_u32 mv = q < run.base ? back << 8 : rd != 0 ? (back + rd) << 8 : r;
-                for (dmc_u32 b = 0; b < 4; b++) {
-                    const dmc_u32 kk = 4 * lane + b - at1 - c;
-                    const dmc_u32 pv = __shfl_sync(DMC_INF_FULL, mv, (int)(kk & 31));
-                    dmc_inf_put_match(&run, b, kk < DMC_WARP_SIZE && c + kk < len, pv);
+        if (len <= DMC_INF_RUN_BYTES - (run.head + run.len) || len < DMC_LZ_WIDE_MATCH) {
+            // Into the run, in pieces of its room (a piece that fills the run flushes it whole:
+            // no partial words, no separate copy for a short match that does not fit), 32
+            // match bytes a step: byte k of the match is output byte op - dist + (k mod dist),
+            // before the match: in the run (a shuffle: its byte, or its pending source) or
+            // stored before it (pending: the flush loads it); then it moves to slot at1 + k -
+            // done with the distance to its pending source.
+            for (dmc_u32 done = 0; done < len;) {
+                const dmc_u32 at1 = run.head + run.len;
+                const dmc_u32 n = dmc_min_u32(len - done, DMC_INF_RUN_BYTES - at1);
+                for (dmc_u32 c = 0; c < n; c += DMC_WARP_SIZE) {
+                    const dmc_u32 k = done + c + lane;
+                    const dmc_u32 q = op - dist + (k < len ? k % dist : 0);
+                    const dmc_u32 sq = q - run.base + run.head;  // its slot, when in the run
+                    const dmc_u32 r = dmc_inf_slot(run, sq);
+                    const dmc_u32 rd = dmc_inf_slot_pend(run, sq);
+                    const dmc_u32 back = op + k - q;  // the byte's distance to its source
+                    const dmc_u32 mv = q < run.base ? back << 8 : rd != 0 ? (back + rd) << 8 : r;
+                    for (dmc_u32 b = 0; b < 4; b++) {
+                        const dmc_u32 kk = 4 * lane + b - at1 - c;
+                        const dmc_u32 pv = __shfl_sync(DMC_INF_FULL, mv, (int)(kk & 31));
+                        dmc_inf_put_match(&run, b, kk < DMC_WARP_SIZE && c + kk < n, pv);
+                    }
                 }
+                run.len += n;
+                done += n;
+                if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op + done, mis, lane);
             }
-            run.len += len;
             op += len;
-            if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
         } else {
             dmc_inf_flush(out, &run, op, mis, lane);
             dmc_lz_match_copy(out, op, dist, len, lane);
