@@ -15,20 +15,24 @@
 //   - SYMBOLS ON ALL 32 LANES (dmc_inf_huff): the warp holds a 256-byte window of the input in
 //     registers (common.cuh's dmc_win8: one 8-byte word per lane, refilled with one aligned
 //     coalesced 8-byte load per lane, 32 bits read with three shuffles and a funnel shift). Each round lane i decodes, speculatively,
-//     the literal/length symbol that would start at bit pos + i (one shared table lookup for
-//     the warp); pointer doubling over those 32 candidates (5 shuffle steps on successor =
-//     offset + code length, a non-literal ending the chain) gives lane k the offset of the
-//     chain's k-th real symbol. The chain's literals join a run of up to 128 output bytes held
+//     the literal/length symbol that would start at bit pos + i (one shared root-table lookup
+//     for the warp); pointer doubling over those 32 candidates (5 shuffle steps on successor =
+//     offset + code length, a non-literal or a subtable pointer ending the chain) gives lane k
+//     the offset of the chain's k-th real symbol; a subtable pointer ending the chain is looked
+//     up for that symbol alone (one broadcast request, only when the real chain meets a long
+//     code, not whenever one of the 32 speculative candidates does). The chain's literals join a run of up to 128 output bytes held
 //     in registers, 4 per lane (placed by shuffles from the chain's k-th lane at the run's
 //     length + k), stored with ONE aligned 4-byte store per lane when the run is full (plus one
-//     byte-store request for partial words when it is not), before a match longer than its
-//     room and at the block's end. A length symbol ending the chain is decoded by all lanes
+//     byte-store request for partial words when it is not), before a match of 64 bytes or more
+//     longer than its room and at the block's end. A length symbol ending the chain is decoded by all lanes
 //     alike (extra bits, distance code, extra bits); a match that fits the run is gathered
 //     into it: bytes of the run by shuffle, older bytes left PENDING (the slot keeps the
 //     distance to its source; a match copying a pending byte inherits its source), and the
 //     flush loads all of the run's pending bytes together, 32 per load request whatever
 //     matches they belong to (compacted by a warp prefix sum: ~1 request per 128 output bytes
-//     where there was one per match); a longer match is copied by the overlap-safe
+//     where there was one per match); a match shorter than 64 bytes that does not fit goes in
+//     pieces (the first fills the run, which is stored whole, the rest starts the next run:
+//     no partial words, no separate copy); a longer one is copied by the overlap-safe
 //     cooperative copy of the LZ4 kernel (byte j of a match of distance d comes from
 //     op-d+(j mod d)). Statuses follow the serial decode's order exactly.
 //     Each round covers 32 candidate bits, so ~3-4 symbols of 8-9 bits: the model charges one
@@ -971,19 +975,22 @@ struct dmc_inf_huff_res {
 
 // All lanes: decodes one Huffman block's symbols from stream bit `pos` (<= 8 * in_len) through
 // the shared tables, writing out[op, ...). Each round:
-//   1. lane i looks up the symbol that would start at bit pos + i (one shared request for the
-//      warp, a second only for lanes that meet a subtable);
+//   1. lane i looks up the root entry of the symbol that would start at bit pos + i (one
+//      shared request for the warp);
 //   2. the real chain of symbols from pos is found by pointer doubling over the 32 candidate
 //      offsets (successor = offset + code length for a literal; a run ends at any other
-//      symbol): lane k learns the offset of the chain's k-th symbol;
+//      symbol, a subtable pointer included): lane k learns the offset of the chain's k-th
+//      symbol; a subtable pointer after the chain's literals is looked up for that symbol
+//      alone (a literal of a long code joins the run and the next round starts after it);
 //   3. the chain's literals join a run of up to 128 decoded bytes held in registers (4 per
 //      lane, placed by shuffles), stored with one aligned 4-byte store per lane when the run
-//      is full, before a match longer than its room, and at the end;
+//      is full, before a match of 64 bytes or more longer than its room, and at the end;
 //   4. a length code at the end of the literals is decoded uniformly (length extra bits, the
 //      distance code through its table, distance extra bits); a match that fits the run is
 //      gathered into it (bytes still in registers by shuffle, older ones pending until the
-//      flush loads them, dmc_inf_resolve), a longer one goes through the overlap-safe
-//      cooperative copy after a flush.
+//      flush loads them, dmc_inf_resolve), in pieces of the run's room when it is shorter
+//      than 64 bytes; a longer one that does not fit goes through the overlap-safe cooperative
+//      copy after a flush.
 // Statuses come in the order of the serial decode: a code that reads past the input
 // (SRC_TRUNCATED) before a literal past the output (DST_OVERFLOW); a missing code or an invalid
 // symbol is CORRUPT; a distance before the member BAD_OFFSET; a match past the output
@@ -1004,10 +1011,9 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
     for (;;) {
         dmc_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
         const dmc_u32 v = dmc_win8_bits32(win, pos + lane);
-        dmc_u32 e = sm->litlen[v & ((1u << DMC_INF_LITLEN_BITS) - 1)];
-        if (e & DMC_INF_ENT_SUB) {
-            e = sm->litlen[(e & 0xFFFF) + ((v >> DMC_INF_LITLEN_BITS) & ((1u << ((e >> 16) & 0xFF)) - 1))];
-        }
+        // Root entries only: a subtable pointer ends the chain like a non-literal, and only the
+        // chain's own symbol is looked up in its subtable (below), not every lane's candidate.
+        const dmc_u32 e = sm->litlen[v & ((1u << DMC_INF_LITLEN_BITS) - 1)];
         const dmc_u32 tl = (e & DMC_INF_ENT_SYM) ? (e >> 16) & 31 : 0;
         const bool lit = (e & DMC_INF_ENT_SYM) && ((e >> 28) & 3) == DMC_INF_KIND_LIT;
         const dmc_u32 j0 = lit ? lane + tl : 255;
@@ -1062,10 +1068,33 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
         }
         if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
         if (take < nlit || nlit == nin) continue;  // the run filled up, or the round's bits ended
-        // The chain's symbol after its literals is not a literal.
-        const dmc_u32 x = __shfl_sync(DMC_INF_FULL, ek, (int)(nlit & 31));
-        const dmc_u32 xl = __shfl_sync(DMC_INF_FULL, after, (int)(nlit & 31)) - __shfl_sync(DMC_INF_FULL, at, (int)(nlit & 31));
+        // The chain's symbol after its literals is not a literal in the root: a length, the
+        // end of the block, a bad symbol, no code, or a subtable pointer, looked up here (the
+        // same address on every lane: one request) from the 32 bits at the symbol's offset.
+        dmc_u32 x = __shfl_sync(DMC_INF_FULL, ek, (int)(nlit & 31));
+        if (x & DMC_INF_ENT_SUB) {
+            const dmc_u32 xv = __shfl_sync(DMC_INF_FULL, v, (int)(__shfl_sync(DMC_INF_FULL, at, (int)(nlit & 31)) & 31));
+            x = sm->litlen[(x & 0xFFFF) + ((xv >> DMC_INF_LITLEN_BITS) & ((1u << ((x >> 16) & 0xFF)) - 1))];
+        }
+        const dmc_u32 xl = (x & DMC_INF_ENT_SYM) ? (x >> 16) & 31 : 0;
+        if ((x & DMC_INF_ENT_SYM) && pos + xl > limit) {
+            st = DMC_STATUS_SRC_TRUNCATED;
+            break;
+        }
         const dmc_u32 kind = (x >> 28) & 3;
+        if ((x & DMC_INF_ENT_SYM) && kind == DMC_INF_KIND_LIT) {  // a literal of a long code
+            if (op >= out_len) {
+                st = DMC_STATUS_DST_OVERFLOW;
+                break;
+            }
+            const dmc_u32 slot = run.head + run.len;
+            dmc_inf_put(&run, slot & 3, lane == slot >> 2, x);
+            pos += xl;
+            op++;
+            run.len++;
+            if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
+            continue;
+        }
         if (!(x & DMC_INF_ENT_SYM) || kind == DMC_INF_KIND_BAD) {
             st = DMC_STATUS_CORRUPT;
             break;
@@ -1104,29 +1133,35 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
             st = DMC_STATUS_DST_OVERFLOW;
             break;
         }
-        const dmc_u32 at1 = run.head + run.len;
-        if (len <= DMC_INF_RUN_BYTES - at1) {
-            // Into the run, 32 match bytes a step: byte k of the match is output byte
-            // op - dist + (k mod dist), before the match: in the run (a shuffle: its byte, or
-            // its pending source) or stored before it (pending: the flush loads it); then it
-            // moves to slot at1 + k with the distance to its pending source.
-            for (dmc_u32 c = 0; c < len; c += DMC_WARP_SIZE) {
-                const dmc_u32 k = c + lane;
-                const dmc_u32 q = op - dist + (k < len ? k % dist : 0);
-                const dmc_u32 sq = q - run.base + run.head;  // its slot, when in the run
-                const dmc_u32 r = dmc_inf_slot(run, sq);
-                const dmc_u32 rd = dmc_inf_slot_pend(run, sq);
-                const dmc_u32 back = op + k - q;  // the byte's distance to its source
-                const dmc_u32 mv = q < run.base ? back << 8 : rd != 0 ? (back + rd) << 8 : r;
-                for (dmc_u32 b = 0; b < 4; b++) {
-                    const dmc_u32 kk = 4 * lane + b - at1 - c;
-                    const dmc_u32 pv = __shfl_sync(DMC_INF_FULL, mv, (int)(kk & 31));
-                    dmc_inf_put_match(&run, b, kk < DMC_WARP_SIZE && c + kk < len, pv);
+        if (len <= DMC_INF_RUN_BYTES - (run.head + run.len) || len < DMC_LZ_WIDE_MATCH) {
+            // Into the run, in pieces of its room (a piece that fills the run flushes it whole:
+            // no partial words, no separate copy for a short match that does not fit), 32
+            // match bytes a step: byte k of the match is output byte op - dist + (k mod dist),
+            // before the match: in the run (a shuffle: its byte, or its pending source) or
+            // stored before it (pending: the flush loads it); then it moves to slot at1 + k -
+            // done with the distance to its pending source.
+            for (dmc_u32 done = 0; done < len;) {
+                const dmc_u32 at1 = run.head + run.len;
+                const dmc_u32 n = dmc_min_u32(len - done, DMC_INF_RUN_BYTES - at1);
+                for (dmc_u32 c = 0; c < n; c += DMC_WARP_SIZE) {
+                    const dmc_u32 k = done + c + lane;
+                    const dmc_u32 q = op - dist + (k < len ? k % dist : 0);
+                    const dmc_u32 sq = q - run.base + run.head;  // its slot, when in the run
+                    const dmc_u32 r = dmc_inf_slot(run, sq);
+                    const dmc_u32 rd = dmc_inf_slot_pend(run, sq);
+                    const dmc_u32 back = op + k - q;  // the byte's distance to its source
+                    const dmc_u32 mv = q < run.base ? back << 8 : rd != 0 ? (back + rd) << 8 : r;
+                    for (dmc_u32 b = 0; b < 4; b++) {
+                        const dmc_u32 kk = 4 * lane + b - at1 - c;
+                        const dmc_u32 pv = __shfl_sync(DMC_INF_FULL, mv, (int)(kk & 31));
+                        dmc_inf_put_match(&run, b, kk < DMC_WARP_SIZE && c + kk < n, pv);
+                    }
                 }
+                run.len += n;
+                done += n;
+                if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op + done, mis, lane);
             }
-            run.len += len;
             op += len;
-            if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
         } else {
             dmc_inf_flush(out, &run, op, mis, lane);
             dmc_lz_match_copy(out, op, dist, len, lane);

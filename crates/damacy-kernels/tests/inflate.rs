@@ -801,6 +801,72 @@ fn short_matches_at_every_distance_decode() {
     check_hand_built_zlib(&cases);
 }
 
+/// Matches of 3-63 bytes that start at every slot of the 128-byte run of decoded bytes, so
+/// that many straddle its end (their first bytes fill the run, which is stored whole, the rest
+/// start the next run): distances 1-4 (overlapping themselves across the run's end), 31-33, 64,
+/// 127-129 and 200 (sources in the run, in the run just stored, and before it), 383-641 and
+/// 1000-32768 (pending bytes loaded at the flush, across two runs); long matches copied past
+/// the run now and then (later sources behind and inside them); a second block whose first
+/// matches reach back into the first. Fixed and dynamic blocks after leads of 0-3 bytes (the
+/// output's alignment under the run).
+#[test]
+fn short_matches_across_the_runs_end_decode() {
+    let mut next = xorshift(0x7E57);
+    let lit = |next: &mut dyn FnMut() -> u64| {
+        let b = (next() % 192) as u8;
+        Op::Lit(if (128..192).contains(&b) { b - 64 } else { b })
+    };
+    let mut ops: Vec<Op> = (0..32768).map(|_| lit(&mut next)).collect();
+    let mut produced = 32768u32;
+    let dists = [
+        1u32, 2, 3, 4, 31, 32, 33, 64, 127, 128, 129, 200, 383, 384, 385, 447, 448, 511, 512, 513, 575, 576, 640, 641,
+        1000, 32768,
+    ];
+    for (i, &d) in dists.iter().cycle().take(1300).enumerate() {
+        // literals up to output position i mod 128 (mod 128): every slot of a run
+        let want = (i % 128) as u32;
+        while produced % 128 != want {
+            ops.push(lit(&mut next));
+            produced += 1;
+        }
+        let len = 3 + ((i * 7) % 61) as u32;
+        ops.push(Op::Match(len, d));
+        produced += len;
+        if i % 97 == 0 {
+            let long = 130 + (i % 129) as u32;
+            ops.push(Op::Match(long, 700 + i as u32));
+            produced += long;
+        }
+    }
+    let second: Vec<Op> =
+        (0..90u32).map(|k| Op::Match(3 + k % 20, 1 + 7 * k)).chain((0..300).map(|_| lit(&mut next))).collect();
+    let mut d = Vec::new();
+    execute(&mut d, &ops);
+    execute(&mut d, &second);
+    let mut cases: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
+    for lead_len in [0usize, 1, 2, 3] {
+        let lead = data(lead_len, 0, 9);
+        let mut all = lead.clone();
+        all.extend_from_slice(&d);
+        for dynamic in [false, true] {
+            let mut w = Bits::default();
+            stored_block(&mut w, &lead, false);
+            if dynamic {
+                let ll: Vec<u32> = (0..286).map(|s| if s < 226 { 8 } else { 9 }).collect();
+                let dl: Vec<u32> = (0..30).map(|s| if s < 2 { 4 } else { 5 }).collect();
+                dynamic_block_with(&mut w, &ops, &ll, &dl, false);
+                dynamic_block_with(&mut w, &second, &ll, &dl, true);
+            } else {
+                fixed_block(&mut w, &ops, false);
+                fixed_block(&mut w, &second, true);
+            }
+            let what = format!("{} blocks, lead {lead_len}", if dynamic { "dynamic" } else { "fixed" });
+            cases.push((what, zlib_wrap(&w.finish(), &all), all.clone()));
+        }
+    }
+    check_hand_built_zlib(&cases);
+}
+
 // ---- gzip members ----
 
 fn crc32(d: &[u8]) -> u32 {
