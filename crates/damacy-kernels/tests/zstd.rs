@@ -1015,10 +1015,10 @@ fn huffman_tables_at_every_max_code_length() {
     assert!(m.huffman_1_stream > 0 && m.huffman_4_streams > 0 && m.huffman_direct_weights > 0);
 }
 
-/// Huffman tables of all 256 byte values (weights FSE-compressed by libzstd, 8 weights 0..=11
-/// spread over the symbols' ranks, symbol 255 the implied last one): the canonical code's
-/// ranges and the symbol list by weight hold every symbol, for 1 and 4 streams and treeless
-/// blocks; half the bytes are 0..16, the rest any value, so no block keeps raw literals.
+/// Huffman tables over all 256 byte values (the first 256 bytes are 0..=255; half the rest are
+/// 0..16, half any value, so libzstd codes the literals with Huffman, FSE-compressed weights
+/// and 4 streams, both asserted): the canonical code's list of symbols by weight holds up to
+/// 256 symbols (the other Huffman tests, with direct weights, reach 129).
 #[test]
 fn huffman_tables_of_256_symbols() {
     let mut next = rng(31);
