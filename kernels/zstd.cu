@@ -15,17 +15,22 @@
 //   - an FSE table's description parse and symbol spread and the Huffman weights' decode run
 //     on lane 0 into this warp's shared-memory tables, published with one __syncwarp; the FSE
 //     states are then set by the whole warp, 32 cells per round (__match_any_sync ranks the
-//     cells of a symbol: dmc_zstd_fse_states), and the Huffman table is filled by the whole
-//     warp (a ballot per weight lists its symbols, the lanes write each symbol's entries
-//     together: dmc_zstd_build_huffman);
+//     cells of a symbol: dmc_zstd_fse_states), and the Huffman code is built by the whole
+//     warp in canonical form: per weight w the first code prefix T_w and the first index R_w
+//     in a list of the symbols by weight (hsym, 256 bytes), from ballots and a warp scan, with
+//     one store request per 32 symbols (dmc_zstd_build_huffman; no table of 2^log entries);
 //   - the sequence bitstream is read through a window of 32 aligned 8-byte words, one per
 //     lane (one coalesced load per ~240 bytes, bits fetched with shuffles: dmc_zwr), the
 //     Huffman weights' bitstream (lane 0 alone) through a 128-bit cache of two aligned 8-byte
-//     words (one load per 64 bits: dmc_zbr);
+//     words (one load per 64 bits: dmc_zbr), and so are the FSE table descriptions (lane 0,
+//     forward: dmc_zstd_read_ncount);
 //   - Huffman literals decode on all 32 lanes, one stream at a time (1 or 4 per block): lane i
-//     looks up the code that would start i bits further into the stream, pointer doubling over
-//     those 32 candidates (shuffles) finds the real chain of codes, so one shared lookup request
-//     decodes every code starting in 32 bits of the stream; the stream is read through a
+//     finds the length of the code that would start i bits further into the stream, from its
+//     prefix with a binary search over T_w held in lanes 0..15 (shuffles, no memory access),
+//     pointer doubling over those 32 candidates (shuffles) finds the real chain of codes, and
+//     only the chain's lanes look their symbols up in hsym (one shared request of a few lanes,
+//     ~1.05 wavefronts, where 32 lookups in a table of 2^log entries took ~3.2), so one shared
+//     request decodes every code starting in 32 bits of the stream; the stream is read through a
 //     256-byte window of aligned words in registers (one coalesced load per ~250 bytes) and the
 //     literals gather into 128-byte runs stored with one aligned 4-byte store per lane
 //     (dmc_zstd_huf_stream). They go straight into the tail of the job's output range: the
@@ -58,7 +63,7 @@
 // the parallelism. The split remains the next step once the emulator's cost report says the
 // serial sequence decode dominates.
 //
-// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (9908 B per warp, with the
+// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (6132 B per warp, with the
 // warp's table of the literal and match length codes that have extra bits, which its lanes
 // copy from constant memory at the start).
 // Every load is checked against the job's source length and every store against its output
@@ -96,7 +101,12 @@ struct dmc_zstd_smem {
     dmc_u32 ml[1 << DMC_ZSTD_ML_LOG_MAX];
     dmc_u32 of[1 << DMC_ZSTD_OF_LOG_MAX];
     dmc_u32 wt[64];  // FSE table of Huffman weights (accuracy log <= 6)
-    dmc_u16 huf[1 << DMC_ZSTD_HUF_LOG_MAX];
+    // The Huffman code in canonical form (dmc_zstd_build_huffman): entry w < 16 of hrank is
+    // T_w | R_w << 16, T_w the first of the 2^log code prefixes of the symbols of weight w (their
+    // codes, in symbol order, take 2^(w-1) prefixes each) and R_w the index in hsym of the first
+    // of them; hsym lists the symbols by weight, then symbol.
+    dmc_u32 hrank[16];
+    dmc_u8 hsym[256];
     union {
         struct {
             dmc_i16 norm[64];
@@ -287,18 +297,26 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
                                         dmc_u32 sym_max, dmc_u32* used, dmc_u32* log_out,
                                         dmc_u32* max_sym) {
     // Forward bit reader: bits past `avail` read as zeros; the used size is checked at the end.
-    // A field (n <= 10 bits) loads the 1 to 3 bytes it spans (was one byte load per bit).
+    // Two aligned 8-byte words (c0, c1: words cw and cw + 1 from p - mis, dmc_zstd_word8) hold
+    // the bits of a field (n <= 10 bits), one load per 8 bytes of the description (a field's
+    // 1 to 3 byte loads were ~8 % of the fixture chunk's model time).
     dmc_u64 bitpos = 0;
     const dmc_u64 total_bits = (dmc_u64)avail * 8;
+    const dmc_u32 mis = (dmc_u32)((dmc_u64)p & 7u);
+    dmc_i32 cw = -2;  // no words yet
+    dmc_u64 c0 = 0, c1 = 0;
 #define DMC_ZFWD(n, out)                                                                     \
     do {                                                                                     \
-        const dmc_u64 q_ = bitpos >> 3;                                                      \
-        const dmc_u32 nb_ = ((dmc_u32)(bitpos & 7) + (n) + 7) >> 3;                          \
-        dmc_u32 v_ = 0;                                                                      \
-        for (dmc_u32 k_ = 0; k_ < nb_; k_++) {                                               \
-            if (q_ + k_ < avail) v_ |= (dmc_u32)p[q_ + k_] << (8 * k_);                      \
+        const dmc_u64 a_ = bitpos + 8 * mis;  /* address bit from p - mis */                 \
+        const dmc_i32 k_ = (dmc_i32)(a_ >> 6);                                               \
+        if (k_ != cw) { /* fields move forward by at most 10 bits: usually the next word */  \
+            c0 = k_ == cw + 1 ? c1 : dmc_zstd_word8(p, avail, mis, k_);                      \
+            c1 = dmc_zstd_word8(p, avail, mis, k_ + 1);                                      \
+            cw = k_;                                                                         \
         }                                                                                    \
-        (out) = (v_ >> (bitpos & 7)) & ((1u << (n)) - 1u);                                   \
+        const dmc_u32 s_ = (dmc_u32)(a_ & 63u);                                              \
+        const dmc_u64 v_ = s_ == 0 ? c0 : (c0 >> s_) | (c1 << (64 - s_));                    \
+        (out) = (dmc_u32)v_ & ((1u << (n)) - 1u);                                            \
     } while (0)
     dmc_u32 v;
     DMC_ZFWD(4, v);
@@ -484,15 +502,16 @@ __device__ dmc_u32 dmc_zstd_read_weights(dmc_zstd_smem* sm, const dmc_u8* p, dmc
     return DMC_STATUS_OK;
 }
 
-// All lanes: the Huffman table sm->huf from the n weights in sm->t.weights (lane 0 wrote them,
-// the warp synchronised since) and the implied last one. Lane l keeps the weights of symbols
-// l + 32 j (j < 8) as 4-bit fields of one register; the sum of 2^(w-1) is a warp reduction.
-// Codes in order of increasing weight, symbols in natural order within a weight: a symbol of
-// weight w fills 2^(w-1) consecutive entries of the 2^log-entry table; a ballot per weight and
-// 32 symbols lists them, and the lanes fill each symbol's entries together (one store request
-// per symbol of up to 32 entries; lane 0 alone spent one load per weight and symbol and one
-// store per entry). Returns the status (the same in every lane); *log_out the maximum code
-// length.
+// All lanes: the canonical Huffman code (sm->hrank, sm->hsym) from the n weights in
+// sm->t.weights (lane 0 wrote them, the warp synchronised since) and the implied last one. Lane l
+// keeps the weights of symbols l + 32 j (j < 8) as 4-bit fields of one register; the sum of
+// 2^(w-1) is a warp reduction. Codes go in order of increasing weight, symbols in natural order
+// within a weight, so the 2^log prefixes of log bits fall into one range per weight w,
+// [T_w, T_w+1), 2^(w-1) prefixes per symbol: a ballot per weight and 32 symbols counts the
+// symbols of each weight (lane w), a warp scan gives T_w and R_w, and the same ballots place
+// each symbol in hsym, one store request per 32 symbols (the table of 2^log entries it replaces
+// took a store request per symbol, and its lookups conflicted: dmc_zstd_huf_stream). Returns
+// the status (the same in every lane); *log_out the maximum code length.
 __device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32* log_out, dmc_u32 lane) {
     dmc_u32 pk = 0, sum = 0;
     bool bad = false;
@@ -512,38 +531,58 @@ __device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32*
     if (rest & (rest - 1)) return DMC_STATUS_CORRUPT;
     if (lane == (n & 31u)) pk |= (dmc_zstd_highbit(rest) + 1) << (4 * (n >> 5));  // n <= 255
     const dmc_u32 nsym = n + 1;
-    dmc_u32 idx = 0;
-    for (dmc_u32 w = 1; w <= log; w++) {
-        const dmc_u32 span = 1u << (w - 1);
-        const dmc_u32 entry = ((log + 1 - w) << 8);
-        for (dmc_u32 j = 0; DMC_WARP_SIZE * j < nsym; j++) {
-            dmc_u32 m = __ballot_sync(0xffffffffu, ((pk >> (4 * j)) & 15u) == w && lane + DMC_WARP_SIZE * j < nsym);
-            while (m) {
-                const dmc_u32 s = DMC_WARP_SIZE * j + (dmc_u32)(__ffs(m) - 1);
-                m &= m - 1;
-                for (dmc_u32 k = lane; k < span; k += DMC_WARP_SIZE) sm->huf[idx + k] = (dmc_u16)(entry | s);
-                idx += span;
-            }
+    // Lane w: the symbols of weight w (1 <= w <= log; the other lanes count none).
+    dmc_u32 cnt = 0;
+    for (dmc_u32 j = 0; DMC_WARP_SIZE * j < nsym; j++) {
+        const dmc_u32 wj = lane + DMC_WARP_SIZE * j < nsym ? (pk >> (4 * j)) & 15u : 0u;
+        for (dmc_u32 w = 1; w <= log; w++) {
+            const dmc_u32 m = __ballot_sync(0xffffffffu, wj == w);
+            if (lane == w) cnt += (dmc_u32)__popc(m);
         }
     }
-    if (idx != (1u << log)) return DMC_STATUS_CORRUPT;
+    // An exclusive warp scan of cnt << (w-1) (T, bits 0-15) and cnt (R, bits 16-24): lane w
+    // gets T_w | R_w << 16 (the lanes above log T = 2^log, past every prefix).
+    const dmc_u32 own = lane >= 1 && lane <= log ? (cnt << 16) | (cnt << (lane - 1)) : 0u;
+    dmc_u32 incl = own;
+    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) {
+        const dmc_u32 t = __shfl_up_sync(0xffffffffu, incl, d);
+        if (lane >= d) incl += t;
+    }
+    dmc_u32 run = incl - own;  // lane w: T_w | R_w << 16, then R_w moves on as symbols are placed
+    if ((__shfl_sync(0xffffffffu, incl, DMC_WARP_SIZE - 1) & 0xFFFFu) != (1u << log)) return DMC_STATUS_CORRUPT;
+    if (lane < 16) sm->hrank[lane] = run;
+    for (dmc_u32 j = 0; DMC_WARP_SIZE * j < nsym; j++) {
+        const dmc_u32 s = lane + DMC_WARP_SIZE * j;
+        const dmc_u32 wj = s < nsym ? (pk >> (4 * j)) & 15u : 0u;
+        const dmc_u32 base = __shfl_sync(0xffffffffu, run, (int)wj) >> 16;
+        dmc_u32 rank = 0;
+        for (dmc_u32 w = 1; w <= log; w++) {
+            const dmc_u32 m = __ballot_sync(0xffffffffu, wj == w);
+            if (wj == w) rank = (dmc_u32)__popc(m & ((1u << lane) - 1u));
+            if (lane == w) run += (dmc_u32)__popc(m) << 16;
+        }
+        if (wj != 0) sm->hsym[base + rank] = (dmc_u8)s;
+    }
     *log_out = log;
     return DMC_STATUS_OK;
 }
 
 // All 32 lanes: decodes `count` Huffman-coded literals of the backward stream [p, p+len) into
-// out (the table sm->huf of `log` bits). Returns the status, the same in every lane.
+// out (the canonical code sm->hrank / sm->hsym of `log` bits). Returns the status, the same in
+// every lane.
 //   - Window: lane l holds the aligned 8-byte word wb + l of the stream (256 bytes, loaded
 //     with one coalesced request; 4-byte words took twice the requests), placed so that its
 //     top word holds the bit below pos; it is reloaded when the bits the round needs (down to
 //     pos - 31 - log) leave it, every ~250 bytes of input. Bits are read from it with two
 //     shuffles and a funnel shift.
-//   - Round: lane i looks up (one shared request for the warp) the code that would start i
-//     bits below pos; its successor is i + the code's length. Pointer doubling over the 32
+//   - Round: lane i takes the log bits below pos - i as a prefix and finds the weight w of
+//     the code it starts (the last T_w <= prefix: 4 shuffles of a binary search over lanes
+//     0..15, which hold T_w | R_w << 16), hence its length log + 1 - w and its symbol's index
+//     in hsym; its successor is i + the code's length. Pointer doubling over the 32
 //     successors (5 steps of two shuffles) gives lane k the offset of the k-th code of the
 //     real chain from pos; the codes starting in the 32 candidate bits (at least one, and
 //     the chain then advances by at least 32 bits or to the last literal) are this round's
-//     literals.
+//     literals, and their lanes alone read their symbols from hsym (one shared request).
 //   - Output: the literals gather into a run of 128 bytes of out, aligned to 4 bytes, 4 per
 //     lane (placed by 4 shuffles per round), stored with one aligned 4-byte store per lane
 //     when the run is full or the stream done; bytes of a partial word at either end of out
@@ -557,14 +596,16 @@ __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, con
     if (last == 0) return DMC_STATUS_CORRUPT;
     const dmc_u32 mis = (dmc_u32)((dmc_u64)p & 7u);
     const dmc_u32 omis = (dmc_u32)((dmc_u64)out & 3u);
-    const dmc_u32 mask = (1u << log) - 1;
+    const dmc_u32 hr = sm->hrank[lane & 15u];  // lane w < 16: T_w | R_w << 16
     dmc_i32 pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
     dmc_i32 wb = 1 << 24;  // no window yet
     dmc_u64 word = 0;
-    // The run: slots [0, 128) are the bytes out[run + s - omis]; the first run starts at slot
-    // omis (its earlier slots are before out), later ones at slot 0.
-    dmc_u32 run = 0, lo = omis, fill = omis, mine = 0, done = 0;
-    while (done < count) {
+    // The run: slots [0, 128) are the bytes ob[s] (ob aligned to 4 bytes); the first run starts
+    // at slot lo = omis (its earlier slots are before out), later ones at slot 0. `left`: the
+    // literals still to decode.
+    dmc_u8* ob = out - omis;
+    dmc_u32 lo = omis, fill = omis, mine = 0, left = count;
+    while (left > 0) {
         const dmc_i32 abit = pos + 8 * (dmc_i32)mis;  // address bit of pos from p - mis
         if (abit - 32 - (dmc_i32)log < 64 * wb) {
             wb = ((abit - 1) >> 6) - (DMC_WARP_SIZE - 1);
@@ -575,8 +616,17 @@ __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, con
         const dmc_u32 q = at_bit >> 6, sh = at_bit & 63u;
         const dmc_u64 w0 = __shfl_sync(0xffffffffu, word, (int)(q & 31u));
         const dmc_u64 w1 = __shfl_sync(0xffffffffu, word, (int)((q + 1) & 31u));
-        const dmc_u32 idx = (dmc_u32)(sh == 0 ? w0 : (w0 >> sh) | (w1 << (64 - sh))) & mask;
-        const dmc_u32 e = sm->huf[idx];
+        const dmc_u32 idx = (dmc_u32)(sh == 0 ? w0 : (w0 >> sh) | (w1 << (64 - sh))) & ((1u << log) - 1u);
+        // its weight w: the last T_w <= idx (a binary search over lanes 0..15's hr; T_1 = 0);
+        // e: its code length << 8 | its symbol's index in hsym, the (idx - T_w) >> (w-1)-th of
+        // weight w (no memory access: the symbol is looked up only for the real chain's codes)
+        dmc_u32 w = 0;
+        for (dmc_u32 step = 8; step > 0; step >>= 1) {
+            const dmc_u32 t = __shfl_sync(0xffffffffu, hr, (int)(w + step));
+            if ((t & 0xFFFFu) <= idx) w += step;
+        }
+        const dmc_u32 h = __shfl_sync(0xffffffffu, hr, (int)w);
+        const dmc_u32 e = ((h >> 16) + ((idx - (h & 0xFFFFu)) >> (w - 1))) | ((log + 1 - w) << 8);
         // Pointer doubling: j is the successor applied 2^s times (>= 32: past the candidates);
         // lane k applies it for each set bit s of k.
         dmc_u32 j = lane + (e >> 8);
@@ -589,28 +639,31 @@ __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, con
         }
         const dmc_u32 ek = __shfl_sync(0xffffffffu, e, (int)(at & 31u));  // the chain's k-th code
         const dmc_u32 n = (dmc_u32)__popc(__ballot_sync(0xffffffffu, at < DMC_WARP_SIZE));
-        const dmc_u32 take = dmc_min_u32(dmc_min_u32(n, count - done), 128u - fill);
+        const dmc_u32 take = dmc_min_u32(dmc_min_u32(n, left), 128u - fill);
         const dmc_u32 adv = __shfl_sync(0xffffffffu, at + (ek >> 8), (int)((take - 1) & 31u));
         if ((dmc_i32)adv > pos) return DMC_STATUS_CORRUPT;  // a code reaches below the stream
+        // lane k < take: the k-th literal (one shared request of a few lanes: the 32 candidates'
+        // lookups in a table of 2^log entries conflicted, ~3.2 wavefronts per request)
+        const dmc_u32 sym = lane < take ? (dmc_u32)sm->hsym[ek & 0xFFu] : 0u;
         for (dmc_u32 b = 0; b < 4; b++) {
             const dmc_u32 slot = 4 * lane + b;
-            const dmc_u32 v = __shfl_sync(0xffffffffu, ek, (int)((slot - fill) & 31u));
+            const dmc_u32 v = __shfl_sync(0xffffffffu, sym, (int)((slot - fill) & 31u));
             if (slot >= fill && slot < fill + take) mine |= (v & 0xFFu) << (8 * b);
         }
         fill += take;
-        done += take;
+        left -= take;
         pos -= (dmc_i32)adv;
-        if (fill == 128u || done == count) {
+        if (fill == 128u || left == 0) {
             const dmc_u32 s0 = 4 * lane;
             if (s0 >= lo && s0 + 4 <= fill) {
-                *(dmc_u32*)(out + run + s0 - omis) = mine;  // aligned: out - omis is
+                *(dmc_u32*)(ob + s0) = mine;  // aligned: ob is
             } else {
                 for (dmc_u32 b = 0; b < 4; b++) {
                     const dmc_u32 slot = s0 + b;
-                    if (slot >= lo && slot < fill) out[run + slot - omis] = (dmc_u8)(mine >> (8 * b));
+                    if (slot >= lo && slot < fill) ob[slot] = (dmc_u8)(mine >> (8 * b));
                 }
             }
-            run += 128u;
+            ob += 128u;
             lo = 0;
             fill = 0;
             mine = 0;
@@ -1061,25 +1114,25 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         dmc_u8* lit = out + tail;
         const dmc_u8* sp = c + th;
         const dmc_u32 slen = csize - th;
-        dmc_u32 st = DMC_STATUS_OK;
-        if (streams == 1) {
-            st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp, slen, lit, regen, lane);
-        } else {
+        // The streams one after another, each on the whole warp (one call site: fewer live
+        // registers). 4 streams: a jump table of the first three streams' sizes (each checked
+        // against the bytes left when it is read), then segments of seg literals and a last
+        // one of the rest.
+        dmc_u32 seg = regen, start = 0;
+        if (streams == 4) {
             if (slen < 6) return DMC_STATUS_CORRUPT;
-            const dmc_u32 s1 = dmc_load_le16(sp), s2 = dmc_load_le16(sp + 2), s3 = dmc_load_le16(sp + 4);
-            if (s1 + s2 + s3 > slen - 6) return DMC_STATUS_CORRUPT;
-            const dmc_u32 seg = (regen + 3) / 4;
+            seg = (regen + 3) / 4;
             if (3 * seg > regen) return DMC_STATUS_CORRUPT;
-            // The streams one after another, each on the whole warp.
-            dmc_u32 start = 6;
-            for (dmc_u32 k = 0; k < 4 && st == DMC_STATUS_OK; k++) {
-                const dmc_u32 len = k == 0 ? s1 : k == 1 ? s2 : k == 2 ? s3 : slen - start;
-                const dmc_u32 cnt = k < 3 ? seg : regen - 3 * seg;
-                st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp + start, len, lit + k * seg, cnt, lane);
-                start += len;
-            }
+            start = 6;
         }
-        if (st != DMC_STATUS_OK) return st;
+        for (dmc_u32 k = 0; k < streams; k++) {
+            const dmc_u32 len = k + 1 < streams ? dmc_load_le16(sp + 2 * k) : slen - start;
+            if (len > slen - start) return DMC_STATUS_CORRUPT;
+            const dmc_u32 cnt = k + 1 < streams ? seg : regen - k * seg;
+            const dmc_u32 st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp + start, len, lit + k * seg, cnt, lane);
+            if (st != DMC_STATUS_OK) return st;
+            start += len;
+        }
         __syncwarp();  // the decoded literals are visible to every lane
         L.kind = 2;
         L.src = lit;
@@ -1329,7 +1382,15 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     return DMC_STATUS_OK;
 }
 
-extern "C" __global__ void __launch_bounds__(DMC_ZSTD_WARPS_PER_BLOCK * DMC_WARP_SIZE)
+// Blocks per SM for ptxas's register target: on sm_80 its own choice for this kernel's shared
+// memory (12 KiB per block) was 96 registers and a spill; 8 blocks allow up to 128 (it takes
+// ~111, no spill); sm_90 needs 96 (10 blocks: 20 warps per SM).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define DMC_ZSTD_MIN_BLOCKS 8
+#else
+#define DMC_ZSTD_MIN_BLOCKS 10
+#endif
+extern "C" __global__ void __launch_bounds__(DMC_ZSTD_WARPS_PER_BLOCK * DMC_WARP_SIZE, DMC_ZSTD_MIN_BLOCKS)
 dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                 dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
                 dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {

@@ -1015,6 +1015,39 @@ fn huffman_tables_at_every_max_code_length() {
     assert!(m.huffman_1_stream > 0 && m.huffman_4_streams > 0 && m.huffman_direct_weights > 0);
 }
 
+/// Huffman tables over all 256 byte values (the first 256 bytes are 0..=255; half the rest are
+/// 0..16, half any value, so libzstd codes the literals with Huffman, FSE-compressed weights
+/// and 4 streams, both asserted): the canonical code's list of symbols by weight holds up to
+/// 256 symbols (the other Huffman tests, with direct weights, reach 129).
+#[test]
+fn huffman_tables_of_256_symbols() {
+    let mut next = rng(31);
+    let mut cases = Vec::new();
+    for (n, level) in [(3000usize, 1), (60_000, 3), (300_000, 1)] {
+        let d: Vec<u8> = (0..n)
+            .map(|i| {
+                let r = next();
+                if i < 256 {
+                    i as u8
+                } else if r & 1 == 0 {
+                    (r >> 8) as u8 & 15
+                } else {
+                    (r >> 16) as u8
+                }
+            })
+            .collect();
+        cases.push(Case {
+            frame: compress(&d, level, false, true),
+            expect: d,
+            give_len: false,
+            verify: false,
+            what: format!("{n} bytes of 256 skewed values at level {level}"),
+        });
+    }
+    let m = check(&cases);
+    assert!(m.huffman_fse_weights > 0 && m.huffman_4_streams > 0, "{m:?}");
+}
+
 /// A Huffman literals header that claims one literal more or fewer than its stream codes: the
 /// last code then reads below the stream's first bit, or the stream has bits left over. Both
 /// are corrupt, whatever the stream's length and alignment.
@@ -1046,6 +1079,53 @@ fn huffman_stream_count_mismatch_is_corrupt() {
         for (r, (f, n)) in decode(seed, &inputs).iter().zip(&frames) {
             assert!(reference(f, *n).is_none(), "libzstd accepts a miscounted stream");
             assert_eq!(status_of(r), Some(StreamStatus::Corrupt), "{n} literals claimed: {:?}", r.as_ref().err());
+        }
+    }
+}
+
+/// A 4-stream jump table whose first, second or third size reaches past the literals section
+/// (by one byte, or as far as 16 bits go) is corrupt: each size is checked against the bytes
+/// left when it is read (the streams run from one call site, the sizes loaded one at a time).
+#[test]
+fn huffman_jump_table_past_the_section_is_corrupt() {
+    let mut next = rng(37);
+    let weights = &long_code_weights()[1];
+    let symbols: Vec<u8> = weights.iter().map(|w| w.0).collect();
+    let (_, desc) = huffman(weights);
+    let mut frames = Vec::new();
+    for n in [40usize, 300, 900] {
+        let lits: Vec<u8> = (0..n).map(|_| symbols[(next() as usize) % symbols.len()]).collect();
+        let sec = literals_section(&Lits::Huffman { lits: &lits, weights, streams: 4, treeless: false });
+        let hs = match (sec[0] >> 2) & 3 {
+            0 | 1 => 3,
+            2 => 4,
+            _ => 5,
+        };
+        let jt = hs + desc.len();
+        let size = |k: usize, s: &[u8]| usize::from(u16::from_le_bytes([s[jt + 2 * k], s[jt + 2 * k + 1]]));
+        let total = sec.len() - jt - 6; // the four streams' bytes
+        for k in 0..3 {
+            let before: usize = (0..k).map(|i| size(i, &sec)).sum();
+            for bad in [total - before + 1, 0xFFFF] {
+                let mut c = sec.clone();
+                c[jt + 2 * k..jt + 2 * k + 2].copy_from_slice(&(bad as u16).to_le_bytes());
+                c.push(0); // no sequences
+                let f = frame(Header { fcs_bytes: 0, ..PLAIN }, &[comp_block(&c, true)], &[]);
+                frames.push((f, n, k, bad));
+            }
+        }
+    }
+    let inputs: Vec<ChunkInput<'_>> =
+        frames.iter().map(|(f, n, ..)| ChunkInput::zstd(f).with_expected_len(*n)).collect();
+    for &seed in seeds() {
+        for (r, (f, n, k, bad)) in decode(seed, &inputs).iter().zip(&frames) {
+            assert!(reference(f, *n).is_none(), "libzstd accepts stream {k} of {bad} bytes");
+            assert_eq!(
+                status_of(r),
+                Some(StreamStatus::Corrupt),
+                "{n} literals, stream {k} of {bad} bytes: {:?}",
+                r.as_ref().err()
+            );
         }
     }
 }
