@@ -776,29 +776,7 @@ fn short_matches_at_every_distance_decode() {
             ops.push(Op::Match(10, 1 + (next() % 40) as u32));
         }
     }
-    let mut d = Vec::new();
-    execute(&mut d, &ops);
-    let mut cases: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
-    for lead_len in [0usize, 1, 3] {
-        let lead = data(lead_len, 0, 5);
-        let mut all = lead.clone();
-        all.extend_from_slice(&d);
-        for dynamic in [false, true] {
-            let mut w = Bits::default();
-            stored_block(&mut w, &lead, false);
-            if dynamic {
-                // every symbol coded: 226 codes of 8 bits and 60 of 9; distances 2 of 4, 28 of 5
-                let ll: Vec<u32> = (0..286).map(|s| if s < 226 { 8 } else { 9 }).collect();
-                let dl: Vec<u32> = (0..30).map(|s| if s < 2 { 4 } else { 5 }).collect();
-                dynamic_block_with(&mut w, &ops, &ll, &dl, true);
-            } else {
-                fixed_block(&mut w, &ops, true);
-            }
-            let what = format!("{} block, lead {lead_len}", if dynamic { "dynamic" } else { "fixed" });
-            cases.push((what, zlib_wrap(&w.finish(), &all), all.clone()));
-        }
-    }
-    check_hand_built_zlib(&cases);
+    check_hand_built_zlib(&blocks_after_leads(&[&ops], &[0, 1, 3], 5));
 }
 
 /// Matches of 3-63 bytes that start at every slot of the 128-byte run of decoded bytes, so
@@ -840,31 +818,41 @@ fn short_matches_across_the_runs_end_decode() {
     }
     let second: Vec<Op> =
         (0..90u32).map(|k| Op::Match(3 + k % 20, 1 + 7 * k)).chain((0..300).map(|_| lit(&mut next))).collect();
+    check_hand_built_zlib(&blocks_after_leads(&[&ops, &second], &[0, 1, 2, 3], 9));
+}
+
+/// Zlib streams of a stored block of `lead_len` bytes (the output's alignment) followed by one
+/// block per entry of `blocks`, once all fixed and once all dynamic (every symbol coded: 226
+/// literal/length codes of 8 bits and 60 of 9; distances 2 of 4, 28 of 5), with what each decodes to.
+fn blocks_after_leads(blocks: &[&[Op]], lead_lens: &[usize], seed: u64) -> Vec<(String, Vec<u8>, Vec<u8>)> {
     let mut d = Vec::new();
-    execute(&mut d, &ops);
-    execute(&mut d, &second);
-    let mut cases: Vec<(String, Vec<u8>, Vec<u8>)> = Vec::new();
-    for lead_len in [0usize, 1, 2, 3] {
-        let lead = data(lead_len, 0, 9);
+    for ops in blocks {
+        execute(&mut d, ops);
+    }
+    let ll: Vec<u32> = (0..286).map(|s| if s < 226 { 8 } else { 9 }).collect();
+    let dl: Vec<u32> = (0..30).map(|s| if s < 2 { 4 } else { 5 }).collect();
+    let mut cases = Vec::new();
+    for &lead_len in lead_lens {
+        let lead = data(lead_len, 0, seed);
         let mut all = lead.clone();
         all.extend_from_slice(&d);
         for dynamic in [false, true] {
             let mut w = Bits::default();
             stored_block(&mut w, &lead, false);
-            if dynamic {
-                let ll: Vec<u32> = (0..286).map(|s| if s < 226 { 8 } else { 9 }).collect();
-                let dl: Vec<u32> = (0..30).map(|s| if s < 2 { 4 } else { 5 }).collect();
-                dynamic_block_with(&mut w, &ops, &ll, &dl, false);
-                dynamic_block_with(&mut w, &second, &ll, &dl, true);
-            } else {
-                fixed_block(&mut w, &ops, false);
-                fixed_block(&mut w, &second, true);
+            for (i, ops) in blocks.iter().enumerate() {
+                let last = i + 1 == blocks.len();
+                if dynamic {
+                    dynamic_block_with(&mut w, ops, &ll, &dl, last);
+                } else {
+                    fixed_block(&mut w, ops, last);
+                }
             }
-            let what = format!("{} blocks, lead {lead_len}", if dynamic { "dynamic" } else { "fixed" });
+            let kind = if dynamic { "dynamic" } else { "fixed" };
+            let what = format!("{} {kind} block(s), lead {lead_len}", blocks.len());
             cases.push((what, zlib_wrap(&w.finish(), &all), all.clone()));
         }
     }
-    check_hand_built_zlib(&cases);
+    cases
 }
 
 // ---- gzip members ----
