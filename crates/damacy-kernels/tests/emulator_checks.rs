@@ -244,6 +244,9 @@ fn out_of_bounds_reads_are_reported_under_asan() {
     }
 }
 
+/// The end of ASan's high shadow memory on x86-64.
+const SHADOW_END: usize = 0x1000_7fff_8000;
+
 #[test]
 fn a_finished_thread_leaves_no_asan_poison_behind() {
     // Under ASan: an emulator thread poisons the unused part of its shared-memory arena and its
@@ -276,7 +279,6 @@ fn a_finished_thread_leaves_no_asan_poison_behind() {
     // The emulator thread's largest new mapping is its fiber stacks and shared-memory arena. ASan
     // splits and remaps its own shadow as it poisons and clears it, which shows up as new
     // (terabyte-sized) mappings below the end of x86-64's high shadow: those are not the thread's.
-    const SHADOW_END: usize = 0x1000_7fff_8000;
     let (lo, hi) = std::thread::spawn(move || {
         let before = mappings();
         configure(SYNC, 0, 0, 0);
