@@ -13,7 +13,9 @@ served by
 * moto's S3 server (``tests/services/services.sh start``; ``. .services/env`` gives
   ``DAMACY_TEST_S3_ENDPOINT``) with the data uploaded to a bucket, at 0 ms added;
 
-and, for the ">= 80 % of local throughput at 10 ms" goal, damacy on the local files. Both
+and, for the ">= 80 % of local throughput at 10 ms" goal, damacy on the local files; then a
+Pipeline (``damacy bench``, what users run, with read-ahead across batches) on local files and
+over HTTP at each latency, as a second table. Both
 readers use their default configuration (damacy ``ReaderConfig::default()`` and
 ``StoreOptions::default()``; tensorstore's default context), so this measures what a new user
 gets. Each reader reads one warm-up batch (it fills the shard-index caches), then the timed
@@ -156,19 +158,35 @@ def upload(endpoint: str, data: Path) -> float:
     return time.perf_counter() - t
 
 
-def build(env: dict) -> tuple[str, str]:
-    """The read bench's and the proxy's executables (built once, not timed)."""
-    bench = local.build_rust(env)
-    proc = subprocess.run(["cargo", "build", "--profile", "bench", "-p", "damacy-codec", "--example", "fault_proxy",
-                           "--message-format=json-render-diagnostics"], cwd=ROOT, env=env, check=True,
-                          stdout=subprocess.PIPE, text=True)
+def cargo_executable(args: list[str], name: str, env: dict) -> str:
+    """Build one cargo target (not timed) and return the executable cargo reports for ``name``."""
+    proc = subprocess.run(["cargo", "build", *args, "--message-format=json-render-diagnostics"], cwd=ROOT, env=env,
+                          check=True, stdout=subprocess.PIPE, text=True)
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
             msg = json.loads(line)
-            if msg.get("reason") == "compiler-artifact" and msg.get("target", {}).get("name") == "fault_proxy" \
+            if msg.get("reason") == "compiler-artifact" and msg.get("target", {}).get("name") == name \
                     and msg.get("executable"):
-                return bench, msg["executable"]
-    raise SystemExit("cargo did not report fault_proxy's executable")
+                return msg["executable"]
+    raise SystemExit(f"cargo did not report {name}'s executable")
+
+
+def build(env: dict) -> tuple[str, str, str]:
+    """The read bench's, the proxy's and the ``damacy`` CLI's executables (built once, not timed)."""
+    bench = local.build_rust(env)
+    proxy = cargo_executable(["--profile", "bench", "-p", "damacy-codec", "--example", "fault_proxy"], "fault_proxy", env)
+    cli = cargo_executable(["--release", "-p", "damacy-cli"], "damacy", env)
+    return bench, proxy, cli
+
+
+def run_pipeline(cli: str, uri: str, batches: int, batch_size: int, seed: int, env: dict) -> dict:
+    """``damacy bench`` on one array: a Pipeline (what users get: the CLI's defaults of 2 batches read
+    at once, read-ahead) streaming the same seeded crop plan wherever the array is, CPU executor,
+    2 threads, as the engine rows."""
+    proc = subprocess.run([cli, "bench", uri, "--executor", "cpu", "--threads", "2", "--batch", str(batch_size),
+                           "--batches", str(batches), "--warmup", "2", "--seed", str(seed), "--json"],
+                          cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run_damacy(exe: str, data: Path, crops_path: Path, env: dict, store_url: str | None,
@@ -231,6 +249,15 @@ def table(rows: list[dict], local_rows: dict[str, dict]) -> str:
     return "\n".join(out)
 
 
+def pipeline_table(pipelines: list[tuple[str, str, float]]) -> str:
+    """The Pipeline's crops/s per store and array, and its share of the same Pipeline on local files."""
+    local_rate = {a: c for st, a, c in pipelines if st == "local files"}
+    out = ["| store | array | damacy Pipeline crops/s | ÷ Pipeline on local files |", "|---|---|---:|---:|"]
+    for store, array, c in pipelines:
+        out.append(f"| {store} | {array} | {c:.0f} | {c / local_rate[array]:.0%} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=make_data.DEFAULT_DIR)
@@ -247,12 +274,21 @@ def main() -> None:
     crops_path = state / "crops.json"
     crops_path.write_text(json.dumps(crops))
     env = dict(os.environ)
-    bench_exe, proxy_exe = build(env)
+    bench_exe, proxy_exe, cli_exe = build(env)
     local.warm_page_cache(args.data)
 
     rows: list[dict] = []
     local_rust = run_damacy(bench_exe, args.data, crops_path, env, None)
     local_rows = {r["array"]: r for r in local_rust}
+    # The Pipeline rows: (store, array, crops/s); local files first, the denominator of the goal.
+    pipelines: list[tuple[str, str, float]] = []
+
+    def pipeline_rows(store: str, base: str) -> None:
+        for name in local.ARRAYS:
+            r = run_pipeline(cli_exe, f"{base}#{name}", args.batches, args.batch_size, args.seed, env)
+            pipelines.append((store, name, r["pipeline"]["crops_per_s"]))
+
+    pipeline_rows("local files", str(args.data.resolve()))
     nginx = Nginx(args.data.resolve(), state)
     try:
         for ms in LATENCIES_MS:
@@ -262,6 +298,7 @@ def main() -> None:
                                     servers=[nginx.pid, proxy.proc.pid])
                 ts_rows = run_tensorstore(
                     {n: {"driver": "http", "base_url": proxy.url, "path": f"/{n}/"} for n in local.ARRAYS}, crops)
+                pipeline_rows(f"HTTP +{ms} ms", proxy.url)
             finally:
                 proxy.stop()
             for d, t in zip(damacy, ts_rows):
@@ -284,7 +321,7 @@ def main() -> None:
     finally:
         nginx.stop()
 
-    text = table(rows, local_rows)
+    text = table(rows, local_rows) + "\n\n" + pipeline_table(pipelines)
     local_line = ", ".join(f"{a} {v['crops_per_s']:.0f} crops/s ({v['cpu_ms_per_batch']:.0f} ms CPU per batch)"
                            for a, v in local_rows.items())
     print(text)
@@ -311,6 +348,9 @@ def main() -> None:
   same batches from local files: at <= 1.25x a CPU-bound reader whose store runs elsewhere keeps >= 80 % of its
   local rate once latency is hidden. Server CPU: nginx + the proxy (or moto) during damacy's run, per batch
   (warm-up included). On this machine the servers share damacy's cores.
+- second table: `damacy bench` (a Pipeline with the CLI's defaults: 2 batches read at once, read-ahead) on the
+  same stores, CPU executor, 2 threads, {args.batches} timed batches after 2 warm-up batches, its own seeded crop
+  plan (the same on every store); "÷ Pipeline on local files" is the goal's ratio for what users run.
 - in-flight max: the most requests damacy had in flight to the store; bytes read / distinct: the bytes
   damacy's timed batches read (coalesced ranges; shard indexes are cached after the warm-up) over the
   encoded bytes of the distinct chunks the crops touch.
