@@ -82,6 +82,9 @@ def main() -> None:
         sample_shape=CROP,
         dtype="float32",
         n_io_threads=4,
+        # Without torch's CUDA the batches go to numpy or a CPU model: host batches, even on a
+        # GPU machine (where "auto" would bind a GPU and want a device or a current context).
+        executor="auto" if use_cuda else "cpu",
         device=(local_rank or 0) if use_cuda else None,
     )
     if rank == 0:

@@ -58,13 +58,74 @@ def test_storage_error_kind(tmp_path):
         assert err.kind in ("range_not_satisfied", "other")
 
 
-def test_gpu_executor_without_gpu_is_an_error():
-    try:
-        reader = damacy.Reader(executor="gpu")
-    except damacy.Error as e:
-        assert isinstance(e, (damacy.DeviceError, damacy.InvalidArgument)), type(e)
-    else:  # a machine with a GPU
-        assert "device" in reader.executor_note
+def _machine_has_a_gpu() -> bool:
+    """Whether damacy binds a GPU here (``auto`` with a device falls back to the CPU only on a
+    machine without a usable one)."""
+    return damacy.Reader(executor="auto", device=0).device is not None
+
+
+def test_gpu_executor_without_gpu_is_a_device_error():
+    """No usable GPU under ``executor="gpu"`` is ``damacy.DeviceError`` (the device is missing;
+    the argument is fine), never ``InvalidArgument``; ``auto`` decodes on the CPU and says why."""
+    if _machine_has_a_gpu():
+        pytest.skip("this machine has a usable GPU: executor='gpu' binds it (tests/python/test_gpu.py)")
+    for make in (lambda: damacy.Reader(executor="gpu"), lambda: damacy.Reader(executor="gpu", device=0),
+                 lambda: damacy.Pipeline(batch_size=1, executor="gpu", n_io_threads=1, n_compute_threads=1)):
+        with pytest.raises(damacy.DeviceError, match="executor gpu: no usable GPU") as info:
+            make()
+        assert not isinstance(info.value, damacy.InvalidArgument)
+    auto = damacy.Reader(executor="auto")
+    note = auto.executor_note
+    assert auto.device is None and note.startswith("cpu (") and note != "cpu (the CPU executor was chosen)", note
+    with damacy.Pipeline(batch_size=1, executor="auto", n_io_threads=1, n_compute_threads=1) as p:
+        assert p.executor.startswith("cpu (") and p.executor != "cpu (the CPU executor was chosen)", p.executor
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_storage_error_from_an_unreachable_store():
+    """An HTTP store nobody listens on: the read fails at the connection, after the store's
+    retries (none here), as ``damacy.StorageError`` with a ``kind``, naming the store."""
+    url = f"http://127.0.0.1:{_closed_port()}/data.zarr"
+    store = damacy.Store.open(url, retries=0)
+    with pytest.raises(damacy.StorageError) as info:
+        damacy.Reader(executor="cpu").open_array(store, "raw")
+    err = info.value
+    assert not isinstance(err, damacy.NotFound)
+    assert err.kind == "transient", err.kind  # a refused connection, retried (here: 0 times)
+    assert "127.0.0.1" in str(err), str(err)
+
+
+def test_out_of_memory_for_a_batch_the_host_cannot_hold():
+    """A batch buffer larger than any address space (two samples of 2^50 float32: 8 PiB)
+    cannot be reserved: ``damacy.OutOfMemory`` saying what to lower, before any read. (On the
+    CPU this is the one budget the host enforces: the device budgets are checked by Config.)"""
+    shape = (1 << 22, 1 << 22, 1 << 6)  # 2^50 elements: 4 PiB of float32 per sample
+    with pytest.raises(damacy.OutOfMemory, match="batch_size or depth"):
+        damacy.Pipeline(batch_size=2, sample_shape=shape, dtype="float32", executor="cpu", n_io_threads=1,
+                        n_compute_threads=1).close()
+
+
+def test_sample_regions_reject_bare_and_mixed_integers_showing_the_accepted_forms():
+    forms = ("numpy.s_[0:64, 8:72]", "(start, shape)", "slice(0, 64)")
+    for region, needle in ((5, "is not a region"), (np.int64(3), "is not a region"),
+                           ((slice(0, 4), 3), "mixes integers and slices"), (np.s_[0:4, 2], "mixes integers and slices"),
+                           ((3, slice(0, 4)), "mixes integers and slices"), ((1, 2), "mixes integers and slices")):
+        with pytest.raises(TypeError) as info:
+            damacy.Sample("data.zarr/raw", region)
+        message = str(info.value)
+        assert needle in message, message
+        for form in forms:
+            assert form in message, (region, message)
+    # The accepted forms themselves.
+    assert damacy.Sample("a", np.s_[0:4, 2:3]) == damacy.Sample("a", ((0, 2), (4, 1)))
+    assert damacy.Sample("a", slice(1, 3)).shape == (2,)
 
 
 def test_panic_becomes_damacy_error():

@@ -67,6 +67,36 @@ def test_torch_from_dlpack_of_a_device_batch(torch, path):
             np.testing.assert_array_equal(t.cpu().numpy(), want)
 
 
+def test_dlpack_stream_values_of_a_device_batch(torch):
+    """kDLCUDA exports per the array-API standard: 0 is disallowed (``ValueError``); 1 (legacy
+    default), 2 (per-thread default), a stream handle, -1 and None are taken; a host copy
+    (``dl_device=(1, 0)``) takes None only."""
+    samples, want = _crops(ARRAYS[0], 2, seed=3)
+    with damacy.Pipeline(damacy.Config(batch_size=2, executor="gpu", device=0)) as p:
+        p.push(samples)
+        with p.pop(timeout=120) as batch:
+            assert batch.__dlpack_device__() == (2, 0)
+            with pytest.raises(ValueError, match=r"stream=0\).*ambiguous"):
+                batch.__dlpack__(stream=0)
+            with pytest.raises(ValueError, match="kDLCPU"):
+                batch.__dlpack__(stream=1, max_version=(1, 0), dl_device=(1, 0))
+            side = torch.cuda.Stream()
+            for stream in (None, 1, 2, -1, side.cuda_stream):
+                batch.__dlpack__(stream=stream, max_version=(1, 0))
+            torch.cuda.synchronize()
+            np.testing.assert_array_equal(torch.from_dlpack(batch).cpu().numpy(), want)
+
+
+def test_zarr_gpu_example_takes_the_gpu_route(cupy):
+    import subprocess
+    import sys
+
+    example = FIXTURES.parent / "examples" / "zarr_gpu.py"
+    run = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "GPU route" in run.stdout and "on the device" in run.stdout, run.stdout
+
+
 @pytest.mark.parametrize("path", ARRAYS)
 def test_cupy_from_dlpack_of_a_device_batch(cupy, path):
     samples, want = _crops(path, 4, seed=2)

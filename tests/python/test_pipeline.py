@@ -249,6 +249,49 @@ def test_dlpack_capsules_legacy_and_versioned(arrays):
         assert "released" in repr(batch)
 
 
+def test_dlpack_stream_of_a_host_batch_is_none_only(arrays):
+    """The array-API standard: a kDLCPU export takes ``stream=None`` only (devices without
+    streams). Host batches, and ``dl_device=(1, 0)`` copies, refuse any other value with a
+    ``ValueError`` that says so; ``None`` (what numpy and torch pass for the host) works."""
+    path, data = arrays["plain"]
+    with damacy.Pipeline(cfg(batch_size=1)) as p:
+        p.push([damacy.Sample(path, np.s_[0:3, 0:5])])
+        with p.pop(timeout=30) as batch:
+            assert batch.__dlpack_device__() == (1, 0)
+            for stream in (0, 1, 2, -1, 12345):
+                with pytest.raises(ValueError, match=rf"stream={stream}\).*kDLCPU.*stream=None"):
+                    batch.__dlpack__(stream=stream)
+                with pytest.raises(ValueError, match="kDLCPU"):
+                    batch.__dlpack__(stream=stream, max_version=(1, 0), dl_device=(1, 0), copy=True)
+            assert capsule_name(batch.__dlpack__(stream=None)) == "dltensor"
+            assert capsule_name(batch.__dlpack__(stream=None, max_version=(1, 0))) == "dltensor_versioned"
+            # A refused export leaves the batch whole and exportable.
+            np.testing.assert_array_equal(np.from_dlpack(batch)[0], data[0:3, 0:5])
+
+
+def test_stats_reset_starts_the_counters_afresh(arrays):
+    """Counters after ``stats_reset()`` hold only what came later. Each push is popped to the
+    end first (nothing is read ahead then), so every count is exact."""
+    path, data = arrays["plain"]
+    with damacy.Pipeline(cfg(batch_size=2)) as p:
+        p.push([damacy.Sample(path, np.s_[i : i + 2, 0:4]) for i in range(4)])
+        assert [np.from_dlpack(b).shape for b in p.batches()] == [(2, 2, 4)] * 2
+        before = p.stats()
+        assert (before.batches, before.samples, before.read.count) == (2, 4, 2), str(before)
+        assert before.io.bytes_in > 0 and before.read.time_s > 0
+        p.stats_reset()
+        zero = p.stats()
+        assert (zero.batches, zero.samples, zero.read.count, zero.decode.count, zero.io.bytes_in) == (0, 0, 0, 0, 0), str(zero)
+        assert zero.read.time_s == 0 and "delivered: 0 batches, 0 samples" in str(zero)
+        p.push([damacy.Sample(path, np.s_[i : i + 2, 4:8]) for i in range(6)])
+        got = [np.from_dlpack(b).copy() for b in p.batches()]
+        assert len(got) == 3
+        np.testing.assert_array_equal(got[2][1], data[5:7, 4:8])
+        after = p.stats()
+        assert (after.batches, after.samples, after.read.count) == (3, 6, 3), str(after)
+        assert after.as_dict()["batches"] == 3 and "delivered: 3 batches, 6 samples" in str(after)
+
+
 def test_exported_memory_outlives_release_and_keeps_the_buffer_out_of_the_pool(arrays):
     """The rule: release() (or dropping the Batch) while a DLPack consumer holds the memory
     defers the buffer's return to the pool until the consumer frees it."""

@@ -1,6 +1,6 @@
-"""damacy.GpuCodecPipeline on remote zarr stores: zarr's FsspecStore over HTTP and its
-ObjectStore (obstore) over S3, mapped to damacy's own stores, against the local fixtures read
-by zarr's default pipeline. The servers are the ones `make test` starts
+"""damacy.GpuCodecPipeline on remote zarr stores: zarr's FsspecStore over HTTP and S3 (s3fs)
+and its ObjectStore (obstore) over S3 and HTTP, mapped to damacy's own stores, against the
+local fixtures read by zarr's default pipeline; and the storage error kinds of a refusing server. The servers are the ones `make test` starts
 (tests/services/services.sh: nginx serving fixtures/, moto's S3 server holding them); without
 them these tests skip and say so."""
 
@@ -103,3 +103,46 @@ def test_obstore_config_that_cannot_be_read_falls_back(zarr_stats):
         got = zarr.open_array(store, mode="r")[...]
     np.testing.assert_array_equal(got, _reference(path))
     assert zarr_stats()["fallback_reads"] >= 1
+
+
+S3_CREDENTIALS = {"key": "testing", "secret": "testing"}
+
+
+@pytest.mark.skipif(not (S3 and S3_ENDPOINT), reason="no S3 fixture server (DAMACY_TEST_S3_URL; make test starts moto)")
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("endpoint_in", ["client_kwargs", "endpoint_url"])
+def test_fsspec_s3_store(path, endpoint_in, zarr_stats):
+    """s3fs's filesystem: the endpoint given either way s3fs takes it, and its credentials."""
+    pytest.importorskip("s3fs", reason="zarr's FsspecStore over s3 needs s3fs")
+    options = dict(S3_CREDENTIALS)
+    if endpoint_in == "client_kwargs":
+        options["client_kwargs"] = {"endpoint_url": S3_ENDPOINT, "region_name": "us-east-1"}
+    else:
+        options["endpoint_url"] = S3_ENDPOINT
+    store = zarr.storage.FsspecStore.from_url(f"{S3.rstrip('/')}/{path}", storage_options=options, read_only=True)
+    np.testing.assert_array_equal(_read_through_damacy(store, path), _reference(path))
+    counts = zarr_stats()
+    assert counts["reads"] >= 1 and counts["fallback_reads"] == 0, counts
+
+
+@pytest.mark.skipif(not HTTP, reason="no HTTP fixture server (DAMACY_TEST_HTTP_URL; make test starts nginx)")
+@pytest.mark.parametrize("path", PATHS)
+def test_obstore_http_store(path, zarr_stats):
+    obstore_store = pytest.importorskip("obstore.store", reason="zarr's ObjectStore needs obstore")
+    inner = obstore_store.HTTPStore.from_url(f"{HTTP}/{path}", client_options={"allow_http": True})
+    store = zarr.storage.ObjectStore(inner, read_only=True)
+    np.testing.assert_array_equal(_read_through_damacy(store, path), _reference(path))
+    counts = zarr_stats()
+    assert counts["reads"] >= 1 and counts["fallback_reads"] == 0, counts
+
+
+@pytest.mark.skipif(not HTTP, reason="no HTTP fixture server (DAMACY_TEST_HTTP_URL; make test starts nginx)")
+def test_a_refusing_server_is_a_permission_denied_storage_error():
+    """nginx answers 403 under /forbidden/: ``damacy.StorageError`` of kind
+    ``permission_denied`` (not ``NotFound``), naming the URL."""
+    store = damacy.Store.open(f"{HTTP}/forbidden", retries=0)
+    with pytest.raises(damacy.StorageError) as info:
+        damacy.Reader(executor="cpu").open_array(store, "v3/gzip_l6")
+    assert info.value.kind == "permission_denied", (info.value.kind, str(info.value))
+    assert not isinstance(info.value, damacy.NotFound)
+    assert "forbidden" in str(info.value), str(info.value)

@@ -178,3 +178,127 @@ def test_two_processes_like_torchrun_cover_the_dataset_once(tmp_path):
     assert len(seen) == len(set(seen)) == (40 // 5) * (30 // 5) + (20 // 5) ** 2
     by_rank = [{(u, s[0] // 10, s[1] // 10) for u, s in r["regions"]} for r in results]
     assert not by_rank[0] & by_rank[1], "chunk granularity: no chunk on two ranks"
+
+
+# -- dist_info="torch" and "jax", with stand-in modules (neither is installed by make test) ---
+
+
+class _Called(AssertionError):
+    pass
+
+
+def _fake_torch(monkeypatch, *, available=True, initialized=False, rank=0, world=1, worker=None):
+    """``torch`` and ``torch.distributed`` in ``sys.modules``: what the samplers ask of them."""
+    import types
+
+    torch = types.ModuleType("torch")
+    dist = types.ModuleType("torch.distributed")
+    dist.is_available = lambda: available
+    dist.is_initialized = lambda: initialized
+
+    def get(value):
+        def call():
+            if not (available and initialized):
+                raise _Called("asked torch.distributed for the rank of a process group that is not there")
+            return value
+        return call
+
+    dist.get_rank, dist.get_world_size = get(rank), get(world)
+    torch.distributed = dist
+    data = types.SimpleNamespace(get_worker_info=lambda: worker)
+    torch.utils = types.SimpleNamespace(data=data)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+
+
+def _fake_jax(monkeypatch, *, initialized, rank=0, world=1, has_is_initialized=True):
+    import types
+
+    jax = types.ModuleType("jax")
+    distributed = types.ModuleType("jax.distributed")
+    if has_is_initialized:
+        distributed.is_initialized = lambda: initialized
+
+    def get(value):
+        def call():
+            if not initialized:
+                raise _Called("touched JAX's backends before jax.distributed.initialize()")
+            return value
+        return call
+
+    jax.process_index, jax.process_count = get(rank), get(world)
+    jax.distributed = distributed
+    monkeypatch.setitem(sys.modules, "jax", jax)
+    monkeypatch.setitem(sys.modules, "jax.distributed", distributed)
+
+
+def _torchrun_env(monkeypatch, rank, world, local):
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    monkeypatch.setenv("LOCAL_RANK", str(local))
+
+
+def test_dist_info_torch_with_an_initialized_process_group(monkeypatch):
+    _torchrun_env(monkeypatch, 0, 1, 3)  # torch.distributed's answer wins over RANK/WORLD_SIZE
+    _fake_torch(monkeypatch, initialized=True, rank=2, world=5)
+    assert rank_info("torch") == (2, 5, 3)
+    monkeypatch.setenv("LOCAL_RANK", "x")
+    assert rank_info("torch") == (2, 5, None)
+    space = IndexSpace([103], chunk_size=10)
+    s = DistributedSampler(space, dist_info="torch", seed=4, equal_length="drop")
+    assert (s.rank, s.world_size, len(s)) == (2, 5, 20)
+    assert list(s) == list(DistributedSampler(space, seed=4, equal_length="drop", rank=2, world_size=5))
+    assert list(s) != list(DistributedSampler(space, seed=4, equal_length="drop", rank=0, world_size=5))
+    _fake_torch(monkeypatch, initialized=True, rank=5, world=5)
+    with pytest.raises(damacy.InvalidArgument, match="rank 5 is out of range for world size 5"):
+        rank_info("torch")
+
+
+@pytest.mark.parametrize("available", [True, False])
+def test_dist_info_torch_without_a_process_group_reads_the_environment(monkeypatch, available):
+    _fake_torch(monkeypatch, available=available, initialized=False)
+    _torchrun_env(monkeypatch, 1, 3, 1)
+    assert rank_info("torch") == (1, 3, 1)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name)
+    assert rank_info("torch") == (0, 1, None)
+    s = DistributedSampler(IndexSpace([103], chunk_size=10), dist_info="torch", shuffle=False)
+    assert (s.rank, s.world_size, list(s)) == (0, 1, list(range(103)))
+
+
+def test_a_fake_torch_data_loader_worker_takes_its_share(monkeypatch):
+    """``samples()`` inside a DataLoader worker (torch imported) yields that worker's batches."""
+    import types
+
+    _fake_torch(monkeypatch, worker=types.SimpleNamespace(id=1, num_workers=2))
+    s = DistributedSampler(IndexSpace([40], chunk_size=10), batch_size=5, shuffle=False, rank=0, world_size=1)
+    got = [x.start[0] for x in s.samples(["a.zarr"], row_shape=(3,))]
+    want = [i for batch in s.worker_batches(1, 2) for i in batch]
+    assert got == want and 0 < len(got) < 40
+
+
+def test_dist_info_jax_once_initialized(monkeypatch):
+    _torchrun_env(monkeypatch, 0, 1, 0)
+    _fake_jax(monkeypatch, initialized=True, rank=3, world=4)
+    assert rank_info("jax") == (3, 4, None)
+    s = DistributedSampler(IndexSpace([100], chunk_size=10), dist_info="jax", shuffle=False)
+    assert (s.rank, s.world_size, list(s)) == (3, 4, list(range(3, 100, 4)))
+    _fake_jax(monkeypatch, initialized=True, rank=4, world=4)
+    with pytest.raises(damacy.InvalidArgument, match="rank 4 is out of range for world size 4"):
+        rank_info("jax")
+
+
+def test_dist_info_jax_before_initialize_reads_the_environment_without_touching_jax(monkeypatch):
+    _fake_jax(monkeypatch, initialized=False)  # process_index() would raise _Called
+    _torchrun_env(monkeypatch, 1, 2, 1)
+    assert rank_info("jax") == (1, 2, 1)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name)
+    assert rank_info("jax") == (0, 1, None)
+
+
+def test_dist_info_jax_without_is_initialized_asks_jax(monkeypatch):
+    """A JAX without ``jax.distributed.is_initialized``: its process index and count."""
+    _torchrun_env(monkeypatch, 1, 2, 1)
+    _fake_jax(monkeypatch, initialized=True, rank=0, world=3, has_is_initialized=False)
+    assert rank_info("jax") == (0, 3, None)

@@ -160,6 +160,132 @@ def test_fallback_array(tmp_path, zarr_stats):
         assert _fallback(lambda: a[...], "array", zarr_stats) == 7.0
 
 
+def _register_test_chunk_key_encoding():
+    """A chunk key encoding of the user's own (zarr's registry takes any): keys ``k-1-2``."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from zarr.core.chunk_key_encodings import ChunkKeyEncoding
+    from zarr.registry import register_chunk_key_encoding
+
+    @dataclass(frozen=True)
+    class DashedKeys(ChunkKeyEncoding):
+        name: ClassVar[str] = "damacy_test.dashed"
+
+        def encode_chunk_key(self, chunk_coords: tuple[int, ...]) -> str:
+            return "-".join(("k", *map(str, chunk_coords)))
+
+        def decode_chunk_key(self, chunk_key: str) -> tuple[int, ...]:
+            return tuple(int(c) for c in chunk_key.split("-")[1:])
+
+    register_chunk_key_encoding(DashedKeys.name, DashedKeys)
+    return DashedKeys
+
+
+def test_fallback_chunk_key(tmp_path, zarr_stats):
+    """A chunk key encoding damacy does not know (the user's own, registered with zarr): zarr
+    reads it, once, with a warning naming the encoding, counted under ``chunk_key``."""
+    DashedKeys = _register_test_chunk_key_encoding()  # noqa: N806
+    data = np.arange(6 * 8, dtype="uint16").reshape(6, 8)
+    with zarr.config.set(DAMACY):
+        a = zarr.create_array(str(tmp_path / "k"), shape=data.shape, chunks=(4, 3), dtype="uint16",
+                              chunk_key_encoding=DashedKeys())
+        a[...] = data
+        assert sorted(p.name for p in (tmp_path / "k").iterdir())[:2] == ["k-0-0", "k-0-1"]
+        damacy.GpuCodecPipeline.reset_stats()
+        with pytest.warns(damacy.FallbackWarning, match="chunk key encoding 'damacy_test.dashed'"):
+            got = zarr.open_array(str(tmp_path / "k"), mode="r")[...]
+    np.testing.assert_array_equal(got, data)
+    counts = zarr_stats()
+    assert counts["fallback_reads"] == 1 and counts["fallbacks"] == {"chunk_key": 1} and counts["reads"] == 0, counts
+    with zarr.config.set({**DAMACY, "codec_pipeline.strict": True}), pytest.raises(damacy.Unsupported, match="chunk key"):
+        zarr.open_array(str(tmp_path / "k"), mode="r")[...]
+
+
+def _register_test_codec():
+    """A bytes-to-bytes codec zarr-python runs and zarrs has never heard of: XOR with 0x5A."""
+    from dataclasses import dataclass
+
+    from zarr.abc.codec import BytesBytesCodec
+    from zarr.registry import register_codec
+
+    @dataclass(frozen=True)
+    class XorCodec(BytesBytesCodec):
+        is_fixed_size = True
+
+        @classmethod
+        def from_dict(cls, data):
+            return cls()
+
+        def to_dict(self):
+            return {"name": "damacy_test.xor"}
+
+        async def _decode_single(self, chunk_bytes, chunk_spec):
+            raw = np.frombuffer(chunk_bytes.to_bytes(), dtype="uint8") ^ 0x5A
+            return chunk_spec.prototype.buffer.from_bytes(raw.tobytes())
+
+        async def _encode_single(self, chunk_bytes, chunk_spec):
+            return await self._decode_single(chunk_bytes, chunk_spec)
+
+        def compute_encoded_size(self, input_byte_length, _chunk_spec):
+            return input_byte_length
+
+    register_codec("damacy_test.xor", XorCodec)
+    return XorCodec
+
+
+def test_fallback_codec_outside_zarrs(tmp_path, zarr_stats):
+    """A codec zarrs does not know: damacy cannot open the array (``Unsupported``), so zarr
+    reads it, once, with a warning, counted under ``array``."""
+    XorCodec = _register_test_codec()  # noqa: N806
+    data = np.arange(50, dtype="int32") * 7
+    with zarr.config.set(DAMACY):
+        a = zarr.create_array(str(tmp_path / "x"), shape=data.shape, chunks=(16,), dtype="int32",
+                              compressors=[XorCodec()])
+        a[...] = data
+        assert "damacy_test.xor" in (tmp_path / "x" / "zarr.json").read_text()
+        damacy.GpuCodecPipeline.reset_stats()
+        with pytest.warns(damacy.FallbackWarning, match="damacy_test.xor"):
+            got = zarr.open_array(str(tmp_path / "x"), mode="r")[...]
+    np.testing.assert_array_equal(got, data)
+    counts = zarr_stats()
+    assert counts["fallback_reads"] == 1 and counts["fallbacks"] == {"array": 1} and counts["reads"] == 0, counts
+    # damacy's own reader says why, as Unsupported.
+    reader = damacy.Reader(executor="cpu")
+    with pytest.raises(damacy.Unsupported, match="damacy_test.xor"):
+        reader.open_array(damacy.Store.open(str(tmp_path)), "x")
+
+
+def test_auto_without_a_device_or_context_reads_on_the_cpu(monkeypatch):
+    """``executor="auto"`` with no ``codec_pipeline.device`` on a GPU machine where no CUDA
+    context is current: the engine refuses the binding (``InvalidArgument``, ARCHITECTURE §5);
+    zarr's pipeline then reads on the CPU. ``gpu``, or a device given, still raise. (A stand-in
+    Reader plays the GPU machine.)"""
+    from damacy import _zarr
+
+    real = damacy.Reader
+    built = []
+
+    def reader(*, executor, device=None, **knobs):
+        built.append((executor, device))
+        if executor in ("auto", "gpu"):
+            raise damacy.InvalidArgument("no CUcontext is current: set Config.device (e.g. to LOCAL_RANK)")
+        return real(executor=executor, device=device, **knobs)
+
+    monkeypatch.setattr(_zarr._damacy, "Reader", reader)
+    monkeypatch.setattr(_zarr, "_READERS", {})
+    with zarr.config.set({**DAMACY, "codec_pipeline.executor": "auto", "codec_pipeline.n_io_threads": 3}):
+        r = _zarr._reader()
+        assert r.device is None and "CPU executor" in r.executor_note
+        assert _zarr._reader() is r and built == [("auto", None), ("cpu", None)]
+        got = _open("v3/zstd_l3_ck")[...]
+    with zarr.config.set(DEFAULT):
+        np.testing.assert_array_equal(got, _open("v3/zstd_l3_ck")[...])
+    for config in ({"codec_pipeline.executor": "gpu"}, {"codec_pipeline.executor": "auto", "codec_pipeline.device": 0}):
+        with zarr.config.set({**DAMACY, **config}), pytest.raises(damacy.InvalidArgument, match="no CUcontext"):
+            _zarr._reader()
+
+
 def test_fallback_rectilinear_chunk_grid(tmp_path, zarr_stats):
     """Rectilinear chunk grids (zarr 3.4, behind `array.rectilinear_chunks`) are read by zarr:
     damacy reads regular grids, and zarr refuses to serialise such metadata without the flag."""
@@ -390,3 +516,23 @@ def test_every_fixture_through_the_device_route_on_the_kernel_emulator(zarr_stat
     assert zarr_stats()["fallback_reads"] == 0
     # zstd, gzip, zlib and blosc chains (most of the corpus) decode on the device
     assert after["units_decoded_device"] - before["units_decoded_device"] >= len(ARRAYS) // 2, (before, after)
+
+
+@pytest.mark.parametrize("flag", [[], ["--host"]])
+def test_zarr_gpu_example_runs(flag):
+    """examples/zarr_gpu.py end to end: the host route here (the GPU route is
+    tests/python/test_gpu.py's), every selection equal to zarr's, no fallback."""
+    import subprocess
+    import sys
+
+    example = FIXTURES.parent / "examples" / "zarr_gpu.py"
+    run = subprocess.run([sys.executable, str(example), *flag], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    if not flag and lines and lines[0].startswith("GPU route"):
+        pytest.skip("this machine takes the GPU route (tested in tests/python/test_gpu.py)")
+    assert lines[0].startswith("host route: numpy outputs ("), run.stdout
+    assert "--host" in lines[0] or not flag, lines[0]
+    body = lines[1:]
+    assert len(body) == 3 and all("20 selections equal" in l and ", 0 fallbacks" in l and "into numpy" in l for l in body), run.stdout
+    assert all(" 0 reads" not in l for l in body), run.stdout

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use damacy_codec::{
-    ArrayHandle, ArrayOptions, Output, Reader, ReaderConfig, Region, StatsSnapshot, Store, StoreOptions,
+    ArrayHandle, ArrayOptions, ExecutorKind, Output, Reader, ReaderConfig, Region, StatsSnapshot, Store, StoreOptions,
 };
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -509,7 +509,9 @@ fn bench_array(data: &std::path::Path, name: &str, crops: &Crops, setup: &Setup)
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("zarrs-{i}")).build()?;
 
     let store = Store::open(data.to_str().ok_or("data path is not UTF-8")?, &StoreOptions::default())?;
-    let reader = Reader::new(ReaderConfig::default().with_io_threads(threads).with_compute_threads(threads))?;
+    let reader = Reader::new(
+        ReaderConfig::default().with_executor(ExecutorKind::Cpu).with_io_threads(threads).with_compute_threads(threads),
+    )?;
     let info = reader.open_array(&store, name, ArrayOptions::default())?;
 
     // Check once that both read the same values before timing anything.
@@ -606,7 +608,9 @@ fn remote_store() -> BenchResult<Option<Store>> {
 fn bench_damacy(store: &Store, name: &str, crops: &Crops, setup: &Setup, per_batch: &[Distinct]) -> BenchResult<()> {
     let (threads, probe) = (setup.threads, setup.probe);
     let batch_size = crops.batches.first().map_or(0, Vec::len);
-    let reader = Reader::new(ReaderConfig::default().with_io_threads(threads).with_compute_threads(threads))?;
+    let reader = Reader::new(
+        ReaderConfig::default().with_executor(ExecutorKind::Cpu).with_io_threads(threads).with_compute_threads(threads),
+    )?;
     let info = reader.open_array(store, name, ArrayOptions::default())?;
     let store_before = store.stats();
     let load = LoadWindow::start();

@@ -99,6 +99,23 @@ impl std::fmt::Debug for ArrayMeta {
     }
 }
 
+/// zarrs' refusal to build an array from valid metadata: a data type, codec, chunk grid, chunk
+/// key encoding, storage transformer or extension field zarrs does not know is
+/// [`Error::Unsupported`] (the same whether the metadata came from the store or from the
+/// caller); anything else is [`Error::Metadata`].
+fn create_error(path: &str, e: zarrs::array::ArrayCreateError) -> Error {
+    use zarrs::array::ArrayCreateError as E;
+    match e {
+        E::DataTypeCreateError(_)
+        | E::CodecsCreateError(_)
+        | E::StorageTransformersCreateError(_)
+        | E::ChunkGridCreateError(_)
+        | E::ChunkKeyEncodingCreateError(_)
+        | E::AdditionalFieldUnsupportedError(_) => Error::Unsupported(format!("array {path}: {e}")),
+        other => Error::Metadata { path: path.to_owned(), message: other.to_string(), source: Some(Arc::new(other)) },
+    }
+}
+
 impl ArrayMeta {
     /// Read the metadata of the array at `path` in `store`.
     pub fn open(store: &Store, path: &str) -> Result<Self> {
@@ -115,7 +132,7 @@ impl ArrayMeta {
             zarrs::array::ArrayCreateError::StorageError(e) => {
                 Error::storage(crate::error::Location::array(store.url(), &path), e)
             }
-            other => Error::Metadata { path: path.clone(), message: other.to_string(), source: Some(Arc::new(other)) },
+            other => create_error(&path, other),
         })?;
         Self::from_array(array, path)
     }
@@ -139,17 +156,7 @@ impl ArrayMeta {
             source: Some(Arc::new(e)),
         })?;
         let readable: Arc<dyn ReadableStorageTraits> = store.storage().clone();
-        let array = Array::new_with_metadata(readable, &path, metadata).map_err(|e| match e {
-            zarrs::array::ArrayCreateError::DataTypeCreateError(_)
-            | zarrs::array::ArrayCreateError::CodecsCreateError(_)
-            | zarrs::array::ArrayCreateError::StorageTransformersCreateError(_)
-            | zarrs::array::ArrayCreateError::ChunkGridCreateError(_)
-            | zarrs::array::ArrayCreateError::ChunkKeyEncodingCreateError(_)
-            | zarrs::array::ArrayCreateError::AdditionalFieldUnsupportedError(_) => {
-                Error::Unsupported(format!("array {path}: {e}"))
-            }
-            other => Error::Metadata { path: path.clone(), message: other.to_string(), source: Some(Arc::new(other)) },
-        })?;
+        let array = Array::new_with_metadata(readable, &path, metadata).map_err(|e| create_error(&path, e))?;
         Self::from_array(array, path)
     }
 

@@ -8,13 +8,18 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum ExecutorKind {
-    /// damacy's kernels on a CUDA GPU when one is usable, else the CPU (the reason is kept in
-    /// [`crate::Reader::executor_note`]). The default.
+    /// damacy's kernels on a CUDA GPU when the machine has one, else the CPU (a build without
+    /// CUDA, no driver, no device: the reason is kept in [`crate::Reader::executor_note`]). The
+    /// default. With a GPU present the device is bound as under [`ExecutorKind::Gpu`]: a
+    /// `device` that disagrees with the context current on the calling thread, or no `device`
+    /// and no current context, is [`crate::Error::InvalidArgument`], not a quiet fall back.
     #[default]
     Auto,
     /// zarrs' codec chains on the host.
     Cpu,
-    /// damacy's kernels on a CUDA GPU; no usable GPU is an error at construction.
+    /// damacy's kernels on a CUDA GPU. No usable GPU is [`crate::Error::Device`] at
+    /// construction (a build without the `cuda` feature: [`crate::Error::Unsupported`]); a
+    /// wrong binding is [`crate::Error::InvalidArgument`], as under [`ExecutorKind::Auto`].
     Gpu,
     /// damacy's kernels on the host emulator (cargo feature `emulate`): the GPU route's exact
     /// logic on a machine with no GPU.

@@ -118,6 +118,21 @@ fn metadata_that_is_not_json() {
 }
 
 #[test]
+fn a_codec_zarrs_does_not_know_is_unsupported_from_the_store_or_the_caller() {
+    let array = "v3/crc32c_bytes";
+    let dir = scratch(array);
+    let path = dir.path().join(array).join("zarr.json");
+    let json = std::fs::read_to_string(&path).unwrap().replace("\"crc32c\"", "\"damacy_test.xor\"");
+    std::fs::write(&path, &json).unwrap();
+    let err = read_whole(dir.path(), array).unwrap_err();
+    assert!(matches!(err, Error::Unsupported(_)), "{err:?}");
+    assert!(err.to_string().contains("damacy_test.xor") && err.to_string().contains(array), "{err}");
+    let store = Store::open(dir.path().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let err = damacy_codec::ArrayMeta::from_metadata_json(&store, array, &json).unwrap_err();
+    assert!(matches!(err, Error::Unsupported(_)), "{err:?}");
+}
+
+#[test]
 fn chunks_shared_by_a_batch_decode_once_and_indexes_are_fetched_once() {
     let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
     let reader = Reader::new(ReaderConfig::default()).unwrap();

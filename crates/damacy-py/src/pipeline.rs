@@ -24,7 +24,7 @@ use damacy::{
     Batch, BatchStats, Config, Device, Dtype, Event, ExecutorKind, OnError, OutOfBounds, OutputDtype, Pipeline,
     PipelineStats, Place, Region, Sample, StageStats, StoreOptions,
 };
-use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use pyo3::{IntoPyObjectExt, ffi};
@@ -530,7 +530,9 @@ impl PyBatch {
     /// the batch's ready event (returned, with the device, to fence the reuse of the buffers
     /// when the consumer frees the tensor); host-visible device memory (the emulator) is
     /// waited for on the host.
-    fn order_consumer(&self, py: Python<'_>, batch: &Batch, stream: Option<i64>) -> PyResult<Option<(Device, u64)>> {
+    /// `stream` is the consumer's, as [`consumer_stream`] checked it for kDLCUDA (`None`: -1,
+    /// no ordering).
+    fn order_consumer(&self, py: Python<'_>, batch: &Batch, stream: Option<u64>) -> PyResult<Option<(Device, u64)>> {
         let device_err =
             |e| codec_err(&damacy::CodecError::Device { context: "__dlpack__".into(), source: Arc::new(e) });
         let Some(ready) = batch.ready_event() else { return Ok(None) };
@@ -538,16 +540,7 @@ impl PyBatch {
             py.detach(|| ready.synchronize()).map_err(device_err)?;
             return Ok(None);
         };
-        let s = match stream {
-            None | Some(0) => 1,
-            Some(-1) => return Ok(None),
-            Some(s) if s > 0 => s.unsigned_abs(),
-            Some(s) => {
-                return Err(PyBufferError::new_err(format!(
-                    "__dlpack__(stream={s}): use a CUstream handle, 1, 2, -1 or None"
-                )));
-            }
-        };
+        let Some(s) = stream else { return Ok(None) };
         // SAFETY: `s` is the consumer's stream of this device, live during the call (the
         // DLPack protocol's contract for `stream`).
         unsafe { ready.make_raw_stream_wait(s) }.map_err(device_err)?;
@@ -605,6 +598,8 @@ impl PyBatch {
             }
             _ => copy == Some(true),
         };
+        let exported_to = if to_host { DLDevice::CPU } else { ours };
+        let stream = consumer_stream(exported_to.device_type.0 == DLDevice::CPU.device_type.0, stream)?;
         let versioned = max_version.is_some_and(|(major, _)| major >= 1);
         let dtype = dlpack::dl_dtype(meta.dtype);
         let (owner, spec) = if to_host {
@@ -642,6 +637,29 @@ impl PyBatch {
             let tensor = unsafe { dlpack::export(owner, spec) };
             capsule(py, tensor, LEGACY, drop_legacy_capsule)
         }
+    }
+}
+
+/// The consumer's `__dlpack__(stream=…)` as the array-API standard defines it for the device
+/// the tensor is exported to. kDLCPU (host batches, the emulator's, and copies to the host)
+/// has no streams: only `None`. kDLCUDA: `None` or 1 is the legacy default stream, 2 the
+/// per-thread default stream, an integer above 2 a `CUstream` handle, and -1 asks for no
+/// ordering (`Ok(None)`); 0 is disallowed as ambiguous, like anything below -1 (`ValueError`).
+fn consumer_stream(host: bool, stream: Option<i64>) -> PyResult<Option<u64>> {
+    match (host, stream) {
+        // The host has nothing to order; -1 asks the device for nothing.
+        (true, None) | (false, Some(-1)) => Ok(None),
+        (true, Some(s)) => Err(PyValueError::new_err(format!(
+            "__dlpack__(stream={s}): the tensor is exported to the host (kDLCPU), which has no streams; pass stream=None"
+        ))),
+        (false, None) => Ok(Some(1)),
+        (false, Some(0)) => Err(PyValueError::new_err(
+            "__dlpack__(stream=0): 0 is ambiguous for CUDA and disallowed by the array-API standard; pass 1 (the legacy default stream), 2 (the per-thread default stream), a CUstream handle, -1 (no synchronisation) or None",
+        )),
+        (false, Some(s)) if s > 0 => Ok(Some(s.unsigned_abs())),
+        (false, Some(s)) => Err(PyValueError::new_err(format!(
+            "__dlpack__(stream={s}): pass 1 (the legacy default stream), 2 (the per-thread default stream), a CUstream handle, -1 (no synchronisation) or None"
+        ))),
     }
 }
 
@@ -876,8 +894,10 @@ impl PyBatch {
     /// (`dltensor_versioned`), otherwise a legacy one (`dltensor`). On CUDA,
     /// `stream` (an int: the consumer's `CUstream`, 1 the legacy default, 2 per-thread; `None`
     /// the legacy default; -1 no ordering: the consumer orders its own work and finishes
-    /// reading before it frees the tensor) is made to wait on the batch's ready event, and the
-    /// work queued on it by the time the consumer frees the tensor fences the buffers' reuse.
+    /// reading before it frees the tensor; 0 is disallowed, `ValueError`) is made to wait on the
+    /// batch's ready event, and the work queued on it by the time the consumer frees the tensor
+    /// fences the buffers' reuse. A tensor exported to the host (kDLCPU) takes `stream=None`
+    /// only (`ValueError` otherwise), as the standard says for devices without streams.
     /// `dl_device=(1, 0)` with a device batch copies to the host (unless `copy=False`);
     /// `copy=True` copies a host batch. The capsule keeps the buffers out of the pool until the
     /// consumer frees the tensor.

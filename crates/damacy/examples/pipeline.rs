@@ -17,7 +17,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The array's geometry for the sampler (a real program knows it, or reads it from the
     // metadata as `damacy bench` does).
     let (store, path) = damacy::split_uri(&uri);
-    let reader = damacy::Reader::new(damacy::ReaderConfig::default())?;
+    // Metadata only: a CPU reader.
+    let reader = damacy::Reader::new(damacy::ReaderConfig::default().with_executor(damacy::ExecutorKind::Cpu))?;
     let array = reader.open_array(
         &damacy::Store::open(store, &damacy::StoreOptions::default())?,
         &path,
@@ -30,7 +31,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shape = vec![crop; array.shape.len()];
     let space = CropSpace::new(vec![geometry], CropOptions::random(shape.clone(), 1000))?;
     let plan = Plan::new(space, PlanConfig::new().with_rank(RankSource::from_env()?).with_batch_size(32).with_seed(7))?;
-    let pipeline = Pipeline::new(Config::new(32).with_sample_shape(shape).with_dtype(OutputDtype::Cast(Dtype::F32)))?;
+    // This rank's GPU (LOCAL_RANK, as torchrun sets it; 0 alone): the CPU when there is none.
+    let local_rank = std::env::var("LOCAL_RANK").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let config =
+        Config::new(32).with_sample_shape(shape).with_dtype(OutputDtype::Cast(Dtype::F32)).with_device(local_rank);
+    let pipeline = Pipeline::new(config)?;
     println!("{}", pipeline.describe()); // every derived size: buffers, lookahead, caches, budgets
     pipeline.push((0..plan.len()).filter_map(move |i| {
         let p = plan.get(i)?;

@@ -472,7 +472,8 @@ fn dlpack_export_round_trip() {
 /// and exported with the consumer's stream ordered after them. Skips (saying why) without one.
 #[test]
 fn gpu_device_arrays() {
-    let config = ReaderConfig::default().with_executor(ExecutorKind::Gpu);
+    // Device 0 named: with no device and no CUDA context current the binding is an error.
+    let config = ReaderConfig::default().with_executor(ExecutorKind::Gpu).with_device(0);
     let ctx = match DamacyContext::new(config) {
         Ok(ctx) => ctx,
         Err(e) => {

@@ -145,20 +145,21 @@ impl Encoded {
 }
 
 impl DeviceExecutor {
-    /// Pick the executor the configuration asks for. `Gpu` without a usable device is an error;
-    /// `Auto` falls back to the CPU with the reason. Every device buffer is allocated here,
-    /// within `device_buffer_bytes` and `host_buffer_bytes` (see [`Budget`]).
+    /// Pick the executor the configuration asks for (see [`choose`]): the CPU with the reason
+    /// when `Auto` finds no usable GPU, an error when `Gpu` does not, and an error under either
+    /// when a GPU is there but the binding is wrong (ARCHITECTURE §5). Every device buffer is
+    /// allocated here, within `device_buffer_bytes` and `host_buffer_bytes` (see [`Budget`]).
     pub(crate) fn select(read: &ReaderConfig) -> Result<Selected> {
         let budget = Budget::split(read.device_buffer_bytes, read.host_buffer_bytes)?;
         let config = budget.decode.clone().with_n_compute_threads(read.n_compute_threads);
-        let (executor, device) = (read.executor, read.device);
-        let device = match executor {
-            ExecutorKind::Cpu => return Ok(Selected::Cpu("the CPU executor was chosen".into())),
-            ExecutorKind::Emulated => emulated()?,
-            ExecutorKind::Auto | ExecutorKind::Gpu => match cuda(device) {
-                Ok(d) => d,
-                Err(reason) if executor == ExecutorKind::Auto => return Ok(Selected::Cpu(reason)),
-                Err(reason) => return Err(Error::invalid(format!("executor gpu: {reason}"))),
+        let device = match choose(read.executor, read.device, probe_cuda)? {
+            Choice::Cpu(reason) => return Ok(Selected::Cpu(reason)),
+            Choice::Emulated => emulated()?,
+            // `Device::cuda` retains that device's primary context and checks once more that
+            // a current context, if any, is that one.
+            Choice::Cuda(ordinal) => match opened(read.executor, cuda(Some(ordinal)))? {
+                Ok(device) => device,
+                Err(reason) => return Ok(Selected::Cpu(reason)),
             },
         };
         let decoder = Decoder::new(&device, config).map_err(|e| Error::device("allocating the decode waves", e))?;
@@ -453,14 +454,126 @@ fn emulated() -> Result<Device> {
     Err(Error::Unsupported("executor emulated: this build has no kernel emulator (cargo feature `emulate`)".into()))
 }
 
+/// What a look at the machine found for a CUDA executor, before any context is retained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CudaProbe {
+    /// This build has no CUDA backend (cargo feature `cuda`).
+    #[cfg_attr(feature = "cuda", allow(dead_code))] // built by the probe of builds without it
+    NotBuilt,
+    /// No usable GPU, and why: no driver library, `cuInit` failed, no device.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // built by the CUDA probe
+    Absent(String),
+    /// `count` devices; `current`: the ordinal of the device whose context is current on the
+    /// calling thread, if any.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    Present { count: usize, current: Option<usize> },
+}
+
+/// Where decoding goes, as [`choose`] decides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// The CPU, and why.
+    Cpu(String),
+    /// The kernel emulator.
+    Emulated,
+    /// The CUDA device of this ordinal.
+    Cuda(usize),
+}
+
+/// The executor for `executor`, `Config.device` (`requested`) and what `probe` finds (called
+/// only for `Auto` and `Gpu`). A pure function of its inputs:
+///
+/// | machine                          | `Auto`                  | `Gpu`                     |
+/// |----------------------------------|-------------------------|---------------------------|
+/// | build without CUDA               | CPU, with the reason    | `Unsupported`             |
+/// | no driver, or no device          | CPU, with the reason    | `Device` (no usable GPU)  |
+/// | `Config.device` ≥ device count   | `InvalidArgument`       | `InvalidArgument`         |
+/// | `Config.device=N`, context of M  | `InvalidArgument`       | `InvalidArgument`         |
+/// | no `Config.device`, no context   | `InvalidArgument`       | `InvalidArgument`         |
+/// | otherwise                        | that GPU                | that GPU                  |
+///
+/// With a GPU present, `Auto` binds as `Gpu` does (ARCHITECTURE §5): a binding that is wrong is
+/// the caller's to fix, not a reason to decode quietly on the CPU.
+pub(crate) fn choose(
+    executor: ExecutorKind,
+    requested: Option<usize>,
+    probe: impl FnOnce() -> CudaProbe,
+) -> Result<Choice> {
+    let gpu = match executor {
+        ExecutorKind::Cpu => return Ok(Choice::Cpu("the CPU executor was chosen".into())),
+        ExecutorKind::Emulated => return Ok(Choice::Emulated),
+        ExecutorKind::Gpu => true,
+        ExecutorKind::Auto => false,
+    };
+    let absent = |reason: String| {
+        if gpu {
+            Err(Error::device("executor gpu", damacy_kernels::Error::NoDevice(reason)))
+        } else {
+            Ok(Choice::Cpu(reason))
+        }
+    };
+    match probe() {
+        CudaProbe::NotBuilt if gpu => {
+            Err(Error::Unsupported("executor gpu: this build has no CUDA backend (cargo feature `cuda`)".into()))
+        }
+        CudaProbe::NotBuilt => Ok(Choice::Cpu("this build has no CUDA backend (cargo feature `cuda`)".into())),
+        CudaProbe::Absent(reason) => absent(reason),
+        CudaProbe::Present { count: 0, .. } => absent("the NVIDIA driver is present but reports no CUDA device".into()),
+        CudaProbe::Present { count, current } => match (requested, current) {
+            (Some(n), _) if n >= count => {
+                Err(Error::invalid(format!("Config.device={n} but this machine has {count} CUDA device(s)")))
+            }
+            (Some(n), Some(m)) if m != n => Err(Error::invalid(format!(
+                "Config.device={n} but a CUcontext of device {m} is current on this thread: call torch.cuda.set_device({n}) (or cudaSetDevice) first, or set Config.device={m}"
+            ))),
+            (Some(n), _) | (None, Some(n)) => Ok(Choice::Cuda(n)),
+            (None, None) => Err(Error::invalid(
+                "no CUcontext is current: set Config.device (e.g. to LOCAL_RANK) or make a context current on this thread (torch.cuda.set_device)",
+            )),
+        },
+    }
+}
+
+/// The outcome of opening the device [`choose`] picked: the device, the CPU with the reason
+/// (`Auto` on a device that turns out unusable, such as a driver older than NVRTC), or the
+/// error: a binding the kernels crate refuses is `InvalidArgument`, anything else `Device`.
+fn opened<D>(
+    executor: ExecutorKind,
+    result: std::result::Result<D, damacy_kernels::Error>,
+) -> Result<std::result::Result<D, String>> {
+    match result {
+        Ok(device) => Ok(Ok(device)),
+        Err(damacy_kernels::Error::NoDevice(reason)) if executor == ExecutorKind::Auto => Ok(Err(reason)),
+        Err(damacy_kernels::Error::InvalidArgument(message)) => Err(Error::invalid(message)),
+        Err(e) => Err(Error::device("opening the CUDA device", e)),
+    }
+}
+
 #[cfg(feature = "cuda")]
-fn cuda(ordinal: Option<usize>) -> std::result::Result<Device, String> {
-    Device::cuda(ordinal).map_err(|e| e.to_string())
+fn probe_cuda() -> CudaProbe {
+    use damacy_kernels::device::cuda;
+    if let Some(reason) = cuda::unavailable_reason() {
+        return CudaProbe::Absent(reason);
+    }
+    match (cuda::device_count(), cuda::current_context_device()) {
+        (Ok(count), Ok(current)) => CudaProbe::Present { count, current },
+        (Err(e), _) | (_, Err(e)) => CudaProbe::Absent(e.to_string()),
+    }
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda(_ordinal: Option<usize>) -> std::result::Result<Device, String> {
-    Err("this build has no CUDA backend (cargo feature `cuda`)".into())
+fn probe_cuda() -> CudaProbe {
+    CudaProbe::NotBuilt
+}
+
+#[cfg(feature = "cuda")]
+fn cuda(ordinal: Option<usize>) -> std::result::Result<Device, damacy_kernels::Error> {
+    Device::cuda(ordinal)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda(_ordinal: Option<usize>) -> std::result::Result<Device, damacy_kernels::Error> {
+    Err(damacy_kernels::Error::NoDevice("this build has no CUDA backend (cargo feature `cuda`)".into()))
 }
 
 #[cfg(test)]
@@ -478,5 +591,107 @@ mod tests {
         }
         assert!(Budget::split(16 << 20, 256 << 20).is_err());
         assert!(Budget::split(1 << 30, 1 << 20).is_err());
+    }
+
+    fn never() -> CudaProbe {
+        panic!("the CPU and emulated executors must not probe for a GPU")
+    }
+
+    fn present(count: usize, current: Option<usize>) -> impl FnOnce() -> CudaProbe {
+        move || CudaProbe::Present { count, current }
+    }
+
+    fn invalid_message(r: Result<Choice>) -> String {
+        match r {
+            Err(Error::InvalidArgument(m)) => m,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn cpu_and_emulated_never_probe() {
+        assert_eq!(
+            choose(ExecutorKind::Cpu, Some(3), never).unwrap(),
+            Choice::Cpu("the CPU executor was chosen".into())
+        );
+        assert_eq!(choose(ExecutorKind::Emulated, None, never).unwrap(), Choice::Emulated);
+    }
+
+    #[test]
+    fn no_driver_falls_back_under_auto_and_is_a_device_error_under_gpu() {
+        let reason = "libcuda.so not found (no NVIDIA driver on this machine)";
+        for requested in [None, Some(0), Some(5)] {
+            let auto = choose(ExecutorKind::Auto, requested, || CudaProbe::Absent(reason.into())).unwrap();
+            assert_eq!(auto, Choice::Cpu(reason.into()));
+            match choose(ExecutorKind::Gpu, requested, || CudaProbe::Absent(reason.into())) {
+                Err(e @ Error::Device { .. }) => {
+                    let text = e.to_string();
+                    assert!(text.contains("executor gpu") && text.contains("libcuda.so not found"), "{text}");
+                }
+                other => panic!("expected a Device error, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn no_device_falls_back_under_auto_and_is_a_device_error_under_gpu() {
+        let reason = "the NVIDIA driver is present but reports no CUDA device";
+        assert_eq!(choose(ExecutorKind::Auto, None, present(0, None)).unwrap(), Choice::Cpu(reason.into()));
+        assert_eq!(choose(ExecutorKind::Auto, Some(1), present(0, None)).unwrap(), Choice::Cpu(reason.into()));
+        assert!(matches!(choose(ExecutorKind::Gpu, None, present(0, None)), Err(Error::Device { .. })));
+        assert_eq!(
+            choose(ExecutorKind::Auto, None, || CudaProbe::Absent(reason.into())).unwrap(),
+            Choice::Cpu(reason.into())
+        );
+    }
+
+    #[test]
+    fn a_build_without_cuda_falls_back_under_auto_and_is_unsupported_under_gpu() {
+        let auto = choose(ExecutorKind::Auto, Some(0), || CudaProbe::NotBuilt).unwrap();
+        assert!(matches!(&auto, Choice::Cpu(r) if r.contains("no CUDA backend")), "{auto:?}");
+        assert!(matches!(choose(ExecutorKind::Gpu, Some(0), || CudaProbe::NotBuilt), Err(Error::Unsupported(_))));
+    }
+
+    #[test]
+    fn a_device_mismatch_is_invalid_under_auto_and_gpu() {
+        for executor in [ExecutorKind::Auto, ExecutorKind::Gpu] {
+            let m = invalid_message(choose(executor, Some(1), present(2, Some(0))));
+            assert!(m.contains("Config.device=1") && m.contains("device 0 is current"), "{m}");
+            let m = invalid_message(choose(executor, Some(4), present(2, None)));
+            assert!(m.contains("Config.device=4") && m.contains("2 CUDA device(s)"), "{m}");
+        }
+    }
+
+    #[test]
+    fn no_context_and_no_config_device_is_invalid_under_auto_and_gpu() {
+        for executor in [ExecutorKind::Auto, ExecutorKind::Gpu] {
+            let m = invalid_message(choose(executor, None, present(2, None)));
+            assert!(m.contains("no CUcontext is current") && m.contains("Config.device"), "{m}");
+        }
+    }
+
+    #[test]
+    fn a_consistent_binding_picks_that_device() {
+        for executor in [ExecutorKind::Auto, ExecutorKind::Gpu] {
+            assert_eq!(choose(executor, Some(1), present(2, None)).unwrap(), Choice::Cuda(1));
+            assert_eq!(choose(executor, Some(1), present(2, Some(1))).unwrap(), Choice::Cuda(1));
+            assert_eq!(choose(executor, None, present(2, Some(1))).unwrap(), Choice::Cuda(1));
+            assert_eq!(choose(executor, Some(0), present(1, Some(0))).unwrap(), Choice::Cuda(0));
+        }
+    }
+
+    #[test]
+    fn opening_maps_the_kernels_errors_by_kind() {
+        use damacy_kernels::Error as K;
+        assert_eq!(opened(ExecutorKind::Auto, Ok::<u8, K>(7)).unwrap(), Ok(7));
+        let too_old = || Err::<u8, K>(K::NoDevice("the driver is older than NVRTC".into()));
+        assert_eq!(opened(ExecutorKind::Auto, too_old()).unwrap(), Err("the driver is older than NVRTC".into()));
+        assert!(matches!(opened(ExecutorKind::Gpu, too_old()), Err(Error::Device { .. })));
+        for executor in [ExecutorKind::Auto, ExecutorKind::Gpu] {
+            let primary = Err::<u8, K>(K::InvalidArgument("not device 0's primary context".into()));
+            assert!(matches!(opened(executor, primary), Err(Error::InvalidArgument(m)) if m.contains("primary")));
+            let oom = Err::<u8, K>(K::OutOfMemory("cuMemAlloc".into()));
+            assert!(matches!(opened(executor, oom), Err(Error::Device { .. })));
+        }
     }
 }

@@ -30,6 +30,14 @@ pub fn unavailable_reason() -> Option<String> {
     }
 }
 
+/// How many CUDA devices the driver lists ([`Error::NoDevice`] when no driver is usable).
+pub fn device_count() -> Result<usize> {
+    if let Some(r) = unavailable_reason() {
+        return Err(Error::NoDevice(r));
+    }
+    CudaContext::device_count().map(|n| usize::try_from(n).unwrap_or(0)).map_err(cuda_err("cuDeviceGetCount"))
+}
+
 /// The ordinal of the device whose context is current on this thread, `None` when no context
 /// is current. For the `Config.device` / current-context consistency check (ARCHITECTURE §5).
 pub fn current_context_device() -> Result<Option<usize>> {

@@ -94,12 +94,15 @@ class Config:
     allow_lossy_cast [False]
         Allow casts that can lose integer values (``int32`` to ``float32``).
     executor ["auto"]
-        Who decodes: ``"auto"`` (the GPU when one is usable, else the CPU), ``"cpu"``,
-        ``"gpu"`` or ``"emulated"`` (the kernel emulator, when the wheel was built with it).
-        Device executors give device batches (kDLCUDA).
+        Who decodes: ``"auto"`` (the GPU when the machine has one, else the CPU, with the
+        reason in ``Pipeline.executor``), ``"cpu"``, ``"gpu"`` (no usable GPU is
+        ``damacy.DeviceError``) or ``"emulated"`` (the kernel emulator, when the wheel was built
+        with it). Device executors give device batches (kDLCUDA).
     device [None]
         The CUDA device ordinal (``LOCAL_RANK``). ``None``: the context current on the
-        calling thread (``torch.cuda.set_device``). A ``LOCAL_RANK`` that disagrees warns.
+        calling thread (``torch.cuda.set_device``). On a GPU machine, under ``"auto"`` as under
+        ``"gpu"``: a context of another device current, or no ``device`` and no current context,
+        is ``damacy.InvalidArgument``. A ``LOCAL_RANK`` that disagrees warns.
     host_buffer_bytes [256 MiB]
         Pinned host memory of the device executor's upload staging.
     device_buffer_bytes [1 GiB]

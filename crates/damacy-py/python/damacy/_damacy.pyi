@@ -290,7 +290,12 @@ class Batch:
         max_version: tuple[int, int] | None = None,
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
-    ) -> Any: ...
+    ) -> Any:
+        """A DLPack capsule (versioned when ``max_version >= (1, 0)``). ``stream`` per the
+        array-API standard: for a kDLCUDA export ``None``/1 (legacy default stream), 2
+        (per-thread default), a ``CUstream`` handle, or -1 (no synchronisation); 0 is
+        disallowed (``ValueError``). A kDLCPU export (host batches, ``dl_device=(1, 0)``
+        copies) takes only ``stream=None``."""
 
 class StageStats:
     @property

@@ -20,7 +20,9 @@ key                                 default  meaning
 ``codec_pipeline.strict``           False    raise ``damacy.Unsupported`` instead of falling back
 ``codec_pipeline.validate_checksums`` True   verify crc32c codecs and zstd checksums
 ``codec_pipeline.executor``         "auto"   ``auto``, ``cpu``, ``gpu`` or ``emulated``
-``codec_pipeline.device``           None     CUDA device ordinal (``LOCAL_RANK``)
+``codec_pipeline.device``           None     CUDA device ordinal (``LOCAL_RANK``); with none,
+                                             ``auto`` uses the device of the CUDA context
+                                             current at the first read, else the CPU
 ``codec_pipeline.n_io_threads``     None     threads fetching shard indexes (engine default 8)
 ``codec_pipeline.n_compute_threads`` None    decode threads (engine default: the CPU count)
 ``codec_pipeline.shard_index_cache_bytes`` None  bytes of decoded shard indexes kept (256 MiB)
@@ -169,13 +171,18 @@ def _reader() -> _damacy.Reader:
         reader = _READERS.get(key)
         if reader is None:
             executor, device, n_io, n_compute, index_bytes = key
-            reader = _damacy.Reader(
-                executor=executor,
-                device=device,
-                n_io_threads=n_io,
-                n_compute_threads=n_compute,
-                shard_index_cache_bytes=index_bytes,
-            )
+            knobs = {"device": device, "n_io_threads": n_io, "n_compute_threads": n_compute,
+                     "shard_index_cache_bytes": index_bytes}  # fmt: skip
+            try:
+                reader = _damacy.Reader(executor=executor, **knobs)
+            except _damacy.InvalidArgument as e:
+                # "auto" binds a GPU as damacy.Config does: with no codec_pipeline.device and
+                # no CUDA context current (no CuPy or torch work yet on this thread) that is
+                # an error there; zarr users configure no device, so their reads decode on the
+                # CPU instead (a CuPy output later makes a context current).
+                if executor != "auto" or device is not None or isinstance(e, _damacy.Unsupported):
+                    raise
+                reader = _damacy.Reader(executor="cpu", **knobs)
             _READERS[key] = reader
         return reader
 

@@ -43,7 +43,10 @@ def rank_info(dist_info: str | Callable[[], Sequence[int]] = "env") -> tuple[int
     - ``"env"``: torchrun's ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` (a single process when
       neither of the first two is set; a bad value is a ``damacy.InvalidArgument`` naming it).
     - ``"torch"``: ``torch.distributed`` when it is initialised, else the environment.
-    - ``"jax"``: ``jax.process_index()`` / ``jax.process_count()``.
+    - ``"jax"``: ``jax.process_index()`` / ``jax.process_count()`` once ``jax.distributed`` is
+      initialised; before that (``jax.distributed.is_initialized()``, where JAX has it) the
+      environment, without touching JAX's backends (which would make a later
+      ``jax.distributed.initialize()`` fail).
     - a callable returning ``(rank, world)`` or ``(rank, world, local_rank)``.
     """
     if callable(dist_info):
@@ -67,6 +70,9 @@ def rank_info(dist_info: str | Callable[[], Sequence[int]] = "env") -> tuple[int
     elif dist_info == "jax":
         import jax
 
+        is_initialized = getattr(getattr(jax, "distributed", None), "is_initialized", None)
+        if callable(is_initialized) and not is_initialized():
+            return _damacy.rank_from_env()
         rank, world, local = jax.process_index(), jax.process_count(), None
     else:
         raise _damacy.InvalidArgument(f"dist_info={dist_info!r}: use 'env', 'torch', 'jax' or a callable")
