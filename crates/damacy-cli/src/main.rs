@@ -52,7 +52,8 @@ struct StreamArgs {
     /// Which executor decodes: the GPU when one is usable, else the CPU (auto).
     #[arg(long, value_enum, default_value_t = Executor::Auto)]
     executor: Executor,
-    /// CUDA device ordinal (default: the current context, else 0).
+    /// CUDA device ordinal (default: `LOCAL_RANK`, else 0; a CLI process has no current
+    /// context to bind instead).
     #[arg(long)]
     device: Option<usize>,
     /// Element type of the batches: native, float32, bfloat16, uint8, …
@@ -80,7 +81,7 @@ impl StreamArgs {
             batches,
             warmup: self.warmup,
             executor: self.executor.kind(),
-            device: self.device,
+            device: Some(self.device.unwrap_or_else(local_rank_or_zero)),
             dtype: self.dtype.parse().map_err(|e: damacy::UnknownDtype| e.to_string())?,
             workers: self.workers,
             threads: self
@@ -164,6 +165,14 @@ enum Command {
     },
 }
 
+/// The device a command binds when `--device` is not given: `LOCAL_RANK` (a torchrun rank),
+/// else 0. The GPU route needs a device named (ARCHITECTURE §5: without one, only a context
+/// current on the thread would do, and a fresh process has none); on a machine without a GPU the
+/// CPU executor ignores it.
+fn local_rank_or_zero() -> usize {
+    std::env::var("LOCAL_RANK").ok().and_then(|r| r.parse().ok()).unwrap_or(0)
+}
+
 fn main() -> ExitCode {
     // Errors are one line and an exit code; a bug must not print a backtrace at users either.
     std::panic::set_hook(Box::new(|info| {
@@ -174,7 +183,7 @@ fn main() -> ExitCode {
         Command::Inspect { store, array, digest, executor, device, endpoint, anonymous } => {
             let mut options = damacy::StoreOptions::default().with_anonymous(anonymous);
             options.endpoint = endpoint;
-            let device = device.or_else(|| std::env::var("LOCAL_RANK").ok().and_then(|r| r.parse().ok())).unwrap_or(0);
+            let device = device.unwrap_or_else(local_rank_or_zero);
             inspect::run(&store, array.as_deref(), digest, (executor.kind(), device), &options)
         }
         Command::Demo { dir, full, tiny, batches, stream } => stream
