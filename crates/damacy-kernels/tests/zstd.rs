@@ -1424,12 +1424,28 @@ fn structured() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
+/// The proptest's inputs, 0 bytes to 4 MiB: mostly small ones (random bytes up to 5000, or
+/// [`structured`] data up to ~120 KB), and one case in 25 (about two of a run's 48) a large one
+/// of one of [`data`]'s kinds: half of those exactly the largest size, the others 128 KiB up to
+/// it. The emulator decodes a 4 MiB chunk in 5–30 s on a loaded 2-core machine (the Huffman
+/// literals of text-like and sparse data are the slow ones; noise is raw blocks, milliseconds),
+/// hence the weight. The largest size is 4 MiB, 1 MiB under ASan: instrumented, a 4 MiB chunk
+/// takes about a minute, and its bounds checks are those of the 1 MiB ones (multi-block frames,
+/// windows past the 128 KiB block size); `large_chunks_match_libzstd` and
+/// `windows_past_8_mib` hold the 4 MiB and 10 MiB chunks in the plain run.
+fn proptest_input() -> impl Strategy<Value = Vec<u8>> {
+    let max = if under_asan() { 1usize << 20 } else { 4 << 20 };
+    let large = (prop_oneof![Just(max), (128usize << 10)..max], any::<u8>(), any::<u64>())
+        .prop_map(|(n, kind, seed)| data(n, kind, seed));
+    prop_oneof![12 => prop::collection::vec(any::<u8>(), 0..5000), 12 => structured(), 1 => large]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
     fn proptest_random_and_structured_data(
-        d in prop_oneof![prop::collection::vec(any::<u8>(), 0..5000), structured()],
+        d in proptest_input(),
         level in -5i32..=22,
         checksum in any::<bool>(),
         content_size in any::<bool>(),
