@@ -990,6 +990,14 @@ fn statuses_name_what_is_wrong() {
     }
 }
 
+/// The checks of the gated GPU test `gpu_inflate_matches_flate2_and_corruption_is_a_status`
+/// (`tests/gpu.rs`), here on the emulator under the shuffled schedule, with chunks up to 60 KB
+/// (300 KB on the GPU) to keep the emulated run short.
+#[test]
+fn gpu_test_checks_pass_on_the_emulator() {
+    common::run_inflate_checks(&Device::emulated(SEEDS[1]), 60_000);
+}
+
 /// Bytes of a gzip member's header (FEXTRA, FNAME, FCOMMENT, no FHCRC).
 fn header_len(g: &[u8]) -> usize {
     let xlen = u16::from_le_bytes([g[10], g[11]]) as usize;
