@@ -28,6 +28,12 @@ fn under_asan() -> bool {
     std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1")
 }
 
+/// Whether this run is the ThreadSanitizer build (`scripts/tsan.sh` sets `DAMACY_EMU_TSAN=1`):
+/// the corrupt and truncated sweep runs fewer variants of each stream there.
+fn under_tsan() -> bool {
+    std::env::var("DAMACY_EMU_TSAN").is_ok_and(|v| v == "1")
+}
+
 /// The schedule seeds of this run (the shuffled one only under `ASan`).
 fn seeds() -> &'static [u64] {
     if under_asan() { &SEEDS[1..] } else { &SEEDS }
@@ -1025,7 +1031,13 @@ fn corrupt_and_truncated_streams_end_in_a_status() {
         s ^= s << 17;
         s
     };
-    let per = if under_asan() { 40 } else { 120 };
+    let per = if under_tsan() {
+        9
+    } else if under_asan() {
+        40
+    } else {
+        120
+    };
     let mut variants: Vec<(Vec<u8>, bool, usize, bool)> = Vec::new(); // bytes, gzip, expected, truncated
     for (c, gz) in &originals {
         let expect = if *gz { d.len() } else { ref_unzlib(c).unwrap().len() };
