@@ -28,7 +28,7 @@ fn under_asan() -> bool {
     std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1")
 }
 
-/// Whether this run is the ThreadSanitizer build (`scripts/tsan.sh` sets `DAMACY_EMU_TSAN=1`):
+/// Whether this run is the `ThreadSanitizer` build (`scripts/tsan.sh` sets `DAMACY_EMU_TSAN=1`):
 /// the corrupt and truncated sweep runs fewer variants of each stream there.
 fn under_tsan() -> bool {
     std::env::var("DAMACY_EMU_TSAN").is_ok_and(|v| v == "1")

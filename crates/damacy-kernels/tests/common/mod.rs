@@ -402,6 +402,7 @@ pub fn run_mixed_codec_waves(device: &Device, small_waves: bool) {
 /// mismatch; a reserved block type or a zlib header whose check bits are wrong → corrupt; a
 /// stream cut in half → truncated; an output one byte short → overflow; a zlib preset
 /// dictionary → unsupported. Without verification the checksums are not read.
+#[allow(clippy::too_many_lines, clippy::similar_names, clippy::many_single_char_names)]
 pub fn run_inflate_checks(device: &Device, largest: usize) {
     use damacy_kernels::StreamStatus;
     use flate2::Compression;
