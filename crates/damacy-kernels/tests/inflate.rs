@@ -998,7 +998,7 @@ fn statuses_name_what_is_wrong() {
 
 /// The checks of the gated GPU test `gpu_inflate_matches_flate2_and_corruption_is_a_status`
 /// (`tests/gpu.rs`), here on the emulator under the shuffled schedule, with chunks up to 60 KB
-/// (300 KB on the GPU; 12 KB under ASan, where the other tests of this file already take every
+/// (300 KB on the GPU; 12 KB under `ASan`, where the other tests of this file already take every
 /// path of these streams) to keep the emulated run short.
 #[test]
 fn gpu_test_checks_pass_on_the_emulator() {
