@@ -1445,10 +1445,12 @@ fn structured() -> impl Strategy<Value = Vec<u8>> {
 /// of one of [`data`]'s kinds: half of those exactly the largest size, the others 128 KiB up to
 /// it. The emulator decodes a 4 MiB chunk in 5–30 s on a loaded 2-core machine (the Huffman
 /// literals of text-like and sparse data are the slow ones; noise is raw blocks, milliseconds),
-/// hence the weight. The largest size is 4 MiB, 1 MiB under ASan: instrumented, a 4 MiB chunk
-/// takes about a minute, and its bounds checks are those of the 1 MiB ones (multi-block frames,
-/// windows past the 128 KiB block size); `large_chunks_match_libzstd` and
-/// `windows_past_8_mib` hold the 4 MiB and 10 MiB chunks in the plain run.
+/// hence the weight (the proptest took 22–72 s in four runs here, 2 s before). The largest size
+/// is 4 MiB, 1 MiB under ASan, which `make test` runs: instrumented, the emulator is slower still
+/// (with the 1 MiB cap the proptest took 4–23 s in four runs, 2.7 s before), and the 1 MiB
+/// inputs already take the paths the bounds checks guard (multi-block frames, windows past the
+/// 128 KiB block size); `large_chunks_match_libzstd` and `windows_past_8_mib` hold the 4 MiB and
+/// 10 MiB chunks in the plain run.
 fn proptest_input() -> impl Strategy<Value = Vec<u8>> {
     let max = if under_asan() { 1usize << 20 } else { 4 << 20 };
     let large = (prop_oneof![Just(max), (128usize << 10)..max], any::<u8>(), any::<u64>())
