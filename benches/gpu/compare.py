@@ -163,8 +163,8 @@ def codec_table(rows: list[dict[str, Any]], nv: dict[str, Any]) -> tuple[list[st
     """damacy ÷ nvCOMP per codec, dataset and chunk size: the table and the goals missed."""
     entries = {e["name"]: e for e in nv.get("entries", [])}
     out = [
-        "| codec | dataset | chunk | chunks | ratio | damacy kernel GB/s | damacy wall GB/s | nvCOMP GB/s (best variant) | damacy ÷ nvCOMP | goal ≥ 1 |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|:-:|",
+        "| codec | dataset | level | chunk | chunks | ratio | damacy kernel GB/s | damacy wall GB/s | nvCOMP GB/s (best variant) | damacy ÷ nvCOMP | goal ≥ 1 |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|:-:|",
     ]
     misses = []
     for r in (r for r in rows if r["kind"] in CODECS):
@@ -175,12 +175,12 @@ def codec_table(rows: list[dict[str, Any]], nv: dict[str, Any]) -> tuple[list[st
         ratio = k / nvg if isinstance(k, (int, float)) and nvg else None
         goal = "–" if ratio is None else ("yes" if ratio >= NVCOMP_GOAL else "**no**")
         if ratio is not None and ratio < NVCOMP_GOAL:
-            misses.append(f"{codec} {r['dataset']} {human(r['chunk_bytes'])}: {ratio:.2f}× nvCOMP")
+            misses.append(f"{codec} {r['dataset']} level {r.get('level', '?')} {human(r['chunk_bytes'])}: {ratio:.2f}× nvCOMP")
         note = "" if r.get("verified") else " (FAILED verification)"
         if not r.get("comparable", True):
             note += " (not one stream per chunk: not compared)"
         out.append(
-            f"| {codec} | {r['dataset']}{note} | {human(r['chunk_bytes'])} | {r['n_chunks']} | {fnum(r.get('ratio'), 2)} | "
+            f"| {codec} | {r['dataset']}{note} | {r.get('level', '–')} | {human(r['chunk_bytes'])} | {r['n_chunks']} | {fnum(r.get('ratio'), 2)} | "
             f"{fnum(k)} | {fnum(r.get('wall_gbps'), 2)} | {fnum(nvg)} ({which}) | {fnum(ratio, 2)} | {goal} |"
         )
     return out, misses

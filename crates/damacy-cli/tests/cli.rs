@@ -153,11 +153,30 @@ fn inspect_digest_through_the_emulated_device_route() {
     }
 }
 
-/// zstd inside shards, zstd behind a crc32c and blosc-zstd: every chunk by the zstd kernel.
+/// The manifest's sharded arrays whose inner chain has a zstd codec (or blosc with cname zstd).
+fn sharded_zstd_fixtures() -> Vec<String> {
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("manifest.json")).unwrap()).unwrap();
+    manifest["arrays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| !a["shard_shape"].is_null() && a["codecs"].to_string().contains("\"zstd\""))
+        .map(|a| a["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// zstd inside shards (every sharded zstd fixture of the manifest: index at the start and at the
+/// end), zstd behind a crc32c and blosc-zstd: every chunk by the zstd kernel.
 #[cfg(feature = "emulate")]
 #[test]
 fn inspect_digest_of_zstd_arrays_through_the_emulated_device_route() {
-    for path in ["v3/sharded_zstd_index_end", "v3/crc32c_zstd", "v3/blosc_zstd_bit_ts2_large"] {
+    let sharded = sharded_zstd_fixtures();
+    for path in ["v3/sharded_zstd_index_end", "v3/sharded_zstd_index_start"] {
+        assert!(sharded.iter().any(|p| p == path), "{path} is a sharded zstd fixture: {sharded:?}");
+    }
+    let paths = sharded.iter().map(String::as_str).chain(["v3/crc32c_zstd", "v3/blosc_zstd_bit_ts2_large"]);
+    for path in paths {
         let (ok, stdout, stderr) =
             damacy(&["inspect", fixtures().to_str().unwrap(), path, "--digest", "--executor", "emulated"]);
         assert!(ok, "{stderr}");

@@ -324,6 +324,60 @@ mod device {
         assert!(msg.replace(' ', "").contains(&inner), "names inner chunk {inner}: {msg}");
     }
 
+    /// The bytes of blosc block 0's first stream in a blosc chunk: the block starts after the
+    /// 16-byte header, and the stream after its 4-byte compressed size.
+    fn first_blosc_stream(chunk: &[u8]) -> std::ops::Range<usize> {
+        let block = u32::from_le_bytes(chunk[16..20].try_into().unwrap()) as usize;
+        let len = u32::from_le_bytes(chunk[block..block + 4].try_into().unwrap()) as usize;
+        block + 4..block + 4 + len
+    }
+
+    /// Corrupt gzip, zlib and blosc-zlib chunks on the device route: the first deflate block's
+    /// type set to 3 (reserved), which the inflate kernel reports as a status. The read fails with
+    /// a decode error that names the array, the chunk's key and the byte range of the stream that
+    /// failed inside the chunk (the whole chunk for gzip and zlib, one split stream for blosc).
+    #[test]
+    fn corrupt_deflate_chunks_name_the_array_key_and_byte_range() {
+        for (array, key) in [
+            ("v3/gzip_l6", "c/1/0"),
+            ("v3/gzip_l1", "c/2/2"),
+            ("v2/gzip_C", "0.1.0"),
+            ("v2/zlib_C", "1.0.0"),
+            ("v3/blosc_zlib_none_ts1_small", "c/0"),
+            ("v3/blosc_zlib_byte_ts4_large", "c/1"),
+        ] {
+            let dir = scratch(array);
+            let path = dir.path().join(array).join(key);
+            let mut bytes = std::fs::read(&path).unwrap();
+            // the stream's range and where its first block header sits (after the gzip header's
+            // 10 bytes, none of them optional here, or the zlib header's 2)
+            let (range, header) = if array.contains("blosc") {
+                let r = first_blosc_stream(&bytes);
+                (r.clone(), r.start + 2)
+            } else if bytes[..2] == [0x1f, 0x8b] {
+                assert_eq!(bytes[3], 0, "{array}: a gzip header without optional fields");
+                (0..bytes.len(), 10)
+            } else {
+                (0..bytes.len(), 2)
+            };
+            bytes[header] |= 6;
+            std::fs::write(&path, &bytes).unwrap();
+            let err = read_emulated(dir.path(), array, ArrayOptions::default()).unwrap_err();
+            let msg = err.to_string();
+            let Error::Decode { location, .. } = &err else { panic!("{array}: not a decode error: {msg}") };
+            assert_eq!(location.array.trim_start_matches('/'), array, "{msg}");
+            assert_eq!(
+                location.key.as_deref().map(|k| k.trim_start_matches('/')),
+                Some(format!("{array}/{key}").as_str()),
+                "{msg}"
+            );
+            assert!(msg.contains(array) && msg.contains(key), "names array and key: {msg}");
+            let stream = format!("inflate stream at bytes {}..{} of the chunk", range.start, range.end);
+            assert!(msg.contains(&stream), "{array}: names the stream's byte range ({stream}): {msg}");
+            assert!(msg.contains("malformed compressed data") || msg.contains("corrupt"), "{array}: says what: {msg}");
+        }
+    }
+
     /// Byte flips all over checksummed zstd chunks: every read is either the exact data (a flip
     /// that changes nothing decoded) or a decode error naming the array and a chunk, never a
     /// panic or wrong bytes.

@@ -8,7 +8,7 @@
 //! cargo run --release -p damacy-kernels --example kernel_bench -- \
 //!     [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
 //!     [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble] [--sizes 64K,256K,1M,4M] \
-//!     [--batch-mib N]
+//!     [--batch-mib N] [--zstd-levels 0,3,9]
 //! ```
 //!
 //! Every decode case is one wave (`Decoder::decode_wave`) holding a whole batch (≥ 256 MiB of
@@ -18,7 +18,10 @@
 //! status read-back). GB/s is 10⁹ decoded bytes per second. Each case's output is compared once
 //! with the CPU reference (the blosc C library, lz4_flex, or a host crop) before its numbers
 //! count: a case whose output differs reports no number and makes the run fail. zstd chunks are
-//! frames of the `zstd` crate at level 3; deflate chunks are zlib streams of `flate2` at level 6,
+//! frames of the `zstd` crate at levels 0, 3 and 9 (`--zstd-levels`; libzstd's level 0 is its
+//! default, 3, so those frames equal level 3's: both rows are kept because issue 13 names both),
+//! of the label image, the smooth field and `noise` (uniformly random bytes, which libzstd
+//! stores as raw blocks and deflate as stored blocks); deflate chunks are zlib streams of `flate2` at level 6,
 //! which damacy decodes whole (`ChunkInput::zlib`, Adler-32 not verified) and whose raw deflate
 //! body (without the 2-byte header and the 4-byte trailer) is what the dump gives nvCOMP.
 //!
@@ -53,7 +56,8 @@ const EXIT_NO_DEVICE: u8 = 3;
 const WIDTH: usize = 2048;
 
 const USAGE: &str = "usage: kernel_bench [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
-[--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble] [--sizes 64K,256K,1M,4M] [--batch-mib N]";
+[--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble] [--sizes 64K,256K,1M,4M] [--batch-mib N] \
+[--zstd-levels 0,3,9]";
 
 // ---------------------------------------------------------------------------------------------
 // Command line
@@ -69,6 +73,7 @@ struct Args {
     cases: Vec<String>,
     sizes: Option<Vec<usize>>,
     batch_mib: Option<usize>,
+    zstd_levels: Vec<i32>,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -96,6 +101,7 @@ fn parse_args() -> Result<Args, String> {
         cases: ["lz4", "zstd", "deflate", "shuffle", "assemble"].map(str::to_owned).to_vec(),
         sizes: None,
         batch_mib: None,
+        zstd_levels: vec![0, 3, 9],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -111,6 +117,15 @@ fn parse_args() -> Result<Args, String> {
             "--sizes" => a.sizes = Some(value("--sizes")?.split(',').map(parse_size).collect::<Result<_, _>>()?),
             "--batch-mib" => {
                 a.batch_mib = Some(value("--batch-mib")?.parse().map_err(|e| format!("--batch-mib: {e}"))?);
+            }
+            "--zstd-levels" => {
+                a.zstd_levels = value("--zstd-levels")?
+                    .split(',')
+                    .map(|l| match l.trim().parse::<i32>() {
+                        Ok(v) if (-7..=22).contains(&v) => Ok(v),
+                        _ => Err(format!("--zstd-levels: {l:?} is not a zstd level (-7 to 22)")),
+                    })
+                    .collect::<Result<_, _>>()?;
             }
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
@@ -201,8 +216,15 @@ const DATASETS: [Dataset; 5] = [
     Dataset { name: "f32-noisy", dtype: "float32", typesize: 4, noise: Some(0.25), seed: 4 },
 ];
 
+/// Uniformly random bytes (see [`random_bytes`]): incompressible, the zstd and deflate cases'
+/// noise (raw and stored blocks).
+const NOISE: Dataset = Dataset { name: "noise", dtype: "uint8", typesize: 1, noise: None, seed: 6 };
+
 /// `len` bytes of the data set (little-endian elements, C order), generated in parallel.
 fn make_dataset(ds: &Dataset, len: usize) -> Vec<u8> {
+    if ds.name == NOISE.name {
+        return random_bytes(len, ds.seed);
+    }
     let mut out = vec![0u8; len];
     let ts = ds.typesize;
     out.par_chunks_mut(ts * 4096).enumerate().for_each(|(c, buf)| {
@@ -587,13 +609,14 @@ impl Bench {
 
     // -- zstd and deflate -------------------------------------------------------------------------
 
-    /// A batch of zstd frames (level 3, content size and no checksum, as zarr's `zstd` codec
+    /// A batch of zstd frames (at `level`, content size and no checksum, as zarr's `zstd` codec
     /// writes them): the zstd kernel.
-    fn zstd_case(&mut self, ds: &Dataset, data: &[u8], chunk: usize) -> Res<()> {
+    fn zstd_case(&mut self, ds: &Dataset, data: &[u8], chunk: usize, level: i32) -> Res<()> {
         let n = self.n_chunks(chunk);
-        let name = format!("zstd-{}-{}", ds.name, human(chunk));
+        let name = format!("zstd-l{level}-{}-{}", ds.name, human(chunk));
         let chunks: Vec<&[u8]> = (0..n).map(|i| &data[i * chunk..(i + 1) * chunk]).collect();
-        let frames: Vec<Vec<u8>> = chunks.par_iter().map(|c| zstd::bulk::compress(c, 3)).collect::<Result<_, _>>()?;
+        let frames: Vec<Vec<u8>> =
+            chunks.par_iter().map(|c| zstd::bulk::compress(c, level)).collect::<Result<_, _>>()?;
         let cpu_check: Result<(), String> = (0..n).into_par_iter().try_for_each(|i| {
             let d =
                 zstd::bulk::decompress(&frames[i], chunk).map_err(|e| format!("chunk {i}: libzstd rejects it: {e}"))?;
@@ -605,7 +628,7 @@ impl Bench {
         });
         let inputs: Vec<ChunkInput<'_>> = frames.iter().map(|f| ChunkInput::zstd(f).with_expected_len(chunk)).collect();
         let streams: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-        self.codec_case("zstd", "Zstd", &name, ds, chunk, &inputs, &streams, &chunks, cpu_check)
+        self.codec_case("zstd", "Zstd", &name, ds, chunk, level, &inputs, &streams, &chunks, cpu_check)
     }
 
     /// A batch of zlib streams (flate2, level 6): the inflate kernel; the dump holds each
@@ -639,10 +662,11 @@ impl Bench {
         });
         let inputs: Vec<ChunkInput<'_>> =
             streams.iter().map(|z| ChunkInput::zlib(z).with_expected_len(chunk)).collect();
-        self.codec_case("deflate", "Deflate", &name, ds, chunk, &inputs, &bodies, &chunks, cpu_check)
+        self.codec_case("deflate", "Deflate", &name, ds, chunk, 6, &inputs, &bodies, &chunks, cpu_check)
     }
 
-    /// The row of a zstd or deflate case: verified against `expected`, timed, dumped.
+    /// The row of a zstd or deflate case (compressed at `level`): verified against `expected`,
+    /// timed, dumped (the dump's entry also names the level).
     fn codec_case(
         &mut self,
         kind: &str,
@@ -650,6 +674,7 @@ impl Bench {
         name: &str,
         ds: &Dataset,
         chunk: usize,
+        level: i32,
         inputs: &[ChunkInput<'_>],
         streams: &[&[u8]],
         expected: &[&[u8]],
@@ -659,7 +684,7 @@ impl Bench {
         let encoded: usize = streams.iter().map(|s| s.len()).sum();
         let mut row = json!({
             "kind": kind, "name": name, "dataset": ds.name, "dtype": ds.dtype, "typesize": ds.typesize,
-            "chunk_bytes": chunk, "n_chunks": n, "decoded_bytes": n * chunk, "encoded_bytes": encoded,
+            "level": level, "chunk_bytes": chunk, "n_chunks": n, "decoded_bytes": n * chunk, "encoded_bytes": encoded,
             "ratio": (n * chunk) as f64 / encoded as f64, "comparable": true, "note": "",
         });
         if let Err(e) = cpu_check {
@@ -673,6 +698,9 @@ impl Bench {
             && let Some(dir) = self.dump.clone()
         {
             self.dump_streams(&dir, name, ds, chunk, algorithm, streams, expected)?;
+            if let Some(entry) = self.dump_index.last_mut() {
+                entry["level"] = json!(level);
+            }
             row["dump"] = json!(name);
         }
         self.rows.push(row);
@@ -1057,17 +1085,27 @@ fn run(args: &Args) -> Res<ExitCode> {
     if want("zstd") || want("deflate") {
         // Last (the GPU run's time limit cuts the end first). Unshuffled, as zarr's `bytes` +
         // `zstd`/`gzip` chains store them: the label image (long matches, high ratio) and a
-        // smooth field with noisy low bits (literals, short matches, ratio ~1.05).
-        for ds in DATASETS.iter().filter(|d| matches!(d.name, "u16-labels" | "u16-smooth")) {
+        // smooth field with noisy low bits (literals, short matches, ratio ~1.05), and noise
+        // (raw / stored blocks: copies). zstd at each of --zstd-levels, deflate at level 6.
+        let codec_sets = DATASETS.iter().filter(|d| matches!(d.name, "u16-labels" | "u16-smooth")).chain([&NOISE]);
+        for ds in codec_sets {
             let data = make_dataset(ds, cap);
             for &chunk in &sizes {
-                for codec in ["zstd", "deflate"].into_iter().filter(|c| want(c)) {
-                    eprintln!("[{:>6.1} s] {codec} {} {}", started.elapsed().as_secs_f64(), ds.name, human(chunk));
-                    if codec == "zstd" {
-                        b.zstd_case(ds, &data, chunk)?;
-                    } else {
-                        b.deflate_case(ds, &data, chunk)?;
+                if want("zstd") {
+                    for &level in &args.zstd_levels {
+                        eprintln!(
+                            "[{:>6.1} s] zstd level {level} {} {}",
+                            started.elapsed().as_secs_f64(),
+                            ds.name,
+                            human(chunk)
+                        );
+                        b.zstd_case(ds, &data, chunk, level)?;
+                        b.save(false)?;
                     }
+                }
+                if want("deflate") {
+                    eprintln!("[{:>6.1} s] deflate {} {}", started.elapsed().as_secs_f64(), ds.name, human(chunk));
+                    b.deflate_case(ds, &data, chunk)?;
                     b.save(false)?;
                 }
             }

@@ -66,22 +66,21 @@ fn resources() -> (BTreeMap<String, Resources>, String) {
 /// 15's sizes), two chunks each, compressed by flate2 at level 6 from a smooth u16 field with
 /// noise in the low bits (microscopy-like: literals and short matches).
 fn gzip_batches(device: &damacy_kernels::Device) -> Vec<common::cost_cases::CostCase> {
-    use std::io::Write as _;
     [(64usize << 10, "gzip-64KiB"), (256 << 10, "gzip-256KiB"), (1 << 20, "gzip-1MiB")]
         .into_iter()
         .map(|(size, name)| {
             let fields: Vec<Vec<u8>> = (0..2u64).map(|k| common::cost_cases::smooth_u16_field(size, k)).collect();
-            let chunks: Vec<Vec<u8>> = fields
-                .iter()
-                .map(|f| {
-                    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-                    enc.write_all(f).expect("compressing into memory");
-                    enc.finish().expect("compressing into memory")
-                })
-                .collect();
-            common::cost_cases::batch_case(device, name, "gzip (flate2 level 6)", &fields, &chunks, |b| {
-                damacy_kernels::ChunkInput::gzip(b)
-            })
+            let chunks: Vec<Vec<u8>> = fields.iter().map(|f| common::cost_cases::gzip(f, 6)).collect();
+            common::cost_cases::batch_case(
+                device,
+                name,
+                "gzip (flate2 level 6)",
+                common::cost_cases::SMOOTH,
+                common::cost_cases::REPORT_ONLY,
+                &fields,
+                &chunks,
+                |b| damacy_kernels::ChunkInput::gzip(b),
+            )
         })
         .collect()
 }
@@ -93,14 +92,7 @@ fn checksum_batches(device: &damacy_kernels::Device) -> Vec<common::cost_cases::
     use std::io::Write as _;
     let size = 256usize << 10;
     let fields: Vec<Vec<u8>> = (0..2u64).map(|k| common::cost_cases::smooth_u16_field(size, k)).collect();
-    let gz: Vec<Vec<u8>> = fields
-        .iter()
-        .map(|f| {
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-            enc.write_all(f).expect("compressing into memory");
-            enc.finish().expect("compressing into memory")
-        })
-        .collect();
+    let gz: Vec<Vec<u8>> = fields.iter().map(|f| common::cost_cases::gzip(f, 6)).collect();
     let zl: Vec<Vec<u8>> = fields
         .iter()
         .map(|f| {
@@ -114,6 +106,8 @@ fn checksum_batches(device: &damacy_kernels::Device) -> Vec<common::cost_cases::
             device,
             "gzip-256KiB-crc",
             "gzip (flate2 level 6, CRC32 verified)",
+            common::cost_cases::SMOOTH,
+            common::cost_cases::REPORT_ONLY,
             &fields,
             &gz,
             |b| damacy_kernels::ChunkInput::gzip(b).with_checksum_verification(),
@@ -122,6 +116,8 @@ fn checksum_batches(device: &damacy_kernels::Device) -> Vec<common::cost_cases::
             device,
             "zlib-256KiB-adler",
             "zlib (flate2 level 6, Adler-32 verified)",
+            common::cost_cases::SMOOTH,
+            common::cost_cases::REPORT_ONLY,
             &fields,
             &zl,
             |b| damacy_kernels::ChunkInput::zlib(b).with_expected_len(256 << 10).with_checksum_verification(),

@@ -19,9 +19,15 @@ export TSAN_OPTIONS="halt_on_error=0:exitcode=66:report_signal_unsafe=0:suppress
 cargo test -p damacy-kernels --features emulate --test emulator_checks "$@"
 # inflate: hand-built stored/fixed/dynamic blocks, gzip members and every status case (small
 # streams: table builds, match and stored copies, both checksums, all through the warp commands)
+# and its corrupt/truncated sweep (fewer variants per stream under TSan)
 cargo test -p damacy-kernels --features emulate --test inflate "$@" -- \
     hand_built_blocks_decode gzip_members_and_header_fields statuses_name_what_is_wrong \
-    short_codes_and_long_runs_decode
+    short_codes_and_long_runs_decode corrupt_and_truncated_streams_end_in_a_status
+# zstd: frames built for every literal/table mode, every repeat-offset rule, and the corrupt and
+# truncated sweeps (a smaller corpus under TSan: frames up to 8 KB, fewer cuts and flips)
+cargo test -p damacy-kernels --features emulate --test zstd "$@" -- \
+    crafted_frames_match_libzstd repeat_offsets_of_every_kind_match_libzstd \
+    truncated_frames_are_errors corrupt_frames_never_crash
 # lz4_kernel_matches_lz4_flex (62 s here, inputs up to 200 KB) is skipped too: the LZ4 kernel's
 # paths run under TSan in the generated-block, short-sequence and one-wave tests.
 exec cargo test -p damacy-kernels --features emulate --test emulated "$@" -- \

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    blosc_compress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_mixed_codec_waves, run_pipelined_waves,
-    test_data,
+    blosc_compress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_inflate_checks, run_mixed_codec_waves,
+    run_pipelined_waves, test_data,
 };
 use damacy_kernels::{ChunkInput, Device, Error};
 
@@ -95,6 +95,16 @@ fn gpu_zstd_matches_libzstd_and_corruption_is_a_status() {
     if let Ok(v) = &r[0] {
         assert_eq!(Some(v.clone()), zstd::bulk::decompress(&bad, v.len()).ok());
     }
+}
+
+/// gzip and zlib through the inflate kernel on the GPU: flate2's streams at every level (stored,
+/// fixed and dynamic blocks), a two-member gzip chunk with every header field, and corrupt
+/// streams, each fault its status (checksums, header CRC, reserved block type, truncation,
+/// overflow, preset dictionary). The same checks run on the emulator in `tests/inflate.rs`.
+#[test]
+fn gpu_inflate_matches_flate2_and_corruption_is_a_status() {
+    let Some(device) = gpu() else { return };
+    run_inflate_checks(&device, 300_000);
 }
 
 #[test]

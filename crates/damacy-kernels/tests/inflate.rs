@@ -28,6 +28,12 @@ fn under_asan() -> bool {
     std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1")
 }
 
+/// Whether this run is the `ThreadSanitizer` build (`scripts/tsan.sh` sets `DAMACY_EMU_TSAN=1`):
+/// the corrupt and truncated sweep runs fewer variants of each stream there.
+fn under_tsan() -> bool {
+    std::env::var("DAMACY_EMU_TSAN").is_ok_and(|v| v == "1")
+}
+
 /// The schedule seeds of this run (the shuffled one only under `ASan`).
 fn seeds() -> &'static [u64] {
     if under_asan() { &SEEDS[1..] } else { &SEEDS }
@@ -990,6 +996,15 @@ fn statuses_name_what_is_wrong() {
     }
 }
 
+/// The checks of the gated GPU test `gpu_inflate_matches_flate2_and_corruption_is_a_status`
+/// (`tests/gpu.rs`), here on the emulator under the shuffled schedule, with chunks up to 60 KB
+/// (300 KB on the GPU; 12 KB under `ASan`, where the other tests of this file already take every
+/// path of these streams) to keep the emulated run short.
+#[test]
+fn gpu_test_checks_pass_on_the_emulator() {
+    common::run_inflate_checks(&Device::emulated(SEEDS[1]), if under_asan() { 12_000 } else { 60_000 });
+}
+
 /// Bytes of a gzip member's header (FEXTRA, FNAME, FCOMMENT, no FHCRC).
 fn header_len(g: &[u8]) -> usize {
     let xlen = u16::from_le_bytes([g[10], g[11]]) as usize;
@@ -1017,7 +1032,13 @@ fn corrupt_and_truncated_streams_end_in_a_status() {
         s ^= s << 17;
         s
     };
-    let per = if under_asan() { 40 } else { 120 };
+    let per = if under_tsan() {
+        9
+    } else if under_asan() {
+        40
+    } else {
+        120
+    };
     let mut variants: Vec<(Vec<u8>, bool, usize, bool)> = Vec::new(); // bytes, gzip, expected, truncated
     for (c, gz) in &originals {
         let expect = if *gz { d.len() } else { ref_unzlib(c).unwrap().len() };

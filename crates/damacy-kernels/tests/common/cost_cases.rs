@@ -1,7 +1,7 @@
 //! The workloads of the cost model (issue 14): fixture chunks through the decode kernels, and
 //! crops through assemble. Shared by `tests/kernel_cost.rs` (budgets) and `benches/cost.rs`
 //! (the report), each including this file with `#[path]`.
-#![allow(dead_code, unreachable_pub, clippy::missing_panics_doc)]
+#![allow(dead_code, unreachable_pub, clippy::missing_panics_doc, clippy::too_many_arguments)]
 
 use damacy_kernels::cost::{self, LaunchCost};
 use damacy_kernels::{AssembleJob, Assembler, ChunkInput, Decoder, Device, Dtype};
@@ -115,12 +115,51 @@ pub fn smooth_u16_field(bytes: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// Decodes `chunks` (compressed by `codec` from `fields`, one each) as one batch, checks every
-/// chunk against its field byte for byte and records the launches; a report-only case.
+/// `bytes` bytes (even) of a label image of little-endian u16, 512 elements a row: blocks of
+/// 32 × 32 elements of one label (0 in a third of them), so runs of 64 bytes and rows that
+/// repeat the row above (matches 1 KiB back): what a segmentation mask stored with zstd looks
+/// like, mostly long matches.
+pub fn label_u16_field(bytes: usize) -> Vec<u8> {
+    (0..bytes as u64 / 2)
+        .flat_map(|i| {
+            let (x, y) = (i % 512, i / 512);
+            let v = if (x / 32 + y / 32) % 3 == 0 { 0 } else { (1 + x / 64 + 8 * (y / 64)) as u16 };
+            v.to_le_bytes()
+        })
+        .collect()
+}
+
+/// `bytes` uniformly random bytes (incompressible: zstd stores raw blocks, deflate stored
+/// blocks); `seed` picks them.
+pub fn noise(bytes: usize, seed: u64) -> Vec<u8> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64 ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..bytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// A gzip member of `d` at flate2 `level`.
+pub fn gzip(d: &[u8], level: u32) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+    enc.write_all(d).expect("compressing into memory");
+    enc.finish().expect("compressing into memory")
+}
+
+/// Decodes `chunks` (compressed by `codec` from `fields`, one each, of the data `data`
+/// describes) as one batch, checks every chunk against its field byte for byte and records the
+/// launches; `note` ends the description (whether the case has a budget).
 pub fn batch_case(
     device: &Device,
     name: &'static str,
     codec: &str,
+    data: &str,
+    note: &str,
     fields: &[Vec<u8>],
     chunks: &[Vec<u8>],
     input: fn(&[u8]) -> ChunkInput<'_>,
@@ -138,11 +177,7 @@ pub fn batch_case(
     let ratio = (chunks.len() * size) as f64 / chunks.iter().map(Vec::len).sum::<usize>() as f64;
     CostCase {
         name,
-        what: format!(
-            "{} {codec} chunks of {} KiB, a smooth u16 field ({ratio:.1}:1; report only, no budget)",
-            chunks.len(),
-            size >> 10
-        ),
+        what: format!("{} {codec} chunks of {} KiB, {data} ({ratio:.2}:1; {note})", chunks.len(), size >> 10),
         bytes,
         launches,
     }
@@ -150,16 +185,78 @@ pub fn batch_case(
 
 /// Report-only cases (no budget) for issue 13's benchmark sizes: two zstd level-3 chunks (the
 /// `zstd` crate, content size in the header) of 64 KiB, 256 KiB and 1 MiB of
-/// [`smooth_u16_field`], each chunk checked byte for byte against the field.
+/// [`smooth_u16_field`], and one of 4 MiB (its record takes ~50 s of a core: too long for the
+/// budget test), each chunk checked byte for byte against the field.
 pub fn zstd_batches(device: &Device) -> Vec<CostCase> {
-    [(64usize << 10, "zstd-64KiB"), (256 << 10, "zstd-256KiB"), (1 << 20, "zstd-1MiB")]
+    [(64usize << 10, "zstd-64KiB"), (256 << 10, "zstd-256KiB"), (1 << 20, "zstd-1MiB"), (4 << 20, "zstd-4MiB-smooth")]
         .into_iter()
         .map(|(size, name)| {
-            let fields: Vec<Vec<u8>> = (0..2u64).map(|k| smooth_u16_field(size, k)).collect();
+            let n = if size >= 4 << 20 { 1 } else { 2 };
+            let fields: Vec<Vec<u8>> = (0..n).map(|k| smooth_u16_field(size, k)).collect();
             let chunks: Vec<Vec<u8>> = fields.iter().map(|f| zstd::bulk::compress(f, 3).unwrap()).collect();
-            batch_case(device, name, "zstd level 3", &fields, &chunks, |b| ChunkInput::zstd(b))
+            batch_case(device, name, "zstd level 3", SMOOTH, REPORT_ONLY, &fields, &chunks, |b| ChunkInput::zstd(b))
         })
         .collect()
+}
+
+/// What [`smooth_u16_field`] is, for the report.
+pub const SMOOTH: &str = "a smooth u16 field";
+/// The note of a case without a budget.
+pub const REPORT_ONLY: &str = "report only, no budget";
+/// The note of a budgeted batch case.
+const BUDGETED: &str = "budgeted";
+
+/// Budgeted batch cases beside the fixtures (issues 13 and 15's benchmark matrix): the largest
+/// zstd chunk size (one 4 MiB chunk of [`label_u16_field`], level 3: long matches, so its record
+/// takes seconds; the smooth field's 4 MiB chunk is report-only in [`zstd_batches`]), zstd and
+/// gzip at level 9 (two 64 KiB chunks of the smooth field) and on noise (two 256 KiB chunks:
+/// raw and stored blocks), every chunk checked byte for byte against its field. They add about
+/// 10 s of a core to the budget test.
+pub fn budgeted_batches(device: &Device) -> Vec<CostCase> {
+    let smooth = |size: usize, n: u64| -> Vec<Vec<u8>> { (0..n).map(|k| smooth_u16_field(size, k)).collect() };
+    let noisy: Vec<Vec<u8>> = (0..2u64).map(|k| noise(256 << 10, k)).collect();
+    let zstd_of = |fields: &[Vec<u8>], level: i32| -> Vec<Vec<u8>> {
+        fields.iter().map(|f| zstd::bulk::compress(f, level).unwrap()).collect()
+    };
+    let gzip_of = |fields: &[Vec<u8>], level: u32| -> Vec<Vec<u8>> { fields.iter().map(|f| gzip(f, level)).collect() };
+    let zstd_in: fn(&[u8]) -> ChunkInput<'_> = |b| ChunkInput::zstd(b);
+    let gzip_in: fn(&[u8]) -> ChunkInput<'_> = |b| ChunkInput::gzip(b);
+    let big = vec![label_u16_field(4 << 20)];
+    let mid = smooth(64 << 10, 2);
+    vec![
+        batch_case(
+            device,
+            "zstd-4MiB",
+            "zstd level 3",
+            "a u16 label image",
+            BUDGETED,
+            &big,
+            &zstd_of(&big, 3),
+            zstd_in,
+        ),
+        batch_case(device, "zstd-l9", "zstd level 9", SMOOTH, BUDGETED, &mid, &zstd_of(&mid, 9), zstd_in),
+        batch_case(
+            device,
+            "zstd-noise",
+            "zstd level 3",
+            "random bytes",
+            BUDGETED,
+            &noisy,
+            &zstd_of(&noisy, 3),
+            zstd_in,
+        ),
+        batch_case(device, "gzip-l9", "gzip (flate2 level 9)", SMOOTH, BUDGETED, &mid, &gzip_of(&mid, 9), gzip_in),
+        batch_case(
+            device,
+            "gzip-noise",
+            "gzip (flate2 level 6)",
+            "random bytes",
+            BUDGETED,
+            &noisy,
+            &gzip_of(&noisy, 6),
+            gzip_in,
+        ),
+    ]
 }
 
 /// Every workload, on the emulated device.
@@ -184,4 +281,7 @@ pub fn cost_cases() -> Vec<CostCase> {
         // the same batch without a cast: the wide path (rows as aligned 16-byte words)
         assemble_case(&device, "assemble-batch-u16", Dtype::U16, 16),
     ]
+    .into_iter()
+    .chain(budgeted_batches(&device))
+    .collect()
 }

@@ -392,3 +392,140 @@ pub fn run_mixed_codec_waves(device: &Device, small_waves: bool) {
         assert!(r.as_ref().unwrap_or_else(|e| panic!("chunk {k}: {e}")) == d, "chunk {k} differs in small waves");
     }
 }
+
+/// gzip and zlib streams through the inflate kernel on `device` (the gated GPU test, and the
+/// emulator in `tests/inflate.rs` so that the same checks are known to pass and to fail): flate2's
+/// output at levels 0 to 9 (stored, fixed and dynamic blocks), gzip and zlib alternating, 1 byte to
+/// about `largest` bytes, and a gzip chunk of two members, the first with every optional header field (FEXTRA,
+/// FNAME, FCOMMENT, FHCRC), decode to their bytes with checksums verified. Corrupt streams end in
+/// the status that names the fault: a bad CRC32, ISIZE, header CRC or Adler-32 → checksum
+/// mismatch; a reserved block type or a zlib header whose check bits are wrong → corrupt; a
+/// stream cut in half → truncated; an output one byte short → overflow; a zlib preset
+/// dictionary → unsupported. Without verification the checksums are not read.
+#[allow(clippy::too_many_lines, clippy::similar_names, clippy::many_single_char_names)]
+pub fn run_inflate_checks(device: &Device, largest: usize) {
+    use damacy_kernels::StreamStatus;
+    use flate2::Compression;
+    use std::io::Write as _;
+
+    fn gzip(d: &[u8], level: u32) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), Compression::new(level));
+        e.write_all(d).unwrap();
+        e.finish().unwrap()
+    }
+    fn zlib(d: &[u8], level: u32) -> Vec<u8> {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), Compression::new(level));
+        e.write_all(d).unwrap();
+        e.finish().unwrap()
+    }
+    fn crc32(d: &[u8]) -> u32 {
+        let mut c = flate2::Crc::new();
+        c.update(d);
+        c.sum()
+    }
+    /// A member with FEXTRA, FNAME, FCOMMENT and FHCRC; the index of its header CRC's first byte.
+    fn gzip_with_every_field(d: &[u8]) -> (Vec<u8>, usize) {
+        let mut e = flate2::GzBuilder::new()
+            .extra(b"ab\x02\x00xy".to_vec())
+            .filename("chunk.bin")
+            .comment("damacy")
+            .write(Vec::new(), Compression::new(6));
+        e.write_all(d).unwrap();
+        let mut g = e.finish().unwrap();
+        let xlen = usize::from(u16::from_le_bytes([g[10], g[11]]));
+        let mut end = 12 + xlen;
+        for _ in 0..2 {
+            end += g[end..].iter().position(|&b| b == 0).unwrap() + 1;
+        }
+        g[3] |= 2;
+        let h = (crc32(&g[..end]) & 0xFFFF) as u16;
+        g.splice(end..end, h.to_le_bytes());
+        (g, end)
+    }
+    let status_of = |r: &Result<Vec<u8>, Error>| match r {
+        Err(Error::Stream { status, codec, .. }) => {
+            assert_eq!(*codec, "inflate", "{r:?}");
+            Some(*status)
+        }
+        _ => None,
+    };
+
+    // Every level, both wrappers, sizes from 1 byte to about `largest`.
+    let mut streams: Vec<(Vec<u8>, bool, Vec<u8>)> = Vec::new(); // stream, gzip, decoded
+    for level in 0..=9u32 {
+        for (k, n) in [1usize, 3000, largest / 4, largest].into_iter().enumerate() {
+            let d = test_data(n + level as usize * 131, (k + level as usize) as u8, u64::from(level));
+            let gz = (k + level as usize).is_multiple_of(2);
+            streams.push((if gz { gzip(&d, level) } else { zlib(&d, level) }, gz, d));
+        }
+    }
+    let a = test_data(5000, 3, 7);
+    let b = test_data(20_000, 2, 8);
+    let (mut two, _) = gzip_with_every_field(&a);
+    two.extend(gzip(&b, 1));
+    streams.push((two, true, [a.clone(), b].concat()));
+    let inputs: Vec<ChunkInput<'_>> = streams
+        .iter()
+        .map(|(s, gz, d)| {
+            let i = if *gz { ChunkInput::gzip(s) } else { ChunkInput::zlib(s) };
+            i.with_expected_len(d.len()).with_checksum_verification()
+        })
+        .collect();
+    for (k, (r, (_, gz, d))) in decode_host(device, &inputs).iter().zip(&streams).enumerate() {
+        let v = r.as_ref().unwrap_or_else(|e| panic!("stream {k} (gzip {gz}, {} bytes): {e}", d.len()));
+        assert!(v == d, "stream {k} (gzip {gz}, {} bytes) decoded to other bytes", d.len());
+    }
+
+    // Corrupt streams: each fault its status.
+    let d = test_data(40_000, 3, 11);
+    let g = gzip(&d, 6);
+    let z = zlib(&d, 6);
+    let (n, m) = (g.len(), z.len());
+    let mut bad_crc = g.clone();
+    bad_crc[n - 6] ^= 1; // CRC32: bytes n-8..n-4
+    let mut bad_isize = g.clone();
+    bad_isize[n - 1] ^= 1;
+    let mut bad_adler = z.clone();
+    bad_adler[m - 1] ^= 0x40;
+    let (mut bad_hcrc, at) = gzip_with_every_field(&d);
+    bad_hcrc[at] ^= 0xFF;
+    let mut reserved = z.clone();
+    reserved[2] |= 6; // the first block's type: 3, reserved
+    let mut reserved_gz = g.clone();
+    reserved_gz[10] |= 6;
+    let mut bad_header = z.clone();
+    bad_header[1] ^= 1; // CMF·256 + FLG no longer a multiple of 31
+    let mut dict = z.clone();
+    let flg = 0xA0u32; // FDICT, with a valid header check
+    dict[1] = (flg + (31 - ((0x78 << 8 | flg) % 31)) % 31) as u8;
+    let cases: Vec<(&str, ChunkInput<'_>, StreamStatus)> = vec![
+        ("crc32", ChunkInput::gzip(&bad_crc), StreamStatus::ChecksumMismatch),
+        ("isize", ChunkInput::gzip(&bad_isize), StreamStatus::ChecksumMismatch),
+        ("adler32", ChunkInput::zlib(&bad_adler), StreamStatus::ChecksumMismatch),
+        ("header crc", ChunkInput::gzip(&bad_hcrc), StreamStatus::ChecksumMismatch),
+        ("reserved block (zlib)", ChunkInput::zlib(&reserved), StreamStatus::Corrupt),
+        ("reserved block (gzip)", ChunkInput::gzip(&reserved_gz), StreamStatus::Corrupt),
+        ("truncated", ChunkInput::zlib(&z[..m / 2]), StreamStatus::SrcTruncated),
+        ("no trailer", ChunkInput::gzip(&g[..n - 3]), StreamStatus::SrcTruncated),
+        ("overflow", ChunkInput::gzip(&g).with_expected_len(d.len() - 1), StreamStatus::DstOverflow),
+        ("dictionary", ChunkInput::zlib(&dict), StreamStatus::Unsupported),
+        ("zlib header check", ChunkInput::zlib(&bad_header), StreamStatus::Corrupt),
+    ];
+    let inputs: Vec<ChunkInput<'_>> = cases
+        .iter()
+        .map(|(_, i, _)| if i.expected_len.is_none() { i.with_expected_len(d.len()) } else { *i })
+        .map(ChunkInput::with_checksum_verification)
+        .collect();
+    for (r, (what, _, want)) in decode_host(device, &inputs).iter().zip(&cases) {
+        assert_eq!(status_of(r), Some(*want), "{what}: {r:?}");
+    }
+    // Without verification the trailers and the header CRC are not read.
+    let lax: Vec<ChunkInput<'_>> =
+        [ChunkInput::gzip(&bad_crc), ChunkInput::zlib(&bad_adler), ChunkInput::gzip(&bad_hcrc)]
+            .into_iter()
+            .map(|i| i.with_expected_len(d.len()))
+            .collect();
+    for r in decode_host(device, &lax) {
+        assert!(r.as_ref().is_ok_and(|v| *v == d), "{r:?}");
+    }
+}
