@@ -99,6 +99,12 @@ void __tsan_release(void* addr);
 #define DMC_EMU_TSAN 0
 #endif
 
+// DMC_EMU_UBSAN=1 (set by the build script with -fsanitize=alignment): every load and store
+// through a T* checks the address against alignof(T) and aborts on a misaligned one.
+#ifndef DMC_EMU_UBSAN
+#define DMC_EMU_UBSAN 0
+#endif
+
 #define DMC_EMULATE 1
 
 #if !defined(__x86_64__)

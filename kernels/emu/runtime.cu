@@ -80,6 +80,10 @@ extern "C" int dmc_emu_configure(unsigned schedule, unsigned dyn_smem, unsigned 
 // 2 ThreadSanitizer.
 extern "C" int dmc_emu_sanitizer(void) { return DMC_EMU_ASAN ? 1 : DMC_EMU_TSAN ? 2 : 0; }
 
+// Whether the emulated kernels were built with the alignment sanitizer (DAMACY_EMU_UBSAN=1:
+// scripts/ubsan.sh, and scripts/asan.sh beside AddressSanitizer): 1 if so, else 0.
+extern "C" int dmc_emu_alignment_checked(void) { return DMC_EMU_UBSAN; }
+
 // A hand-off between OS threads that TSan cannot see (the emulated streams' queues and events
 // are Rust channels, mutexes and condition variables on futexes): `release` 1 on the sending
 // side, 0 on the receiving side, with the same address. Then what the host did before queueing

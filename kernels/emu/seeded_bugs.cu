@@ -154,3 +154,36 @@ extern "C" __global__ void __launch_bounds__(32) dmc_bug_oob_read(dmc_u32 fixed,
     else out[threadIdx.x] = cells[31 + past] + sum;
 }
 DMC_EMU_LAUNCHER(dmc_bug_oob_read, (dmc_u32 fixed, dmc_u32 where, dmc_u32* out), (fixed, where, out))
+
+// A misaligned access: lane l loads (store 0) or stores (store 1) a `width`-byte word (2, 4, 8,
+// or 16 through common.cuh's dmc_load16/dmc_store16) at buf + 2 * width * l + 1, or at
+// buf + 2 * width * l when fixed. A GPU faults on it (misaligned address); x86 forgives it, so
+// only the alignment-sanitizer build (DAMACY_EMU_UBSAN=1) catches it. Mapping: one warp; buf
+// holds 64 * width bytes, out[lane] the loaded word's low 8 bytes.
+extern "C" __global__ void __launch_bounds__(32) dmc_bug_misaligned(dmc_u32 fixed, dmc_u32 width, dmc_u32 store,
+                                                                    dmc_u8* buf, dmc_u64* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    dmc_u8* p = buf + 2 * width * lane + (fixed ? 0u : 1u);
+    const dmc_u64 v = 0x0101010101010101ull * (lane + 1);
+    dmc_u64 r = 0;
+    if (width == 2) {
+        if (store) *(dmc_u16*)p = (dmc_u16)v;
+        else r = *(const dmc_u16*)p;
+    } else if (width == 4) {
+        if (store) *(dmc_u32*)p = (dmc_u32)v;
+        else r = *(const dmc_u32*)p;
+    } else if (width == 8) {
+        if (store) *(dmc_u64*)p = v;
+        else r = *(const dmc_u64*)p;
+    } else {
+        if (store) {
+            dmc_store16(p, dmc_u32x4{{(dmc_u32)v, (dmc_u32)v, (dmc_u32)v, (dmc_u32)v}});
+        } else {
+            const dmc_u32x4 x = dmc_load16(p);
+            r = (dmc_u64)x.w[0] | (dmc_u64)x.w[1] << 32;
+        }
+    }
+    out[lane] = r;
+}
+DMC_EMU_LAUNCHER(dmc_bug_misaligned, (dmc_u32 fixed, dmc_u32 width, dmc_u32 store, dmc_u8* buf, dmc_u64* out),
+                 (fixed, width, store, buf, out))

@@ -15,6 +15,7 @@ use damacy_kernels as _;
 unsafe extern "C" {
     fn dmc_emu_configure(schedule: u32, dyn_smem: u32, max_dyn_smem: u32, watchdog_ms: u32) -> i32;
     fn dmc_emu_sanitizer() -> i32;
+    fn dmc_emu_alignment_checked() -> i32;
     fn dmc_emu_dmc_selftest_neighbor(gx: u32, gy: u32, bx: u32, seed: u64, with_barrier: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_missing_syncwarp(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_lost_update(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, counter: *mut u32) -> i32;
@@ -22,6 +23,17 @@ unsafe extern "C" {
     fn dmc_emu_dmc_bug_divergent_shfl(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_uninit_shared(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_oob_read(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, place: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_misaligned(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        fixed: u32,
+        width: u32,
+        store: u32,
+        buf: *mut u8,
+        out: *mut u64,
+    ) -> i32;
     fn dmc_emu_dmc_bug_big_shared(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_rounding_mode(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_spin_wait(gx: u32, gy: u32, bx: u32, seed: u64, flag: *mut u32, out: *mut u32) -> i32;
@@ -58,6 +70,8 @@ fn child(test: &str, case: &str) -> (bool, String) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env("DMC_EMU_CHILD", case)
+        // the alignment sanitizer's reports name the kernel's frames too
+        .env("UBSAN_OPTIONS", format!("print_stacktrace=1:{}", std::env::var("UBSAN_OPTIONS").unwrap_or_default()))
         .output()
         .unwrap();
     (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
@@ -241,6 +255,79 @@ fn out_of_bounds_reads_are_reported_under_asan() {
         assert!(err.contains("dmc_bug_oob_read"), "place {place}: the report does not name the kernel:\n{err}");
         let (ok, err) = child("out_of_bounds_reads_are_reported_under_asan", &format!("fixed,{place}"));
         assert!(ok && !err.contains("AddressSanitizer"), "place {place} without the defect:\n{err}");
+    }
+}
+
+#[test]
+fn misaligned_accesses_abort_under_the_alignment_sanitizer() {
+    // Lane l loads or stores a 2-, 4-, 8- or 16-byte word one byte past an aligned address. x86
+    // forgives that and a GPU faults, so only the alignment-sanitizer build (scripts/ubsan.sh,
+    // and scripts/asan.sh beside ASan) can catch it: the first such access aborts, naming its
+    // file and line. In every build the aligned variant must move the right bytes.
+    let run = |fixed: u32, width: u32, store: u32| {
+        // 16-byte aligned, as device memory is
+        let mut words = vec![0u128; 4 * width as usize];
+        // SAFETY: the 64 * width bytes of `words`, which outlives the slice.
+        let buf = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), 64 * width as usize) };
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let mut out = vec![0u64; 32];
+        // SAFETY: buf holds the 64 * width bytes the 32 lanes address (2 * width apart, plus
+        // one); out holds one word per lane.
+        let rc = unsafe {
+            dmc_emu_dmc_bug_misaligned(1, 1, 32, 0x5EED, fixed, width, store, buf.as_mut_ptr(), out.as_mut_ptr())
+        };
+        assert_eq!(rc, 0);
+        (buf.to_vec(), out)
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        let mut it = case.split(',');
+        let fixed = u32::from(it.next() == Some("fixed"));
+        let (width, store) = (it.next().unwrap().parse().unwrap(), u32::from(it.next() == Some("store")));
+        run(fixed, width, store);
+        return;
+    }
+    configure(SYNC, 0, 0, 0);
+    for width in [2u32, 4, 8, 16] {
+        let (_, out) = run(1, width, 0);
+        for (lane, &got) in out.iter().enumerate() {
+            let at = 2 * width as usize * lane;
+            let want = (0..width.min(8) as usize).fold(0u64, |v, k| v | u64::from((at + k) as u8) << (8 * k));
+            assert_eq!(got, want, "width {width}, lane {lane}: the aligned load");
+        }
+        let (buf, _) = run(1, width, 1);
+        for lane in 0..32usize {
+            let at = 2 * width as usize * lane;
+            let word = &buf[at..at + width as usize];
+            assert!(
+                word.iter().all(|&b| b == lane as u8 + 1),
+                "width {width}, lane {lane}: the aligned store {word:?}"
+            );
+        }
+    }
+    // SAFETY: no arguments, no state.
+    if unsafe { dmc_emu_alignment_checked() } != 1 {
+        eprintln!("misaligned accesses: the check itself needs the alignment-sanitizer build (scripts/ubsan.sh)");
+        return;
+    }
+    let test = "misaligned_accesses_abort_under_the_alignment_sanitizer";
+    for width in [2u32, 4, 8, 16] {
+        for kind in ["load", "store"] {
+            let (ok, err) = child(test, &format!("bug,{width},{kind}"));
+            let what = format!("{kind} {} misaligned address", if kind == "load" { "of" } else { "to" });
+            assert!(
+                !ok && err.contains(&what) && err.contains(&format!("requires {width} byte alignment")),
+                "{width}-byte {kind}: no misaligned access reported:\n{err}"
+            );
+            // The report names the access's file and line: the kernel's, or common.cuh's 16-byte
+            // helper (then the stack names the kernel).
+            let site = if width == 16 { "kernels/common.cuh:" } else { "kernels/emu/seeded_bugs.cu:" };
+            assert!(err.contains(site) && err.contains("dmc_bug_misaligned"), "{width}-byte {kind}: no site:\n{err}");
+            let (ok, err) = child(test, &format!("fixed,{width},{kind}"));
+            assert!(ok && !err.contains("runtime error"), "{width}-byte {kind} without the defect:\n{err}");
+        }
     }
 }
 
