@@ -778,6 +778,20 @@ DMC_EMU_INTERNAL inline void complete_warp(Block* b, int w0, int nl, bool stalle
         for (int k = 0; k < nl && same; k++)
             if (p >> k & 1u) same = same_collective(f, fs[k]);
         if (!same) continue;  // reported as a divergent collective if the block stalls
+        // CUDA: every lane named in the mask must execute the same collective with the same
+        // mask. A lane waiting at this very call site with another mask that names a lane of
+        // this group is a bug (disjoint masks at one site are two collectives, as after a
+        // divergent branch). Without this check the two groups would each complete alone.
+        for (int k = 0; k < nl; k++) {
+            const Fiber* o = fs[k];
+            if (!(waiting >> k & 1u) || (p >> k & 1u) || o->op != f->op || o->mask == f->mask ||
+                (o->mask & f->mask) == 0 || !(o->site == f->site))
+                continue;
+            fail("%s at %s:%u:%u: warp %d lanes reach it with non-identical masks: lane %d with mask %#010x, lane %d "
+                 "with mask %#010x (every lane named in a collective's mask must name the same mask)",
+                 op_name(f->op), short_file(f->site.file()), f->site.line(), f->site.column(), w0 / 32, l, f->mask, k,
+                 o->mask);
+        }
         complete_collective(b, w0, nl, p);
         // the whole warp is converged here: its memory requests so far are complete
         DMC_EMU_COST_HOOK(if (p == present) cost::flush_warp(w0 / 32));
@@ -843,6 +857,21 @@ DMC_EMU_INTERNAL inline void complete_warp(Block* b, int w0, int nl, bool stalle
         }
         if (done > 0) put(", %d threads exited", done);
     }
+    // Name the mismatch when lanes wait at one call site for one operation but differ in width
+    // or mask (different call sites are the divergent case).
+    bool widths = false, masks = false;
+    for (int i = 0; i < b->nthreads; i++) {
+        const Fiber* f = b->fibers[i];
+        if (f->state != WAIT_WARP) continue;
+        for (int k = (i & ~31); k < i; k++) {
+            const Fiber* o = b->fibers[k];
+            if (o->state != WAIT_WARP || o->op != f->op || !(o->site == f->site)) continue;
+            widths |= o->width != f->width;
+            masks |= o->mask != f->mask;
+        }
+    }
+    if (widths) put("lanes of one collective call site use different widths; ");
+    if (masks) put("lanes of one collective call site use non-identical masks; ");
     put(" (divergent collectives or barriers: lanes wait at different call sites, masks, widths, or after lanes exited)");
     fail("%s", msg);
 }

@@ -187,3 +187,26 @@ extern "C" __global__ void __launch_bounds__(32) dmc_bug_misaligned(dmc_u32 fixe
 }
 DMC_EMU_LAUNCHER(dmc_bug_misaligned, (dmc_u32 fixed, dmc_u32 width, dmc_u32 store, dmc_u8* buf, dmc_u64* out),
                  (fixed, width, store, buf, out))
+
+// A shuffle whose lanes disagree on the width: lanes 16..31 pass 32, lanes 0..15 pass 16
+// (undefined on the GPU: the lanes of one collective must agree on it). Fixed: every lane 16.
+// Mapping: one warp, out[lane].
+extern "C" __global__ void __launch_bounds__(32) dmc_bug_shfl_width(dmc_u32 fixed, dmc_u32* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    const int width = (fixed || lane < 16) ? 16 : 32;
+    out[lane] = __shfl_sync(0xffffffffu, lane * 3u, 1, width);
+}
+DMC_EMU_LAUNCHER(dmc_bug_shfl_width, (dmc_u32 fixed, dmc_u32* out), (fixed, out))
+
+// A shuffle reached from one call site with non-identical masks that overlap: variant 1 gives
+// lanes 0..15 the full mask and lanes 16..31 0xffff0000, variant 2 lanes 0..15 0x0000ffff and
+// lanes 16..31 the full mask (each half alone would complete; CUDA requires every lane of a
+// mask to name the same mask). Variant 0 (fixed): the full mask everywhere. Mapping: one warp.
+extern "C" __global__ void __launch_bounds__(32) dmc_bug_mask_mismatch(dmc_u32 variant, dmc_u32* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    dmc_u32 mask = 0xffffffffu;
+    if (variant == 1 && lane >= 16) mask = 0xffff0000u;
+    if (variant == 2 && lane < 16) mask = 0x0000ffffu;
+    out[lane] = __shfl_sync(mask, lane * 3u, 20);
+}
+DMC_EMU_LAUNCHER(dmc_bug_mask_mismatch, (dmc_u32 variant, dmc_u32* out), (variant, out))

@@ -21,6 +21,8 @@ unsafe extern "C" {
     fn dmc_emu_dmc_bug_lost_update(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, counter: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_blocks_overlap(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u8) -> i32;
     fn dmc_emu_dmc_bug_divergent_shfl(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_shfl_width(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_mask_mismatch(gx: u32, gy: u32, bx: u32, seed: u64, variant: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_uninit_shared(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_oob_read(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, place: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_misaligned(
@@ -207,6 +209,73 @@ fn divergent_collective_is_reported_with_both_call_sites() {
     assert!(err.matches("kernels/emu/seeded_bugs.cu:").count() >= 2, "both call sites named: {err}");
     configure(SYNC, 0, 0, 0);
     assert!(run(1).iter().all(|&v| v == 0));
+}
+
+#[test]
+fn mismatched_shuffle_widths_are_reported() {
+    let run = |fixed: u32, schedule: u32| {
+        configure(schedule, 0, 0, 0);
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_shfl_width(1, 1, 32, 0x5EED, fixed, out.as_mut_ptr()) }, 0);
+        configure(SYNC, 0, 0, 0);
+        out
+    };
+    if let Some(case) = child_case() {
+        let (what, schedule) = case.split_once(',').unwrap();
+        run(u32::from(what == "fixed"), schedule.parse().unwrap());
+        return;
+    }
+    for schedule in [SYNC, LOCKSTEP, PREEMPT] {
+        let (ok, err) = child("mismatched_shuffle_widths_are_reported", &format!("bug,{schedule}"));
+        assert!(!ok, "schedule {schedule}: a __shfl_sync with two widths must abort");
+        assert!(err.contains("lanes of one collective call site use different widths"), "schedule {schedule}: {err}");
+        assert!(
+            err.contains("lanes 0x0000ffff wait at __shfl_sync(mask 0xffffffff, width 16) kernels/emu/seeded_bugs.cu:")
+                && err.contains("lanes 0xffff0000 wait at __shfl_sync(mask 0xffffffff, width 32)"),
+            "schedule {schedule}: both groups and their widths named: {err}"
+        );
+        // one width: lane 1 of each group of 16
+        let want: Vec<u32> = (0..32u32).map(|l| ((l & !15) + 1) * 3).collect();
+        assert_eq!(run(1, schedule), want, "schedule {schedule}");
+    }
+}
+
+#[test]
+fn non_identical_masks_at_one_collective_are_reported() {
+    let run = |variant: u32, schedule: u32| {
+        configure(schedule, 0, 0, 0);
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_mask_mismatch(1, 1, 32, 0x5EED, variant, out.as_mut_ptr()) }, 0);
+        configure(SYNC, 0, 0, 0);
+        out
+    };
+    if let Some(case) = child_case() {
+        let (variant, schedule) = case.split_once(',').unwrap();
+        run(variant.parse().unwrap(), schedule.parse().unwrap());
+        return;
+    }
+    // (under preemption a half may complete before a lane of the other half arrives: sync and
+    // lockstep bring every lane to the call site first)
+    for schedule in [SYNC, LOCKSTEP] {
+        for (variant, masks) in
+            [(1, ["mask 0xffffffff", "mask 0xffff0000"]), (2, ["mask 0x0000ffff", "mask 0xffffffff"])]
+        {
+            let (ok, err) =
+                child("non_identical_masks_at_one_collective_are_reported", &format!("{variant},{schedule}"));
+            assert!(!ok, "variant {variant}, schedule {schedule}: overlapping masks must abort");
+            assert!(
+                err.contains("__shfl_sync at kernels/emu/seeded_bugs.cu:") && err.contains("non-identical masks"),
+                "variant {variant}, schedule {schedule}: {err}"
+            );
+            assert!(
+                masks.iter().all(|m| err.contains(m)),
+                "variant {variant}, schedule {schedule}: both masks named: {err}"
+            );
+        }
+        assert_eq!(run(0, schedule), vec![60; 32], "schedule {schedule}");
+    }
 }
 
 #[test]
