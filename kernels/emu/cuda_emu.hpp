@@ -37,7 +37,7 @@
 // abandons no frames and needs neither.
 //
 // Sanitizers: under AddressSanitizer the fiber switches are annotated; under ThreadSanitizer
-// every CUDA thread is a TSan fiber (4 rotating sets per launch, see TSAN_SETS), switches do
+// every CUDA thread is a TSan fiber (a set per block, up to tsan_sets(); see TSAN_LAUNCH_FIBERS), switches do
 // not synchronise, and barriers,
 // collectives and the end of a launch are release/acquire points, so a data race between CUDA
 // threads (a missing __syncthreads or __syncwarp, a lost update, two blocks writing the same
@@ -156,10 +156,11 @@ constexpr size_t STACK_BYTES = DMC_EMU_ASAN ? (512 * 1024) : DMC_EMU_TSAN ? (256
 constexpr size_t SMEM_STATIC_LIMIT = 48 * 1024;
 constexpr size_t SMEM_OPTIN_LIMIT = 227 * 1024;
 constexpr size_t ARENA_BYTES = (SMEM_STATIC_LIMIT + SMEM_OPTIN_LIMIT + 4095) / 4096 * 4096;
-// Under TSan a launch's blocks rotate through STACK_SETS sets of TSan fibers (see tsan_checkout),
-// and each set has its own fiber stacks: a stack is only ever used by one TSan fiber within a
-// launch, so locals whose address is taken (TSan tracks those) are never reported as shared
-// between CUDA threads of different blocks that happened to reuse the same memory.
+// Under TSan a launch's blocks run on sets of TSan fibers (see tsan_sets), and each fiber of
+// the launch has its own stack (fiber slot set * block size + thread): a stack is only ever
+// used by one TSan fiber within a launch, so locals whose address is taken (TSan tracks those)
+// are never reported as shared between CUDA threads of different blocks that happened to reuse
+// the same memory. STACK_SETS * MAX_THREADS slots per OS thread.
 constexpr int STACK_SETS = DMC_EMU_TSAN ? 4 : 1;
 constexpr size_t STACKS_BYTES = (size_t)STACK_SETS * MAX_THREADS * STACK_BYTES;
 constexpr unsigned char SMEM_POISON = 0xA5;
@@ -171,7 +172,8 @@ constexpr size_t TSAN_SYNC_REGION = (size_t)64 << 20;
 constexpr size_t TSAN_SYNC_WINDOW = 2048;
 constexpr int TSAN_MASKS = 16;  // distinct collective masks per warp and block
 
-enum Schedule : unsigned { SCHED_DEFAULT = 0, SCHED_SYNC = 1, SCHED_LOCKSTEP = 2, SCHED_PREEMPT = 3 };
+// SCHED_MIXED picks one of the other three per launch (mixed_schedule).
+enum Schedule : unsigned { SCHED_DEFAULT = 0, SCHED_SYNC = 1, SCHED_LOCKSTEP = 2, SCHED_PREEMPT = 3, SCHED_MIXED = 4 };
 enum State : int { READY = 0, WAIT_BAR = 1, WAIT_WARP = 2, DONE = 3 };
 enum WarpOp : int {
     W_SYNC, W_SHFL, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL, W_MATCH_ANY,
@@ -298,6 +300,7 @@ struct ThreadState {
     Fiber* fibers[STACK_SETS * MAX_THREADS] = {};
     RunRecord rec;
     Options opts;
+    unsigned last_schedule = 0;  // the schedule the thread's latest launch ran under
     bool registered = false;
 #if DMC_EMU_TSAN
     char* sync_region = nullptr;
@@ -352,7 +355,8 @@ DMC_EMU_INTERNAL inline unsigned env_schedule() {
         if (e == nullptr || *e == 0 || std::strcmp(e, "sync") == 0) return (unsigned)SCHED_SYNC;
         if (std::strcmp(e, "lockstep") == 0) return (unsigned)SCHED_LOCKSTEP;
         if (std::strcmp(e, "preempt") == 0) return (unsigned)SCHED_PREEMPT;
-        std::fprintf(stderr, "damacy CUDA emulator: DAMACY_EMU_SCHEDULE=%s is not sync, lockstep or preempt\n", e);
+        if (std::strcmp(e, "mixed") == 0) return (unsigned)SCHED_MIXED;
+        std::fprintf(stderr, "damacy CUDA emulator: DAMACY_EMU_SCHEDULE=%s is not sync, lockstep, preempt or mixed\n", e);
         std::abort();
     }();
     return s;
@@ -433,11 +437,37 @@ inline ThreadState::~ThreadState() {
 // ---- Fibers ----
 
 #if DMC_EMU_TSAN
-// TSan fibers: creating one costs milliseconds with gcc 12's libtsan, so they are pooled for the
-// process and reused in TSAN_SETS rotating sets per launch: block k runs on set k mod TSAN_SETS,
-// so blocks that run fewer than TSAN_SETS blocks apart share no ordering (with a seed the block
-// order is random, so every pair of blocks has its chance).
-constexpr int TSAN_SETS = STACK_SETS;
+// TSan fibers: creating one costs 1-1.5 ms with gcc 12's libtsan (its pre-2022 runtime: a
+// ThreadState with a 16K-entry clock and a mapped shadow stack per fiber), so fibers are pooled
+// for the process, and a launch checks out `sets` sets of them: block k (in run order) runs on
+// set k mod sets.
+//
+// Why a fiber that is fresh to its launch is as good as a new one: a pooled fiber's history is
+// earlier launches, all ordered before this one (launches acquire g_launch_order_sync), and
+// inside a launch nothing passes ordering from one block's fibers to another's: every block
+// gets fresh sync addresses (barriers, collectives), a fresh shared arena and its own stacks,
+// start_sync carries only the launching thread's clock, and exit_sync is acquired by the
+// launching thread alone, after the last block. So two blocks on different sets share no
+// ordering, exactly as if each had new fibers. Two blocks on the same set do: this runtime
+// treats every access of one fiber (one tid) as program-ordered, and a reused tid (destroy +
+// create) is no better (the registry recycles the slot with a higher epoch, and accesses of the
+// same tid are never compared). New fibers per block are out of reach: a 256-thread block would
+// cost ~0.3 s to create, and the runtime allows 8192 live threads, while every release/acquire
+// costs time linear in the number of fibers a clock has seen (1.1 ms per fiber to create, and
+// 32 fibers' release+acquire 5 -> 100 ms when the clocks span 64 -> 4096 fibers, measured).
+// So `sets` is as large as a budget of TSAN_LAUNCH_FIBERS fibers allows (at least 4), and a
+// launch of at most `sets` blocks (the seeded-bug kernels, the focused tests' launches of up to
+// 1024 / block-size blocks) runs every block on fibers of its own: races between any two
+// blocks are seen. In larger grids, blocks that run a multiple of `sets` apart share fibers;
+// with a non-zero seed the block order is a seeded random permutation, so which pairs share
+// changes with the seed.
+constexpr int TSAN_LAUNCH_FIBERS = 1024;
+DMC_EMU_INTERNAL inline int tsan_sets(uint64_t blocks, int block_threads) {
+    int sets = TSAN_LAUNCH_FIBERS / block_threads;
+    if (sets < 4) sets = 4;
+    if (sets > STACK_SETS * MAX_THREADS / block_threads) sets = STACK_SETS * MAX_THREADS / block_threads;
+    return blocks < (uint64_t)sets ? (int)blocks : sets;
+}
 struct TsanPool {
     std::mutex mu;
     std::vector<void*> free;
@@ -909,7 +939,7 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
 #if DMC_EMU_TSAN
     // Fresh memory for the block's shared memory: TSan forgets the accesses of the previous
     // block's threads there (no race: each block has its own shared memory on the GPU). Fiber
-    // stacks are reused as they are, one stack set per TSan fiber set (STACK_SETS).
+    // stacks are reused as they are, one stack per TSan fiber of the launch (STACK_SETS).
     const size_t used = (SMEM_STATIC_LIMIT + b->dyn_bytes + 4095) / 4096 * 4096;
     if (mmap(ts->region, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
         MAP_FAILED)
@@ -931,7 +961,7 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
     __tsan_release(&b->start_sync);
 #endif
 #if DMC_EMU_TSAN
-    Fiber** fibers = ts->fibers + (size_t)b->tsan_set * MAX_THREADS;
+    Fiber** fibers = ts->fibers + (size_t)b->tsan_set * (size_t)n;
 #else
     Fiber** fibers = ts->fibers;
 #endif
@@ -1013,6 +1043,22 @@ DMC_EMU_INTERNAL inline uint64_t fp_control() {
     return uint64_t{mxcsr & ~0x3Fu} | uint64_t{fpucw} << 32;
 }
 
+// The schedule of a launch under SCHED_MIXED (DAMACY_EMU_SCHEDULE=mixed, what scripts/asan.sh
+// sets): a launch with seed 0 keeps the fixed order (the tests' reference run); any other seed
+// picks sync (shuffled), preempt or lockstep from a hash of (seed, kernel name, grid), so the
+// same test input gets the same schedule on every run (a failure reproduces) while the many
+// seeds and stream counts of the fixture and property tests spread every kernel over all
+// three. Weights: sync 4, preempt 3, lockstep 1 in 8 (lockstep switches fibers at every basic
+// block: the dearest by far).
+DMC_EMU_INTERNAL inline unsigned mixed_schedule(uint64_t seed, const char* kernel, dim3 grid) {
+    if (seed == 0) return SCHED_SYNC;
+    uint64_t h = seed ^ 0x5C4ED01Eull;
+    for (const char* c = kernel; *c != 0; c++) h = (h ^ (unsigned char)*c) * 0x100000001B3ull;
+    h ^= (uint64_t)grid.x << 32 ^ (uint64_t)grid.y << 8 ^ grid.z;
+    const uint64_t r = next_rng(h) & 7u;
+    return r < 4 ? SCHED_SYNC : r < 7 ? SCHED_PREEMPT : SCHED_LOCKSTEP;
+}
+
 // Runs a whole grid; blocks one at a time, in launch order (seed 0) or a seeded random order.
 
 DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigned bounds, const char* kernel,
@@ -1056,6 +1102,8 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
     b.kernel = kernel;
     b.seed = seed;
     b.schedule = o.schedule != SCHED_DEFAULT ? o.schedule : env_schedule();
+    if (b.schedule == SCHED_MIXED) b.schedule = mixed_schedule(seed, kernel, grid);
+    ts->last_schedule = b.schedule;
     b.arena = ts->region;
     b.dyn_bytes = o.dyn_smem;
     b.smem_limit = limit;
@@ -1078,7 +1126,7 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
     const uint64_t fp_before = fp_control();
     const uint64_t total = (uint64_t)grid.x * grid.y * grid.z;
 #if DMC_EMU_TSAN
-    const int sets = total < (uint64_t)TSAN_SETS ? (int)total : TSAN_SETS;
+    const int sets = tsan_sets(total, (int)nthreads);
     std::vector<void*> tsan_fibers((size_t)sets * nthreads);
     tsan_checkout(tsan_fibers.data(), (int)tsan_fibers.size());
     b.tsan_fibers = tsan_fibers.data();

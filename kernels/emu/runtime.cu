@@ -63,11 +63,12 @@ extern "C" __attribute__((no_sanitize_coverage, no_sanitize_thread)) void __sani
 }
 
 // Options of the launches made afterwards by the calling OS thread (0: the default):
-// schedule 1 sync, 2 lockstep, 3 preempt (default: DAMACY_EMU_SCHEDULE, else sync);
+// schedule 1 sync, 2 lockstep, 3 preempt, 4 mixed (one of the three per launch, chosen from
+// the seed, the kernel and the grid; seed 0: sync) (default: DAMACY_EMU_SCHEDULE, else sync);
 // dynamic shared memory bytes; the opt-in maximum of dynamic shared memory (≤ 227 KiB);
 // the watchdog's time in milliseconds (default: DAMACY_EMU_WATCHDOG_S, else 300 s).
 extern "C" int dmc_emu_configure(unsigned schedule, unsigned dyn_smem, unsigned max_dyn_smem, unsigned watchdog_ms) {
-    if (schedule > ::dmc_emu::SCHED_PREEMPT) return -1;
+    if (schedule > ::dmc_emu::SCHED_MIXED) return -1;
     ::dmc_emu::Options& o = ::dmc_emu::thread_state()->opts;
     o.schedule = schedule;
     o.dyn_smem = dyn_smem;
@@ -75,6 +76,10 @@ extern "C" int dmc_emu_configure(unsigned schedule, unsigned dyn_smem, unsigned 
     o.watchdog_ms = watchdog_ms;
     return 0;
 }
+
+// The schedule the calling thread's latest launch ran under (1 sync, 2 lockstep, 3 preempt;
+// what `mixed` chose), 0 before its first launch.
+extern "C" int dmc_emu_last_schedule(void) { return (int)::dmc_emu::thread_state()->last_schedule; }
 
 // Which sanitizer the emulated kernels were built with: 0 none, 1 AddressSanitizer,
 // 2 ThreadSanitizer.

@@ -210,3 +210,13 @@ extern "C" __global__ void __launch_bounds__(32) dmc_bug_mask_mismatch(dmc_u32 v
     out[lane] = __shfl_sync(mask, lane * 3u, 20);
 }
 DMC_EMU_LAUNCHER(dmc_bug_mask_mismatch, (dmc_u32 variant, dmc_u32* out), (variant, out))
+
+// Blocks far apart writing the same bytes: block b writes 256 bytes at 256 b, except block
+// `other` (> 0), which writes block 0's bytes. `other` 0: no overlap (fixed). With the TSan
+// build's old rotation of 4 fiber sets, blocks 0 and 4 ran on the same TSan fibers in launch
+// order, so their race was invisible. Mapping: 64 threads per block.
+extern "C" __global__ void dmc_bug_blocks_apart(dmc_u32 other, dmc_u8* out) {
+    const dmc_u32 start = (other != 0 && blockIdx.x == other) ? 0u : blockIdx.x * 256u;
+    for (dmc_u32 i = threadIdx.x; i < 256; i += blockDim.x) out[start + i] = (dmc_u8)(blockIdx.x + 1);
+}
+DMC_EMU_LAUNCHER(dmc_bug_blocks_apart, (dmc_u32 other, dmc_u8* out), (other, out))

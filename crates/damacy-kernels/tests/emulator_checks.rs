@@ -16,10 +16,12 @@ unsafe extern "C" {
     fn dmc_emu_configure(schedule: u32, dyn_smem: u32, max_dyn_smem: u32, watchdog_ms: u32) -> i32;
     fn dmc_emu_sanitizer() -> i32;
     fn dmc_emu_alignment_checked() -> i32;
+    fn dmc_emu_last_schedule() -> i32;
     fn dmc_emu_dmc_selftest_neighbor(gx: u32, gy: u32, bx: u32, seed: u64, with_barrier: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_missing_syncwarp(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_lost_update(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, counter: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_blocks_overlap(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u8) -> i32;
+    fn dmc_emu_dmc_bug_blocks_apart(gx: u32, gy: u32, bx: u32, seed: u64, other: u32, out: *mut u8) -> i32;
     fn dmc_emu_dmc_bug_divergent_shfl(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_shfl_width(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_mask_mismatch(gx: u32, gy: u32, bx: u32, seed: u64, variant: u32, out: *mut u32) -> i32;
@@ -56,6 +58,7 @@ const MAP_FIXED_NOREPLACE: i32 = 0x10_0000;
 const SYNC: u32 = 1;
 const LOCKSTEP: u32 = 2;
 const PREEMPT: u32 = 3;
+const MIXED: u32 = 4;
 
 fn configure(schedule: u32, dyn_smem: u32, max_dyn_smem: u32, watchdog_ms: u32) {
     // SAFETY: sets plain options of this thread's later launches.
@@ -187,6 +190,44 @@ fn two_blocks_writing_the_same_bytes_is_a_race() {
     configure(SYNC, 0, 0, 0);
     let out = run(1);
     assert!(out[..256].iter().all(|&b| b == 0) && out[256..].iter().all(|&b| b == 1));
+}
+
+#[test]
+fn blocks_far_apart_writing_the_same_bytes_is_a_race() {
+    // Blocks 0 and 4 (or 0 and 7) of 8, in launch order: under TSan every block of a launch this
+    // size runs on TSan fibers of its own (a rotation of 4 fiber sets ran blocks 0 and 4 on the
+    // same fibers, which hid this race).
+    let run = |other: u32| {
+        let mut out = vec![0u8; 8 * 256];
+        // SAFETY: out holds the 8 * 256 bytes the blocks write.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_blocks_apart(8, 1, 64, 0, other, out.as_mut_ptr()) }, 0);
+        out
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(case.parse().unwrap());
+        return;
+    }
+    if tsan() {
+        for other in [4, 7] {
+            let (ok, err) = child("blocks_far_apart_writing_the_same_bytes_is_a_race", &other.to_string());
+            assert!(
+                !ok && err.contains("ThreadSanitizer: data race"),
+                "blocks 0 and {other}: no race reported:\n{err}"
+            );
+            assert!(err.contains("dmc_bug_blocks_apart") && err.contains("of block (0,0,0)"), "{err}");
+            assert!(err.contains(&format!("of block ({other},0,0)")), "blocks 0 and {other}: {err}");
+        }
+        let (ok, err) = child("blocks_far_apart_writing_the_same_bytes_is_a_race", "0");
+        assert!(ok && !err.contains("ThreadSanitizer"), "without the overlap:\n{err}");
+    } else {
+        eprintln!("blocks_far_apart_writing_the_same_bytes_is_a_race: the race itself needs the TSan build");
+    }
+    configure(SYNC, 0, 0, 0);
+    let out = run(0);
+    assert!(out.chunks(256).enumerate().all(|(b, c)| c.iter().all(|&v| usize::from(v) == b + 1)));
+    // sequential blocks in launch order: block 4's bytes land last
+    assert!(run(4)[..256].iter().all(|&v| v == 5));
 }
 
 #[test]
@@ -602,4 +643,32 @@ fn warp_intrinsics_match_cuda_semantics_under_every_schedule() {
         }
     }
     configure(SYNC, 0, 0, 0);
+}
+
+#[test]
+fn mixed_schedule_spreads_launches_over_every_schedule() {
+    // DAMACY_EMU_SCHEDULE=mixed (scripts/asan.sh) runs each launch of the real kernels' tests
+    // under sync, preempt or lockstep, chosen from (seed, kernel, grid): seed 0 keeps the fixed
+    // order, the same launch always gets the same schedule, and across seeds all three occur.
+    let launch = |seed: u64, gx: u32| {
+        let mut counter = 0u32;
+        // SAFETY: counter is live for the launch.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_lost_update(gx, 1, 64, seed, 1, &raw mut counter) }, 0);
+        assert_eq!(counter, 64 * gx);
+        // SAFETY: no arguments; reads this thread's state.
+        u32::try_from(unsafe { dmc_emu_last_schedule() }).unwrap()
+    };
+    configure(MIXED, 0, 0, 0);
+    let mut seen = [0usize; 4];
+    for seed in 1..=64u64 {
+        let s = launch(seed, 1 + (seed % 3) as u32);
+        assert!([SYNC, LOCKSTEP, PREEMPT].contains(&s), "seed {seed}: schedule {s}");
+        assert_eq!(launch(seed, 1 + (seed % 3) as u32), s, "seed {seed}: the same launch, another schedule");
+        seen[s as usize] += 1;
+    }
+    assert_eq!(launch(0, 2), SYNC, "seed 0 keeps the fixed order");
+    configure(SYNC, 0, 0, 0);
+    assert_eq!(launch(9, 2), SYNC);
+    // weights 4 : 3 : 1 of 8
+    assert!(seen[SYNC as usize] >= 16 && seen[PREEMPT as usize] >= 12 && seen[LOCKSTEP as usize] >= 2, "{seen:?}");
 }
