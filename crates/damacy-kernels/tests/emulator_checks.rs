@@ -226,8 +226,6 @@ fn blocks_far_apart_writing_the_same_bytes_is_a_race() {
     configure(SYNC, 0, 0, 0);
     let out = run(0);
     assert!(out.chunks(256).enumerate().all(|(b, c)| c.iter().all(|&v| usize::from(v) == b + 1)));
-    // sequential blocks in launch order: block 4's bytes land last
-    assert!(run(4)[..256].iter().all(|&v| v == 5));
 }
 
 #[test]
