@@ -163,6 +163,12 @@ constexpr size_t ARENA_BYTES = (SMEM_STATIC_LIMIT + SMEM_OPTIN_LIMIT + 4095) / 4
 // the same memory. STACK_SETS * MAX_THREADS slots per OS thread.
 constexpr int STACK_SETS = DMC_EMU_TSAN ? 4 : 1;
 constexpr size_t STACKS_BYTES = (size_t)STACK_SETS * MAX_THREADS * STACK_BYTES;
+// Blocks of a grid resident at once (each with its own fibers, barrier and shared arena; the
+// scheduler interleaves their fibers): up to this many with a non-zero seed (DAMACY_EMU_RESIDENT_BLOCKS,
+// dmc_emu_set_resident_blocks), one at a time with seed 0 and in the cost build (its address
+// classification knows one arena).
+constexpr int MAX_RESIDENT = DMC_EMU_COST ? 1 : 4;
+constexpr size_t ARENAS_BYTES = (size_t)MAX_RESIDENT * ARENA_BYTES;
 constexpr unsigned char SMEM_POISON = 0xA5;
 constexpr uint64_t SHFL_POISON = 0xA5A5A5A5A5A5A5A5ull;
 // TSan sync objects are addresses: every block gets a fresh window of them (so no ordering
@@ -203,9 +209,11 @@ struct Site {
 };
 static_assert(sizeof(std::source_location) == sizeof(void*), "a source_location is one pointer");
 
+struct Block;
 struct Fiber {
     void* sp = nullptr;  // the saved stack pointer while suspended; null until made
     char* stack = nullptr;
+    Block* block = nullptr;  // the block it runs in
     dim3 tid;
     int linear = 0;
     int state = READY;
@@ -234,6 +242,7 @@ struct Options {
     unsigned dyn_smem = 0;
     unsigned max_dyn_smem = 0;
     unsigned watchdog_ms = 0;
+    unsigned resident = 0;  // resident blocks with a non-zero seed (0: DAMACY_EMU_RESIDENT_BLOCKS, else MAX_RESIDENT)
 };
 
 // What the watchdog thread sees of a launch in progress on one OS thread.
@@ -270,6 +279,8 @@ struct Block {
     uint64_t rng = 0;
     const char* kernel = "";
     RunRecord* rec = nullptr;
+    int slot = 0;       // its resident slot: arena and (outside TSan) fibers
+    bool live = false;  // a block runs in the slot
     // shared memory of the launch
     char* arena = nullptr;
     SharedVar vars[64];
@@ -301,14 +312,17 @@ struct ThreadState {
     RunRecord rec;
     Options opts;
     unsigned last_schedule = 0;  // the schedule the thread's latest launch ran under
+    int last_resident = 0;       // and how many blocks it kept resident
     bool registered = false;
 #if DMC_EMU_TSAN
     char* sync_region = nullptr;
+    char* retired_sync_region = nullptr;  // unmapped at the end of the launch that replaced it
     size_t sync_next = 0;
     // per warp: the collective masks seen in this block, and each lane's count per mask
-    unsigned wmask[MAX_THREADS / 32][TSAN_MASKS];
-    unsigned wcount[MAX_THREADS / 32][TSAN_MASKS][32];
-    int nmasks[MAX_THREADS / 32];
+    // (per resident slot)
+    unsigned wmask[MAX_RESIDENT][MAX_THREADS / 32][TSAN_MASKS];
+    unsigned wcount[MAX_RESIDENT][MAX_THREADS / 32][TSAN_MASKS][32];
+    int nmasks[MAX_RESIDENT][MAX_THREADS / 32];
 #endif
     ~ThreadState();
 };
@@ -360,6 +374,15 @@ DMC_EMU_INTERNAL inline unsigned env_schedule() {
         std::abort();
     }();
     return s;
+}
+
+DMC_EMU_INTERNAL inline unsigned env_resident_blocks() {
+    static const unsigned n = [] {
+        const char* e = std::getenv("DAMACY_EMU_RESIDENT_BLOCKS");
+        const long v = e ? std::strtol(e, nullptr, 10) : 0;
+        return v >= 1 && v <= MAX_RESIDENT ? (unsigned)v : (unsigned)MAX_RESIDENT;
+    }();
+    return n;
 }
 
 DMC_EMU_INTERNAL inline unsigned env_watchdog_ms() {
@@ -538,14 +561,14 @@ DMC_EMU_INTERNAL inline void fiber_main() {
 DMC_EMU_INTERNAL inline ThreadState* thread_state() {
     if (tls_state == nullptr) {
         auto* s = new ThreadState();
-        const size_t bytes = ARENA_BYTES + STACKS_BYTES;
+        const size_t bytes = ARENAS_BYTES + STACKS_BYTES;
         void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) fail("cannot map fiber stacks and the shared-memory arena");
         s->region = static_cast<char*>(m);
         s->fiber_pool = new Fiber[STACK_SETS * MAX_THREADS]();  // value-initialised: uc zeroed
         for (int i = 0; i < STACK_SETS * MAX_THREADS; i++) {
             s->fibers[i] = &s->fiber_pool[i];
-            s->fibers[i]->stack = s->region + ARENA_BYTES + (size_t)i * STACK_BYTES;
+            s->fibers[i]->stack = s->region + ARENAS_BYTES + (size_t)i * STACK_BYTES;
         }
         tls_state = s;
         static thread_local struct Reaper {
@@ -555,13 +578,13 @@ DMC_EMU_INTERNAL inline ThreadState* thread_state() {
                     // gcc 12's libasan keeps the shadow of unmapped memory: without this the
                     // arena's poison and the redzones of the suspended fibers' frames would be
                     // found by whatever is mapped here next (another thread's fiber stacks).
-                    __asan_unpoison_memory_region(tls_state->region, ARENA_BYTES);
+                    __asan_unpoison_memory_region(tls_state->region, ARENAS_BYTES);
                     for (int i = 0; i < STACK_SETS * MAX_THREADS; i++)
                         if (tls_state->fiber_pool[i].sp != nullptr)
                             __asan_unpoison_memory_region(tls_state->fiber_pool[i].stack, STACK_BYTES);
 #endif
                     delete[] tls_state->fiber_pool;
-                    munmap(tls_state->region, ARENA_BYTES + STACKS_BYTES);
+                    munmap(tls_state->region, ARENAS_BYTES + STACKS_BYTES);
                     delete tls_state;
                     tls_state = nullptr;
                 }
@@ -597,6 +620,7 @@ DMC_EMU_INTERNAL inline void make_fiber(Fiber* f) {
 }
 
 DMC_EMU_INTERNAL inline void switch_to(Block* b, Fiber* f) {
+    tls_block = b;
     b->cur = f;
     b->rec->running.store(f->linear, std::memory_order_relaxed);
 #if DMC_EMU_ASAN
@@ -930,44 +954,49 @@ DMC_EMU_INTERNAL inline void complete_barrier(Block* b, Fiber** ready, int* nrea
 
 // ---- Blocks and launches ----
 
-DMC_EMU_INTERNAL inline void run_block(Block* b) {
+// Starts block b (its index, rng and TSan set already set) on `fibers`: a fresh (TSan) and
+// poisoned arena, fresh sync addresses, its fibers READY and appended to `ready`.
+DMC_EMU_INTERNAL inline void begin_block(Block* b, Fiber** fibers, Fiber** ready, int* nready) {
+#if DMC_EMU_TSAN
     ThreadState* ts = tls_state;
+#endif
     const int n = b->nthreads;
-    b->rec->bx.store(b->bidx.x, std::memory_order_relaxed);
-    b->rec->by.store(b->bidx.y, std::memory_order_relaxed);
-    b->rec->bz.store(b->bidx.z, std::memory_order_relaxed);
+    tls_block = b;
 #if DMC_EMU_TSAN
     // Fresh memory for the block's shared memory: TSan forgets the accesses of the previous
     // block's threads there (no race: each block has its own shared memory on the GPU). Fiber
     // stacks are reused as they are, one stack per TSan fiber of the launch (STACK_SETS).
     const size_t used = (SMEM_STATIC_LIMIT + b->dyn_bytes + 4095) / 4096 * 4096;
-    if (mmap(ts->region, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
+    if (mmap(b->arena, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
         MAP_FAILED)
         fail("cannot remap the shared-memory arena");
 #endif
     poison_arena(b);
 #if DMC_EMU_TSAN
     if (ts->sync_region == nullptr || ts->sync_next + TSAN_SYNC_WINDOW > TSAN_SYNC_REGION) {
-        // munmap resets TSan's metadata of the range: the addresses are fresh again
-        if (ts->sync_region != nullptr) munmap(ts->sync_region, TSAN_SYNC_REGION);
+        // munmap resets TSan's metadata of the range: the addresses are fresh again (no
+        // resident block's window is in it: a launch's blocks take at most MAX_RESIDENT windows
+        // of the region's thousands at a time, and a new region is mapped before the old goes)
+        char* old = ts->sync_region;
         void* m = mmap(nullptr, TSAN_SYNC_REGION, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) fail("cannot reserve TSan sync addresses");
         ts->sync_region = static_cast<char*>(m);
         ts->sync_next = 0;
+        if (old != nullptr) {
+            // (a region retired earlier in this launch is thousands of blocks old: no resident
+            // block uses it)
+            if (ts->retired_sync_region != nullptr) munmap(ts->retired_sync_region, TSAN_SYNC_REGION);
+            ts->retired_sync_region = old;
+        }
     }
     b->sync_window = ts->sync_region + ts->sync_next;
     ts->sync_next += TSAN_SYNC_WINDOW;
-    for (int w = 0; w < (n + 31) / 32; w++) ts->nmasks[w] = 0;
+    for (int w = 0; w < (n + 31) / 32; w++) ts->nmasks[b->slot][w] = 0;
     __tsan_release(&b->start_sync);
 #endif
-#if DMC_EMU_TSAN
-    Fiber** fibers = ts->fibers + (size_t)b->tsan_set * (size_t)n;
-#else
-    Fiber** fibers = ts->fibers;
-#endif
-    Fiber* ready[MAX_THREADS];
     for (int i = 0; i < n; i++) {
         Fiber* f = fibers[i];
+        f->block = b;
         f->linear = i;
         f->tid.x = i % b->bdim.x;
         f->tid.y = (i / b->bdim.x) % b->bdim.y;
@@ -982,36 +1011,42 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
                       b->bidx.y, b->bidx.z);
         __tsan_set_fiber_name(f->tsan, name);
 #endif
-        ready[i] = f;
+        ready[(*nready)++] = f;
     }
     b->fibers = fibers;
-    int nready = n;
-    const bool shuffled = (b->seed != 0 && b->schedule == SCHED_SYNC) || b->schedule == SCHED_PREEMPT;
-    if (shuffled) shuffle(ready, nready, b->rng);
-    for (;;) {
-        for (int i = 0; i < nready; i++) switch_to(b, ready[i]);
-        nready = 0;
-        // Preempted fibers (lockstep step, preemption, __nanosleep) run again.
-        for (int i = 0; i < n; i++)
-            if (fibers[i]->state == READY) ready[nready++] = fibers[i];
-        const bool stalled = nready == 0;
-        for (int w0 = 0; w0 < n; w0 += 32) complete_warp(b, w0, n - w0 < 32 ? n - w0 : 32, stalled, ready, &nready);
-        if (nready == 0) {
-            int done = 0, bar = 0;
-            for (int i = 0; i < n; i++) {
-                done += fibers[i]->state == DONE;
-                bar += fibers[i]->state == WAIT_BAR;
-            }
-            if (done == n) break;
-            if (bar == n) complete_barrier(b, ready, &nready);
-            else report_stall(b);
-        }
-        if (shuffled) shuffle(ready, nready, b->rng);
+    b->live = true;
+}
+
+// After the fibers in `ready` ran: collects block b's fibers that can run again (preempted ones,
+// those a completed collective or barrier released) into `ready`. Returns false when the block
+// has finished (every thread exited); a block that can make no progress is a deadlock.
+DMC_EMU_INTERNAL inline bool advance_block(Block* b, Fiber** ready, int* nready) {
+    const int n = b->nthreads;
+    Fiber** fibers = b->fibers;
+    tls_block = b;
+    const int first = *nready;
+    // Preempted fibers (lockstep step, preemption, __nanosleep) run again.
+    for (int i = 0; i < n; i++)
+        if (fibers[i]->state == READY) ready[(*nready)++] = fibers[i];
+    const bool stalled = *nready == first;
+    for (int w0 = 0; w0 < n; w0 += 32) complete_warp(b, w0, n - w0 < 32 ? n - w0 : 32, stalled, ready, nready);
+    if (*nready > first) return true;
+    int done = 0, bar = 0;
+    for (int i = 0; i < n; i++) {
+        done += fibers[i]->state == DONE;
+        bar += fibers[i]->state == WAIT_BAR;
     }
+    if (done == n) {
 #if DMC_EMU_TSAN
-    for (int i = 0; i < n; i++) fibers[i]->tsan = nullptr;
+        for (int i = 0; i < n; i++) fibers[i]->tsan = nullptr;
 #endif
-    DMC_EMU_COST_HOOK(cost::flush_block(b, true));
+        DMC_EMU_COST_HOOK(cost::flush_block(b, true));
+        b->live = false;
+        return false;
+    }
+    if (bar == n) complete_barrier(b, ready, nready);
+    else report_stall(b);
+    return true;
 }
 
 DMC_EMU_INTERNAL inline uint64_t gcd(uint64_t a, uint64_t b) {
@@ -1125,42 +1160,109 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
     tls_block = &b;
     const uint64_t fp_before = fp_control();
     const uint64_t total = (uint64_t)grid.x * grid.y * grid.z;
+    // Resident blocks: with a non-zero seed up to `resident` at once, as many as the fiber slots
+    // (and under TSan the fiber sets) allow.
+    int resident = seed == 0 ? 1 : (int)(o.resident ? o.resident : env_resident_blocks());
+    if (resident > MAX_RESIDENT) resident = MAX_RESIDENT;
+    if (resident > STACK_SETS * MAX_THREADS / (int)nthreads) resident = STACK_SETS * MAX_THREADS / (int)nthreads;
+    if ((uint64_t)resident > total) resident = (int)total;
+    if (resident < 1) resident = 1;
 #if DMC_EMU_TSAN
     const int sets = tsan_sets(total, (int)nthreads);
+    if (resident > sets) resident = sets;
     std::vector<void*> tsan_fibers((size_t)sets * nthreads);
     tsan_checkout(tsan_fibers.data(), (int)tsan_fibers.size());
     b.tsan_fibers = tsan_fibers.data();
+    bool set_used[STACK_SETS * MAX_THREADS] = {};
 #endif
+    ts->last_resident = resident;
     uint64_t mult = 1, add = 0;
     if (seed != 0 && total > 1) {
         uint64_t r = seed ^ 0xB10C0DE5ull;
         do mult = next_rng(r) % total; while (mult == 0 || gcd(mult, total) != 1);
         add = next_rng(r) % total;
     }
-    for (uint64_t k = 0; k < total; k++) {
+    Block blocks[MAX_RESIDENT];
+    Fiber* ready[MAX_RESIDENT * MAX_THREADS];
+    int nready = 0;
+    uint64_t k = 0;  // blocks started
+    // Starts the next block of the run order in slot b, if any is left.
+    auto start_next = [&](Block* nb) DMC_EMU_INTERNAL {
+        if (k == total) return false;
         // a bijection of [0, total): a random block order when seeded
         const uint64_t lin = (uint64_t)(((unsigned __int128)k * mult + add) % total);
-        b.bidx.x = (unsigned)(lin % grid.x);
-        b.bidx.y = (unsigned)((lin / grid.x) % grid.y);
-        b.bidx.z = (unsigned)(lin / ((uint64_t)grid.x * grid.y));
-        b.rng = seed ^ (lin * 0xD1B54A32D192ED03ull) ^ 0x5EEDull;
+        nb->bidx.x = (unsigned)(lin % grid.x);
+        nb->bidx.y = (unsigned)((lin / grid.x) % grid.y);
+        nb->bidx.z = (unsigned)(lin / ((uint64_t)grid.x * grid.y));
+        nb->rng = seed ^ (lin * 0xD1B54A32D192ED03ull) ^ 0x5EEDull;
 #if DMC_EMU_TSAN
-        b.tsan_set = (int)(k % (uint64_t)sets);
+        // set k mod sets, or the next one no resident block runs on
+        int set = (int)(k % (uint64_t)sets);
+        while (set_used[set]) set = (set + 1) % sets;
+        set_used[set] = true;
+        nb->tsan_set = set;
+        Fiber** fibers = ts->fibers + (size_t)set * nthreads;
+#else
+        Fiber** fibers = ts->fibers + (size_t)nb->slot * nthreads;
 #endif
-        run_block(&b);
+        k++;
+        begin_block(nb, fibers, ready, &nready);
+        return true;
+    };
+    int live = 0;
+    for (int r = 0; r < resident; r++) {
+        blocks[r] = b;
+        blocks[r].slot = r;
+        blocks[r].arena = ts->region + (size_t)r * ARENA_BYTES;
+        live += start_next(&blocks[r]);
     }
+    const bool shuffled = (seed != 0 && b.schedule == SCHED_SYNC) || b.schedule == SCHED_PREEMPT;
+    // One block: its own rng shuffles (as before resident blocks); several: the launch's.
+    uint64_t launch_rng = seed ^ 0x1A7E5C4Eull;
+    auto shuffle_ready = [&]() DMC_EMU_INTERNAL {
+        if (shuffled) shuffle(ready, nready, resident == 1 ? blocks[0].rng : launch_rng);
+    };
+    shuffle_ready();
+    const Block* shown = nullptr;
+    while (live > 0) {
+        for (int i = 0; i < nready; i++) {
+            Block* fb = ready[i]->block;
+            if (fb != shown) {  // the watchdog names the block it last saw running
+                ts->rec.bx.store(fb->bidx.x, std::memory_order_relaxed);
+                ts->rec.by.store(fb->bidx.y, std::memory_order_relaxed);
+                ts->rec.bz.store(fb->bidx.z, std::memory_order_relaxed);
+                shown = fb;
+            }
+            switch_to(fb, ready[i]);
+        }
+        nready = 0;
+        for (int r = 0; r < resident; r++) {
+            Block* rb = &blocks[r];
+            if (!rb->live || advance_block(rb, ready, &nready)) continue;
+#if DMC_EMU_TSAN
+            set_used[rb->tsan_set] = false;
+#endif
+            if (!start_next(rb)) live--;
+        }
+        shuffle_ready();
+    }
+    tls_block = &blocks[0];
     if (fp_control() != fp_before)
         fail("%s changed the floating-point control state (rounding mode or exception masks; MXCSR/x87 control "
              "word): CUDA kernels have no such state, and the emulator's fibers share the launching thread's",
              kernel);
 #if DMC_EMU_TSAN
     tsan_checkin(tsan_fibers.data(), (int)tsan_fibers.size());
+    if (ts->retired_sync_region != nullptr) {
+        munmap(ts->retired_sync_region, TSAN_SYNC_REGION);
+        ts->retired_sync_region = nullptr;
+    }
 #endif
     tls_block = nullptr;
-    DMC_EMU_COST_HOOK(cost::launch_end(b.static_top + b.dyn_bytes));
+    DMC_EMU_COST_HOOK(cost::launch_end(blocks[0].static_top + blocks[0].dyn_bytes));
     ts->rec.active.store(0);
 #if DMC_EMU_TSAN
-    __tsan_acquire(&b.exit_sync);
+    for (int r = 0; r < resident; r++) __tsan_acquire(&blocks[r].exit_sync);
     __tsan_release(&g_launch_order_sync);
 #endif
     return 0;
@@ -1199,14 +1301,15 @@ DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int widt
         ThreadState* ts = tls_state;
         const int w = f->linear / 32;
         int k = 0;
-        while (k < ts->nmasks[w] && ts->wmask[w][k] != mask) k++;
-        if (k == ts->nmasks[w]) {
+        const int r = tls_block->slot;
+        while (k < ts->nmasks[r][w] && ts->wmask[r][w][k] != mask) k++;
+        if (k == ts->nmasks[r][w]) {
             if (k == TSAN_MASKS) fail("more than %d distinct collective masks in one warp (TSan build)", TSAN_MASKS);
-            ts->wmask[w][k] = mask;
-            for (int l = 0; l < 32; l++) ts->wcount[w][k][l] = 0;
-            ts->nmasks[w]++;
+            ts->wmask[r][w][k] = mask;
+            for (int l = 0; l < 32; l++) ts->wcount[r][w][k][l] = 0;
+            ts->nmasks[r][w]++;
         }
-        const unsigned c = ts->wcount[w][k][lane]++;
+        const unsigned c = ts->wcount[r][w][k][lane]++;
         f->sync_addr = tls_block->sync_window + 2 + ((size_t)w * TSAN_MASKS + (size_t)k) * 2 + (c & 1u);
         __tsan_release(f->sync_addr);
     }

@@ -77,6 +77,18 @@ extern "C" int dmc_emu_configure(unsigned schedule, unsigned dyn_smem, unsigned 
     return 0;
 }
 
+// How many blocks of a grid the calling thread's later launches with a non-zero seed keep
+// resident at once (their fibers interleaved; 1: one block at a time), 1 to 4; 0: the default
+// (DAMACY_EMU_RESIDENT_BLOCKS, else 4). Launches with seed 0 run one block at a time.
+extern "C" int dmc_emu_set_resident_blocks(unsigned n) {
+    if (n > (unsigned)::dmc_emu::MAX_RESIDENT) return -1;
+    ::dmc_emu::thread_state()->opts.resident = n;
+    return 0;
+}
+
+// How many blocks the calling thread's latest launch kept resident at once.
+extern "C" int dmc_emu_last_resident(void) { return ::dmc_emu::thread_state()->last_resident; }
+
 // The schedule the calling thread's latest launch ran under (1 sync, 2 lockstep, 3 preempt;
 // what `mixed` chose), 0 before its first launch.
 extern "C" int dmc_emu_last_schedule(void) { return (int)::dmc_emu::thread_state()->last_schedule; }

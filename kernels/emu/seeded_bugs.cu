@@ -220,3 +220,20 @@ extern "C" __global__ void dmc_bug_blocks_apart(dmc_u32 other, dmc_u8* out) {
     for (dmc_u32 i = threadIdx.x; i < 256; i += blockDim.x) out[start + i] = (dmc_u8)(blockIdx.x + 1);
 }
 DMC_EMU_LAUNCHER(dmc_bug_blocks_apart, (dmc_u32 other, dmc_u8* out), (other, out))
+
+// A result that depends on block order: block 0 publishes a value after a barrier, block 1
+// reads it with no synchronisation between the blocks (none exists inside a launch: blocks run
+// in any order and at once). Sequential blocks in launch order hide it; resident blocks whose
+// fibers interleave show it. Fixed: block 1 computes the value itself. Mapping: 2 blocks of 64
+// threads; out[t] is what thread t of block 1 got.
+extern "C" __global__ void dmc_bug_block_order(dmc_u32 fixed, dmc_u32* cell, dmc_u32* out) {
+    if (blockIdx.x == 0) {
+        __syncthreads();
+        if (threadIdx.x == 0) *cell = 42u;
+    } else if (fixed) {
+        out[threadIdx.x] = 42u;
+    } else {
+        out[threadIdx.x] = *(volatile dmc_u32*)cell;
+    }
+}
+DMC_EMU_LAUNCHER(dmc_bug_block_order, (dmc_u32 fixed, dmc_u32* cell, dmc_u32* out), (fixed, cell, out))

@@ -17,6 +17,17 @@ unsafe extern "C" {
     fn dmc_emu_sanitizer() -> i32;
     fn dmc_emu_alignment_checked() -> i32;
     fn dmc_emu_last_schedule() -> i32;
+    fn dmc_emu_set_resident_blocks(n: u32) -> i32;
+    fn dmc_emu_last_resident() -> i32;
+    fn dmc_emu_dmc_bug_block_order(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        fixed: u32,
+        cell: *mut u32,
+        out: *mut u32,
+    ) -> i32;
     fn dmc_emu_dmc_selftest_neighbor(gx: u32, gy: u32, bx: u32, seed: u64, with_barrier: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_missing_syncwarp(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_lost_update(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, counter: *mut u32) -> i32;
@@ -669,4 +680,53 @@ fn mixed_schedule_spreads_launches_over_every_schedule() {
     assert_eq!(launch(9, 2), SYNC);
     // weights 4 : 3 : 1 of 8
     assert!(seen[SYNC as usize] >= 16 && seen[PREEMPT as usize] >= 12 && seen[LOCKSTEP as usize] >= 2, "{seen:?}");
+}
+
+fn resident_blocks(n: u32) {
+    // SAFETY: sets a plain option of this thread's later launches.
+    assert_eq!(unsafe { dmc_emu_set_resident_blocks(n) }, 0);
+}
+
+#[test]
+fn concurrent_blocks_expose_a_result_that_depends_on_block_order() {
+    // Block 1 reads what block 0 writes (after a barrier), with no synchronisation between the
+    // blocks. Blocks one at a time in launch order (seed 0) hide it; with a seed, blocks are
+    // resident together (up to 4, fibers interleaved) and block 1 reads before block 0 wrote,
+    // under every schedule.
+    let run = |fixed: u32, seed: u64| {
+        let (mut cell, mut out) = (0u32, vec![0u32; 64]);
+        // SAFETY: cell and out (one value per thread of block 1) are live for the launch.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_block_order(2, 1, 64, seed, fixed, &raw mut cell, out.as_mut_ptr()) }, 0);
+        // SAFETY: no arguments; reads this thread's state.
+        let resident = unsafe { dmc_emu_last_resident() };
+        (out.iter().all(|&v| v == 42), resident)
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(u32::from(case == "fixed"), 0x5EED);
+        return;
+    }
+    if tsan() {
+        // blocks share no ordering: the read is a race with block 0's write
+        let (ok, err) = child("concurrent_blocks_expose_a_result_that_depends_on_block_order", "bug");
+        assert!(!ok && err.contains("ThreadSanitizer: data race") && err.contains("dmc_bug_block_order"), "{err}");
+        let (ok, err) = child("concurrent_blocks_expose_a_result_that_depends_on_block_order", "fixed");
+        assert!(ok && !err.contains("ThreadSanitizer"), "{err}");
+        return;
+    }
+    configure(SYNC, 0, 0, 0);
+    assert_eq!(run(0, 0), (true, 1), "sequential blocks in launch order hide the dependence");
+    for schedule in [SYNC, LOCKSTEP, PREEMPT] {
+        configure(schedule, 0, 0, 0);
+        for seed in [0x5EED, 7, 1234] {
+            assert_eq!(run(0, seed), (false, 2), "schedule {schedule}, seed {seed}: resident blocks expose it");
+            assert_eq!(run(1, seed), (true, 2), "schedule {schedule}, seed {seed}");
+        }
+    }
+    // one resident block: blocks one at a time again (in a seeded order)
+    configure(SYNC, 0, 0, 0);
+    resident_blocks(1);
+    let (_, resident) = run(0, 0x5EED);
+    resident_blocks(0);
+    assert_eq!(resident, 1);
 }
