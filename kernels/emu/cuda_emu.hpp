@@ -5,8 +5,11 @@
 // `__shared__` declarations into DMC_EMU_SHARED / DMC_EMU_EXTERN_SHARED (same line numbers, a
 // #line directive keeps the original file name) and declares each kernel's __launch_bounds__.
 //
-// Execution model: one fiber per CUDA thread; the blocks of a grid run one at a time on the
-// calling OS thread, in launch order (seed 0) or in a seeded random order. Schedules:
+// Execution model: one fiber per CUDA thread, all on the calling OS thread. With seed 0 the
+// blocks of a grid run one at a time in launch order; with any other seed in a seeded random
+// order, up to 4 at once (resident blocks, each with its own fibers, barrier and shared arena;
+// the scheduler interleaves the fibers of all of them), so a kernel whose result depends on
+// block order or on one block seeing another's writes fails. Schedules:
 // - sync (default): a fiber runs until it reaches a synchronisation point (__syncthreads, a warp
 //   collective, __nanosleep); with a non-zero seed the ready fibers run in a freshly shuffled
 //   order after every synchronisation point, so a missing barrier shows up as a wrong result.
@@ -14,6 +17,8 @@
 //   (kernels are built with -fsanitize-coverage=trace-pc; the callback is the step point).
 // - preempt: a fiber is preempted at a random basic block (seeded), so the other threads'
 //   accesses fall between any two of its own.
+// - mixed: one of the three per launch, from (seed, kernel, grid) (mixed_schedule; what
+//   scripts/asan.sh runs the tests under).
 // Collectives are matched by call site (std::source_location), operation, mask and width; a
 // collective completes when every non-exited lane of its mask waits on it; partial masks, the
 // width semantics of CUDA's shuffles, __activemask (the lanes waiting at the same call site),
@@ -36,7 +41,8 @@
 // an unpoisoning of the stack's shadow per switch: most of the ASan run's time); a fiber switch
 // abandons no frames and needs neither.
 //
-// Sanitizers: under AddressSanitizer the fiber switches are annotated; under ThreadSanitizer
+// Sanitizers: under AddressSanitizer the fiber switches are annotated; with DMC_EMU_UBSAN
+// (-fsanitize=alignment) a misaligned access aborts; under ThreadSanitizer
 // every CUDA thread is a TSan fiber (a set per block, up to tsan_sets(); see TSAN_LAUNCH_FIBERS), switches do
 // not synchronise, and barriers,
 // collectives and the end of a launch are release/acquire points, so a data race between CUDA
@@ -1095,7 +1101,8 @@ DMC_EMU_INTERNAL inline unsigned mixed_schedule(uint64_t seed, const char* kerne
     return r < 10 ? SCHED_SYNC : r < 15 ? SCHED_PREEMPT : SCHED_LOCKSTEP;
 }
 
-// Runs a whole grid; blocks one at a time, in launch order (seed 0) or a seeded random order.
+// Runs a whole grid: blocks one at a time in launch order (seed 0), or in a seeded random order
+// with up to `resident` blocks at once.
 
 DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigned bounds, const char* kernel,
                                    void (*body)(void*), void* ctx) {
