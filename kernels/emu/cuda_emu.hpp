@@ -1147,6 +1147,15 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
     b.schedule = o.schedule != SCHED_DEFAULT ? o.schedule : env_schedule();
     if (b.schedule == SCHED_MIXED) b.schedule = mixed_schedule(seed, kernel, grid);
     ts->last_schedule = b.schedule;
+    {
+        // DAMACY_EMU_SCHEDULE_LOG=1: one line per launch on stderr (kernel, seed, grid,
+        // schedule), to see which schedules a test run gave each kernel
+        static const bool log = std::getenv("DAMACY_EMU_SCHEDULE_LOG") != nullptr;
+        if (log)
+            std::fprintf(stderr, "damacy CUDA emulator: launch %s seed %#llx grid (%u,%u,%u) schedule %s\n", kernel,
+                         (unsigned long long)seed, grid.x, grid.y, grid.z,
+                         b.schedule == SCHED_LOCKSTEP ? "lockstep" : b.schedule == SCHED_PREEMPT ? "preempt" : "sync");
+    }
     b.arena = ts->region;
     b.dyn_bytes = o.dyn_smem;
     b.smem_limit = limit;
