@@ -20,7 +20,7 @@ NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 
-.PHONY: help demo test lint rust-test kernel-asan kernel-tsan kernel-cost fixtures fixtures-check bench venv venv313 nvrtc fuzz \
+.PHONY: help demo test lint rust-test kernel-asan kernel-ubsan kernel-tsan kernel-cost fixtures fixtures-check bench venv venv313 nvrtc fuzz \
 	clean py-wheel py-test zarr-suite bench-python
 
 help:
@@ -107,11 +107,19 @@ rust-test: nvrtc venv
 fixtures-check: venv
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(VPY) fixtures/generate.py --out "$$tmp" --check
 
-# Every damacy-kernels test, with the emulated kernels built under AddressSanitizer: any
-# out-of-bounds access by a kernel, on corrupt or truncated input too, fails the run.
+# Every damacy-kernels test, with the emulated kernels built under AddressSanitizer and the
+# alignment sanitizer: any out-of-bounds access by a kernel, on corrupt or truncated input too,
+# and any misaligned 2/4/8/16-byte load or store (a fault on a GPU), fails the run.
 kernel-asan: nvrtc
 	LD_LIBRARY_PATH="$(NVRTC_LIB):$$LD_LIBRARY_PATH" DAMACY_NVRTC_DIR="$(NVRTC_LIB)" \
 		bash crates/damacy-kernels/scripts/asan.sh
+
+# Every damacy-kernels test with the emulated kernels under the alignment sanitizer alone (a
+# faster check than kernel-asan, which includes it; not in `test`, where it would repeat
+# kernel-asan's alignment checks at the cost of a whole run).
+kernel-ubsan: nvrtc
+	LD_LIBRARY_PATH="$(NVRTC_LIB):$$LD_LIBRARY_PATH" DAMACY_NVRTC_DIR="$(NVRTC_LIB)" \
+		bash crates/damacy-kernels/scripts/ubsan.sh
 
 # The emulated kernels once more, built under ThreadSanitizer with one TSan fiber per CUDA
 # thread: a data race between CUDA threads (a missing __syncthreads or __syncwarp, a lost

@@ -15,7 +15,10 @@
 //! `DAMACY_EMU_ASAN=1` builds the emulated kernels with `AddressSanitizer`, `DAMACY_EMU_TSAN=1`
 //! with `ThreadSanitizer` (one `TSan` fiber per CUDA thread), `DAMACY_EMU_COST=1` with gcc's
 //! `ThreadSanitizer` instrumentation but without libtsan: the emulator's own hooks record every
-//! memory access for the cost model (`kernels/emu/cost.hpp`).
+//! memory access for the cost model (`kernels/emu/cost.hpp`). `DAMACY_EMU_UBSAN=1` adds gcc's
+//! alignment sanitizer (`-fsanitize=alignment`, no recovery: a misaligned 2-, 4-, 8- or 16-byte
+//! access aborts with a report naming its file and line); it combines with `DAMACY_EMU_ASAN`
+//! (`scripts/asan.sh` sets both) and runs alone in `scripts/ubsan.sh`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -34,6 +37,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=DAMACY_EMU_ASAN");
     println!("cargo:rerun-if-env-changed=DAMACY_EMU_TSAN");
     println!("cargo:rerun-if-env-changed=DAMACY_EMU_COST");
+    println!("cargo:rerun-if-env-changed=DAMACY_EMU_UBSAN");
 
     let common = kernels.join("common.cuh");
     println!("cargo:rerun-if-changed={}", common.display());
@@ -307,6 +311,20 @@ fn build_emulator(kernels: &Path, out: &Path) {
         u8::from(asan) + u8::from(tsan) + u8::from(cost) <= 1,
         "DAMACY_EMU_ASAN, DAMACY_EMU_TSAN and DAMACY_EMU_COST exclude each other"
     );
+    let ubsan = std::env::var("DAMACY_EMU_UBSAN").is_ok_and(|v| v == "1");
+    assert!(!(ubsan && cost), "DAMACY_EMU_UBSAN and DAMACY_EMU_COST exclude each other");
+    if ubsan {
+        // Loads and stores through a pointer to T check the address against alignof(T) (a GCC
+        // vector of 16 bytes: 16, as CUDA's uint4); the first misaligned one aborts, as it
+        // faults on a GPU (x86 forgives it). -g: the report's stack names the kernel's frames.
+        build
+            .flag("-fsanitize=alignment")
+            .flag("-fno-sanitize-recover=alignment")
+            .flag("-DDMC_EMU_UBSAN=1")
+            .flag("-fno-omit-frame-pointer")
+            .flag("-g");
+        println!("cargo:rustc-link-lib=dylib=ubsan");
+    }
     if asan {
         build.flag("-fsanitize=address").flag("-fno-omit-frame-pointer").flag("-g");
         println!("cargo:rustc-link-lib=dylib=asan");

@@ -97,7 +97,7 @@ DMC_EMU_INTERNAL inline void record(const volatile void* p, uint64_t size, uint8
     ThreadCost* c = tls_cost;
     ThreadState* ts = tls_state;
     const uintptr_t a = (uintptr_t)p;
-    const uintptr_t arena = (uintptr_t)b->arena, stacks = (uintptr_t)ts->region + ARENA_BYTES;
+    const uintptr_t arena = (uintptr_t)b->arena, stacks = (uintptr_t)ts->region + ARENAS_BYTES;
     const uintptr_t fibers = (uintptr_t)ts->fiber_pool;
     uint8_t space = SPACE_GLOBAL;
     if (a - arena < ARENA_BYTES) {

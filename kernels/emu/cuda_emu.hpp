@@ -5,8 +5,11 @@
 // `__shared__` declarations into DMC_EMU_SHARED / DMC_EMU_EXTERN_SHARED (same line numbers, a
 // #line directive keeps the original file name) and declares each kernel's __launch_bounds__.
 //
-// Execution model: one fiber per CUDA thread; the blocks of a grid run one at a time on the
-// calling OS thread, in launch order (seed 0) or in a seeded random order. Schedules:
+// Execution model: one fiber per CUDA thread, all on the calling OS thread. With seed 0 the
+// blocks of a grid run one at a time in launch order; with any other seed in a seeded random
+// order, up to 4 at once (resident blocks, each with its own fibers, barrier and shared arena;
+// the scheduler interleaves the fibers of all of them), so a kernel whose result depends on
+// block order or on one block seeing another's writes fails. Schedules:
 // - sync (default): a fiber runs until it reaches a synchronisation point (__syncthreads, a warp
 //   collective, __nanosleep); with a non-zero seed the ready fibers run in a freshly shuffled
 //   order after every synchronisation point, so a missing barrier shows up as a wrong result.
@@ -14,6 +17,8 @@
 //   (kernels are built with -fsanitize-coverage=trace-pc; the callback is the step point).
 // - preempt: a fiber is preempted at a random basic block (seeded), so the other threads'
 //   accesses fall between any two of its own.
+// - mixed: one of the three per launch, from (seed, kernel, grid) (mixed_schedule; what
+//   scripts/asan.sh runs the tests under).
 // Collectives are matched by call site (std::source_location), operation, mask and width; a
 // collective completes when every non-exited lane of its mask waits on it; partial masks, the
 // width semantics of CUDA's shuffles, __activemask (the lanes waiting at the same call site),
@@ -36,8 +41,9 @@
 // an unpoisoning of the stack's shadow per switch: most of the ASan run's time); a fiber switch
 // abandons no frames and needs neither.
 //
-// Sanitizers: under AddressSanitizer the fiber switches are annotated; under ThreadSanitizer
-// every CUDA thread is a TSan fiber (4 rotating sets per launch, see TSAN_SETS), switches do
+// Sanitizers: under AddressSanitizer the fiber switches are annotated; with DMC_EMU_UBSAN
+// (-fsanitize=alignment) a misaligned access aborts; under ThreadSanitizer
+// every CUDA thread is a TSan fiber (a set per block, up to tsan_sets(); see TSAN_LAUNCH_FIBERS), switches do
 // not synchronise, and barriers,
 // collectives and the end of a launch are release/acquire points, so a data race between CUDA
 // threads (a missing __syncthreads or __syncwarp, a lost update, two blocks writing the same
@@ -99,6 +105,12 @@ void __tsan_release(void* addr);
 #define DMC_EMU_TSAN 0
 #endif
 
+// DMC_EMU_UBSAN=1 (set by the build script with -fsanitize=alignment): every load and store
+// through a T* checks the address against alignof(T) and aborts on a misaligned one.
+#ifndef DMC_EMU_UBSAN
+#define DMC_EMU_UBSAN 0
+#endif
+
 #define DMC_EMULATE 1
 
 #if !defined(__x86_64__)
@@ -150,12 +162,19 @@ constexpr size_t STACK_BYTES = DMC_EMU_ASAN ? (512 * 1024) : DMC_EMU_TSAN ? (256
 constexpr size_t SMEM_STATIC_LIMIT = 48 * 1024;
 constexpr size_t SMEM_OPTIN_LIMIT = 227 * 1024;
 constexpr size_t ARENA_BYTES = (SMEM_STATIC_LIMIT + SMEM_OPTIN_LIMIT + 4095) / 4096 * 4096;
-// Under TSan a launch's blocks rotate through STACK_SETS sets of TSan fibers (see tsan_checkout),
-// and each set has its own fiber stacks: a stack is only ever used by one TSan fiber within a
-// launch, so locals whose address is taken (TSan tracks those) are never reported as shared
-// between CUDA threads of different blocks that happened to reuse the same memory.
+// Under TSan a launch's blocks run on sets of TSan fibers (see tsan_sets), and each fiber of
+// the launch has its own stack (fiber slot set * block size + thread): a stack is only ever
+// used by one TSan fiber within a launch, so locals whose address is taken (TSan tracks those)
+// are never reported as shared between CUDA threads of different blocks that happened to reuse
+// the same memory. STACK_SETS * MAX_THREADS slots per OS thread.
 constexpr int STACK_SETS = DMC_EMU_TSAN ? 4 : 1;
 constexpr size_t STACKS_BYTES = (size_t)STACK_SETS * MAX_THREADS * STACK_BYTES;
+// Blocks of a grid resident at once (each with its own fibers, barrier and shared arena; the
+// scheduler interleaves their fibers): up to this many with a non-zero seed (DAMACY_EMU_RESIDENT_BLOCKS,
+// dmc_emu_set_resident_blocks), one at a time with seed 0 and in the cost build (its address
+// classification knows one arena).
+constexpr int MAX_RESIDENT = DMC_EMU_COST ? 1 : 4;
+constexpr size_t ARENAS_BYTES = (size_t)MAX_RESIDENT * ARENA_BYTES;
 constexpr unsigned char SMEM_POISON = 0xA5;
 constexpr uint64_t SHFL_POISON = 0xA5A5A5A5A5A5A5A5ull;
 // TSan sync objects are addresses: every block gets a fresh window of them (so no ordering
@@ -165,7 +184,8 @@ constexpr size_t TSAN_SYNC_REGION = (size_t)64 << 20;
 constexpr size_t TSAN_SYNC_WINDOW = 2048;
 constexpr int TSAN_MASKS = 16;  // distinct collective masks per warp and block
 
-enum Schedule : unsigned { SCHED_DEFAULT = 0, SCHED_SYNC = 1, SCHED_LOCKSTEP = 2, SCHED_PREEMPT = 3 };
+// SCHED_MIXED picks one of the other three per launch (mixed_schedule).
+enum Schedule : unsigned { SCHED_DEFAULT = 0, SCHED_SYNC = 1, SCHED_LOCKSTEP = 2, SCHED_PREEMPT = 3, SCHED_MIXED = 4 };
 enum State : int { READY = 0, WAIT_BAR = 1, WAIT_WARP = 2, DONE = 3 };
 enum WarpOp : int {
     W_SYNC, W_SHFL, W_SHFL_UP, W_SHFL_DOWN, W_SHFL_XOR, W_BALLOT, W_ANY, W_ALL, W_MATCH_ANY,
@@ -195,9 +215,11 @@ struct Site {
 };
 static_assert(sizeof(std::source_location) == sizeof(void*), "a source_location is one pointer");
 
+struct Block;
 struct Fiber {
     void* sp = nullptr;  // the saved stack pointer while suspended; null until made
     char* stack = nullptr;
+    Block* block = nullptr;  // the block it runs in
     dim3 tid;
     int linear = 0;
     int state = READY;
@@ -226,6 +248,7 @@ struct Options {
     unsigned dyn_smem = 0;
     unsigned max_dyn_smem = 0;
     unsigned watchdog_ms = 0;
+    unsigned resident = 0;  // resident blocks with a non-zero seed (0: DAMACY_EMU_RESIDENT_BLOCKS, else MAX_RESIDENT)
 };
 
 // What the watchdog thread sees of a launch in progress on one OS thread.
@@ -262,6 +285,8 @@ struct Block {
     uint64_t rng = 0;
     const char* kernel = "";
     RunRecord* rec = nullptr;
+    int slot = 0;       // its resident slot: arena and (outside TSan) fibers
+    bool live = false;  // a block runs in the slot
     // shared memory of the launch
     char* arena = nullptr;
     SharedVar vars[64];
@@ -292,14 +317,18 @@ struct ThreadState {
     Fiber* fibers[STACK_SETS * MAX_THREADS] = {};
     RunRecord rec;
     Options opts;
+    unsigned last_schedule = 0;  // the schedule the thread's latest launch ran under
+    int last_resident = 0;       // and how many blocks it kept resident
     bool registered = false;
 #if DMC_EMU_TSAN
     char* sync_region = nullptr;
+    char* retired_sync_region = nullptr;  // unmapped at the end of the launch that replaced it
     size_t sync_next = 0;
     // per warp: the collective masks seen in this block, and each lane's count per mask
-    unsigned wmask[MAX_THREADS / 32][TSAN_MASKS];
-    unsigned wcount[MAX_THREADS / 32][TSAN_MASKS][32];
-    int nmasks[MAX_THREADS / 32];
+    // (per resident slot)
+    unsigned wmask[MAX_RESIDENT][MAX_THREADS / 32][TSAN_MASKS];
+    unsigned wcount[MAX_RESIDENT][MAX_THREADS / 32][TSAN_MASKS][32];
+    int nmasks[MAX_RESIDENT][MAX_THREADS / 32];
 #endif
     ~ThreadState();
 };
@@ -346,10 +375,20 @@ DMC_EMU_INTERNAL inline unsigned env_schedule() {
         if (e == nullptr || *e == 0 || std::strcmp(e, "sync") == 0) return (unsigned)SCHED_SYNC;
         if (std::strcmp(e, "lockstep") == 0) return (unsigned)SCHED_LOCKSTEP;
         if (std::strcmp(e, "preempt") == 0) return (unsigned)SCHED_PREEMPT;
-        std::fprintf(stderr, "damacy CUDA emulator: DAMACY_EMU_SCHEDULE=%s is not sync, lockstep or preempt\n", e);
+        if (std::strcmp(e, "mixed") == 0) return (unsigned)SCHED_MIXED;
+        std::fprintf(stderr, "damacy CUDA emulator: DAMACY_EMU_SCHEDULE=%s is not sync, lockstep, preempt or mixed\n", e);
         std::abort();
     }();
     return s;
+}
+
+DMC_EMU_INTERNAL inline unsigned env_resident_blocks() {
+    static const unsigned n = [] {
+        const char* e = std::getenv("DAMACY_EMU_RESIDENT_BLOCKS");
+        const long v = e ? std::strtol(e, nullptr, 10) : 0;
+        return v >= 1 && v <= MAX_RESIDENT ? (unsigned)v : (unsigned)MAX_RESIDENT;
+    }();
+    return n;
 }
 
 DMC_EMU_INTERNAL inline unsigned env_watchdog_ms() {
@@ -427,11 +466,37 @@ inline ThreadState::~ThreadState() {
 // ---- Fibers ----
 
 #if DMC_EMU_TSAN
-// TSan fibers: creating one costs milliseconds with gcc 12's libtsan, so they are pooled for the
-// process and reused in TSAN_SETS rotating sets per launch: block k runs on set k mod TSAN_SETS,
-// so blocks that run fewer than TSAN_SETS blocks apart share no ordering (with a seed the block
-// order is random, so every pair of blocks has its chance).
-constexpr int TSAN_SETS = STACK_SETS;
+// TSan fibers: creating one costs 1-1.5 ms with gcc 12's libtsan (its pre-2022 runtime: a
+// ThreadState with a 16K-entry clock and a mapped shadow stack per fiber), so fibers are pooled
+// for the process, and a launch checks out `sets` sets of them: block k (in run order) runs on
+// set k mod sets.
+//
+// Why a fiber that is fresh to its launch is as good as a new one: a pooled fiber's history is
+// earlier launches, all ordered before this one (launches acquire g_launch_order_sync), and
+// inside a launch nothing passes ordering from one block's fibers to another's: every block
+// gets fresh sync addresses (barriers, collectives), a fresh shared arena and its own stacks,
+// start_sync carries only the launching thread's clock, and exit_sync is acquired by the
+// launching thread alone, after the last block. So two blocks on different sets share no
+// ordering, exactly as if each had new fibers. Two blocks on the same set do: this runtime
+// treats every access of one fiber (one tid) as program-ordered, and a reused tid (destroy +
+// create) is no better (the registry recycles the slot with a higher epoch, and accesses of the
+// same tid are never compared). New fibers per block are out of reach: a 256-thread block would
+// cost ~0.3 s to create, and the runtime allows 8192 live threads, while every release/acquire
+// costs time linear in the number of fibers a clock has seen (1.1 ms per fiber to create, and
+// 32 fibers' release+acquire 5 -> 100 ms when the clocks span 64 -> 4096 fibers, measured).
+// So `sets` is as large as a budget of TSAN_LAUNCH_FIBERS fibers allows (at least 4), and a
+// launch of at most `sets` blocks (the seeded-bug kernels, the focused tests' launches of up to
+// 1024 / block-size blocks) runs every block on fibers of its own: races between any two
+// blocks are seen. In larger grids, blocks that run a multiple of `sets` apart share fibers;
+// with a non-zero seed the block order is a seeded random permutation, so which pairs share
+// changes with the seed.
+constexpr int TSAN_LAUNCH_FIBERS = 1024;
+DMC_EMU_INTERNAL inline int tsan_sets(uint64_t blocks, int block_threads) {
+    int sets = TSAN_LAUNCH_FIBERS / block_threads;
+    if (sets < 4) sets = 4;
+    if (sets > STACK_SETS * MAX_THREADS / block_threads) sets = STACK_SETS * MAX_THREADS / block_threads;
+    return blocks < (uint64_t)sets ? (int)blocks : sets;
+}
 struct TsanPool {
     std::mutex mu;
     std::vector<void*> free;
@@ -502,14 +567,14 @@ DMC_EMU_INTERNAL inline void fiber_main() {
 DMC_EMU_INTERNAL inline ThreadState* thread_state() {
     if (tls_state == nullptr) {
         auto* s = new ThreadState();
-        const size_t bytes = ARENA_BYTES + STACKS_BYTES;
+        const size_t bytes = ARENAS_BYTES + STACKS_BYTES;
         void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) fail("cannot map fiber stacks and the shared-memory arena");
         s->region = static_cast<char*>(m);
         s->fiber_pool = new Fiber[STACK_SETS * MAX_THREADS]();  // value-initialised: uc zeroed
         for (int i = 0; i < STACK_SETS * MAX_THREADS; i++) {
             s->fibers[i] = &s->fiber_pool[i];
-            s->fibers[i]->stack = s->region + ARENA_BYTES + (size_t)i * STACK_BYTES;
+            s->fibers[i]->stack = s->region + ARENAS_BYTES + (size_t)i * STACK_BYTES;
         }
         tls_state = s;
         static thread_local struct Reaper {
@@ -519,13 +584,13 @@ DMC_EMU_INTERNAL inline ThreadState* thread_state() {
                     // gcc 12's libasan keeps the shadow of unmapped memory: without this the
                     // arena's poison and the redzones of the suspended fibers' frames would be
                     // found by whatever is mapped here next (another thread's fiber stacks).
-                    __asan_unpoison_memory_region(tls_state->region, ARENA_BYTES);
+                    __asan_unpoison_memory_region(tls_state->region, ARENAS_BYTES);
                     for (int i = 0; i < STACK_SETS * MAX_THREADS; i++)
                         if (tls_state->fiber_pool[i].sp != nullptr)
                             __asan_unpoison_memory_region(tls_state->fiber_pool[i].stack, STACK_BYTES);
 #endif
                     delete[] tls_state->fiber_pool;
-                    munmap(tls_state->region, ARENA_BYTES + STACKS_BYTES);
+                    munmap(tls_state->region, ARENAS_BYTES + STACKS_BYTES);
                     delete tls_state;
                     tls_state = nullptr;
                 }
@@ -561,6 +626,7 @@ DMC_EMU_INTERNAL inline void make_fiber(Fiber* f) {
 }
 
 DMC_EMU_INTERNAL inline void switch_to(Block* b, Fiber* f) {
+    tls_block = b;
     b->cur = f;
     b->rec->running.store(f->linear, std::memory_order_relaxed);
 #if DMC_EMU_ASAN
@@ -772,6 +838,20 @@ DMC_EMU_INTERNAL inline void complete_warp(Block* b, int w0, int nl, bool stalle
         for (int k = 0; k < nl && same; k++)
             if (p >> k & 1u) same = same_collective(f, fs[k]);
         if (!same) continue;  // reported as a divergent collective if the block stalls
+        // CUDA: every lane named in the mask must execute the same collective with the same
+        // mask. A lane waiting at this very call site with another mask that names a lane of
+        // this group is a bug (disjoint masks at one site are two collectives, as after a
+        // divergent branch). Without this check the two groups would each complete alone.
+        for (int k = 0; k < nl; k++) {
+            const Fiber* o = fs[k];
+            if (!(waiting >> k & 1u) || (p >> k & 1u) || o->op != f->op || o->mask == f->mask ||
+                (o->mask & f->mask) == 0 || !(o->site == f->site))
+                continue;
+            fail("%s at %s:%u:%u: warp %d lanes reach it with non-identical masks: lane %d with mask %#010x, lane %d "
+                 "with mask %#010x (every lane named in a collective's mask must name the same mask)",
+                 op_name(f->op), short_file(f->site.file()), f->site.line(), f->site.column(), w0 / 32, l, f->mask, k,
+                 o->mask);
+        }
         complete_collective(b, w0, nl, p);
         // the whole warp is converged here: its memory requests so far are complete
         DMC_EMU_COST_HOOK(if (p == present) cost::flush_warp(w0 / 32));
@@ -837,6 +917,21 @@ DMC_EMU_INTERNAL inline void complete_warp(Block* b, int w0, int nl, bool stalle
         }
         if (done > 0) put(", %d threads exited", done);
     }
+    // Name the mismatch when lanes wait at one call site for one operation but differ in width
+    // or mask (different call sites are the divergent case).
+    bool widths = false, masks = false;
+    for (int i = 0; i < b->nthreads; i++) {
+        const Fiber* f = b->fibers[i];
+        if (f->state != WAIT_WARP) continue;
+        for (int k = (i & ~31); k < i; k++) {
+            const Fiber* o = b->fibers[k];
+            if (o->state != WAIT_WARP || o->op != f->op || !(o->site == f->site)) continue;
+            widths |= o->width != f->width;
+            masks |= o->mask != f->mask;
+        }
+    }
+    if (widths) put("lanes of one collective call site use different widths; ");
+    if (masks) put("lanes of one collective call site use non-identical masks; ");
     put(" (divergent collectives or barriers: lanes wait at different call sites, masks, widths, or after lanes exited)");
     fail("%s", msg);
 }
@@ -865,44 +960,49 @@ DMC_EMU_INTERNAL inline void complete_barrier(Block* b, Fiber** ready, int* nrea
 
 // ---- Blocks and launches ----
 
-DMC_EMU_INTERNAL inline void run_block(Block* b) {
+// Starts block b (its index, rng and TSan set already set) on `fibers`: a fresh (TSan) and
+// poisoned arena, fresh sync addresses, its fibers READY and appended to `ready`.
+DMC_EMU_INTERNAL inline void begin_block(Block* b, Fiber** fibers, Fiber** ready, int* nready) {
+#if DMC_EMU_TSAN
     ThreadState* ts = tls_state;
+#endif
     const int n = b->nthreads;
-    b->rec->bx.store(b->bidx.x, std::memory_order_relaxed);
-    b->rec->by.store(b->bidx.y, std::memory_order_relaxed);
-    b->rec->bz.store(b->bidx.z, std::memory_order_relaxed);
+    tls_block = b;
 #if DMC_EMU_TSAN
     // Fresh memory for the block's shared memory: TSan forgets the accesses of the previous
     // block's threads there (no race: each block has its own shared memory on the GPU). Fiber
-    // stacks are reused as they are, one stack set per TSan fiber set (STACK_SETS).
+    // stacks are reused as they are, one stack per TSan fiber of the launch (STACK_SETS).
     const size_t used = (SMEM_STATIC_LIMIT + b->dyn_bytes + 4095) / 4096 * 4096;
-    if (mmap(ts->region, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
+    if (mmap(b->arena, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
         MAP_FAILED)
         fail("cannot remap the shared-memory arena");
 #endif
     poison_arena(b);
 #if DMC_EMU_TSAN
     if (ts->sync_region == nullptr || ts->sync_next + TSAN_SYNC_WINDOW > TSAN_SYNC_REGION) {
-        // munmap resets TSan's metadata of the range: the addresses are fresh again
-        if (ts->sync_region != nullptr) munmap(ts->sync_region, TSAN_SYNC_REGION);
+        // munmap resets TSan's metadata of the range: the addresses are fresh again (no
+        // resident block's window is in it: a launch's blocks take at most MAX_RESIDENT windows
+        // of the region's thousands at a time, and a new region is mapped before the old goes)
+        char* old = ts->sync_region;
         void* m = mmap(nullptr, TSAN_SYNC_REGION, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) fail("cannot reserve TSan sync addresses");
         ts->sync_region = static_cast<char*>(m);
         ts->sync_next = 0;
+        if (old != nullptr) {
+            // (a region retired earlier in this launch is thousands of blocks old: no resident
+            // block uses it)
+            if (ts->retired_sync_region != nullptr) munmap(ts->retired_sync_region, TSAN_SYNC_REGION);
+            ts->retired_sync_region = old;
+        }
     }
     b->sync_window = ts->sync_region + ts->sync_next;
     ts->sync_next += TSAN_SYNC_WINDOW;
-    for (int w = 0; w < (n + 31) / 32; w++) ts->nmasks[w] = 0;
+    for (int w = 0; w < (n + 31) / 32; w++) ts->nmasks[b->slot][w] = 0;
     __tsan_release(&b->start_sync);
 #endif
-#if DMC_EMU_TSAN
-    Fiber** fibers = ts->fibers + (size_t)b->tsan_set * MAX_THREADS;
-#else
-    Fiber** fibers = ts->fibers;
-#endif
-    Fiber* ready[MAX_THREADS];
     for (int i = 0; i < n; i++) {
         Fiber* f = fibers[i];
+        f->block = b;
         f->linear = i;
         f->tid.x = i % b->bdim.x;
         f->tid.y = (i / b->bdim.x) % b->bdim.y;
@@ -917,36 +1017,42 @@ DMC_EMU_INTERNAL inline void run_block(Block* b) {
                       b->bidx.y, b->bidx.z);
         __tsan_set_fiber_name(f->tsan, name);
 #endif
-        ready[i] = f;
+        ready[(*nready)++] = f;
     }
     b->fibers = fibers;
-    int nready = n;
-    const bool shuffled = (b->seed != 0 && b->schedule == SCHED_SYNC) || b->schedule == SCHED_PREEMPT;
-    if (shuffled) shuffle(ready, nready, b->rng);
-    for (;;) {
-        for (int i = 0; i < nready; i++) switch_to(b, ready[i]);
-        nready = 0;
-        // Preempted fibers (lockstep step, preemption, __nanosleep) run again.
-        for (int i = 0; i < n; i++)
-            if (fibers[i]->state == READY) ready[nready++] = fibers[i];
-        const bool stalled = nready == 0;
-        for (int w0 = 0; w0 < n; w0 += 32) complete_warp(b, w0, n - w0 < 32 ? n - w0 : 32, stalled, ready, &nready);
-        if (nready == 0) {
-            int done = 0, bar = 0;
-            for (int i = 0; i < n; i++) {
-                done += fibers[i]->state == DONE;
-                bar += fibers[i]->state == WAIT_BAR;
-            }
-            if (done == n) break;
-            if (bar == n) complete_barrier(b, ready, &nready);
-            else report_stall(b);
-        }
-        if (shuffled) shuffle(ready, nready, b->rng);
+    b->live = true;
+}
+
+// After the fibers in `ready` ran: collects block b's fibers that can run again (preempted ones,
+// those a completed collective or barrier released) into `ready`. Returns false when the block
+// has finished (every thread exited); a block that can make no progress is a deadlock.
+DMC_EMU_INTERNAL inline bool advance_block(Block* b, Fiber** ready, int* nready) {
+    const int n = b->nthreads;
+    Fiber** fibers = b->fibers;
+    tls_block = b;
+    const int first = *nready;
+    // Preempted fibers (lockstep step, preemption, __nanosleep) run again.
+    for (int i = 0; i < n; i++)
+        if (fibers[i]->state == READY) ready[(*nready)++] = fibers[i];
+    const bool stalled = *nready == first;
+    for (int w0 = 0; w0 < n; w0 += 32) complete_warp(b, w0, n - w0 < 32 ? n - w0 : 32, stalled, ready, nready);
+    if (*nready > first) return true;
+    int done = 0, bar = 0;
+    for (int i = 0; i < n; i++) {
+        done += fibers[i]->state == DONE;
+        bar += fibers[i]->state == WAIT_BAR;
     }
+    if (done == n) {
 #if DMC_EMU_TSAN
-    for (int i = 0; i < n; i++) fibers[i]->tsan = nullptr;
+        for (int i = 0; i < n; i++) fibers[i]->tsan = nullptr;
 #endif
-    DMC_EMU_COST_HOOK(cost::flush_block(b, true));
+        DMC_EMU_COST_HOOK(cost::flush_block(b, true));
+        b->live = false;
+        return false;
+    }
+    if (bar == n) complete_barrier(b, ready, nready);
+    else report_stall(b);
+    return true;
 }
 
 DMC_EMU_INTERNAL inline uint64_t gcd(uint64_t a, uint64_t b) {
@@ -978,7 +1084,25 @@ DMC_EMU_INTERNAL inline uint64_t fp_control() {
     return uint64_t{mxcsr & ~0x3Fu} | uint64_t{fpucw} << 32;
 }
 
-// Runs a whole grid; blocks one at a time, in launch order (seed 0) or a seeded random order.
+// The schedule of a launch under SCHED_MIXED (DAMACY_EMU_SCHEDULE=mixed, what scripts/asan.sh
+// sets): a launch with seed 0 keeps the fixed order (the tests' reference run); any other seed
+// picks sync (shuffled), preempt or lockstep from a hash of (seed, kernel name, grid), so the
+// same test input gets the same schedule on every run (a failure reproduces) while the many
+// seeds and stream counts of the fixture and property tests spread every kernel over all
+// three. Weights: sync 10, preempt 5, lockstep 1 in 16 (under ASan, on two fixture tests:
+// preempt 1.4x and lockstep 3.6x the time of sync; 4/3/1 in 8 made the ASan run of the
+// emulated tests ~1.5x as long).
+DMC_EMU_INTERNAL inline unsigned mixed_schedule(uint64_t seed, const char* kernel, dim3 grid) {
+    if (seed == 0) return SCHED_SYNC;
+    uint64_t h = seed ^ 0x5C4ED01Eull;
+    for (const char* c = kernel; *c != 0; c++) h = (h ^ (unsigned char)*c) * 0x100000001B3ull;
+    h ^= (uint64_t)grid.x << 32 ^ (uint64_t)grid.y << 8 ^ grid.z;
+    const uint64_t r = next_rng(h) & 15u;
+    return r < 10 ? SCHED_SYNC : r < 15 ? SCHED_PREEMPT : SCHED_LOCKSTEP;
+}
+
+// Runs a whole grid: blocks one at a time in launch order (seed 0), or in a seeded random order
+// with up to `resident` blocks at once.
 
 DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigned bounds, const char* kernel,
                                    void (*body)(void*), void* ctx) {
@@ -1021,6 +1145,17 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
     b.kernel = kernel;
     b.seed = seed;
     b.schedule = o.schedule != SCHED_DEFAULT ? o.schedule : env_schedule();
+    if (b.schedule == SCHED_MIXED) b.schedule = mixed_schedule(seed, kernel, grid);
+    ts->last_schedule = b.schedule;
+    {
+        // DAMACY_EMU_SCHEDULE_LOG=1: one line per launch on stderr (kernel, seed, grid,
+        // schedule), to see which schedules a test run gave each kernel
+        static const bool log = std::getenv("DAMACY_EMU_SCHEDULE_LOG") != nullptr;
+        if (log)
+            std::fprintf(stderr, "damacy CUDA emulator: launch %s seed %#llx grid (%u,%u,%u) schedule %s\n", kernel,
+                         (unsigned long long)seed, grid.x, grid.y, grid.z,
+                         b.schedule == SCHED_LOCKSTEP ? "lockstep" : b.schedule == SCHED_PREEMPT ? "preempt" : "sync");
+    }
     b.arena = ts->region;
     b.dyn_bytes = o.dyn_smem;
     b.smem_limit = limit;
@@ -1042,42 +1177,109 @@ DMC_EMU_INTERNAL inline int launch(dim3 grid, dim3 block, uint64_t seed, unsigne
     tls_block = &b;
     const uint64_t fp_before = fp_control();
     const uint64_t total = (uint64_t)grid.x * grid.y * grid.z;
+    // Resident blocks: with a non-zero seed up to `resident` at once, as many as the fiber slots
+    // (and under TSan the fiber sets) allow.
+    int resident = seed == 0 ? 1 : (int)(o.resident ? o.resident : env_resident_blocks());
+    if (resident > MAX_RESIDENT) resident = MAX_RESIDENT;
+    if (resident > STACK_SETS * MAX_THREADS / (int)nthreads) resident = STACK_SETS * MAX_THREADS / (int)nthreads;
+    if ((uint64_t)resident > total) resident = (int)total;
+    if (resident < 1) resident = 1;
 #if DMC_EMU_TSAN
-    const int sets = total < (uint64_t)TSAN_SETS ? (int)total : TSAN_SETS;
+    const int sets = tsan_sets(total, (int)nthreads);
+    if (resident > sets) resident = sets;
     std::vector<void*> tsan_fibers((size_t)sets * nthreads);
     tsan_checkout(tsan_fibers.data(), (int)tsan_fibers.size());
     b.tsan_fibers = tsan_fibers.data();
+    bool set_used[STACK_SETS * MAX_THREADS] = {};
 #endif
+    ts->last_resident = resident;
     uint64_t mult = 1, add = 0;
     if (seed != 0 && total > 1) {
         uint64_t r = seed ^ 0xB10C0DE5ull;
         do mult = next_rng(r) % total; while (mult == 0 || gcd(mult, total) != 1);
         add = next_rng(r) % total;
     }
-    for (uint64_t k = 0; k < total; k++) {
+    Block blocks[MAX_RESIDENT];
+    Fiber* ready[MAX_RESIDENT * MAX_THREADS];
+    int nready = 0;
+    uint64_t k = 0;  // blocks started
+    // Starts the next block of the run order in slot b, if any is left.
+    auto start_next = [&](Block* nb) DMC_EMU_INTERNAL {
+        if (k == total) return false;
         // a bijection of [0, total): a random block order when seeded
         const uint64_t lin = (uint64_t)(((unsigned __int128)k * mult + add) % total);
-        b.bidx.x = (unsigned)(lin % grid.x);
-        b.bidx.y = (unsigned)((lin / grid.x) % grid.y);
-        b.bidx.z = (unsigned)(lin / ((uint64_t)grid.x * grid.y));
-        b.rng = seed ^ (lin * 0xD1B54A32D192ED03ull) ^ 0x5EEDull;
+        nb->bidx.x = (unsigned)(lin % grid.x);
+        nb->bidx.y = (unsigned)((lin / grid.x) % grid.y);
+        nb->bidx.z = (unsigned)(lin / ((uint64_t)grid.x * grid.y));
+        nb->rng = seed ^ (lin * 0xD1B54A32D192ED03ull) ^ 0x5EEDull;
 #if DMC_EMU_TSAN
-        b.tsan_set = (int)(k % (uint64_t)sets);
+        // set k mod sets, or the next one no resident block runs on
+        int set = (int)(k % (uint64_t)sets);
+        while (set_used[set]) set = (set + 1) % sets;
+        set_used[set] = true;
+        nb->tsan_set = set;
+        Fiber** fibers = ts->fibers + (size_t)set * nthreads;
+#else
+        Fiber** fibers = ts->fibers + (size_t)nb->slot * nthreads;
 #endif
-        run_block(&b);
+        k++;
+        begin_block(nb, fibers, ready, &nready);
+        return true;
+    };
+    int live = 0;
+    for (int r = 0; r < resident; r++) {
+        blocks[r] = b;
+        blocks[r].slot = r;
+        blocks[r].arena = ts->region + (size_t)r * ARENA_BYTES;
+        live += start_next(&blocks[r]);
     }
+    const bool shuffled = (seed != 0 && b.schedule == SCHED_SYNC) || b.schedule == SCHED_PREEMPT;
+    // One block: its own rng shuffles (as before resident blocks); several: the launch's.
+    uint64_t launch_rng = seed ^ 0x1A7E5C4Eull;
+    auto shuffle_ready = [&]() DMC_EMU_INTERNAL {
+        if (shuffled) shuffle(ready, nready, resident == 1 ? blocks[0].rng : launch_rng);
+    };
+    shuffle_ready();
+    const Block* shown = nullptr;
+    while (live > 0) {
+        for (int i = 0; i < nready; i++) {
+            Block* fb = ready[i]->block;
+            if (fb != shown) {  // the watchdog names the block it last saw running
+                ts->rec.bx.store(fb->bidx.x, std::memory_order_relaxed);
+                ts->rec.by.store(fb->bidx.y, std::memory_order_relaxed);
+                ts->rec.bz.store(fb->bidx.z, std::memory_order_relaxed);
+                shown = fb;
+            }
+            switch_to(fb, ready[i]);
+        }
+        nready = 0;
+        for (int r = 0; r < resident; r++) {
+            Block* rb = &blocks[r];
+            if (!rb->live || advance_block(rb, ready, &nready)) continue;
+#if DMC_EMU_TSAN
+            set_used[rb->tsan_set] = false;
+#endif
+            if (!start_next(rb)) live--;
+        }
+        shuffle_ready();
+    }
+    tls_block = &blocks[0];
     if (fp_control() != fp_before)
         fail("%s changed the floating-point control state (rounding mode or exception masks; MXCSR/x87 control "
              "word): CUDA kernels have no such state, and the emulator's fibers share the launching thread's",
              kernel);
 #if DMC_EMU_TSAN
     tsan_checkin(tsan_fibers.data(), (int)tsan_fibers.size());
+    if (ts->retired_sync_region != nullptr) {
+        munmap(ts->retired_sync_region, TSAN_SYNC_REGION);
+        ts->retired_sync_region = nullptr;
+    }
 #endif
     tls_block = nullptr;
-    DMC_EMU_COST_HOOK(cost::launch_end(b.static_top + b.dyn_bytes));
+    DMC_EMU_COST_HOOK(cost::launch_end(blocks[0].static_top + blocks[0].dyn_bytes));
     ts->rec.active.store(0);
 #if DMC_EMU_TSAN
-    __tsan_acquire(&b.exit_sync);
+    for (int r = 0; r < resident; r++) __tsan_acquire(&blocks[r].exit_sync);
     __tsan_release(&g_launch_order_sync);
 #endif
     return 0;
@@ -1116,14 +1318,15 @@ DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int widt
         ThreadState* ts = tls_state;
         const int w = f->linear / 32;
         int k = 0;
-        while (k < ts->nmasks[w] && ts->wmask[w][k] != mask) k++;
-        if (k == ts->nmasks[w]) {
+        const int r = tls_block->slot;
+        while (k < ts->nmasks[r][w] && ts->wmask[r][w][k] != mask) k++;
+        if (k == ts->nmasks[r][w]) {
             if (k == TSAN_MASKS) fail("more than %d distinct collective masks in one warp (TSan build)", TSAN_MASKS);
-            ts->wmask[w][k] = mask;
-            for (int l = 0; l < 32; l++) ts->wcount[w][k][l] = 0;
-            ts->nmasks[w]++;
+            ts->wmask[r][w][k] = mask;
+            for (int l = 0; l < 32; l++) ts->wcount[r][w][k][l] = 0;
+            ts->nmasks[r][w]++;
         }
-        const unsigned c = ts->wcount[w][k][lane]++;
+        const unsigned c = ts->wcount[r][w][k][lane]++;
         f->sync_addr = tls_block->sync_window + 2 + ((size_t)w * TSAN_MASKS + (size_t)k) * 2 + (c & 1u);
         __tsan_release(f->sync_addr);
     }

@@ -63,11 +63,12 @@ extern "C" __attribute__((no_sanitize_coverage, no_sanitize_thread)) void __sani
 }
 
 // Options of the launches made afterwards by the calling OS thread (0: the default):
-// schedule 1 sync, 2 lockstep, 3 preempt (default: DAMACY_EMU_SCHEDULE, else sync);
+// schedule 1 sync, 2 lockstep, 3 preempt, 4 mixed (one of the three per launch, chosen from
+// the seed, the kernel and the grid; seed 0: sync) (default: DAMACY_EMU_SCHEDULE, else sync);
 // dynamic shared memory bytes; the opt-in maximum of dynamic shared memory (≤ 227 KiB);
 // the watchdog's time in milliseconds (default: DAMACY_EMU_WATCHDOG_S, else 300 s).
 extern "C" int dmc_emu_configure(unsigned schedule, unsigned dyn_smem, unsigned max_dyn_smem, unsigned watchdog_ms) {
-    if (schedule > ::dmc_emu::SCHED_PREEMPT) return -1;
+    if (schedule > ::dmc_emu::SCHED_MIXED) return -1;
     ::dmc_emu::Options& o = ::dmc_emu::thread_state()->opts;
     o.schedule = schedule;
     o.dyn_smem = dyn_smem;
@@ -76,9 +77,29 @@ extern "C" int dmc_emu_configure(unsigned schedule, unsigned dyn_smem, unsigned 
     return 0;
 }
 
+// How many blocks of a grid the calling thread's later launches with a non-zero seed keep
+// resident at once (their fibers interleaved; 1: one block at a time), 1 to 4; 0: the default
+// (DAMACY_EMU_RESIDENT_BLOCKS, else 4). Launches with seed 0 run one block at a time.
+extern "C" int dmc_emu_set_resident_blocks(unsigned n) {
+    if (n > (unsigned)::dmc_emu::MAX_RESIDENT) return -1;
+    ::dmc_emu::thread_state()->opts.resident = n;
+    return 0;
+}
+
+// How many blocks the calling thread's latest launch kept resident at once.
+extern "C" int dmc_emu_last_resident(void) { return ::dmc_emu::thread_state()->last_resident; }
+
+// The schedule the calling thread's latest launch ran under (1 sync, 2 lockstep, 3 preempt;
+// what `mixed` chose), 0 before its first launch.
+extern "C" int dmc_emu_last_schedule(void) { return (int)::dmc_emu::thread_state()->last_schedule; }
+
 // Which sanitizer the emulated kernels were built with: 0 none, 1 AddressSanitizer,
 // 2 ThreadSanitizer.
 extern "C" int dmc_emu_sanitizer(void) { return DMC_EMU_ASAN ? 1 : DMC_EMU_TSAN ? 2 : 0; }
+
+// Whether the emulated kernels were built with the alignment sanitizer (DAMACY_EMU_UBSAN=1:
+// scripts/ubsan.sh, and scripts/asan.sh beside AddressSanitizer): 1 if so, else 0.
+extern "C" int dmc_emu_alignment_checked(void) { return DMC_EMU_UBSAN; }
 
 // A hand-off between OS threads that TSan cannot see (the emulated streams' queues and events
 // are Rust channels, mutexes and condition variables on futexes): `release` 1 on the sending

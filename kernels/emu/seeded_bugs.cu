@@ -154,3 +154,86 @@ extern "C" __global__ void __launch_bounds__(32) dmc_bug_oob_read(dmc_u32 fixed,
     else out[threadIdx.x] = cells[31 + past] + sum;
 }
 DMC_EMU_LAUNCHER(dmc_bug_oob_read, (dmc_u32 fixed, dmc_u32 where, dmc_u32* out), (fixed, where, out))
+
+// A misaligned access: lane l loads (store 0) or stores (store 1) a `width`-byte word (2, 4, 8,
+// or 16 through common.cuh's dmc_load16/dmc_store16) at buf + 2 * width * l + 1, or at
+// buf + 2 * width * l when fixed. A GPU faults on it (misaligned address); x86 forgives it, so
+// only the alignment-sanitizer build (DAMACY_EMU_UBSAN=1) catches it. Mapping: one warp; buf
+// holds 64 * width bytes, out[lane] the loaded word's low 8 bytes.
+extern "C" __global__ void __launch_bounds__(32) dmc_bug_misaligned(dmc_u32 fixed, dmc_u32 width, dmc_u32 store,
+                                                                    dmc_u8* buf, dmc_u64* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    dmc_u8* p = buf + 2 * width * lane + (fixed ? 0u : 1u);
+    const dmc_u64 v = 0x0101010101010101ull * (lane + 1);
+    dmc_u64 r = 0;
+    if (width == 2) {
+        if (store) *(dmc_u16*)p = (dmc_u16)v;
+        else r = *(const dmc_u16*)p;
+    } else if (width == 4) {
+        if (store) *(dmc_u32*)p = (dmc_u32)v;
+        else r = *(const dmc_u32*)p;
+    } else if (width == 8) {
+        if (store) *(dmc_u64*)p = v;
+        else r = *(const dmc_u64*)p;
+    } else {
+        if (store) {
+            dmc_store16(p, dmc_u32x4{{(dmc_u32)v, (dmc_u32)v, (dmc_u32)v, (dmc_u32)v}});
+        } else {
+            const dmc_u32x4 x = dmc_load16(p);
+            r = (dmc_u64)x.w[0] | (dmc_u64)x.w[1] << 32;
+        }
+    }
+    out[lane] = r;
+}
+DMC_EMU_LAUNCHER(dmc_bug_misaligned, (dmc_u32 fixed, dmc_u32 width, dmc_u32 store, dmc_u8* buf, dmc_u64* out),
+                 (fixed, width, store, buf, out))
+
+// A shuffle whose lanes disagree on the width: lanes 16..31 pass 32, lanes 0..15 pass 16
+// (undefined on the GPU: the lanes of one collective must agree on it). Fixed: every lane 16.
+// Mapping: one warp, out[lane].
+extern "C" __global__ void __launch_bounds__(32) dmc_bug_shfl_width(dmc_u32 fixed, dmc_u32* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    const int width = (fixed || lane < 16) ? 16 : 32;
+    out[lane] = __shfl_sync(0xffffffffu, lane * 3u, 1, width);
+}
+DMC_EMU_LAUNCHER(dmc_bug_shfl_width, (dmc_u32 fixed, dmc_u32* out), (fixed, out))
+
+// A shuffle reached from one call site with non-identical masks that overlap: variant 1 gives
+// lanes 0..15 the full mask and lanes 16..31 0xffff0000, variant 2 lanes 0..15 0x0000ffff and
+// lanes 16..31 the full mask (each half alone would complete; CUDA requires every lane of a
+// mask to name the same mask). Variant 0 (fixed): the full mask everywhere. Mapping: one warp.
+extern "C" __global__ void __launch_bounds__(32) dmc_bug_mask_mismatch(dmc_u32 variant, dmc_u32* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    dmc_u32 mask = 0xffffffffu;
+    if (variant == 1 && lane >= 16) mask = 0xffff0000u;
+    if (variant == 2 && lane < 16) mask = 0x0000ffffu;
+    out[lane] = __shfl_sync(mask, lane * 3u, 20);
+}
+DMC_EMU_LAUNCHER(dmc_bug_mask_mismatch, (dmc_u32 variant, dmc_u32* out), (variant, out))
+
+// Blocks far apart writing the same bytes: block b writes 256 bytes at 256 b, except block
+// `other` (> 0), which writes block 0's bytes. `other` 0: no overlap (fixed). With the TSan
+// build's old rotation of 4 fiber sets, blocks 0 and 4 ran on the same TSan fibers in launch
+// order, so their race was invisible. Mapping: 64 threads per block.
+extern "C" __global__ void dmc_bug_blocks_apart(dmc_u32 other, dmc_u8* out) {
+    const dmc_u32 start = (other != 0 && blockIdx.x == other) ? 0u : blockIdx.x * 256u;
+    for (dmc_u32 i = threadIdx.x; i < 256; i += blockDim.x) out[start + i] = (dmc_u8)(blockIdx.x + 1);
+}
+DMC_EMU_LAUNCHER(dmc_bug_blocks_apart, (dmc_u32 other, dmc_u8* out), (other, out))
+
+// A result that depends on block order: block 0 publishes a value after a barrier, block 1
+// reads it with no synchronisation between the blocks (none exists inside a launch: blocks run
+// in any order and at once). Sequential blocks in launch order hide it; resident blocks whose
+// fibers interleave show it. Fixed: block 1 computes the value itself. Mapping: 2 blocks of 64
+// threads; out[t] is what thread t of block 1 got.
+extern "C" __global__ void dmc_bug_block_order(dmc_u32 fixed, dmc_u32* cell, dmc_u32* out) {
+    if (blockIdx.x == 0) {
+        __syncthreads();
+        if (threadIdx.x == 0) *cell = 42u;
+    } else if (fixed) {
+        out[threadIdx.x] = 42u;
+    } else {
+        out[threadIdx.x] = *(volatile dmc_u32*)cell;
+    }
+}
+DMC_EMU_LAUNCHER(dmc_bug_block_order, (dmc_u32 fixed, dmc_u32* cell, dmc_u32* out), (fixed, cell, out))

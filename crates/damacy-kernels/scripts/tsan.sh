@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the emulated kernel tests with the kernels built under ThreadSanitizer: every CUDA thread
-# is a TSan fiber (blocks rotate through four sets of fibers, each with its own stacks), barriers and warp collectives are the only ordering between
+# is a TSan fiber (a launch of up to 1024 / block-size blocks, at least 4, runs every block on
+# fibers of its own; larger grids rotate through that many sets; each fiber has its own stack;
+# with a seed up to 4 blocks are resident at once), barriers and warp collectives are the only ordering between
 # the threads of a block and blocks are not ordered at all, so a missing __syncthreads or
 # __syncwarp, a lost update or two blocks writing the same bytes is reported as a data race and
 # fails the run. Needs gcc's libtsan (libtsan2, installed with g++).

@@ -15,13 +15,40 @@ use damacy_kernels as _;
 unsafe extern "C" {
     fn dmc_emu_configure(schedule: u32, dyn_smem: u32, max_dyn_smem: u32, watchdog_ms: u32) -> i32;
     fn dmc_emu_sanitizer() -> i32;
+    fn dmc_emu_alignment_checked() -> i32;
+    fn dmc_emu_last_schedule() -> i32;
+    fn dmc_emu_set_resident_blocks(n: u32) -> i32;
+    fn dmc_emu_last_resident() -> i32;
+    fn dmc_emu_dmc_bug_block_order(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        fixed: u32,
+        cell: *mut u32,
+        out: *mut u32,
+    ) -> i32;
     fn dmc_emu_dmc_selftest_neighbor(gx: u32, gy: u32, bx: u32, seed: u64, with_barrier: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_missing_syncwarp(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_lost_update(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, counter: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_blocks_overlap(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u8) -> i32;
+    fn dmc_emu_dmc_bug_blocks_apart(gx: u32, gy: u32, bx: u32, seed: u64, other: u32, out: *mut u8) -> i32;
     fn dmc_emu_dmc_bug_divergent_shfl(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_shfl_width(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_mask_mismatch(gx: u32, gy: u32, bx: u32, seed: u64, variant: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_uninit_shared(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_oob_read(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, place: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_misaligned(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        fixed: u32,
+        width: u32,
+        store: u32,
+        buf: *mut u8,
+        out: *mut u64,
+    ) -> i32;
     fn dmc_emu_dmc_bug_big_shared(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_rounding_mode(gx: u32, gy: u32, bx: u32, seed: u64, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_spin_wait(gx: u32, gy: u32, bx: u32, seed: u64, flag: *mut u32, out: *mut u32) -> i32;
@@ -42,6 +69,7 @@ const MAP_FIXED_NOREPLACE: i32 = 0x10_0000;
 const SYNC: u32 = 1;
 const LOCKSTEP: u32 = 2;
 const PREEMPT: u32 = 3;
+const MIXED: u32 = 4;
 
 fn configure(schedule: u32, dyn_smem: u32, max_dyn_smem: u32, watchdog_ms: u32) {
     // SAFETY: sets plain options of this thread's later launches.
@@ -58,6 +86,8 @@ fn child(test: &str, case: &str) -> (bool, String) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env("DMC_EMU_CHILD", case)
+        // the alignment sanitizer's reports name the kernel's frames too
+        .env("UBSAN_OPTIONS", format!("print_stacktrace=1:{}", std::env::var("UBSAN_OPTIONS").unwrap_or_default()))
         .output()
         .unwrap();
     (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
@@ -174,6 +204,42 @@ fn two_blocks_writing_the_same_bytes_is_a_race() {
 }
 
 #[test]
+fn blocks_far_apart_writing_the_same_bytes_is_a_race() {
+    // Blocks 0 and 4 (or 0 and 7) of 8, in launch order: under TSan every block of a launch this
+    // size runs on TSan fibers of its own (a rotation of 4 fiber sets ran blocks 0 and 4 on the
+    // same fibers, which hid this race).
+    let run = |other: u32| {
+        let mut out = vec![0u8; 8 * 256];
+        // SAFETY: out holds the 8 * 256 bytes the blocks write.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_blocks_apart(8, 1, 64, 0, other, out.as_mut_ptr()) }, 0);
+        out
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(case.parse().unwrap());
+        return;
+    }
+    if tsan() {
+        for other in [4, 7] {
+            let (ok, err) = child("blocks_far_apart_writing_the_same_bytes_is_a_race", &other.to_string());
+            assert!(
+                !ok && err.contains("ThreadSanitizer: data race"),
+                "blocks 0 and {other}: no race reported:\n{err}"
+            );
+            assert!(err.contains("dmc_bug_blocks_apart") && err.contains("of block (0,0,0)"), "{err}");
+            assert!(err.contains(&format!("of block ({other},0,0)")), "blocks 0 and {other}: {err}");
+        }
+        let (ok, err) = child("blocks_far_apart_writing_the_same_bytes_is_a_race", "0");
+        assert!(ok && !err.contains("ThreadSanitizer"), "without the overlap:\n{err}");
+    } else {
+        eprintln!("blocks_far_apart_writing_the_same_bytes_is_a_race: the race itself needs the TSan build");
+    }
+    configure(SYNC, 0, 0, 0);
+    let out = run(0);
+    assert!(out.chunks(256).enumerate().all(|(b, c)| c.iter().all(|&v| usize::from(v) == b + 1)));
+}
+
+#[test]
 fn divergent_collective_is_reported_with_both_call_sites() {
     let run = |fixed: u32| {
         let mut out = vec![0u32; 32];
@@ -193,6 +259,83 @@ fn divergent_collective_is_reported_with_both_call_sites() {
     assert!(err.matches("kernels/emu/seeded_bugs.cu:").count() >= 2, "both call sites named: {err}");
     configure(SYNC, 0, 0, 0);
     assert!(run(1).iter().all(|&v| v == 0));
+}
+
+#[test]
+fn mismatched_shuffle_widths_are_reported() {
+    let run = |fixed: u32, schedule: u32| {
+        configure(schedule, 0, 0, 0);
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_shfl_width(1, 1, 32, 0x5EED, fixed, out.as_mut_ptr()) }, 0);
+        configure(SYNC, 0, 0, 0);
+        out
+    };
+    if let Some(case) = child_case() {
+        let (what, schedule) = case.split_once(',').unwrap();
+        run(u32::from(what == "fixed"), schedule.parse().unwrap());
+        return;
+    }
+    if tsan() {
+        // the check is the scheduler's, the same in every build: its child processes are
+        // dear under TSan, and the ASan run covers it
+        return;
+    }
+    for schedule in [SYNC, LOCKSTEP, PREEMPT] {
+        let (ok, err) = child("mismatched_shuffle_widths_are_reported", &format!("bug,{schedule}"));
+        assert!(!ok, "schedule {schedule}: a __shfl_sync with two widths must abort");
+        assert!(err.contains("lanes of one collective call site use different widths"), "schedule {schedule}: {err}");
+        assert!(
+            err.contains("lanes 0x0000ffff wait at __shfl_sync(mask 0xffffffff, width 16) kernels/emu/seeded_bugs.cu:")
+                && err.contains("lanes 0xffff0000 wait at __shfl_sync(mask 0xffffffff, width 32)"),
+            "schedule {schedule}: both groups and their widths named: {err}"
+        );
+        // one width: lane 1 of each group of 16
+        let want: Vec<u32> = (0..32u32).map(|l| ((l & !15) + 1) * 3).collect();
+        assert_eq!(run(1, schedule), want, "schedule {schedule}");
+    }
+}
+
+#[test]
+fn non_identical_masks_at_one_collective_are_reported() {
+    let run = |variant: u32, schedule: u32| {
+        configure(schedule, 0, 0, 0);
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_mask_mismatch(1, 1, 32, 0x5EED, variant, out.as_mut_ptr()) }, 0);
+        configure(SYNC, 0, 0, 0);
+        out
+    };
+    if let Some(case) = child_case() {
+        let (variant, schedule) = case.split_once(',').unwrap();
+        run(variant.parse().unwrap(), schedule.parse().unwrap());
+        return;
+    }
+    if tsan() {
+        // the check is the scheduler's, the same in every build: its child processes are
+        // dear under TSan, and the ASan run covers it
+        return;
+    }
+    // (under preemption a half may complete before a lane of the other half arrives: sync and
+    // lockstep bring every lane to the call site first)
+    for schedule in [SYNC, LOCKSTEP] {
+        for (variant, masks) in
+            [(1, ["mask 0xffffffff", "mask 0xffff0000"]), (2, ["mask 0x0000ffff", "mask 0xffffffff"])]
+        {
+            let (ok, err) =
+                child("non_identical_masks_at_one_collective_are_reported", &format!("{variant},{schedule}"));
+            assert!(!ok, "variant {variant}, schedule {schedule}: overlapping masks must abort");
+            assert!(
+                err.contains("__shfl_sync at kernels/emu/seeded_bugs.cu:") && err.contains("non-identical masks"),
+                "variant {variant}, schedule {schedule}: {err}"
+            );
+            assert!(
+                masks.iter().all(|m| err.contains(m)),
+                "variant {variant}, schedule {schedule}: both masks named: {err}"
+            );
+        }
+        assert_eq!(run(0, schedule), vec![60; 32], "schedule {schedule}");
+    }
 }
 
 #[test]
@@ -241,6 +384,79 @@ fn out_of_bounds_reads_are_reported_under_asan() {
         assert!(err.contains("dmc_bug_oob_read"), "place {place}: the report does not name the kernel:\n{err}");
         let (ok, err) = child("out_of_bounds_reads_are_reported_under_asan", &format!("fixed,{place}"));
         assert!(ok && !err.contains("AddressSanitizer"), "place {place} without the defect:\n{err}");
+    }
+}
+
+#[test]
+fn misaligned_accesses_abort_under_the_alignment_sanitizer() {
+    // Lane l loads or stores a 2-, 4-, 8- or 16-byte word one byte past an aligned address. x86
+    // forgives that and a GPU faults, so only the alignment-sanitizer build (scripts/ubsan.sh,
+    // and scripts/asan.sh beside ASan) can catch it: the first such access aborts, naming its
+    // file and line. In every build the aligned variant must move the right bytes.
+    let run = |fixed: u32, width: u32, store: u32| {
+        // 16-byte aligned, as device memory is
+        let mut words = vec![0u128; 4 * width as usize];
+        // SAFETY: the 64 * width bytes of `words`, which outlives the slice.
+        let buf = unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), 64 * width as usize) };
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let mut out = vec![0u64; 32];
+        // SAFETY: buf holds the 64 * width bytes the 32 lanes address (2 * width apart, plus
+        // one); out holds one word per lane.
+        let rc = unsafe {
+            dmc_emu_dmc_bug_misaligned(1, 1, 32, 0x5EED, fixed, width, store, buf.as_mut_ptr(), out.as_mut_ptr())
+        };
+        assert_eq!(rc, 0);
+        (buf.to_vec(), out)
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        let mut it = case.split(',');
+        let fixed = u32::from(it.next() == Some("fixed"));
+        let (width, store) = (it.next().unwrap().parse().unwrap(), u32::from(it.next() == Some("store")));
+        run(fixed, width, store);
+        return;
+    }
+    configure(SYNC, 0, 0, 0);
+    for width in [2u32, 4, 8, 16] {
+        let (_, out) = run(1, width, 0);
+        for (lane, &got) in out.iter().enumerate() {
+            let at = 2 * width as usize * lane;
+            let want = (0..width.min(8) as usize).fold(0u64, |v, k| v | u64::from((at + k) as u8) << (8 * k));
+            assert_eq!(got, want, "width {width}, lane {lane}: the aligned load");
+        }
+        let (buf, _) = run(1, width, 1);
+        for lane in 0..32usize {
+            let at = 2 * width as usize * lane;
+            let word = &buf[at..at + width as usize];
+            assert!(
+                word.iter().all(|&b| b == lane as u8 + 1),
+                "width {width}, lane {lane}: the aligned store {word:?}"
+            );
+        }
+    }
+    // SAFETY: no arguments, no state.
+    if unsafe { dmc_emu_alignment_checked() } != 1 {
+        eprintln!("misaligned accesses: the check itself needs the alignment-sanitizer build (scripts/ubsan.sh)");
+        return;
+    }
+    let test = "misaligned_accesses_abort_under_the_alignment_sanitizer";
+    for width in [2u32, 4, 8, 16] {
+        for kind in ["load", "store"] {
+            let (ok, err) = child(test, &format!("bug,{width},{kind}"));
+            let what = format!("{kind} {} misaligned address", if kind == "load" { "of" } else { "to" });
+            assert!(
+                !ok && err.contains(&what) && err.contains(&format!("requires {width} byte alignment")),
+                "{width}-byte {kind}: no misaligned access reported:\n{err}"
+            );
+            // The report names the access's file and line: the kernel's, or common.cuh's 16-byte
+            // helper (then the stack names the kernel).
+            let site = if width == 16 { "kernels/common.cuh:" } else { "kernels/emu/seeded_bugs.cu:" };
+            assert!(err.contains(site) && err.contains("dmc_bug_misaligned"), "{width}-byte {kind}: no site:\n{err}");
+            let (ok, err) = child(test, &format!("fixed,{width},{kind}"));
+            assert!(ok && !err.contains("runtime error"), "{width}-byte {kind} without the defect:\n{err}");
+        }
     }
 }
 
@@ -446,4 +662,81 @@ fn warp_intrinsics_match_cuda_semantics_under_every_schedule() {
         }
     }
     configure(SYNC, 0, 0, 0);
+}
+
+#[test]
+fn mixed_schedule_spreads_launches_over_every_schedule() {
+    // DAMACY_EMU_SCHEDULE=mixed (scripts/asan.sh) runs each launch of the real kernels' tests
+    // under sync, preempt or lockstep, chosen from (seed, kernel, grid): seed 0 keeps the fixed
+    // order, the same launch always gets the same schedule, and across seeds all three occur.
+    let launch = |seed: u64, gx: u32| {
+        let mut counter = 0u32;
+        // SAFETY: counter is live for the launch.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_lost_update(gx, 1, 64, seed, 1, &raw mut counter) }, 0);
+        assert_eq!(counter, 64 * gx);
+        // SAFETY: no arguments; reads this thread's state.
+        u32::try_from(unsafe { dmc_emu_last_schedule() }).unwrap()
+    };
+    configure(MIXED, 0, 0, 0);
+    let mut seen = [0usize; 4];
+    for seed in 1..=128u64 {
+        let s = launch(seed, 1 + (seed % 3) as u32);
+        assert!([SYNC, LOCKSTEP, PREEMPT].contains(&s), "seed {seed}: schedule {s}");
+        assert_eq!(launch(seed, 1 + (seed % 3) as u32), s, "seed {seed}: the same launch, another schedule");
+        seen[s as usize] += 1;
+    }
+    assert_eq!(launch(0, 2), SYNC, "seed 0 keeps the fixed order");
+    configure(SYNC, 0, 0, 0);
+    assert_eq!(launch(9, 2), SYNC);
+    // weights 10 : 5 : 1 of 16
+    assert!(seen[SYNC as usize] >= 60 && seen[PREEMPT as usize] >= 25 && seen[LOCKSTEP as usize] >= 3, "{seen:?}");
+}
+
+fn resident_blocks(n: u32) {
+    // SAFETY: sets a plain option of this thread's later launches.
+    assert_eq!(unsafe { dmc_emu_set_resident_blocks(n) }, 0);
+}
+
+#[test]
+fn concurrent_blocks_expose_a_result_that_depends_on_block_order() {
+    // Block 1 reads what block 0 writes (after a barrier), with no synchronisation between the
+    // blocks. Blocks one at a time in launch order (seed 0) hide it; with a seed, blocks are
+    // resident together (up to 4, fibers interleaved) and block 1 reads before block 0 wrote,
+    // under every schedule.
+    let run = |fixed: u32, seed: u64| {
+        let (mut cell, mut out) = (0u32, vec![0u32; 64]);
+        // SAFETY: cell and out (one value per thread of block 1) are live for the launch.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_block_order(2, 1, 64, seed, fixed, &raw mut cell, out.as_mut_ptr()) }, 0);
+        // SAFETY: no arguments; reads this thread's state.
+        let resident = unsafe { dmc_emu_last_resident() };
+        (out.iter().all(|&v| v == 42), resident)
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(u32::from(case == "fixed"), 0x5EED);
+        return;
+    }
+    if tsan() {
+        // blocks share no ordering: the read is a race with block 0's write
+        let (ok, err) = child("concurrent_blocks_expose_a_result_that_depends_on_block_order", "bug");
+        assert!(!ok && err.contains("ThreadSanitizer: data race") && err.contains("dmc_bug_block_order"), "{err}");
+        let (ok, err) = child("concurrent_blocks_expose_a_result_that_depends_on_block_order", "fixed");
+        assert!(ok && !err.contains("ThreadSanitizer"), "{err}");
+        return;
+    }
+    configure(SYNC, 0, 0, 0);
+    assert_eq!(run(0, 0), (true, 1), "sequential blocks in launch order hide the dependence");
+    for schedule in [SYNC, LOCKSTEP, PREEMPT] {
+        configure(schedule, 0, 0, 0);
+        for seed in [0x5EED, 7, 1234] {
+            assert_eq!(run(0, seed), (false, 2), "schedule {schedule}, seed {seed}: resident blocks expose it");
+            assert_eq!(run(1, seed), (true, 2), "schedule {schedule}, seed {seed}");
+        }
+    }
+    // one resident block: blocks one at a time again (in a seeded order)
+    configure(SYNC, 0, 0, 0);
+    resident_blocks(1);
+    let (_, resident) = run(0, 0x5EED);
+    resident_blocks(0);
+    assert_eq!(resident, 1);
 }
