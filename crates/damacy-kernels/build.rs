@@ -301,9 +301,14 @@ fn build_emulator(kernels: &Path, out: &Path) {
         .flag(header.to_str().expect("kernel path is UTF-8"))
         .flag("-fno-strict-aliasing")
         .flag("-Wno-unused-parameter")
-        // The callback at every basic block is where the lockstep and preempt schedules step.
-        .flag("-fsanitize-coverage=trace-pc")
         .include(kernels);
+    // The callback at every basic block is where the lockstep and preempt schedules step. Not in
+    // a cargo-fuzz build (`--cfg fuzzing`): libFuzzer links its own `__sanitizer_cov_trace_pc`,
+    // a stub that exits ("trace-pc is no longer supported"), over the emulator's weak one; the
+    // fuzzers then run the sync schedule.
+    if std::env::var_os("CARGO_CFG_FUZZING").is_none() {
+        build.flag("-fsanitize-coverage=trace-pc");
+    }
     let asan = std::env::var("DAMACY_EMU_ASAN").is_ok_and(|v| v == "1");
     let tsan = std::env::var("DAMACY_EMU_TSAN").is_ok_and(|v| v == "1");
     let cost = std::env::var("DAMACY_EMU_COST").is_ok_and(|v| v == "1");

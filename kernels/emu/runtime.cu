@@ -54,8 +54,11 @@ dmc_emu_fiber_start:
 )");
 
 // Called at every basic block of the kernels (-fsanitize-coverage=trace-pc). Outside a fiber,
-// or under the sync schedule, it returns at once.
-extern "C" __attribute__((no_sanitize_coverage, no_sanitize_thread)) void __sanitizer_cov_trace_pc(void) {
+// or under the sync schedule, it returns at once. Weak: a cargo-fuzz build links libFuzzer's
+// hook of this name too (a stub that exits; two strong definitions failed the link), and builds
+// the kernels without trace-pc (build.rs), so neither is called there and the fuzzers run the
+// sync schedule only (lockstep and preempt need this hook).
+extern "C" __attribute__((weak, no_sanitize_coverage, no_sanitize_thread)) void __sanitizer_cov_trace_pc(void) {
     if (__builtin_expect(::dmc_emu::tls_step_mode == 0, 1)) return;
     ::dmc_emu::Block* b = ::dmc_emu::tls_block;
     // lockstep: every lane steps one basic block, then the next lane; preempt: 1 in 16
