@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use damacy_codec::{ArrayOptions, ReaderConfig, Reader, Region, Store};
+use damacy_codec::{ArrayOptions, Reader, ReaderConfig, Region, Store};
 use libfuzzer_sys::fuzz_target;
 use zarrs_storage::store::MemoryStore;
 use zarrs_storage::{StoreKey, WritableStorageTraits};

@@ -4,25 +4,11 @@
 //! expected decoded size.
 #![no_main]
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
-use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device};
+use damacy_fuzz::emulated_decoder as decoder;
+use damacy_kernels::ChunkInput;
 use libfuzzer_sys::fuzz_target;
-
-/// Waves of 2 MiB: every chunk the target decodes fits in one.
-fn config() -> DecodeConfig {
-    DecodeConfig::default()
-        .with_wave_src_bytes(2 << 20)
-        .with_wave_dst_bytes(2 << 20)
-        .with_wave_streams(1 << 12)
-        .with_slots(1)
-}
-
-/// One decoder (its buffers pooled) for every iteration.
-fn decoder() -> Option<&'static Mutex<Decoder>> {
-    static DECODER: OnceLock<Option<Mutex<Decoder>>> = OnceLock::new();
-    DECODER.get_or_init(|| Decoder::new(&Device::emulated(0), config()).ok().map(Mutex::new)).as_ref()
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((head, bytes)) = data.split_first_chunk::<3>() else { return };
