@@ -16,16 +16,15 @@ fn damacy(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-fn manifest_digest(path: &str) -> String {
+/// The arrays of the fixtures' manifest.
+fn manifest_arrays() -> Vec<serde_json::Value> {
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixtures().join("manifest.json")).unwrap()).unwrap();
-    manifest["arrays"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["path"] == path)
-        .map(|a| a["sha256"].as_str().unwrap().to_owned())
-        .unwrap()
+    manifest["arrays"].as_array().unwrap().clone()
+}
+
+fn manifest_digest(path: &str) -> String {
+    manifest_arrays().iter().find(|a| a["path"] == path).map(|a| a["sha256"].as_str().unwrap().to_owned()).unwrap()
 }
 
 #[test]
@@ -155,11 +154,7 @@ fn inspect_digest_through_the_emulated_device_route() {
 
 /// The manifest's sharded arrays whose inner chain has a zstd codec (or blosc with cname zstd).
 fn sharded_zstd_fixtures() -> Vec<String> {
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixtures().join("manifest.json")).unwrap()).unwrap();
-    manifest["arrays"]
-        .as_array()
-        .unwrap()
+    manifest_arrays()
         .iter()
         .filter(|a| !a["shard_shape"].is_null() && a["codecs"].to_string().contains("\"zstd\""))
         .map(|a| a["path"].as_str().unwrap().to_owned())

@@ -80,17 +80,7 @@ fn data(len: usize, kind: u8, seed: u64) -> Vec<u8> {
     }
 }
 
-fn gzip(d: &[u8], level: u32) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), Compression::new(level));
-    e.write_all(d).unwrap();
-    e.finish().unwrap()
-}
-
-fn zlib(d: &[u8], level: u32) -> Vec<u8> {
-    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), Compression::new(level));
-    e.write_all(d).unwrap();
-    e.finish().unwrap()
-}
+use common::{gzip, zlib};
 
 fn ref_gunzip(c: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();

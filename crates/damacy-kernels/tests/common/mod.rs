@@ -393,6 +393,22 @@ pub fn run_mixed_codec_waves(device: &Device, small_waves: bool) {
     }
 }
 
+/// `d` as one gzip member compressed by flate2 at `level`.
+pub fn gzip(d: &[u8], level: u32) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+    e.write_all(d).unwrap();
+    e.finish().unwrap()
+}
+
+/// `d` as a zlib stream compressed by flate2 at `level`.
+pub fn zlib(d: &[u8], level: u32) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level));
+    e.write_all(d).unwrap();
+    e.finish().unwrap()
+}
+
 /// gzip and zlib streams through the inflate kernel on `device` (the gated GPU test, and the
 /// emulator in `tests/inflate.rs` so that the same checks are known to pass and to fail): flate2's
 /// output at levels 0 to 9 (stored, fixed and dynamic blocks), gzip and zlib alternating, 1 byte to
@@ -408,16 +424,6 @@ pub fn run_inflate_checks(device: &Device, largest: usize) {
     use flate2::Compression;
     use std::io::Write as _;
 
-    fn gzip(d: &[u8], level: u32) -> Vec<u8> {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), Compression::new(level));
-        e.write_all(d).unwrap();
-        e.finish().unwrap()
-    }
-    fn zlib(d: &[u8], level: u32) -> Vec<u8> {
-        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), Compression::new(level));
-        e.write_all(d).unwrap();
-        e.finish().unwrap()
-    }
     fn crc32(d: &[u8]) -> u32 {
         let mut c = flate2::Crc::new();
         c.update(d);
