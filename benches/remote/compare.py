@@ -15,7 +15,9 @@ served by
 
 and, for the ">= 80 % of local throughput at 10 ms" goal, damacy on the local files; then a
 Pipeline (``damacy bench``, what users run, with read-ahead across batches) on local files and
-over HTTP at each latency, as a second table. Both
+over HTTP at each latency, as a second table; and a third with the servers pinned to a core of
+their own and damacy to the other (local files pinned alike as the baseline), the goal's setting
+of a store elsewhere as far as one machine allows. Both
 readers use their default configuration (damacy ``ReaderConfig::default()`` and
 ``StoreOptions::default()``; tensorstore's default context), so this measures what a new user
 gets. Each reader reads one warm-up batch (it fills the shard-index caches), then the timed
@@ -57,17 +59,21 @@ def process_cpu_s(pid: int) -> float:
 
 
 class ServerCpu:
-    """CPU the servers (``pids``) spend while a phase runs, per batch of the phase."""
+    """CPU the servers (``pids``) spend while a phase runs, per batch of the phase, and as a share
+    of the phase's wall time (``busy``: 1.0 is one core kept busy)."""
 
     def __init__(self, pids: list[int], batches: int) -> None:
         self.pids, self.batches = pids, batches
 
     def __enter__(self) -> "ServerCpu":
         self.t0 = sum(process_cpu_s(p) for p in self.pids)
+        self.wall0 = time.monotonic()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.ms_per_batch = (sum(process_cpu_s(p) for p in self.pids) - self.t0) * 1e3 / self.batches
+        cpu_s = sum(process_cpu_s(p) for p in self.pids) - self.t0
+        self.ms_per_batch = cpu_s * 1e3 / self.batches
+        self.busy = cpu_s / max(time.monotonic() - self.wall0, 1e-9)
 
 
 def free_port() -> int:
@@ -179,18 +185,18 @@ def build(env: dict) -> tuple[str, str, str]:
     return bench, proxy, cli
 
 
-def run_pipeline(cli: str, uri: str, batches: int, batch_size: int, seed: int, env: dict) -> dict:
+def run_pipeline(cli: str, uri: str, batches: int, batch_size: int, seed: int, env: dict, threads: int = 2) -> dict:
     """``damacy bench`` on one array: a Pipeline (what users get: the CLI's defaults of 2 batches read
     at once, read-ahead) streaming the same seeded crop plan wherever the array is, CPU executor,
-    2 threads, as the engine rows."""
-    proc = subprocess.run([cli, "bench", uri, "--executor", "cpu", "--threads", "2", "--batch", str(batch_size),
+    ``threads`` threads (2, as the engine rows, unless pinned to one core)."""
+    proc = subprocess.run([cli, "bench", uri, "--executor", "cpu", "--threads", str(threads), "--batch", str(batch_size),
                            "--batches", str(batches), "--warmup", "2", "--seed", str(seed), "--json"],
                           cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run_damacy(exe: str, data: Path, crops_path: Path, env: dict, store_url: str | None,
-               s3_endpoint: str | None = None, servers: list[int] = ()) -> list[dict]:
+               s3_endpoint: str | None = None, servers: list[int] = (), threads: int = 2) -> list[dict]:
     """damacy's results, each with ``server_cpu_ms_per_batch``: the CPU ``servers`` spent per batch
     (warm-up included, so a slight overestimate) while damacy read that array."""
     env = {**env, "DAMACY_BENCH_READERS": "damacy", "DAMACY_BENCH_STORE_URL": store_url or "",
@@ -200,8 +206,8 @@ def run_damacy(exe: str, data: Path, crops_path: Path, env: dict, store_url: str
     results = []
     for name in local.ARRAYS:
         with ServerCpu(list(servers), len(crops["batches"])) as cpu:
-            rows = [r for r in local.run_rust(exe, data, crops_path, 2, env, [name]) if r.get("kind") == "result"]
-        results += [{**r, "server_cpu_ms_per_batch": cpu.ms_per_batch} for r in rows]
+            rows = [r for r in local.run_rust(exe, data, crops_path, threads, env, [name]) if r.get("kind") == "result"]
+        results += [{**r, "server_cpu_ms_per_batch": cpu.ms_per_batch, "server_busy": cpu.busy} for r in rows]
     return results
 
 
@@ -256,6 +262,67 @@ def pipeline_table(pipelines: list[tuple[str, str, float]]) -> str:
     for store, array, c in pipelines:
         out.append(f"| {store} | {array} | {c:.0f} | {c / local_rate[array]:.0%} |")
     return "\n".join(out)
+
+
+def pinned_table(rows: list[dict]) -> str:
+    """The runs with the servers on a core of their own: engine and Pipeline crops/s per store and
+    array, their share of the same reader on local files (pinned alike), damacy's CPU per batch
+    over its local cost, and how busy the servers kept their core during the engine run."""
+    base = {r["array"]: r for r in rows if r["store"] == "local files"}
+    out = ["| store | array | engine crops/s | ÷ local | engine CPU ÷ local | server core busy "
+           "| Pipeline crops/s | ÷ local |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        b = base[r["array"]]
+        busy = "—" if r["server_busy"] is None else f"{r['server_busy']:.0%}"
+        out.append(f"| {r['store']} | {r['array']} | {r['engine']:.0f} | {r['engine'] / b['engine']:.0%} "
+                   f"| {r['cpu'] / b['cpu']:.2f}x | {busy} | {r['pipeline']:.0f} | {r['pipeline'] / b['pipeline']:.0%} |")
+    return "\n".join(out)
+
+
+def run_pinned(data: Path, state: Path, crops_path: Path, env: dict, exes: tuple[str, str, str],
+               batches: int, batch_size: int, seed: int) -> list[dict]:
+    """The goal's measurement with the store elsewhere, as far as one machine allows: nginx and
+    the proxy on CPU 1, damacy (1 decode thread, so its I/O runtime gets 1 thread too) on CPU 0,
+    local files read by the same pinned damacy as the baseline. Affinity is set on this process
+    around each start, so the children inherit it."""
+    bench_exe, proxy_exe, cli_exe = exes
+    everything = os.sched_getaffinity(0)
+    rows = []
+
+    def measure(store: str, engine_url: str | None, pipeline_base: str, servers: list[int]) -> None:
+        os.sched_setaffinity(0, {0})
+        try:
+            engine = {r["array"]: r for r in run_damacy(bench_exe, data, crops_path, env, engine_url, servers=servers,
+                                                        threads=1)}
+            for name in local.ARRAYS:
+                p = run_pipeline(cli_exe, f"{pipeline_base}#{name}", batches, batch_size, seed, env, threads=1)
+                e = engine[name]
+                rows.append({"store": store, "array": name, "engine": e["crops_per_s"], "cpu": e["cpu_ms_per_batch"],
+                             "server_busy": e["server_busy"] if servers else None,
+                             "pipeline": p["pipeline"]["crops_per_s"]})
+        finally:
+            os.sched_setaffinity(0, everything)
+
+    measure("local files", None, str(data.resolve()), [])
+    os.sched_setaffinity(0, {1})
+    try:
+        nginx = Nginx(data.resolve(), state / "pinned")
+    finally:
+        os.sched_setaffinity(0, everything)
+    try:
+        for ms in (0, 10):
+            os.sched_setaffinity(0, {1})
+            try:
+                proxy = FaultProxy(proxy_exe, nginx.url, ms)
+            finally:
+                os.sched_setaffinity(0, everything)
+            try:
+                measure(f"HTTP +{ms} ms", proxy.url, proxy.url, [nginx.pid, proxy.proc.pid])
+            finally:
+                proxy.stop()
+    finally:
+        nginx.stop()
+    return rows
 
 
 def main() -> None:
@@ -320,8 +387,14 @@ def main() -> None:
             s3_note = "S3 rows skipped: DAMACY_TEST_S3_ENDPOINT is not set (run tests/services/services.sh start)."
     finally:
         nginx.stop()
+    pinned = []
+    if len(os.sched_getaffinity(0)) >= 2:
+        pinned = run_pinned(args.data, state, crops_path, env, (bench_exe, proxy_exe, cli_exe), args.batches,
+                            args.batch_size, args.seed)
 
     text = table(rows, local_rows) + "\n\n" + pipeline_table(pipelines)
+    if pinned:
+        text += "\n\n" + pinned_table(pinned)
     local_line = ", ".join(f"{a} {v['crops_per_s']:.0f} crops/s ({v['cpu_ms_per_batch']:.0f} ms CPU per batch)"
                            for a, v in local_rows.items())
     print(text)
@@ -351,6 +424,9 @@ def main() -> None:
 - second table: `damacy bench` (a Pipeline with the CLI's defaults: 2 batches read at once, read-ahead) on the
   same stores, CPU executor, 2 threads, {args.batches} timed batches after 2 warm-up batches, its own seeded crop
   plan (the same on every store); "÷ Pipeline on local files" is the goal's ratio for what users run.
+- third table (when the machine has 2 CPUs or more): the store on a core of its own, the goal's setting as far as
+  one machine allows: nginx and the proxy pinned to CPU 1, damacy pinned to CPU 0 with 1 decode thread (engine:
+  the read bench; Pipeline: `damacy bench --threads 1`), each compared with the same pinned reader on local files.
 - in-flight max: the most requests damacy had in flight to the store; bytes read / distinct: the bytes
   damacy's timed batches read (coalesced ranges; shard indexes are cached after the warm-up) over the
   encoded bytes of the distinct chunks the crops touch.

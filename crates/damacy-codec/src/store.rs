@@ -528,6 +528,18 @@ fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions
     Ok(operator.with_context(opendal::OperationContext::new().with_http_transport(transport)))
 }
 
+/// Threads of the process's I/O runtime: `DAMACY_IO_RUNTIME_THREADS` when set to a positive
+/// number, else one per four CPUs, 1 to 8. Every request in flight is a task, not a thread, so
+/// few are needed: one thread received 2 GB/s over loopback HTTP while the decode threads kept the
+/// other core busy, and on 2 cores a second one cost 15 % more CPU per batch in hand-offs
+/// between threads (`benches/results/remote.md`).
+fn io_runtime_threads(env_value: Option<&str>, cpus: usize) -> usize {
+    match env_value.and_then(|v| v.trim().parse::<usize>().ok()) {
+        Some(n) if n > 0 => n,
+        _ => (cpus / 4).clamp(1, 8),
+    }
+}
+
 /// The process's I/O runtime, started on first use in each process (a child forked after the
 /// parent started one gets its own); failing to start it is an error, not a panic.
 pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
@@ -540,7 +552,10 @@ pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
         return Ok(rt);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(io_runtime_threads(
+            env("DAMACY_IO_RUNTIME_THREADS").as_deref(),
+            std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        ))
         .thread_name("damacy-io")
         .enable_all()
         .build()
@@ -810,6 +825,14 @@ impl ListableStorageTraits for OpendalStorage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_runtime_threads_scale_with_cpus_unless_set() {
+        assert_eq!([1, 2, 4, 8, 16, 64, 256].map(|c| io_runtime_threads(None, c)), [1, 1, 1, 2, 4, 8, 8]);
+        assert_eq!(io_runtime_threads(Some(" 3 "), 2), 3);
+        assert_eq!(io_runtime_threads(Some("0"), 16), 4);
+        assert_eq!(io_runtime_threads(Some("many"), 16), 4);
+    }
 
     #[test]
     fn schemes() {
