@@ -280,13 +280,8 @@ async fn unavailable(w: &mut TcpStream) -> std::io::Result<()> {
 }
 
 /// Send `request` upstream over the kept connection (a new one if there is none or the kept one
-/// was closed by the server) and read the whole answer.
-async fn forward(
-    server: &mut Option<BufReader<TcpStream>>,
-    upstream: SocketAddr,
-    request: &[u8],
-    is_head: bool,
-) -> Option<(Head, Vec<u8>)> {
+/// was closed by the server) and read the answer's head; the body is left to read.
+async fn forward_head(server: &mut Option<BufReader<TcpStream>>, upstream: SocketAddr, request: &[u8]) -> Option<Head> {
     for _ in 0..2 {
         if server.is_none() {
             *server = Some(BufReader::new(TcpStream::connect(upstream).await.ok()?));
@@ -300,15 +295,41 @@ async fn forward(
             *server = None;
             continue;
         };
-        let status = head.first.split_whitespace().nth(1).unwrap_or_default().to_owned();
-        let no_body = is_head || status == "204" || status == "304" || status.starts_with('1');
-        let (body, closed) = read_body(s, &head, no_body).await?;
-        if closed || head.get("connection").is_some_and(|v| v.eq_ignore_ascii_case("close")) {
-            *server = None;
-        }
-        return Some((head, body));
+        return Some(head);
     }
     None
+}
+
+/// Whether an answer with this head has no body.
+fn without_body(head: &Head, is_head: bool) -> bool {
+    let status = head.first.split_whitespace().nth(1).unwrap_or_default();
+    is_head || status == "204" || status == "304" || status.starts_with('1')
+}
+
+/// Whether the upstream connection must be dropped after this answer.
+fn closes(head: &Head) -> bool {
+    head.get("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"))
+}
+
+/// Copy `len` body bytes from the server to the client as they arrive, paced to
+/// `bytes_per_sec` when set (a store streams its answers; it does not hold them back whole).
+async fn stream_body(
+    server: &mut BufReader<TcpStream>,
+    w: &mut TcpStream,
+    len: usize,
+    bytes_per_sec: Option<u64>,
+) -> std::io::Result<()> {
+    let mut piece = vec![0u8; 64 << 10];
+    let mut left = len;
+    while left > 0 {
+        let n = server.read(&mut piece[..left.min(64 << 10)]).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        write_paced(w, &piece[..n], bytes_per_sec).await?;
+        left -= n;
+    }
+    Ok(())
 }
 
 /// Serve one client connection: its requests one after another (keep-alive), forwarded over
@@ -351,47 +372,80 @@ async fn serve(client: TcpStream, upstream: SocketAddr, f: Faults, counts: &Coun
         let is_head = request.first.starts_with("HEAD ");
         let mut raw = request.encode(request.content_length(), false);
         raw.extend_from_slice(&body);
-        let Some((head, body)) = forward(&mut server, upstream, &raw, is_head).await else { return };
+        let Some(head) = forward_head(&mut server, upstream, &raw).await else { return };
         let mut latency = f.latency;
         if draw(f.seed, n, 2) < f.slow_share {
             counts.slowed.fetch_add(1, Relaxed);
             latency += f.slow_extra;
         }
-        tokio::time::sleep(latency).await;
-        let w = client.get_mut();
-        let length = if is_head { head.content_length() } else { Some(body.len()) };
-        let cut = !is_head && body.len() > 1;
-        if cut && draw(f.seed, n, 3) < f.reset_share {
-            counts.resets.fetch_add(1, Relaxed);
-            let _ = w.write_all(&head.encode(length, false)).await;
-            let _ = w.write_all(&body[..body.len() / 2]).await;
-            let _ = w.flush().await;
-            // A reset, not a close: the client sees ECONNRESET mid-body.
-            let _ = w.set_zero_linger();
-            return;
-        }
-        if cut && draw(f.seed, n, 4) < f.truncate_share {
-            counts.truncations.fetch_add(1, Relaxed);
-            let half = body.len() / 2;
-            if head.first.split_whitespace().nth(1) == Some("206") {
-                // A well-framed answer that is simply short.
-                if w.write_all(&head.encode(Some(half), false)).await.is_err()
-                    || w.write_all(&body[..half]).await.is_err()
-                {
-                    return;
-                }
-                continue;
+        let no_body = without_body(&head, is_head);
+        // An answer of known length that no fault cuts is streamed: the latency is the time to
+        // its first byte, and its body flows through as the server sends it.
+        let known = if no_body || head.chunked() { None } else { head.content_length() };
+        let cut_known = known.is_some_and(|len| len > 1);
+        let resets = cut_known && draw(f.seed, n, 3) < f.reset_share;
+        let truncates = cut_known && !resets && draw(f.seed, n, 4) < f.truncate_share;
+        if let Some(len) = known.filter(|_| !resets && !truncates) {
+            tokio::time::sleep(latency).await;
+            let Some(s) = server.as_mut() else { return };
+            let w = client.get_mut();
+            if w.write_all(&head.encode(Some(len), false)).await.is_err()
+                || stream_body(s, w, len, f.bytes_per_sec).await.is_err()
+            {
+                return;
             }
-            // Half the promised body, then a clean close.
-            let _ = w.write_all(&head.encode(length, true)).await;
-            let _ = w.write_all(&body[..half]).await;
-            let _ = w.shutdown().await;
-            return;
+            if closes(&head) {
+                server = None;
+            }
+            continue;
         }
-        if w.write_all(&head.encode(length, false)).await.is_err()
-            || write_paced(w, &body, f.bytes_per_sec).await.is_err()
-        {
+        let Some(s) = server.as_mut() else { return };
+        let Some((body, closed)) = read_body(s, &head, no_body).await else { return };
+        if closed || closes(&head) {
+            server = None;
+        }
+        tokio::time::sleep(latency).await;
+        if !answer_whole(client.get_mut(), &head, &body, is_head, &f, n, counts).await {
             return;
         }
     }
+}
+
+/// Send an answer read whole, cut by the reset or truncation faults drawn for request `n`;
+/// `false` when the client connection is done (reset, closed or broken).
+async fn answer_whole(
+    w: &mut TcpStream,
+    head: &Head,
+    body: &[u8],
+    is_head: bool,
+    f: &Faults,
+    n: u64,
+    counts: &Counts,
+) -> bool {
+    let length = if is_head { head.content_length() } else { Some(body.len()) };
+    let cut = !is_head && body.len() > 1;
+    if cut && draw(f.seed, n, 3) < f.reset_share {
+        counts.resets.fetch_add(1, Relaxed);
+        let _ = w.write_all(&head.encode(length, false)).await;
+        let _ = w.write_all(&body[..body.len() / 2]).await;
+        let _ = w.flush().await;
+        // A reset, not a close: the client sees ECONNRESET mid-body.
+        let _ = w.set_zero_linger();
+        return false;
+    }
+    if cut && draw(f.seed, n, 4) < f.truncate_share {
+        counts.truncations.fetch_add(1, Relaxed);
+        let half = body.len() / 2;
+        if head.first.split_whitespace().nth(1) == Some("206") {
+            // A well-framed answer that is simply short.
+            return w.write_all(&head.encode(Some(half), false)).await.is_ok()
+                && w.write_all(&body[..half]).await.is_ok();
+        }
+        // Half the promised body, then a clean close.
+        let _ = w.write_all(&head.encode(length, true)).await;
+        let _ = w.write_all(&body[..half]).await;
+        let _ = w.shutdown().await;
+        return false;
+    }
+    w.write_all(&head.encode(length, false)).await.is_ok() && write_paced(w, body, f.bytes_per_sec).await.is_ok()
 }
