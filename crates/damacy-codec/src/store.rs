@@ -531,8 +531,8 @@ fn build_operator(kind: StoreKind, url: &str, rest: &str, options: &StoreOptions
 /// Threads of the process's I/O runtime: `DAMACY_IO_RUNTIME_THREADS` when set to a positive
 /// number, else one per four CPUs, 1 to 8. Every request in flight is a task, not a thread, so
 /// few are needed: one thread received 2 GB/s over loopback HTTP while the decode threads kept the
-/// other core busy, and on 2 cores a second one cost 15 % more CPU per batch in hand-offs
-/// between threads (`benches/results/remote.md`).
+/// other core busy, and on 2 cores a second one cost 7–22 % more CPU per batch in hand-offs
+/// between threads (CHANGELOG, `benches/results/remote.md`).
 fn io_runtime_threads(env_value: Option<&str>, cpus: usize) -> usize {
     match env_value.and_then(|v| v.trim().parse::<usize>().ok()) {
         Some(n) if n > 0 => n,
