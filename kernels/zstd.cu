@@ -12,9 +12,11 @@
 //     except that lane 0 keeps the literals length FSE state, lane 1 the offset state and the
 //     others the match length state, so a sequence's three table entries are one shared
 //     request, handed to every lane by shuffles;
-//   - an FSE table's description parse and symbol spread and the Huffman weights' decode run
-//     on lane 0 into this warp's shared-memory tables, published with one __syncwarp; the FSE
-//     states are then set by the whole warp, 32 cells per round (__match_any_sync ranks the
+//   - an FSE table's description parse and the Huffman weights' decode run on lane 0 into this
+//     warp's shared-memory tables, published with one __syncwarp; a sequence table's symbols are
+//     then spread by the whole warp in closed form, 32 cells per round (each lane finds the
+//     symbol of its cell by a binary search over the counts' prefix sums in registers:
+//     dmc_zstd_spread_warp), its states set 32 cells per round (__match_any_sync ranks the
 //     cells of a symbol: dmc_zstd_fse_states), and the Huffman code is built by the whole
 //     warp in canonical form: per weight w the first code prefix T_w and the first index R_w
 //     in a list of the symbols by weight (hsym, 256 bytes), from ballots and a warp scan, with
@@ -115,7 +117,7 @@ struct dmc_zstd_smem {
         dmc_u8 weights[256];  // Huffman weights (decoded after their FSE table is built)
     } t;
     dmc_u32 codes[DMC_ZSTD_CODES];  // length codes with extra bits (see DMC_ZSTD_CODES)
-    dmc_u32 res[4];  // lane 0's results for the warp: status, bytes used, log
+    dmc_u32 res[4];  // lane 0's results for the warp: status, bytes used, log, last symbol
 };
 
 // Literals length and match length codes: baseline and extra bits (RFC 8878 3.1.1.3.2.1.1).
@@ -374,7 +376,9 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
 }
 
 // Lane 0: spreads the symbols of sm->t.f.norm[0..=max_sym] (sum 1 << log) over `table` (each
-// cell its symbol) and sets sm->t.f.next to each symbol's first state. Returns the status.
+// cell its symbol) and sets sm->t.f.next to each symbol's first state. Returns the status. Only
+// for the Huffman weights' table (64 cells at most, built by lane 0 inside the weights' decode);
+// the sequence tables are spread by the whole warp (dmc_zstd_spread_warp).
 __device__ dmc_u32 dmc_zstd_spread_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 max_sym) {
     const dmc_u32 size = 1u << log;
     const dmc_u32 mask = size - 1;
@@ -400,6 +404,65 @@ __device__ dmc_u32 dmc_zstd_spread_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u3
         }
     }
     return pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+}
+
+// All lanes: spreads a sequence table's symbols over `table` (each cell its symbol) and sets
+// sm->t.f.next to each symbol's first state, in closed form instead of lane 0's walk. Lane l
+// brings the normalized counts n0 of symbol l and n1 of symbol l + 32 (0 past the last symbol,
+// -1 for "less than 1"). The "less than 1" symbols take the last cells, one each in symbol order;
+// the walk visits cell p_j = j * step mod size for j = 0, 1, ... (step is odd, so every cell
+// once), skips those, and gives the k-th cell it keeps to the symbol whose run of counts holds k:
+// the first symbol whose inclusive prefix sum of counts exceeds k, found by a binary search over
+// the lanes' sums with shuffles. 32 cells a round, one store request each (step is odd, so 32
+// consecutive j fall in 32 different banks). Returns the status, the same on every lane:
+// corrupt when the counts do not fill the table. Ends with a __syncwarp; the caller has one
+// before it (the previous table's readers are done). log >= 5.
+__device__ dmc_u32 dmc_zstd_spread_warp(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_i32 n0, dmc_i32 n1,
+                                        dmc_u32 lane) {
+    const dmc_u32 size = 1u << log;
+    const dmc_u32 below = (1u << lane) - 1u;
+    const dmc_u32 low0 = __ballot_sync(0xffffffffu, n0 == -1);
+    const dmc_u32 low1 = __ballot_sync(0xffffffffu, n1 == -1);
+    const dmc_u32 n_low = (dmc_u32)(__popc(low0) + __popc(low1));
+    // Inclusive prefix sums of the positive counts: e0 for symbols 0..31, e1 for 32..63.
+    dmc_u32 e0 = n0 > 0 ? (dmc_u32)n0 : 0u;
+    dmc_u32 e1 = n1 > 0 ? (dmc_u32)n1 : 0u;
+    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) {
+        const dmc_u32 a = __shfl_up_sync(0xffffffffu, e0, d);
+        const dmc_u32 b = __shfl_up_sync(0xffffffffu, e1, d);
+        if (lane >= d) {
+            e0 += a;
+            e1 += b;
+        }
+    }
+    e1 += __shfl_sync(0xffffffffu, e0, DMC_WARP_SIZE - 1);
+    const dmc_u32 total = __shfl_sync(0xffffffffu, e1, DMC_WARP_SIZE - 1);
+    if (total + n_low != size) return DMC_STATUS_CORRUPT;
+    if (n0 == -1) table[size - 1 - (dmc_u32)__popc(low0 & below)] = lane;
+    if (n1 == -1) table[size - 1 - (dmc_u32)__popc(low0) - (dmc_u32)__popc(low1 & below)] = lane + 32;
+    sm->t.f.next[lane] = (dmc_u16)(n0 == -1 ? 1 : n0);
+    sm->t.f.next[lane + 32] = (dmc_u16)(n1 == -1 ? 1 : n1);
+    const dmc_u32 kept_cells = size - n_low;
+    const dmc_u32 step = (size >> 1) + (size >> 3) + 3;
+    dmc_u32 kept = 0;
+    for (dmc_u32 j0 = 0; j0 < size; j0 += DMC_WARP_SIZE) {
+        const dmc_u32 p = ((j0 + lane) * step) & (size - 1);
+        const bool keep = p < kept_cells;
+        const dmc_u32 ballot = __ballot_sync(0xffffffffu, keep);
+        const dmc_u32 k = kept + (dmc_u32)__popc(ballot & below);
+        kept += (dmc_u32)__popc(ballot);
+        // The number of symbols whose run ends at or before cell k: the symbol of cell k.
+        dmc_u32 sym = 0;
+        for (dmc_u32 half = DMC_WARP_SIZE; half > 0; half >>= 1) {
+            const dmc_u32 idx = sym + half - 1;
+            const dmc_u32 a = __shfl_sync(0xffffffffu, e0, (int)(idx & (DMC_WARP_SIZE - 1)));
+            const dmc_u32 b = __shfl_sync(0xffffffffu, e1, (int)(idx & (DMC_WARP_SIZE - 1)));
+            if ((idx < DMC_WARP_SIZE ? a : b) <= k) sym += half;
+        }
+        if (keep) table[p] = sym;
+    }
+    __syncwarp();
+    return DMC_STATUS_OK;
 }
 
 // Lane 0: builds the FSE decoding table of sm->t.f.norm[0..=max_sym] (sum 1 << log) into
@@ -434,13 +497,6 @@ __device__ void dmc_zstd_fse_states(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 l
         table[u] = s | (nb << 8) | (((nxt << nb) - size) << 16);
         __syncwarp();
     }
-}
-
-// Lane 0: spreads a predefined distribution (dmc_zstd_fse_states completes the table).
-__device__ dmc_u32 dmc_zstd_spread_default(dmc_zstd_smem* sm, dmc_u32* table, const dmc_i16* dist, dmc_u32 n,
-                                           dmc_u32 log) {
-    for (dmc_u32 s = 0; s < n; s++) sm->t.f.norm[s] = dist[s];
-    return dmc_zstd_spread_fse(sm, table, log, n - 1);
 }
 
 // ---- Huffman ----
@@ -974,16 +1030,13 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
     if (mode == 3) return dmc_zstd_tag(fs, kind) != 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
     if (mode == 0) {
         if (dmc_zstd_tag(fs, kind) == 1) return DMC_STATUS_OK;  // the table already holds it
+        const dmc_i16* dist = kind == 0 ? dmc_zstd_ll_default : (kind == 1 ? dmc_zstd_of_default : dmc_zstd_ml_default);
+        const dmc_u32 n_sym = kind == 0 ? 36u : (kind == 1 ? 29u : 53u);
+        const dmc_i32 n0 = lane < n_sym ? dist[lane] : 0;
+        const dmc_i32 n1 = lane + 32 < n_sym ? dist[lane + 32] : 0;
         __syncwarp();
-        if (lane == 0) {
-            dmc_u32 s;
-            if (kind == 0) s = dmc_zstd_spread_default(sm, table, dmc_zstd_ll_default, 36, 6);
-            else if (kind == 1) s = dmc_zstd_spread_default(sm, table, dmc_zstd_of_default, 29, 5);
-            else s = dmc_zstd_spread_default(sm, table, dmc_zstd_ml_default, 53, 6);
-            sm->res[0] = s;
-        }
-        __syncwarp();
-        if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
+        const dmc_u32 s = dmc_zstd_spread_warp(sm, table, kind == 1 ? 5 : 6, n0, n1, lane);
+        if (s != DMC_STATUS_OK) return s;
         dmc_zstd_fse_states(sm, table, kind == 1 ? 5 : 6, lane);
         dmc_zstd_set_table(fs, kind, 1, kind == 1 ? 5 : 6);
         return DMC_STATUS_OK;
@@ -1004,14 +1057,18 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
     __syncwarp();
     if (lane == 0) {
         dmc_u32 used = 0, log = 0, msym = 0;
-        dmc_u32 s = dmc_zstd_read_ncount(sm, b + *bp, n - *bp, log_max, sym_max, &used, &log, &msym);
-        if (s == DMC_STATUS_OK) s = dmc_zstd_spread_fse(sm, table, log, msym);
-        sm->res[0] = s;
+        sm->res[0] = dmc_zstd_read_ncount(sm, b + *bp, n - *bp, log_max, sym_max, &used, &log, &msym);
         sm->res[1] = used;
         sm->res[2] = log;
+        sm->res[3] = msym;
     }
     __syncwarp();
     if (sm->res[0] != DMC_STATUS_OK) return sm->res[0];
+    const dmc_u32 msym = sm->res[3];
+    const dmc_i32 n0 = lane <= msym ? sm->t.f.norm[lane] : 0;
+    const dmc_i32 n1 = lane + 32 <= msym ? sm->t.f.norm[lane + 32] : 0;
+    const dmc_u32 st = dmc_zstd_spread_warp(sm, table, sm->res[2], n0, n1, lane);
+    if (st != DMC_STATUS_OK) return st;
     dmc_zstd_fse_states(sm, table, sm->res[2], lane);
     *bp += sm->res[1];
     dmc_zstd_set_table(fs, kind, 2, sm->res[2]);
