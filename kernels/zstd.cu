@@ -375,6 +375,18 @@ __device__ dmc_u32 dmc_zstd_read_ncount(dmc_zstd_smem* sm, const dmc_u8* p, dmc_
     return DMC_STATUS_OK;
 }
 
+// All lanes: inclusive scans over the lanes of two values at once (one shuffle round for both).
+__device__ __forceinline__ void dmc_zstd_scan2(dmc_u32* x, dmc_u32* y, dmc_u32 lane) {
+    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) {
+        const dmc_u32 a = __shfl_up_sync(0xffffffffu, *x, d);
+        const dmc_u32 b = __shfl_up_sync(0xffffffffu, *y, d);
+        if (lane >= d) {
+            *x += a;
+            *y += b;
+        }
+    }
+}
+
 // Lane 0: spreads the symbols of sm->t.f.norm[0..=max_sym] (sum 1 << log) over `table` (each
 // cell its symbol) and sets sm->t.f.next to each symbol's first state. Returns the status. Only
 // for the Huffman weights' table (64 cells at most, built by lane 0 inside the weights' decode);
@@ -427,14 +439,7 @@ __device__ dmc_u32 dmc_zstd_spread_warp(dmc_zstd_smem* sm, dmc_u32* table, dmc_u
     // Inclusive prefix sums of the positive counts: e0 for symbols 0..31, e1 for 32..63.
     dmc_u32 e0 = n0 > 0 ? (dmc_u32)n0 : 0u;
     dmc_u32 e1 = n1 > 0 ? (dmc_u32)n1 : 0u;
-    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) {
-        const dmc_u32 a = __shfl_up_sync(0xffffffffu, e0, d);
-        const dmc_u32 b = __shfl_up_sync(0xffffffffu, e1, d);
-        if (lane >= d) {
-            e0 += a;
-            e1 += b;
-        }
-    }
+    dmc_zstd_scan2(&e0, &e1, lane);
     e1 += __shfl_sync(0xffffffffu, e0, DMC_WARP_SIZE - 1);
     const dmc_u32 total = __shfl_sync(0xffffffffu, e1, DMC_WARP_SIZE - 1);
     if (total + n_low != size) return DMC_STATUS_CORRUPT;
@@ -855,14 +860,7 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, con
     const dmc_u32 bll = blen & 0xFFu, bml = blen >> 8;
     const dmc_u32 n = lane < nb ? bll + bml : 0u, l = lane < nb ? bll : 0u;
     dmc_u32 sn = n, sl = l;  // inclusive scans over the lanes
-    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) {
-        const dmc_u32 a = __shfl_up_sync(0xffffffffu, sn, d);
-        const dmc_u32 b = __shfl_up_sync(0xffffffffu, sl, d);
-        if (lane >= d) {
-            sn += a;
-            sl += b;
-        }
-    }
+    dmc_zstd_scan2(&sn, &sl, lane);
     const dmc_u32 start = sn - n, lu = sl - l;  // this lane's sequence: output start, literal index
     const dmc_u32 total = __shfl_sync(0xffffffffu, sn, DMC_WARP_SIZE - 1);
     const dmc_u32 op = end - total, lu0 = L->used - __shfl_sync(0xffffffffu, sl, DMC_WARP_SIZE - 1);
