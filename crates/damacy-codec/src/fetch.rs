@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -14,6 +15,7 @@ use zarrs_storage::{Bytes, StoreKey};
 
 use crate::error::{Error, Location, Result};
 use crate::plan::{BatchPlan, ReadRequest};
+use crate::remote::Reservation;
 use crate::stats::Stats;
 use crate::store::Store;
 
@@ -41,6 +43,11 @@ pub fn coalesce(ranges: &[Range<u64>], max_gap: u64, max_size: u64) -> (Vec<Rang
     }
     (merged, owner)
 }
+
+/// The largest read (bytes) the thread receiving remote reads decodes itself rather than hands
+/// to the compute pool, which bounds how long later arrivals wait for it (decoding 1 MiB of
+/// encoded bytes takes a few milliseconds at most on one core).
+const INLINE_DECODE_MAX_BYTES: usize = 1 << 20;
 
 /// One storage read: a whole key, or one coalesced byte range of it, and the requests it
 /// serves.
@@ -93,6 +100,72 @@ enum Got<'a> {
     /// A buffer the reading thread reuses (local reads of the CPU executor).
     Borrowed(&'a [u8]),
     Owned(Bytes),
+    /// A remote answer as the HTTP client received it, in pieces, never joined whole: each
+    /// request's bytes are lent where they lie in one piece, and otherwise gathered (only
+    /// those bytes) by the thread that decodes them, into a buffer it keeps.
+    Pieces(Pieces),
+}
+
+/// A remote answer's pieces and where each ends in the answer.
+pub(crate) struct Pieces {
+    parts: Vec<Bytes>,
+    ends: Vec<usize>,
+}
+
+impl Pieces {
+    pub(crate) fn new(answer: opendal::Buffer) -> Self {
+        let parts: Vec<Bytes> = Iterator::filter(answer, |b| !b.is_empty()).collect();
+        let ends = parts
+            .iter()
+            .scan(0usize, |end, b| {
+                *end += b.len();
+                Some(*end)
+            })
+            .collect();
+        Self { parts, ends }
+    }
+
+    fn len(&self) -> usize {
+        self.ends.last().copied().unwrap_or(0)
+    }
+
+    /// The piece holding byte `at` and where that piece starts.
+    fn piece(&self, at: usize) -> (usize, usize) {
+        let i = self.ends.partition_point(|&end| end <= at);
+        (i, if i == 0 { 0 } else { self.ends[i - 1] })
+    }
+
+    /// Bytes `r` (within the answer) when they lie in one piece.
+    fn contiguous(&self, r: &Range<usize>) -> Option<(&Bytes, Range<usize>)> {
+        if r.is_empty() {
+            return None;
+        }
+        let (i, start) = self.piece(r.start);
+        (r.end <= self.ends[i]).then(|| (&self.parts[i], r.start - start..r.end - start))
+    }
+
+    /// Append bytes `r` (within the answer) to `out`.
+    fn gather(&self, r: Range<usize>, out: &mut Vec<u8>) {
+        let (mut i, mut start) = self.piece(r.start);
+        let mut at = r.start;
+        while at < r.end {
+            let end = self.ends[i].min(r.end);
+            out.extend_from_slice(&self.parts[i][at - start..end - start]);
+            at = end;
+            start = self.ends[i];
+            i += 1;
+        }
+    }
+
+    /// Bytes `r` (within the answer), owned: a slice of a piece, or a copy when they span pieces.
+    fn bytes(&self, r: Range<usize>) -> Bytes {
+        if let Some((piece, within)) = self.contiguous(&r) {
+            return piece.slice(within);
+        }
+        let mut out = Vec::with_capacity(r.len());
+        self.gather(r, &mut out);
+        out.into()
+    }
 }
 
 /// The bytes of each request one read serves, cut out of what the read returned on demand.
@@ -105,11 +178,13 @@ pub(crate) struct Parts<'a> {
 }
 
 impl Parts<'_> {
-    fn whole(&self) -> Option<&[u8]> {
+    /// How many bytes the read returned; `None` for a missing key.
+    fn len(&self) -> Option<usize> {
         match &self.got {
             Got::Missing => None,
-            Got::Borrowed(b) => Some(b),
-            Got::Owned(b) => Some(b),
+            Got::Borrowed(b) => Some(b.len()),
+            Got::Owned(b) => Some(b.len()),
+            Got::Pieces(p) => Some(p.len()),
         }
     }
 
@@ -117,36 +192,57 @@ impl Parts<'_> {
     /// for; `None` for a missing key. A range that came back short is an error naming the key
     /// and range (a truncated object).
     fn range(&self, k: usize) -> Result<Option<Range<usize>>> {
-        let Some(buf) = self.whole() else { return Ok(None) };
-        let Some(range) = &self.requests[self.task.requests[k]].range else { return Ok(Some(0..buf.len())) };
+        let Some(len) = self.len() else { return Ok(None) };
+        let Some(range) = &self.requests[self.task.requests[k]].range else { return Ok(Some(0..len)) };
         let base = self.task.range.as_ref().map_or(0, |r| r.start);
         let lo = (range.start - base) as usize;
         let hi = (range.end - base) as usize;
-        if hi > buf.len() {
+        if hi > len {
             return Err(Error::decode(
                 location(self.store, self.array, &self.task.key, Some(range.clone())),
                 format!(
                     "truncated object: {} bytes requested, {} available",
                     range.end - range.start,
-                    buf.len().saturating_sub(lo)
+                    len.saturating_sub(lo)
                 ),
             ));
         }
         Ok(Some(lo..hi))
     }
 
-    /// The bytes of the `k`-th request of the task, borrowed.
-    pub(crate) fn slice(&self, k: usize) -> Result<Option<&[u8]>> {
-        Ok(self.range(k)?.and_then(|r| self.whole().map(|b| &b[r])))
+    /// Call `f` with the bytes of the `k`-th request of the task (`None` for a missing key),
+    /// borrowed where they lie in one buffer, else gathered into this thread's scratch buffer.
+    pub(crate) fn with_slice<R>(&self, k: usize, f: impl FnOnce(Option<&[u8]>) -> Result<R>) -> Result<R> {
+        let Some(r) = self.range(k)? else { return f(None) };
+        match &self.got {
+            Got::Missing => f(None),
+            Got::Borrowed(b) => f(Some(&b[r])),
+            Got::Owned(b) => f(Some(&b[r])),
+            Got::Pieces(p) => {
+                if let Some((piece, within)) = p.contiguous(&r) {
+                    return f(Some(&piece[within]));
+                }
+                // Taken out of the cell (not borrowed), so a nested gather gets its own.
+                let mut scratch = GATHER_BUF.take();
+                scratch.clear();
+                p.gather(r, &mut scratch);
+                let result = f(Some(&scratch));
+                if scratch.capacity() <= READ_BUF_KEEP {
+                    GATHER_BUF.set(scratch);
+                }
+                result
+            }
+        }
     }
 
     /// The bytes of the `k`-th request of the task, owned (a slice of the read's buffer, or a
-    /// copy when the buffer is the reading thread's).
+    /// copy when the buffer is the reading thread's or the bytes span an answer's pieces).
     pub(crate) fn bytes(&self, k: usize) -> Result<Option<Bytes>> {
         let Some(r) = self.range(k)? else { return Ok(None) };
         Ok(Some(match &self.got {
             Got::Owned(b) => b.slice(r),
             Got::Borrowed(b) => Bytes::copy_from_slice(&b[r]),
+            Got::Pieces(p) => p.bytes(r),
             Got::Missing => return Ok(None),
         }))
     }
@@ -194,6 +290,8 @@ const READ_BUF_KEEP: usize = 64 << 20;
 thread_local! {
     /// Each reading thread's buffer for local reads of the CPU executor, and the path of the file.
     static READ_BUF: std::cell::Cell<(Vec<u8>, std::path::PathBuf)> = const { std::cell::Cell::new((Vec::new(), std::path::PathBuf::new())) };
+    /// Each decoding thread's buffer for a request's bytes that span a remote answer's pieces.
+    static GATHER_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Read a task's key (or range of it) from the local folder `root` into `buf` (which keeps its
@@ -270,13 +368,12 @@ fn read_local_reused(
     result
 }
 
-/// Run every read of `plan` and call `on_read(task, parts)` for each, on a thread of `pool`,
-/// as soon as its bytes are there: `parts` gives the bytes of each request the read serves, in
-/// `task.requests` order (`None` for a missing key). With `reuse`, a local store is read into a
-/// buffer each thread keeps (no allocation per read), which `parts` only lends. A remote store's reads are issued at once
-/// (at most `in_flight` of them per batch) and wait for room under the store's limits on
-/// requests and bytes in flight; a read's bytes stay counted against the store's budget until
-/// `on_read` is done with them. The first error stops the batch and is returned.
+/// Run every read of `plan` and call `on_read(task, parts)` for each as soon as its bytes are
+/// there, on a thread of `pool` (for a remote store, also on the calling thread: see
+/// [`for_each_remote_read`]); never more calls at once than `pool` has threads. `parts` gives
+/// the bytes of each request the read serves, in `task.requests` order (`None` for a missing
+/// key). With `reuse`, a local store is read into a buffer each thread keeps (no allocation
+/// per read), which `parts` only lends. The first error stops the batch and is returned.
 pub(crate) fn for_each_read(
     plan: &BatchPlan,
     stats: &Stats,
@@ -288,19 +385,40 @@ pub(crate) fn for_each_read(
     let store = plan.array.store();
     let array = plan.array.path.as_str();
     let requests = &plan.requests;
-    let Some(remote) = store.remote() else {
-        return pool.install(|| {
-            plan.reads.par_iter().try_for_each(|task| match store.local_root() {
-                Some(root) if reuse => {
-                    read_local_reused(store, root, array, task, requests, stats, |parts| on_read(task, parts))
-                }
-                _ => {
-                    let got = read_sync(store, array, task, requests, stats)?.map_or(Got::Missing, Got::Owned);
-                    on_read(task, &Parts { store, array, task, requests, got })
-                }
-            })
-        });
-    };
+    if let Some(remote) = store.remote() {
+        return for_each_remote_read(plan, stats, pool, in_flight, remote, on_read);
+    }
+    pool.install(|| {
+        plan.reads.par_iter().try_for_each(|task| match store.local_root() {
+            Some(root) if reuse => {
+                read_local_reused(store, root, array, task, requests, stats, |parts| on_read(task, parts))
+            }
+            _ => {
+                let got = read_sync(store, array, task, requests, stats)?.map_or(Got::Missing, Got::Owned);
+                on_read(task, &Parts { store, array, task, requests, got })
+            }
+        })
+    })
+}
+
+/// [`for_each_read`] for a remote store: every read is issued at once on the I/O runtime (at
+/// most `in_flight` of them per batch) and waits for room under the store's limits on requests
+/// and bytes in flight; a read's bytes stay counted against the store's budget until `on_read`
+/// is done with them. What arrives is handed to the calling thread, which decodes a small read
+/// itself while the pool has a thread to spare (I/O-bound stretches then wake no pool thread)
+/// and queues the rest on the pool, so a long decode on this thread never holds back reads
+/// arriving meanwhile for long.
+fn for_each_remote_read(
+    plan: &BatchPlan,
+    stats: &Stats,
+    pool: &rayon::ThreadPool,
+    in_flight: usize,
+    remote: &std::sync::Arc<crate::remote::Remote>,
+    on_read: impl Fn(&ReadTask, &Parts<'_>) -> Result<()> + Sync,
+) -> Result<()> {
+    let store = plan.array.store();
+    let array = plan.array.path.as_str();
+    let requests = &plan.requests;
     let runtime = crate::store::runtime()?;
     let (tx, rx) = std::sync::mpsc::channel();
     let jobs: Vec<(usize, String, Option<Range<u64>>)> =
@@ -308,14 +426,14 @@ pub(crate) fn for_each_read(
     // A whole-key read of unknown size reserves a decoded chunk's bytes (encoded chunks are
     // rarely larger).
     let unit_bytes = (plan.array.decode_shape().iter().product::<u64>() * plan.array.dtype.size() as u64).max(1);
-    let remote = remote.clone();
+    let remote = std::sync::Arc::clone(remote);
     let driver = runtime.spawn(async move {
         let remote = &remote;
         let mut results = futures::stream::iter(jobs)
             .map(|(i, key, range)| async move {
                 let reservation = remote.reserve(range.as_ref().map_or(unit_bytes, |r| r.end - r.start)).await;
                 let started = Instant::now();
-                let got = remote.read(&key, range).await;
+                let got = remote.read_pieces(&key, range).await;
                 (i, got, started.elapsed(), reservation)
             })
             .buffer_unordered(in_flight.max(1));
@@ -331,27 +449,59 @@ pub(crate) fn for_each_read(
             slot.get_or_insert(e);
         }
     };
+    // Reads queued on the pool and not yet decoded: this thread decodes one itself only while
+    // that leaves a pool thread idle.
+    let queued = AtomicUsize::new(0);
+    let threads = pool.current_num_threads();
+    let decode = |i: usize, got: Option<Pieces>, reservation: Reservation| {
+        let task = &plan.reads[i];
+        let got = got.map_or(Got::Missing, Got::Pieces);
+        if let Err(e) = on_read(task, &Parts { store, array, task, requests, got }) {
+            fail(e);
+        }
+        drop(reservation);
+    };
     pool.in_place_scope(|scope| {
-        for (i, got, took, reservation) in rx.iter().take(plan.reads.len()) {
-            let task = &plan.reads[i];
-            stats.add_storage_requests(1);
-            stats.add_io(took);
-            let got = match got {
-                Ok(g) => g,
-                Err(e) => {
-                    fail(Error::opendal(location(store, array, &task.key, task.range.clone()), e));
+        let mut left = plan.reads.len();
+        let mut arrived = Vec::new();
+        while left > 0 {
+            let Ok(first) = rx.recv() else { break };
+            for (i, got, took, reservation) in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+                left -= 1;
+                let task = &plan.reads[i];
+                stats.add_storage_requests(1);
+                stats.add_io(took);
+                match got {
+                    Ok(got) => {
+                        let got = got.map(Pieces::new);
+                        account(stats, task, requests, got.as_ref().map(Pieces::len));
+                        arrived.push((i, got, reservation));
+                    }
+                    Err(e) => {
+                        fail(Error::opendal(location(store, array, &task.key, task.range.clone()), e));
+                        left = 0;
+                    }
+                }
+                if left == 0 {
                     break;
                 }
-            };
-            account(stats, task, requests, got.as_ref().map(Bytes::len));
-            let (on_read, fail) = (&on_read, &fail);
-            scope.spawn(move |_| {
-                let got = got.map_or(Got::Missing, Got::Owned);
-                if let Err(e) = on_read(task, &Parts { store, array, task, requests, got }) {
-                    fail(e);
-                }
-                drop(reservation);
+            }
+            let spare = queued.load(Ordering::Acquire) + arrived.len() <= threads;
+            let small = arrived.iter().position(|(_, got, _): &(usize, Option<Pieces>, _)| {
+                got.as_ref().is_none_or(|p| p.len() <= INLINE_DECODE_MAX_BYTES)
             });
+            let mine = small.filter(|_| spare).map(|k| arrived.swap_remove(k));
+            for (i, got, reservation) in arrived.drain(..) {
+                queued.fetch_add(1, Ordering::AcqRel);
+                let (decode, queued) = (&decode, &queued);
+                scope.spawn(move |_| {
+                    decode(i, got, reservation);
+                    queued.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+            if let Some((i, got, reservation)) = mine {
+                decode(i, got, reservation);
+            }
         }
     });
     driver.abort();
@@ -480,5 +630,81 @@ mod tests {
         let (merged, owner) = coalesce(&ranges, 0, 1000);
         assert_eq!(merged, vec![0..100]);
         assert_eq!(owner, vec![0, 0]);
+    }
+
+    #[test]
+    fn remote_reads_are_decoded_as_they_arrive_never_more_at_once_than_the_pool_has_threads() {
+        use std::sync::atomic::AtomicUsize;
+        let store = Store::open("memory://fetch-test", &crate::StoreOptions::default()).unwrap();
+        let op = store.remote().expect("memory:// is read like a remote store").operator().clone();
+        let meta = r#"{"zarr_format":3,"node_type":"array","shape":[64],"data_type":"uint8",
+            "chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},
+            "chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},
+            "fill_value":0,"codecs":[{"name":"bytes"}]}"#;
+        crate::store::block_on(async {
+            op.write("a/zarr.json", meta.as_bytes().to_vec()).await.unwrap();
+            for c in 0..32u8 {
+                op.write(&format!("a/c/{c}"), vec![2 * c, 2 * c + 1]).await.unwrap();
+            }
+        })
+        .unwrap();
+        let reader = crate::Reader::new(crate::ReaderConfig::default()).unwrap();
+        let array = reader.open_array(&store, "a", crate::ArrayOptions::default()).unwrap();
+        let plan = reader.plan(&array, &[crate::Region::new(vec![0], vec![64])]).unwrap();
+        assert_eq!(plan.reads.len(), 32, "one read per chunk");
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let (now, most, seen) = (AtomicUsize::new(0), AtomicUsize::new(0), Mutex::new(Vec::new()));
+            let stats = Stats::default();
+            for_each_read(&plan, &stats, &pool, 64, false, |task, parts| {
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                let bytes = parts.bytes(0)?.expect("every chunk was written");
+                seen.lock().unwrap().push((task.key.as_str().to_owned(), bytes.to_vec()));
+                now.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+            let mut seen = seen.into_inner().unwrap();
+            seen.sort();
+            let mut want: Vec<(String, Vec<u8>)> =
+                (0..32u8).map(|c| (format!("a/c/{c}"), vec![2 * c, 2 * c + 1])).collect();
+            want.sort();
+            assert_eq!(seen, want, "every read decoded once, with its own bytes");
+            assert!(
+                most.load(Ordering::SeqCst) <= threads,
+                "{} reads decoded at once on {threads} threads",
+                most.load(Ordering::SeqCst)
+            );
+            assert_eq!(stats.snapshot().storage_requests, 32);
+        }
+    }
+
+    proptest::proptest! {
+        /// Any range of an answer received in any pieces reads as the same range of the whole:
+        /// lent from one piece where it lies in one, gathered otherwise.
+        #[test]
+        fn an_answers_pieces_read_as_the_whole(
+            cuts in proptest::collection::vec(0usize..600, 0..8),
+            lo in 0usize..600,
+            n in 0usize..600,
+        ) {
+            let whole: Vec<u8> = (0..600u32).map(|i| (i * 7 % 251) as u8).collect();
+            let mut cuts = cuts;
+            cuts.extend([0, whole.len()]);
+            cuts.sort_unstable();
+            let parts: Vec<Bytes> = cuts.windows(2).map(|w| Bytes::copy_from_slice(&whole[w[0]..w[1]])).collect();
+            let pieces = Pieces::new(opendal::Buffer::from(parts));
+            proptest::prop_assert_eq!(pieces.len(), whole.len());
+            let r = lo.min(whole.len())..(lo + n).min(whole.len());
+            proptest::prop_assert_eq!(&pieces.bytes(r.clone())[..], &whole[r.clone()]);
+            let mut gathered = vec![9u8];
+            pieces.gather(r.clone(), &mut gathered);
+            proptest::prop_assert_eq!(&gathered[1..], &whole[r.clone()]);
+            if let Some((piece, within)) = pieces.contiguous(&r) {
+                proptest::prop_assert_eq!(&piece[within], &whole[r.clone()]);
+                proptest::prop_assert!(cuts.iter().all(|&c| c <= r.start || c >= r.end), "lent across a cut");
+            }
+        }
     }
 }

@@ -269,6 +269,15 @@ impl Remote {
     /// exist. Retried, timed out and hedged per the policy; the answer is exactly the range
     /// asked for, or an error.
     pub(crate) async fn read(&self, path: &str, range: Option<Range<u64>>) -> Result<Option<Bytes>, opendal::Error> {
+        Ok(self.read_pieces(path, range).await?.map(|b| b.to_bytes()))
+    }
+
+    /// [`Remote::read`] without joining the answer: the pieces the HTTP client received.
+    pub(crate) async fn read_pieces(
+        &self,
+        path: &str,
+        range: Option<Range<u64>>,
+    ) -> Result<Option<opendal::Buffer>, opendal::Error> {
         let what = match &range {
             Some(r) => format!("{path} bytes {}..{}", r.start, r.end),
             None => path.to_owned(),
@@ -282,7 +291,7 @@ impl Remote {
                     None => op.read(path).await,
                 };
                 let bytes = match got {
-                    Ok(b) => b.to_bytes(),
+                    Ok(b) => b,
                     Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
                     Err(e) => return Err(e),
                 };

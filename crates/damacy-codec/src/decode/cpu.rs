@@ -306,16 +306,17 @@ impl Executor for CpuExecutor {
         for_each_read(plan, stats, ctx.compute, ctx.in_flight, true, |task, parts| {
             for (k, &i) in task.requests.iter().enumerate() {
                 let u = plan.requests[i].unit;
-                match parts.slice(k)? {
+                parts.with_slice(k, |bytes| match bytes {
                     None => {
                         stats.add_units_filled(1);
                         scatter.fill(u);
+                        Ok(())
                     }
                     Some(bytes) => {
                         let needed = scatter.needed_elements(u);
-                        decode_scratch(&decoder, plan, u, bytes, needed, stats, |decoded| scatter.unit(u, decoded))?;
+                        decode_scratch(&decoder, plan, u, bytes, needed, stats, |decoded| scatter.unit(u, decoded))
                     }
-                }
+                })?;
             }
             Ok(())
         })
