@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use zarrs_storage::byte_range::ByteRange;
 use zarrs_storage::{Bytes, StoreKey};
 
+use crate::decode::Ctx;
 use crate::error::{Error, Location, Result};
 use crate::plan::{BatchPlan, ReadRequest};
 use crate::remote::Reservation;
@@ -369,26 +370,24 @@ fn read_local_reused(
 }
 
 /// Run every read of `plan` and call `on_read(task, parts)` for each as soon as its bytes are
-/// there, on a thread of `pool` (for a remote store, also on the calling thread: see
-/// [`for_each_remote_read`]); never more calls at once than `pool` has threads. `parts` gives
+/// there, on a thread of the compute pool (for a remote store, also on the calling thread while
+/// a compute thread is idle: see [`for_each_remote_read`]). `parts` gives
 /// the bytes of each request the read serves, in `task.requests` order (`None` for a missing
 /// key). With `reuse`, a local store is read into a buffer each thread keeps (no allocation
 /// per read), which `parts` only lends. The first error stops the batch and is returned.
 pub(crate) fn for_each_read(
     plan: &BatchPlan,
-    stats: &Stats,
-    pool: &rayon::ThreadPool,
-    in_flight: usize,
+    ctx: &Ctx<'_>,
     reuse: bool,
     on_read: impl Fn(&ReadTask, &Parts<'_>) -> Result<()> + Sync,
 ) -> Result<()> {
-    let store = plan.array.store();
+    let (store, stats) = (plan.array.store(), ctx.stats);
     let array = plan.array.path.as_str();
     let requests = &plan.requests;
     if let Some(remote) = store.remote() {
-        return for_each_remote_read(plan, stats, pool, in_flight, remote, on_read);
+        return for_each_remote_read(plan, ctx, remote, on_read);
     }
-    pool.install(|| {
+    ctx.compute.install(|| {
         plan.reads.par_iter().try_for_each(|task| match store.local_root() {
             Some(root) if reuse => {
                 read_local_reused(store, root, array, task, requests, stats, |parts| on_read(task, parts))
@@ -405,17 +404,16 @@ pub(crate) fn for_each_read(
 /// most `in_flight` of them per batch) and waits for room under the store's limits on requests
 /// and bytes in flight; a read's bytes stay counted against the store's budget until `on_read`
 /// is done with them. What arrives is handed to the calling thread, which decodes a small read
-/// itself while the pool has a thread to spare (I/O-bound stretches then wake no pool thread)
-/// and queues the rest on the pool, so a long decode on this thread never holds back reads
-/// arriving meanwhile for long.
+/// itself while a compute thread is idle ([`Ctx::decoding`]; I/O-bound stretches then wake no
+/// compute thread) and queues the rest on the compute pool, so a long decode on this thread
+/// never holds back reads arriving meanwhile for long.
 fn for_each_remote_read(
     plan: &BatchPlan,
-    stats: &Stats,
-    pool: &rayon::ThreadPool,
-    in_flight: usize,
+    ctx: &Ctx<'_>,
     remote: &std::sync::Arc<crate::remote::Remote>,
     on_read: impl Fn(&ReadTask, &Parts<'_>) -> Result<()> + Sync,
 ) -> Result<()> {
+    let (stats, pool, in_flight) = (ctx.stats, ctx.compute, ctx.in_flight);
     let store = plan.array.store();
     let array = plan.array.path.as_str();
     let requests = &plan.requests;
@@ -449,10 +447,7 @@ fn for_each_remote_read(
             slot.get_or_insert(e);
         }
     };
-    // Reads queued on the pool and not yet decoded: this thread decodes one itself only while
-    // that leaves a pool thread idle.
-    let queued = AtomicUsize::new(0);
-    let threads = pool.current_num_threads();
+    let (decoding, threads) = (ctx.decoding, pool.current_num_threads());
     let decode = |i: usize, got: Option<Pieces>, reservation: Reservation| {
         let task = &plan.reads[i];
         let got = got.map_or(Got::Missing, Got::Pieces);
@@ -486,21 +481,23 @@ fn for_each_remote_read(
                     break;
                 }
             }
-            let spare = queued.load(Ordering::Acquire) + arrived.len() <= threads;
+            // Count what arrived as decoding first, so batches deciding at once never both
+            // take the last idle compute thread.
+            let before = decoding.fetch_add(arrived.len(), Ordering::AcqRel);
             let small = arrived.iter().position(|(_, got, _): &(usize, Option<Pieces>, _)| {
                 got.as_ref().is_none_or(|p| p.len() <= INLINE_DECODE_MAX_BYTES)
             });
-            let mine = small.filter(|_| spare).map(|k| arrived.swap_remove(k));
+            let mine = small.filter(|_| before + arrived.len() <= threads).map(|k| arrived.swap_remove(k));
             for (i, got, reservation) in arrived.drain(..) {
-                queued.fetch_add(1, Ordering::AcqRel);
-                let (decode, queued) = (&decode, &queued);
+                let decode = &decode;
                 scope.spawn(move |_| {
                     decode(i, got, reservation);
-                    queued.fetch_sub(1, Ordering::AcqRel);
+                    decoding.fetch_sub(1, Ordering::AcqRel);
                 });
             }
             if let Some((i, got, reservation)) = mine {
                 decode(i, got, reservation);
+                decoding.fetch_sub(1, Ordering::AcqRel);
             }
         }
     });
@@ -512,14 +509,9 @@ fn for_each_remote_read(
 }
 
 /// Every request's bytes (`None` for a missing key), in request order.
-pub(crate) fn fetch_all(
-    plan: &BatchPlan,
-    stats: &Stats,
-    pool: &rayon::ThreadPool,
-    in_flight: usize,
-) -> Result<Vec<Option<Bytes>>> {
+pub(crate) fn fetch_all(plan: &BatchPlan, ctx: &Ctx<'_>) -> Result<Vec<Option<Bytes>>> {
     let out: Vec<Mutex<Option<Bytes>>> = (0..plan.requests.len()).map(|_| Mutex::new(None)).collect();
-    for_each_read(plan, stats, pool, in_flight, false, |task, parts| {
+    for_each_read(plan, ctx, false, |task, parts| {
         for (k, &i) in task.requests.iter().enumerate() {
             let bytes = parts.bytes(k)?;
             if let Ok(mut slot) = out[i].lock() {
@@ -655,8 +647,9 @@ mod tests {
         for threads in [1, 3] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             let (now, most, seen) = (AtomicUsize::new(0), AtomicUsize::new(0), Mutex::new(Vec::new()));
-            let stats = Stats::default();
-            for_each_read(&plan, &stats, &pool, 64, false, |task, parts| {
+            let (stats, decoding) = (Stats::default(), AtomicUsize::new(0));
+            let ctx = Ctx { stats: &stats, compute: &pool, in_flight: 64, decoding: &decoding };
+            for_each_read(&plan, &ctx, false, |task, parts| {
                 most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                 std::thread::sleep(std::time::Duration::from_millis(2));
                 let bytes = parts.bytes(0)?.expect("every chunk was written");
@@ -677,6 +670,7 @@ mod tests {
                 most.load(Ordering::SeqCst)
             );
             assert_eq!(stats.snapshot().storage_requests, 32);
+            assert_eq!(decoding.load(Ordering::SeqCst), 0, "every read decoded is counted out again");
         }
     }
 

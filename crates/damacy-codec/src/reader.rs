@@ -49,6 +49,8 @@ struct Inner {
     arrays: moka::sync::Cache<(u64, String), Arc<ArrayMeta>>,
     io_pool: rayon::ThreadPool,
     compute_pool: rayon::ThreadPool,
+    /// [`Ctx::decoding`]: remote reads handed to `compute_pool` or decoded by batch threads.
+    decoding: std::sync::atomic::AtomicUsize,
     device: Option<Box<DeviceExecutor>>,
     executor_note: String,
     /// The remote stores arrays were opened from, for [`Reader::store_stats`].
@@ -127,6 +129,7 @@ impl Reader {
             arrays: moka::sync::Cache::new(config.metadata_cache_entries),
             io_pool: pool(config.n_io_threads, "io")?,
             compute_pool: pool(config.n_compute_threads, "compute")?,
+            decoding: std::sync::atomic::AtomicUsize::new(0),
             stores: std::sync::Mutex::new(Vec::new()),
             stats,
             config,
@@ -283,6 +286,7 @@ impl Reader {
             stats: &self.inner.stats,
             compute: &self.inner.compute_pool,
             in_flight: self.inner.config.reads_in_flight,
+            decoding: &self.inner.decoding,
         }
     }
 

@@ -303,7 +303,7 @@ impl Executor for CpuExecutor {
         ctx.compute.install(|| scatter.prefill());
         stats.add_assemble(started.elapsed());
         stats.add_units_filled(plan.units.iter().filter(|u| u.source == UnitSource::Fill).count() as u64);
-        for_each_read(plan, stats, ctx.compute, ctx.in_flight, true, |task, parts| {
+        for_each_read(plan, ctx, true, |task, parts| {
             for (k, &i) in task.requests.iter().enumerate() {
                 let u = plan.requests[i].unit;
                 parts.with_slice(k, |bytes| match bytes {

@@ -354,7 +354,7 @@ fn run_jobs(
 impl Executor for DeviceExecutor {
     fn read_host(&self, ctx: &Ctx<'_>, plan: &BatchPlan, out: &mut [u8]) -> Result<()> {
         let chain = Self::chain(plan)?;
-        let fetched = fetch_all(plan, ctx.stats, ctx.compute, ctx.in_flight)?;
+        let fetched = fetch_all(plan, ctx)?;
         let enc = Encoded::split(plan, fetched);
         let planned_fills = plan.units.iter().filter(|u| u.source == UnitSource::Fill).count();
         ctx.stats.add_units_filled((planned_fills + enc.missing.len()) as u64);
@@ -398,7 +398,7 @@ impl Executor for DeviceExecutor {
         stream: &Stream,
     ) -> Result<()> {
         let chain = Self::chain(plan)?;
-        let fetched = fetch_all(plan, ctx.stats, ctx.compute, ctx.in_flight)?;
+        let fetched = fetch_all(plan, ctx)?;
         let enc = Encoded::split(plan, fetched);
         let planned_fills = plan.units.iter().filter(|u| u.source == UnitSource::Fill).count();
         ctx.stats.add_units_filled((planned_fills + enc.missing.len()) as u64);

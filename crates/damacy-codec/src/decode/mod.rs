@@ -20,6 +20,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) compute: &'a rayon::ThreadPool,
     /// Reads a remote store keeps in flight.
     pub(crate) in_flight: usize,
+    /// Remote reads queued on `compute` or being decoded by it or by a batch's own thread, over
+    /// every batch of the reader: a batch's thread decodes a read itself only while this leaves
+    /// a compute thread idle.
+    pub(crate) decoding: &'a std::sync::atomic::AtomicUsize,
 }
 
 /// Runs a planned batch: fetch (through [`crate::fetch`]), decode, and assemble into the output.
