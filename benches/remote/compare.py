@@ -185,12 +185,13 @@ def build(env: dict) -> tuple[str, str, str]:
     return bench, proxy, cli
 
 
-def run_pipeline(cli: str, uri: str, batches: int, batch_size: int, seed: int, env: dict, threads: int = 2) -> dict:
+def run_pipeline(cli: str, uri: str, batches: int, batch_size: int, seed: int, env: dict, threads: int = 2,
+                 rounds: int = 1) -> dict:
     """``damacy bench`` on one array: a Pipeline (what users get: the CLI's defaults of 2 batches read
     at once, read-ahead) streaming the same seeded crop plan wherever the array is, CPU executor,
-    ``threads`` threads (2, as the engine rows, unless pinned to one core)."""
+    ``threads`` threads (2, as the engine rows, unless pinned to one core); the median of ``rounds`` timed runs."""
     proc = subprocess.run([cli, "bench", uri, "--executor", "cpu", "--threads", str(threads), "--batch", str(batch_size),
-                           "--batches", str(batches), "--warmup", "2", "--seed", str(seed), "--json"],
+                           "--batches", str(batches), "--rounds", str(rounds), "--warmup", "2", "--seed", str(seed), "--json"],
                           cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -280,7 +281,7 @@ def pinned_table(rows: list[dict]) -> str:
 
 
 def run_pinned(data: Path, state: Path, crops_path: Path, env: dict, exes: tuple[str, str, str],
-               batches: int, batch_size: int, seed: int) -> list[dict]:
+               batches: int, batch_size: int, seed: int, rounds: int) -> list[dict]:
     """The goal's measurement with the store elsewhere, as far as one machine allows: nginx and
     the proxy on CPU 1, damacy (1 decode thread, so its I/O runtime gets 1 thread too) on CPU 0,
     local files read by the same pinned damacy as the baseline. Affinity is set on this process
@@ -295,7 +296,8 @@ def run_pinned(data: Path, state: Path, crops_path: Path, env: dict, exes: tuple
             engine = {r["array"]: r for r in run_damacy(bench_exe, data, crops_path, env, engine_url, servers=servers,
                                                         threads=1)}
             for name in local.ARRAYS:
-                p = run_pipeline(cli_exe, f"{pipeline_base}#{name}", batches, batch_size, seed, env, threads=1)
+                p = run_pipeline(cli_exe, f"{pipeline_base}#{name}", batches, batch_size, seed, env, threads=1,
+                                 rounds=rounds)
                 e = engine[name]
                 rows.append({"store": store, "array": name, "engine": e["crops_per_s"], "cpu": e["cpu_ms_per_batch"],
                              "server_busy": e["server_busy"] if servers else None,
@@ -331,6 +333,8 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=8, help="timed batches per reader and store")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="timed runs of each Pipeline row (damacy bench --rounds), the median reported")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
 
@@ -352,7 +356,8 @@ def main() -> None:
 
     def pipeline_rows(store: str, base: str) -> None:
         for name in local.ARRAYS:
-            r = run_pipeline(cli_exe, f"{base}#{name}", args.batches, args.batch_size, args.seed, env)
+            r = run_pipeline(cli_exe, f"{base}#{name}", args.batches, args.batch_size, args.seed, env,
+                             rounds=args.rounds)
             pipelines.append((store, name, r["pipeline"]["crops_per_s"]))
 
     pipeline_rows("local files", str(args.data.resolve()))
@@ -390,7 +395,7 @@ def main() -> None:
     pinned = []
     if len(os.sched_getaffinity(0)) >= 2:
         pinned = run_pinned(args.data, state, crops_path, env, (bench_exe, proxy_exe, cli_exe), args.batches,
-                            args.batch_size, args.seed)
+                            args.batch_size, args.seed, args.rounds)
 
     text = table(rows, local_rows) + "\n\n" + pipeline_table(pipelines)
     if pinned:
@@ -409,7 +414,7 @@ def main() -> None:
 - date: {now}
 - commit: {local.git("rev-parse", "--short", "HEAD")}{" (with uncommitted changes)" if local.git("status", "--porcelain") else ""}
 - machine: {m["cpu"]}, {m["nproc"]} cores, {m["mem_gib"]} GiB, Linux {m["kernel"]}; load average {local.loadavg()} at the end
-- command: `.venv/bin/python benches/remote/compare.py --batches {args.batches}`
+- command: `.venv/bin/python benches/remote/compare.py --batches {args.batches} --rounds {args.rounds}`
 - data: `benches/read/make_data.py`, {"x".join(map(str, manifest["shape"]))} uint16 (sharded_zstd: shards 256x256x512 of
   32x64x64 zstd inner chunks; blosc_lz4: 64^3 chunks); random 64^3 crops, batches of {args.batch_size}, 1 warm-up +
   {args.batches} timed batches per reader and store, medians
@@ -423,7 +428,8 @@ def main() -> None:
   (warm-up included). On this machine the servers share damacy's cores.
 - second table: `damacy bench` (a Pipeline with the CLI's defaults: 2 batches read at once, read-ahead) on the
   same stores, CPU executor, 2 threads, {args.batches} timed batches after 2 warm-up batches, its own seeded crop
-  plan (the same on every store); "÷ Pipeline on local files" is the goal's ratio for what users run.
+  plan (the same on every store), median of {args.rounds} run(s); "÷ Pipeline on local files" is the goal's ratio
+  for what users run.
 - third table (when the machine has 2 CPUs or more): the store on a core of its own, the goal's setting as far as
   one machine allows: nginx and the proxy pinned to CPU 1, damacy pinned to CPU 0 with 1 decode thread (engine:
   the read bench; Pipeline: `damacy bench --threads 1`), each compared with the same pinned reader on local files.
