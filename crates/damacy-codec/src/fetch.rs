@@ -50,6 +50,15 @@ pub fn coalesce(ranges: &[Range<u64>], max_gap: u64, max_size: u64) -> (Vec<Rang
 /// encoded bytes takes a few milliseconds at most on one core).
 const INLINE_DECODE_MAX_BYTES: usize = 1 << 20;
 
+/// One read counted in [`Ctx::decoding`], counted out when dropped (also on a panic).
+struct Decoding<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Decoding<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// One storage read: a whole key, or one coalesced byte range of it, and the requests it
 /// serves.
 #[derive(Debug, Clone)]
@@ -456,6 +465,7 @@ fn for_each_remote_read(
         }
         drop(reservation);
     };
+    let mut answered = vec![false; plan.reads.len()];
     pool.in_place_scope(|scope| {
         let mut left = plan.reads.len();
         let mut arrived = Vec::new();
@@ -463,6 +473,7 @@ fn for_each_remote_read(
             let Ok(first) = rx.recv() else { break };
             for (i, got, took, reservation) in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
                 left -= 1;
+                answered[i] = true;
                 let task = &plan.reads[i];
                 stats.add_storage_requests(1);
                 stats.add_io(took);
@@ -491,16 +502,26 @@ fn for_each_remote_read(
             for (i, got, reservation) in arrived.drain(..) {
                 let decode = &decode;
                 scope.spawn(move |_| {
+                    let _done = Decoding(decoding);
                     decode(i, got, reservation);
-                    decoding.fetch_sub(1, Ordering::AcqRel);
                 });
             }
             if let Some((i, got, reservation)) = mine {
+                let _done = Decoding(decoding);
                 decode(i, got, reservation);
-                decoding.fetch_sub(1, Ordering::AcqRel);
             }
         }
     });
+    // The driver only stops early when its task died (a panic in the HTTP stack): never leave
+    // the reads it did not answer unread and the batch silently unfilled.
+    if let Some(i) = answered.iter().position(|a| !a) {
+        let task = &plan.reads[i];
+        let e = opendal::Error::new(
+            opendal::ErrorKind::Unexpected,
+            "the I/O runtime stopped before this read was answered",
+        );
+        fail(Error::opendal(location(store, array, &task.key, task.range.clone()), e));
+    }
     driver.abort();
     match first_error.into_inner().map_err(|_| Error::invalid("a read thread panicked"))? {
         Some(e) => Err(e),
