@@ -512,8 +512,9 @@ fn for_each_remote_read(
             }
         }
     });
-    // The driver only stops early when its task died (a panic in the HTTP stack): never leave
-    // the reads it did not answer unread and the batch silently unfilled.
+    // A read left unanswered: after a failed read the rest are not waited for (that error, the
+    // first, is kept); otherwise the driver's task died (a panic in the HTTP stack), and the
+    // batch must not come back silently unfilled.
     if let Some(i) = answered.iter().position(|a| !a) {
         let task = &plan.reads[i];
         let e = opendal::Error::new(
