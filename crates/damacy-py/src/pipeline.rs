@@ -371,6 +371,11 @@ impl PyPipeline {
             Err(damacy::Error::Interrupted) => Err(signal
                 .or_else(|| self.feed.take_error())
                 .unwrap_or_else(|| PyDamacyError::new_err("pop was interrupted"))),
+            // The iterable failing ends its push: its error, kept by the feeder thread while
+            // this pop waited, is why nothing more came.
+            Err(e @ (damacy::Error::Exhausted(_) | damacy::Error::Timeout(_))) => {
+                Err(self.feed.take_error().unwrap_or_else(|| damacy_err(&e)))
+            }
             Err(e) => Err(damacy_err(&e)),
         }
     }
