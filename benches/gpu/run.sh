@@ -12,16 +12,22 @@
 #   3. gpu      nvidia-smi
 #   4. tests    damacy-kernels' GPU integration tests (--test-threads=1); a skip counts as failure
 #   5. inspect  damacy inspect fixtures --digest --executor gpu, digests vs fixtures/manifest.json
-#   6. compare  benches/gpu/compare.py: kernel_bench + nvCOMP LZ4 + copy bandwidth
+#   6. sanitize compute-sanitizer memcheck and racecheck over the GPU integration tests
+#                -> sanitize-memcheck.txt, sanitize-racecheck.txt (an error or a race fails it)
+#   7. e2e      end to end on the demo's full dataset: 16 arrays of sharded zstd (15 hard links),
+#                128^3 float32 batch 128 on gpu (workers 1/2/4) and cpu, an uncompressed and a
+#                blosc-lz4 16-array copy, 64^3 uint16, --compare-engine, cold start
+#                -> gpu-e2e-<date>.md and e2e/*.json
+#   8. compare  benches/gpu/compare.py: kernel_bench + nvCOMP LZ4 + copy bandwidth
 #                -> gpu-kernels-<date>.md, kernel_bench.json, nvcomp_decode.json
-#   7. python   the damacy wheel and zarr from the bundle; benches/gpu/python_gpu.py: Pipeline
+#   9. python   the damacy wheel and zarr from the bundle; benches/gpu/python_gpu.py: Pipeline
 #               batches into torch and cupy, zarr enable_gpu() reads through
 #               damacy.GpuCodecPipeline, random-crop timing -> python-gpu-<date>.md
 # Output folder: $OUT if set, else benches/results/ (gpu-run.log, gpu-tests.log,
-# inspect-gpu.log and the compare.py files). Steps 4-7 can be named to run only those (steps
-# 1-3 always run): under the device tool's 10-minute limit per command, run
-#   bash benches/gpu/run.sh tests inspect compare      # well inside 9 minutes
-#   bash benches/gpu/run.sh python                     # about 5 minutes
+# inspect-gpu.log and the compare.py files). Steps 4-9 can be named to run only those (steps
+# 1-3 always run), in the order named: under the device tool's 10-minute limit per command, run
+#   bash benches/gpu/run.sh tests inspect sanitize e2e   # about 5 minutes
+#   bash benches/gpu/run.sh compare python               # about 8 minutes
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -164,6 +170,110 @@ compare() {
   PYTHONUNBUFFERED=1 timeout --kill-after=10 400 python3 benches/gpu/compare.py --device cuda --bin "$bin/kernel_bench" --out "$out" --timeout 240 --nvcomp-timeout 140
 }
 
+# compute-sanitizer from PATH, a CUDA toolkit, or Nsight's folders.
+find_sanitizer() {
+  local c
+  for c in "$(command -v compute-sanitizer 2>/dev/null)" /usr/local/cuda*/bin/compute-sanitizer \
+    /usr/local/cuda*/compute-sanitizer/compute-sanitizer /opt/nvidia/*/compute-sanitizer/compute-sanitizer; do
+    [ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+# memcheck and racecheck over every GPU integration test, so that wrong bytes and shared-memory
+# races are checked on hardware, not only by the emulator. A race is a warning to racecheck
+# (--error-exitcode ignores it): any "Race reported" line fails the step.
+sanitize() {
+  [ -x "$bin/gpu-tests" ] || { echo "no gpu-tests binary (bundle step failed?)"; return 1; }
+  local cs rc=0 tool log r
+  cs="$(find_sanitizer)" || { echo "compute-sanitizer not found"; return 1; }
+  echo "compute-sanitizer: $cs"
+  for tool in memcheck racecheck; do
+    log="$out/sanitize-$tool.txt"
+    echo "\$ compute-sanitizer --tool $tool --error-exitcode 9 gpu-tests --test-threads=1 > $log"
+    timeout --kill-after=10 150 "$cs" --tool "$tool" --error-exitcode 9 "$bin/gpu-tests" --test-threads=1 >"$log" 2>&1
+    r=$?
+    grep -E "^test |test result|SUMMARY|Race reported|Invalid|hazards\]" "$log" | head -n 40
+    if [ $r -ne 0 ] || grep -q "Race reported" "$log"; then
+      echo "$tool: FAILED (exit $r)"
+      rc=1
+    fi
+  done
+  return $rc
+}
+
+# End to end on the demo's full dataset (512^3 uint16: sharded zstd, inner chunks 32x64x64 in
+# 256x256x512 shards; blosc-lz4 64^3 chunks), page cache warm: 16 arrays = one array and 15 hard
+# links. Every bench is one JSON object in $out/e2e/; e2e_report.py writes the table.
+e2e() {
+  [ -x "$bin/damacy" ] || { echo "no damacy binary (bundle step failed?)"; return 1; }
+  # DAMACY_E2E_EXECUTOR=emulated and DAMACY_E2E_SIZE=--tiny try the step's plumbing without a GPU.
+  local d=/tmp/damacy-e2e e="$out/e2e" store i t0 size="${DAMACY_E2E_SIZE:---full}"
+  local gpu="${DAMACY_E2E_EXECUTOR:-gpu}"
+  e2e_rc=0
+  mkdir -p "$e"
+  t0=$SECONDS
+  timeout 150 "$bin/damacy" demo $size --dir "$d" --batches 1 --warmup 0 --executor cpu >"$e/demo.txt" 2>&1 ||
+    { tail -n 5 "$e/demo.txt"; return 1; }
+  store="$(ls -d "$d"/*/demo.zarr | head -n 1)"
+  echo "dataset ready in $((SECONDS - t0)) s: $store"
+  local zstd16=("$store/sharded_zstd") lz4_16=("$store/blosc_lz4") raw16=("$store/raw")
+  for i in $(seq 1 15); do
+    [ -e "$store/zstd_$i" ] || cp -al "$store/sharded_zstd" "$store/zstd_$i"
+    [ -e "$store/lz4_$i" ] || cp -al "$store/blosc_lz4" "$store/lz4_$i"
+    zstd16+=("$store/zstd_$i")
+    lz4_16+=("$store/lz4_$i")
+    raw16+=("$store/raw_$i")
+  done
+  # The uncompressed copy (bytes only, the same shard geometry), written by zarr-python.
+  t0=$SECONDS
+  local py_path="${PYTHONPATH:-}"
+  if ! python3 -c 'import zarr' 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site-py "$bundle"/pywheels/*.whl >/dev/null 2>&1
+    py_path="/tmp/site-py${py_path:+:$py_path}"
+  fi
+  if PYTHONPATH="$py_path" timeout 120 python3 benches/gpu/raw_copy.py "$store"; then
+    echo "uncompressed copy ready in $((SECONDS - t0)) s"
+  else
+    echo "uncompressed copy: FAILED"
+    e2e_rc=1
+  fi
+  local f32=(--crop 128,128,128 --batch 128 --dtype float32 --batches 10 --warmup 2)
+  # Cold start first, with an empty kernel cache: shipped images (else NVRTC) before the first batch.
+  DAMACY_KERNEL_CACHE_DIR="$(mktemp -d)" e2e_bench cold-gpu 60 "$store/sharded_zstd" --executor "$gpu" --crop 64,64,64 --batch 8 --batches 2 --warmup 0
+  e2e_bench zstd16-f32-gpu-w1 60 "${zstd16[@]}" "${f32[@]}" --executor "$gpu" --workers 1
+  e2e_bench zstd16-f32-gpu-w2 60 "${zstd16[@]}" "${f32[@]}" --executor "$gpu" --workers 2
+  e2e_bench zstd16-f32-gpu-w4 60 "${zstd16[@]}" "${f32[@]}" --executor "$gpu" --workers 4
+  e2e_bench zstd16-f32-cpu 60 "${zstd16[@]}" "${f32[@]}" --executor cpu
+  if [ -e "$store/raw/zarr.json" ]; then
+    e2e_bench raw16-f32-gpu-w4 60 "${raw16[@]}" "${f32[@]}" --executor "$gpu" --workers 4
+    e2e_bench raw16-f32-cpu 60 "${raw16[@]}" "${f32[@]}" --executor cpu
+  fi
+  e2e_bench lz416-f32-gpu-w4 60 "${lz4_16[@]}" "${f32[@]}" --executor "$gpu" --workers 4
+  e2e_bench lz416-f32-cpu 60 "${lz4_16[@]}" "${f32[@]}" --executor cpu
+  e2e_bench zstd16-64-u16-gpu-w4 45 "${zstd16[@]}" --crop 64,64,64 --batch 32 --batches 20 --executor "$gpu" --workers 4
+  e2e_bench zstd16-64-u16-cpu 45 "${zstd16[@]}" --crop 64,64,64 --batch 32 --batches 20 --executor cpu
+  e2e_bench zstd1-f32-gpu-engine 60 "$store/sharded_zstd" "${f32[@]}" --executor "$gpu" --compare-engine
+  e2e_bench lz41-f32-gpu-engine 60 "$store/blosc_lz4" "${f32[@]}" --executor "$gpu" --compare-engine
+  python3 benches/gpu/e2e_report.py "$e" "$out/gpu-e2e-$(date -u +%Y-%m-%d).md" || e2e_rc=1
+  return $e2e_rc
+}
+
+# One `damacy bench --json` of the e2e step: name, time limit, arguments.
+e2e_bench() {
+  local name=$1 t=$2 e="$out/e2e"
+  shift 2
+  echo "\$ damacy bench $*" | sed -E "s#/tmp/damacy-e2e/[a-z]+/demo.zarr/##g" | cut -c 1-400
+  timeout --kill-after=5 "$t" "$bin/damacy" bench --json "$@" >"$e/$name.json" 2>"$e/$name.err"
+  local r=$?
+  if [ $r -ne 0 ]; then
+    echo "  $name: exit $r$([ $r -eq 124 ] && echo ', timed out'): $(tail -n 2 "$e/$name.err")"
+    e2e_rc=1
+    return
+  fi
+  python3 benches/gpu/e2e_report.py --line "$e/$name.json"
+}
+
 python_gpu() {
   ls "$bundle"/pywheels/damacy-*.whl >/dev/null 2>&1 || { echo "no damacy wheel in $bundle/pywheels"; return 1; }
   python3 -m pip install -q --no-index --no-deps --target /tmp/site-py "$bundle"/pywheels/*.whl || return 1
@@ -182,9 +292,11 @@ main() {
     case "$name" in
       tests) step tests gpu_tests ;;
       inspect) step inspect inspect_digests ;;
+      sanitize) step sanitize sanitize ;;
+      e2e) step e2e e2e ;;
       compare) step compare compare ;;
       python) step python python_gpu ;;
-      *) echo "unknown step $name (tests, inspect, compare, python)"; failed+=("$name") ;;
+      *) echo "unknown step $name (tests, inspect, sanitize, e2e, compare, python)"; failed+=("$name") ;;
     esac
   done
   echo
@@ -196,8 +308,8 @@ main() {
   echo "=== all steps ok ($SECONDS s in all)"
 }
 
-# Steps 4-7 by name (`bash benches/gpu/run.sh python`); all of them when none is named.
+# Steps 4-9 by name (`bash benches/gpu/run.sh python`); all of them when none is named.
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(tests inspect compare python)
+[ ${#steps[@]} -gt 0 ] || steps=(tests inspect sanitize e2e compare python)
 main 2>&1 | tee "$out/gpu-run${1:+-$(IFS=-; echo "$*")}.log"
 exit "${PIPESTATUS[0]}"
