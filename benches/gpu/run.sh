@@ -211,6 +211,7 @@ e2e() {
   local d=/tmp/damacy-e2e e="$out/e2e" store i t0 size="${DAMACY_E2E_SIZE:---full}"
   local gpu="${DAMACY_E2E_EXECUTOR:-gpu}"
   e2e_rc=0
+  e2e_t0=$SECONDS
   mkdir -p "$e"
   t0=$SECONDS
   timeout 150 "$bin/damacy" demo $size --dir "$d" --batches 1 --warmup 0 --executor cpu >"$e/demo.txt" 2>&1 ||
@@ -241,28 +242,36 @@ e2e() {
   local f32=(--crop 128,128,128 --batch 128 --dtype float32 --batches 10 --warmup 2)
   # Cold start first, with an empty kernel cache: shipped images (else NVRTC) before the first batch.
   DAMACY_KERNEL_CACHE_DIR="$(mktemp -d)" e2e_bench cold-gpu 60 "$store/sharded_zstd" --executor "$gpu" --crop 64,64,64 --batch 8 --batches 2 --warmup 0
-  e2e_bench zstd16-f32-gpu-w1 60 "${zstd16[@]}" "${f32[@]}" --executor "$gpu" --workers 1
-  e2e_bench zstd16-f32-gpu-w2 60 "${zstd16[@]}" "${f32[@]}" --executor "$gpu" --workers 2
-  e2e_bench zstd16-f32-gpu-w4 60 "${zstd16[@]}" "${f32[@]}" --executor "$gpu" --workers 4
-  e2e_bench zstd16-f32-cpu 60 "${zstd16[@]}" "${f32[@]}" --executor cpu
+  e2e_bench zstd16-f32-gpu-w1 40 "${zstd16[@]}" "${f32[@]}" --executor "$gpu" --workers 1
+  e2e_bench zstd16-f32-gpu-w2 40 "${zstd16[@]}" "${f32[@]}" --executor "$gpu" --workers 2
+  e2e_bench zstd16-f32-gpu-w4 40 "${zstd16[@]}" "${f32[@]}" --executor "$gpu" --workers 4
+  e2e_bench zstd16-f32-cpu 40 "${zstd16[@]}" "${f32[@]}" --executor cpu
   if [ -e "$store/raw/zarr.json" ]; then
-    e2e_bench raw16-f32-gpu-w4 60 "${raw16[@]}" "${f32[@]}" --executor "$gpu" --workers 4
-    e2e_bench raw16-f32-cpu 60 "${raw16[@]}" "${f32[@]}" --executor cpu
+    e2e_bench raw16-f32-gpu-w4 40 "${raw16[@]}" "${f32[@]}" --executor "$gpu" --workers 4
+    e2e_bench raw16-f32-cpu 40 "${raw16[@]}" "${f32[@]}" --executor cpu
   fi
-  e2e_bench lz416-f32-gpu-w4 60 "${lz4_16[@]}" "${f32[@]}" --executor "$gpu" --workers 4
-  e2e_bench lz416-f32-cpu 60 "${lz4_16[@]}" "${f32[@]}" --executor cpu
-  e2e_bench zstd16-64-u16-gpu-w4 45 "${zstd16[@]}" --crop 64,64,64 --batch 32 --batches 20 --executor "$gpu" --workers 4
-  e2e_bench zstd16-64-u16-cpu 45 "${zstd16[@]}" --crop 64,64,64 --batch 32 --batches 20 --executor cpu
-  e2e_bench zstd1-f32-gpu-engine 60 "$store/sharded_zstd" "${f32[@]}" --executor "$gpu" --compare-engine
+  e2e_bench zstd1-f32-gpu-engine 40 "$store/sharded_zstd" "${f32[@]}" --executor "$gpu" --compare-engine
+  e2e_bench lz416-f32-gpu-w4 40 "${lz4_16[@]}" "${f32[@]}" --executor "$gpu" --workers 4
+  e2e_bench lz416-f32-cpu 40 "${lz4_16[@]}" "${f32[@]}" --executor cpu
+  e2e_bench zstd16-64-u16-gpu-w4 30 "${zstd16[@]}" --crop 64,64,64 --batch 32 --batches 20 --executor "$gpu" --workers 4
+  e2e_bench zstd16-64-u16-cpu 30 "${zstd16[@]}" --crop 64,64,64 --batch 32 --batches 20 --executor cpu
   e2e_bench lz41-f32-gpu-engine 60 "$store/blosc_lz4" "${f32[@]}" --executor "$gpu" --compare-engine
   python3 benches/gpu/e2e_report.py "$e" "$out/gpu-e2e-$(date -u +%Y-%m-%d).md" || e2e_rc=1
   return $e2e_rc
 }
 
-# One `damacy bench --json` of the e2e step: name, time limit, arguments.
+# One `damacy bench --json` of the e2e step: name, time limit, arguments. Once the step has run
+# DAMACY_E2E_BUDGET seconds (default 240) the remaining benches are skipped, so that a slow route
+# cannot eat the steps after it.
 e2e_bench() {
-  local name=$1 t=$2 e="$out/e2e"
+  local name=$1 t=$2 e="$out/e2e" left=$((${DAMACY_E2E_BUDGET:-240} - (SECONDS - e2e_t0)))
   shift 2
+  if [ $left -le 5 ]; then
+    echo "  $name: skipped (the e2e step's ${DAMACY_E2E_BUDGET:-240} s are spent)" | tee "$e/$name.err"
+    e2e_rc=1
+    return
+  fi
+  [ "$t" -le "$left" ] || t=$left
   echo "\$ damacy bench $*" | sed -E "s#/tmp/damacy-e2e/[a-z]+/demo.zarr/##g" | cut -c 1-400
   timeout --kill-after=5 "$t" "$bin/damacy" bench --json "$@" >"$e/$name.json" 2>"$e/$name.err"
   local r=$?
