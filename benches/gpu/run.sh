@@ -18,13 +18,16 @@
 #                128^3 float32 batch 128 on gpu (workers 1/2/4) and cpu, an uncompressed and a
 #                blosc-lz4 16-array copy, 64^3 uint16, --compare-engine, cold start
 #                -> gpu-e2e-<date>.md and e2e/*.json
-#   8. compare  benches/gpu/compare.py: kernel_bench + nvCOMP LZ4 + copy bandwidth
+#   8. calibrate benches/gpu/model_cal.py: the performance model's constants measured (launch
+#                cost, dependent-issue CPI, L1/L2/DRAM/shared latency, copy bandwidth, SM clock)
+#                -> model_cal.json
+#   9. compare  benches/gpu/compare.py: kernel_bench + nvCOMP LZ4 + copy bandwidth
 #                -> gpu-kernels-<date>.md, kernel_bench.json, nvcomp_decode.json
-#   9. python   the damacy wheel and zarr from the bundle; benches/gpu/python_gpu.py: Pipeline
+#  10. python   the damacy wheel and zarr from the bundle; benches/gpu/python_gpu.py: Pipeline
 #               batches into torch and cupy, zarr enable_gpu() reads through
 #               damacy.GpuCodecPipeline, random-crop timing -> python-gpu-<date>.md
 # Output folder: $OUT if set, else benches/results/ (gpu-run.log, gpu-tests.log,
-# inspect-gpu.log and the compare.py files). Steps 4-9 can be named to run only those (steps
+# inspect-gpu.log and the compare.py files). Steps 4-10 can be named to run only those (steps
 # 1-3 always run), in the order named: under the device tool's 10-minute limit per command, run
 #   bash benches/gpu/run.sh tests inspect sanitize e2e   # about 5 minutes
 #   bash benches/gpu/run.sh compare python               # about 8 minutes
@@ -283,6 +286,11 @@ e2e_bench() {
   python3 benches/gpu/e2e_report.py --line "$e/$name.json"
 }
 
+# The performance model's constants, measured on this GPU (CuPy only; seconds).
+calibrate() {
+  PYTHONUNBUFFERED=1 timeout --kill-after=10 90 python3 benches/gpu/model_cal.py "$out/model_cal.json"
+}
+
 python_gpu() {
   ls "$bundle"/pywheels/damacy-*.whl >/dev/null 2>&1 || { echo "no damacy wheel in $bundle/pywheels"; return 1; }
   python3 -m pip install -q --no-index --no-deps --target /tmp/site-py "$bundle"/pywheels/*.whl || return 1
@@ -303,9 +311,10 @@ main() {
       inspect) step inspect inspect_digests ;;
       sanitize) step sanitize sanitize ;;
       e2e) step e2e e2e ;;
+      calibrate) step calibrate calibrate ;;
       compare) step compare compare ;;
       python) step python python_gpu ;;
-      *) echo "unknown step $name (tests, inspect, sanitize, e2e, compare, python)"; failed+=("$name") ;;
+      *) echo "unknown step $name (tests, inspect, sanitize, e2e, calibrate, compare, python)"; failed+=("$name") ;;
     esac
   done
   echo
@@ -317,8 +326,8 @@ main() {
   echo "=== all steps ok ($SECONDS s in all)"
 }
 
-# Steps 4-9 by name (`bash benches/gpu/run.sh python`); all of them when none is named.
+# Steps 4-10 by name (`bash benches/gpu/run.sh python`); all of them when none is named.
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(tests inspect sanitize e2e compare python)
+[ ${#steps[@]} -gt 0 ] || steps=(tests inspect sanitize e2e calibrate compare python)
 main 2>&1 | tee "$out/gpu-run${1:+-$(IFS=-; echo "$*")}.log"
 exit "${PIPESTATUS[0]}"
