@@ -201,11 +201,22 @@ __device__ __forceinline__ dmc_u64 dmc_convert(dmc_u64 bits, dmc_u32 s, dmc_u32 
 }
 
 // The low `size` bytes of v in reverse order (size 2, 4 or 8).
+// Written so that the 8-byte result is not built from the 2/4-byte one: in the form
+// `lo = perm(low word); if 2 …; if 4 return lo; return lo << 32 | perm(high word)`, ptxas
+// (NVRTC 12.9.86, 13.0.88 and 13.5.37; sm_80 and sm_90) lowered the last line's
+// `bfi.b64 %rd, %rd, %rd_hi, 32, 32` (its destination the register of the 4-byte result) to
+// `PRMT R24, R27, 0x123, RZ; IMAD.MOV.U32 R25, RZ, RZ, R24`: the low word overwritten before it
+// was copied to the high one, so every 8-byte big-endian element came out as
+// perm(high word) twice (993 → 993 << 32 | 993 on an H200; the emulator, compiled by g++, was
+// right). The SASS of this form was checked by hand on the same compilers; the GPU tests'
+// big-endian int64/float64 fixtures check it on hardware.
 __device__ __forceinline__ dmc_u64 dmc_bswap_elem(dmc_u64 v, dmc_u32 size) {
-    const dmc_u32 lo = __byte_perm((dmc_u32)v, 0u, 0x0123u);
-    if (size == 2) return (dmc_u64)(lo >> 16);
-    if (size == 4) return (dmc_u64)lo;
-    return ((dmc_u64)lo << 32) | (dmc_u64)__byte_perm((dmc_u32)(v >> 32), 0u, 0x0123u);
+    const dmc_u32 a = __byte_perm((dmc_u32)v, 0u, 0x0123u);
+    if (size == 8) {
+        const dmc_u32 b = __byte_perm((dmc_u32)(v >> 32), 0u, 0x0123u);
+        return ((dmc_u64)a << 32) | (dmc_u64)b;
+    }
+    return size == 2 ? (dmc_u64)(a >> 16) : (dmc_u64)a;
 }
 
 // One element of `size` bytes at p, its bytes reversed when `swap`: one access of the element's

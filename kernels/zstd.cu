@@ -20,7 +20,8 @@
 //     cells of a symbol: dmc_zstd_fse_states), and the Huffman code is built by the whole
 //     warp in canonical form: per weight w the first code prefix T_w and the first index R_w
 //     in a list of the symbols by weight (hsym, 256 bytes), from ballots and a warp scan, with
-//     one store request per 32 symbols (dmc_zstd_build_huffman; no table of 2^log entries);
+//     one store request per 32 symbols (dmc_zstd_build_huffman; no table of 2^log entries),
+//     published with one __syncwarp (shuffles and ballots order no shared memory);
 //   - the sequence bitstream is read through a window of 32 aligned 8-byte words, one per
 //     lane (one coalesced load per ~240 bytes, bits fetched with shuffles: dmc_zwr), the
 //     Huffman weights' bitstream (lane 0 alone) through a 128-bit cache of two aligned 8-byte
@@ -571,8 +572,9 @@ __device__ dmc_u32 dmc_zstd_read_weights(dmc_zstd_smem* sm, const dmc_u8* p, dmc
 // [T_w, T_w+1), 2^(w-1) prefixes per symbol: a ballot per weight and 32 symbols counts the
 // symbols of each weight (lane w), a warp scan gives T_w and R_w, and the same ballots place
 // each symbol in hsym, one store request per 32 symbols (the table of 2^log entries it replaces
-// took a store request per symbol, and its lookups conflicted: dmc_zstd_huf_stream). Returns
-// the status (the same in every lane); *log_out the maximum code length.
+// took a store request per symbol, and its lookups conflicted: dmc_zstd_huf_stream). Ends with
+// a __syncwarp that publishes both tables. Returns the status (the same in every lane); *log_out
+// the maximum code length.
 __device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32* log_out, dmc_u32 lane) {
     dmc_u32 pk = 0, sum = 0;
     bool bad = false;
@@ -624,6 +626,10 @@ __device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32*
         }
         if (wj != 0) sm->hsym[base + rank] = (dmc_u8)s;
     }
+    // Publishes hrank and hsym: every lane of dmc_zstd_huf_stream reads entries other lanes
+    // wrote, and the shuffles and ballots above order no memory (compute-sanitizer's racecheck
+    // reported both tables on an H200 without this, issue 28).
+    __syncwarp();
     *log_out = log;
     return DMC_STATUS_OK;
 }

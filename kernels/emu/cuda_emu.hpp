@@ -44,9 +44,10 @@
 // Sanitizers: under AddressSanitizer the fiber switches are annotated; with DMC_EMU_UBSAN
 // (-fsanitize=alignment) a misaligned access aborts; under ThreadSanitizer
 // every CUDA thread is a TSan fiber (a set per block, up to tsan_sets(); see TSAN_LAUNCH_FIBERS), switches do
-// not synchronise, and barriers,
-// collectives and the end of a launch are release/acquire points, so a data race between CUDA
-// threads (a missing __syncthreads or __syncwarp, a lost update, two blocks writing the same
+// not synchronise, and barriers, __syncwarp and the end of a launch are release/acquire points
+// (shuffles, votes, matches and reductions are not: they order no memory on a GPU), so a data
+// race between CUDA threads (a missing __syncthreads or __syncwarp, lanes communicating through
+// shared memory with only a shuffle or vote between, a lost update, two blocks writing the same
 // bytes) is reported. Atomics are relaxed (as CUDA's).
 #pragma once
 
@@ -182,7 +183,7 @@ constexpr uint64_t SHFL_POISON = 0xA5A5A5A5A5A5A5A5ull;
 // region whose metadata is reset by unmapping it when it is used up.
 constexpr size_t TSAN_SYNC_REGION = (size_t)64 << 20;
 constexpr size_t TSAN_SYNC_WINDOW = 2048;
-constexpr int TSAN_MASKS = 16;  // distinct collective masks per warp and block
+constexpr int TSAN_MASKS = 16;  // distinct __syncwarp masks per warp and block
 
 // SCHED_MIXED picks one of the other three per launch (mixed_schedule).
 enum Schedule : unsigned { SCHED_DEFAULT = 0, SCHED_SYNC = 1, SCHED_LOCKSTEP = 2, SCHED_PREEMPT = 3, SCHED_MIXED = 4 };
@@ -324,7 +325,7 @@ struct ThreadState {
     char* sync_region = nullptr;
     char* retired_sync_region = nullptr;  // unmapped at the end of the launch that replaced it
     size_t sync_next = 0;
-    // per warp: the collective masks seen in this block, and each lane's count per mask
+    // per warp: the __syncwarp masks seen in this block, and each lane's count per mask
     // (per resident slot)
     unsigned wmask[MAX_RESIDENT][MAX_THREADS / 32][TSAN_MASKS];
     unsigned wcount[MAX_RESIDENT][MAX_THREADS / 32][TSAN_MASKS][32];
@@ -1312,16 +1313,22 @@ DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int widt
     f->site = Site{loc};
     f->state = WAIT_WARP;
 #if DMC_EMU_TSAN
-    {
-        // The lanes of a completed collective have done equally many collectives with its
-        // mask: that count (its parity) names the sync object they release to and acquire from.
+    // Only __syncwarp orders memory between the lanes of a warp (PTX: bar.warp.sync "guarantees
+    // memory ordering among threads participating in barrier"; shfl.sync, vote.sync, match.sync
+    // and redux.sync wait for the lanes but order no memory access, and the compiler moves
+    // loads and stores across them): a lane that reads shared memory another lane wrote with
+    // only shuffles or votes between is a race, as compute-sanitizer's racecheck reports it
+    // (dmc_zstd_decode's Huffman tables, issue 28). The other collectives are no TSan sync.
+    if (op == W_SYNC) {
+        // The lanes of a completed __syncwarp have done equally many of them with its mask:
+        // that count (its parity) names the sync object they release to and acquire from.
         ThreadState* ts = tls_state;
         const int w = f->linear / 32;
         int k = 0;
         const int r = tls_block->slot;
         while (k < ts->nmasks[r][w] && ts->wmask[r][w][k] != mask) k++;
         if (k == ts->nmasks[r][w]) {
-            if (k == TSAN_MASKS) fail("more than %d distinct collective masks in one warp (TSan build)", TSAN_MASKS);
+            if (k == TSAN_MASKS) fail("more than %d distinct __syncwarp masks in one warp (TSan build)", TSAN_MASKS);
             ts->wmask[r][w][k] = mask;
             for (int l = 0; l < 32; l++) ts->wcount[r][w][k][l] = 0;
             ts->nmasks[r][w]++;
@@ -1333,7 +1340,7 @@ DMC_EMU_INTERNAL inline uint64_t warp_op(int op, uint64_t val, int arg, int widt
 #endif
     yield_to_scheduler();
 #if DMC_EMU_TSAN
-    __tsan_acquire(f->sync_addr);
+    if (op == W_SYNC) __tsan_acquire(f->sync_addr);
 #endif
     return f->result;
 }

@@ -16,6 +16,22 @@ extern "C" __global__ void dmc_bug_missing_syncwarp(dmc_u32 fixed, dmc_u32* out)
 }
 DMC_EMU_LAUNCHER(dmc_bug_missing_syncwarp, (dmc_u32 fixed, dmc_u32* out), (fixed, out))
 
+// Lanes communicating through shared memory with only shuffles and a ballot between (the
+// class of dmc_zstd_decode's hazards in issue 28: lanes 0-15 wrote the Huffman ranks, the whole
+// warp read them after shuffles, and compute-sanitizer's racecheck reported it). A shuffle or
+// vote waits for the lanes but orders no memory access: only __syncwarp (or __syncthreads) does.
+// Fixed: a __syncwarp before the reads. Mapping: one warp.
+extern "C" __global__ void dmc_bug_shfl_is_no_fence(dmc_u32 fixed, dmc_u32* out) {
+    __shared__ dmc_u32 rank[16];
+    const dmc_u32 lane = threadIdx.x & 31u;
+    if (lane < 16) rank[lane] = lane * 7u;
+    dmc_u32 x = __shfl_sync(0xffffffffu, lane, (int)(lane ^ 3u));
+    x += (dmc_u32)__popc(__ballot_sync(0xffffffffu, x & 1u));
+    if (fixed) __syncwarp();
+    out[lane] = rank[(lane + 5u) & 15u] + x;
+}
+DMC_EMU_LAUNCHER(dmc_bug_shfl_is_no_fence, (dmc_u32 fixed, dmc_u32* out), (fixed, out))
+
 // A lost update: every thread increments one counter, non-atomically unless fixed.
 extern "C" __global__ void __launch_bounds__(256) dmc_bug_lost_update(dmc_u32 fixed, dmc_u32* counter) {
     if (fixed) {

@@ -2,10 +2,10 @@
 # Runs the emulated kernel tests with the kernels built under ThreadSanitizer: every CUDA thread
 # is a TSan fiber (a launch of up to 1024 / block-size blocks, at least 4, runs every block on
 # fibers of its own; larger grids rotate through that many sets; each fiber has its own stack;
-# with a seed up to 4 blocks are resident at once), barriers and warp collectives are the only ordering between
-# the threads of a block and blocks are not ordered at all, so a missing __syncthreads or
-# __syncwarp, a lost update or two blocks writing the same bytes is reported as a data race and
-# fails the run. Needs gcc's libtsan (libtsan2, installed with g++).
+# with a seed up to 4 blocks are resident at once), barriers and __syncwarp are the only ordering
+# between the threads of a block (shuffles and votes order no memory, as on a GPU) and blocks are
+# not ordered at all, so a missing __syncthreads or __syncwarp, a lost update or two blocks
+# writing the same bytes is reported as a data race and fails the run. Needs gcc's libtsan (libtsan2, installed with g++).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export DAMACY_EMU_TSAN=1
@@ -30,8 +30,12 @@ cargo test -p damacy-kernels --features emulate --test inflate "$@" -- \
 cargo test -p damacy-kernels --features emulate --test zstd "$@" -- \
     crafted_frames_match_libzstd repeat_offsets_of_every_kind_match_libzstd \
     truncated_frames_are_errors corrupt_frames_never_crash
+# the bytes fixtures (assemble) and every codec in one wave: tests/gpu.rs's emulated variants
+# (under TSan the shuffled seed only, and one wave)
+cargo test -p damacy-kernels --features emulate --test gpu "$@" -- \
+    emulated_bytes_fixtures_decode_and_assemble emulated_every_codec_in_one_wave
 # lz4_kernel_matches_lz4_flex (62 s here, inputs up to 200 KB) is skipped too: the LZ4 kernel's
 # paths run under TSan in the generated-block, short-sequence and one-wave tests.
 exec cargo test -p damacy-kernels --features emulate --test emulated "$@" -- \
-    --skip blosc_fixtures --skip random_blosc --skip corrupted_frames --skip pipelined --skip many_chunks \
+    --skip random_blosc --skip corrupted_frames --skip pipelined --skip many_chunks \
     --skip shuffled_schedule_catches_a_missing_barrier --skip lz4_kernel_matches_lz4_flex

@@ -4,32 +4,15 @@
 
 mod common;
 
-use common::{
-    blosc_compress, blosc_decompress, decode_host, run_blosc_fixtures, run_bytes_fixtures, run_mixed_codec_waves,
-    run_pipelined_waves, test_data,
-};
+use common::{blosc_compress, blosc_decompress, decode_host, run_pipelined_waves, test_data};
 use damacy_kernels::{AssembleJob, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Error, StreamStatus};
 use proptest::prelude::*;
 
 /// Schedule seeds every test runs under: fixed order and a shuffled order.
 const SEEDS: [u64; 2] = [0, 0x5EED_2026];
 
-#[test]
-fn blosc_fixtures_match_manifest_digests() {
-    for seed in SEEDS {
-        let (checked, unsupported) = run_blosc_fixtures(&Device::emulated(seed));
-        assert_eq!(checked, 120, "lz4, lz4hc, blosclz, zstd and zlib fixtures");
-        assert_eq!(unsupported, 0, "every blosc fixture's compressor has a kernel");
-    }
-}
-
-#[test]
-fn bytes_fixtures_decode_and_assemble_to_manifest_digests() {
-    for seed in SEEDS {
-        let checked = run_bytes_fixtures(&Device::emulated(seed));
-        assert!(checked >= 19, "bytes, crc32c and transpose fixtures: {checked}");
-    }
-}
+// The blosc and bytes fixtures, random blosc frames, zstd, inflate, pipelined waves and every
+// codec in one wave run on the emulator and on a GPU from one source: tests/gpu.rs.
 
 #[test]
 fn crc32c_mismatch_and_short_chunks_are_reported() {
@@ -208,19 +191,6 @@ proptest! {
                 prop_assert_eq!(v, &reference);
             }
         }
-    }
-}
-
-#[test]
-fn every_codec_in_one_wave() {
-    // Under ThreadSanitizer (`scripts/tsan.sh`) the race detector, not the lane order, finds a
-    // missing ordering, so the shuffled seed alone runs (a random block order too), and only the
-    // one wave of every codec: TSan sees races inside a launch, and launches are ordered for it
-    // (the emulated streams synchronise in Rust), so the small waves, the same kernels on the
-    // same chunks, could show it nothing new at another ~minute.
-    let tsan = std::env::var("DAMACY_EMU_TSAN").is_ok_and(|v| v == "1");
-    for &seed in if tsan { &SEEDS[1..] } else { &SEEDS[..] } {
-        run_mixed_codec_waves(&Device::emulated(seed), !tsan);
     }
 }
 

@@ -30,6 +30,7 @@ unsafe extern "C" {
     ) -> i32;
     fn dmc_emu_dmc_selftest_neighbor(gx: u32, gy: u32, bx: u32, seed: u64, with_barrier: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_missing_syncwarp(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_bug_shfl_is_no_fence(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_lost_update(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, counter: *mut u32) -> i32;
     fn dmc_emu_dmc_bug_blocks_overlap(gx: u32, gy: u32, bx: u32, seed: u64, fixed: u32, out: *mut u8) -> i32;
     fn dmc_emu_dmc_bug_blocks_apart(gx: u32, gy: u32, bx: u32, seed: u64, other: u32, out: *mut u8) -> i32;
@@ -156,6 +157,36 @@ fn missing_syncwarp_is_a_race() {
     configure(SYNC, 0, 0, 0);
     assert!(run(1, 0x5EED) && run(1, 0));
     assert!(!run(0, 0x5EED), "a shuffled order exposes the missing __syncwarp");
+}
+
+#[test]
+fn shared_memory_ordered_only_by_shuffles_is_a_race() {
+    // Lanes 0-15 write, every lane reads another lane's cell after a shuffle and a ballot but no
+    // __syncwarp: racecheck's hazard class in dmc_zstd_decode (issue 28). Shuffles and votes
+    // order no memory on a GPU, so under TSan they are no synchronisation; the schedules cannot
+    // show it (every lane reaches the shuffle, so every write, before any lane reads).
+    let run = |fixed: u32, seed: u64| {
+        let mut out = vec![0u32; 32];
+        // SAFETY: out holds the 32 values of the one warp.
+        assert_eq!(unsafe { dmc_emu_dmc_bug_shfl_is_no_fence(1, 1, 32, seed, fixed, out.as_mut_ptr()) }, 0);
+        out.iter().enumerate().all(|(l, &v)| v == ((l as u32 + 5) & 15) * 7 + (l as u32 ^ 3) + 16)
+    };
+    if let Some(case) = child_case() {
+        configure(SYNC, 0, 0, 0);
+        run(u32::from(case == "fixed"), 0x5EED);
+        return;
+    }
+    if tsan() {
+        assert_race_reported("shared_memory_ordered_only_by_shuffles_is_a_race", "dmc_bug_shfl_is_no_fence");
+        return;
+    }
+    for schedule in [SYNC, LOCKSTEP, PREEMPT] {
+        configure(schedule, 0, 0, 0);
+        for seed in [0, 0x5EED, 7] {
+            assert!(run(0, seed) && run(1, seed), "schedule {schedule}, seed {seed}");
+        }
+    }
+    configure(SYNC, 0, 0, 0);
 }
 
 #[test]
