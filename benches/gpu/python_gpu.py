@@ -93,7 +93,7 @@ def timing(reps: int, lines: list[str]) -> None:
             cfg = damacy.Config(batch_size=len(plan), executor="gpu", device=0)
             with damacy.Pipeline(cfg) as p:
                 t0 = time.perf_counter()
-                p.push([damacy.Sample(path, (s, e)) for s, e in plan])
+                p.push([damacy.Sample(path, damacy.Region(s, e)) for s, e in plan])
                 with p.pop(timeout=300) as batch:
                     got = cupy.from_dlpack(batch)
                     cupy.cuda.Device().synchronize()

@@ -72,7 +72,7 @@ class DamacyLoader:
 
     def run(self, batches: list[list[tuple[int, ...]]]) -> tuple[float, np.ndarray]:
         def samples(bs: list[list[tuple[int, ...]]]) -> list:
-            return [self.damacy.Sample(self.uri, (start, CROP)) for batch in bs for start in batch]
+            return [self.damacy.Sample(self.uri, self.damacy.Region(start, CROP)) for batch in bs for start in batch]
 
         with self.damacy.Pipeline(self.cfg) as p:
             # the warm-up batch (start-up, the array's metadata) is popped before the clock starts,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -112,20 +113,70 @@ def test_out_of_memory_for_a_batch_the_host_cannot_hold():
                         n_compute_threads=1).close()
 
 
-def test_sample_regions_reject_bare_and_mixed_integers_showing_the_accepted_forms():
-    forms = ("numpy.s_[0:64, 8:72]", "(start, shape)", "slice(0, 64)")
-    for region, needle in ((5, "is not a region"), (np.int64(3), "is not a region"),
-                           ((slice(0, 4), 3), "mixes integers and slices"), (np.s_[0:4, 2], "mixes integers and slices"),
-                           ((3, slice(0, 4)), "mixes integers and slices"), ((1, 2), "mixes integers and slices")):
-        with pytest.raises(TypeError) as info:
+def test_sample_regions_are_start_stop_pairs_or_slices_per_axis():
+    """The reference loader's form: one (start, stop) pair or slice per axis, mixed freely, as
+    tuples, lists or a numpy (ndim, 2) array; (start, shape) only through damacy.Region."""
+    want = damacy.Sample("v.zarr/raw", np.s_[0:16, 0:32, 8:40])
+    assert (want.start, want.shape) == ((0, 0, 8), (16, 32, 32))
+    for region in (
+        ((0, 16), (0, 32), (8, 40)),
+        (slice(0, 16), slice(0, 32), slice(8, 40)),
+        [[0, 16], [0, 32], [8, 40]],
+        ((0, 16), slice(0, 32), (np.int64(8), np.int32(40))),
+        np.array([[0, 16], [0, 32], [8, 40]]),
+        [np.array([0, 16]), np.array([0, 32]), np.array([8, 40])],
+        damacy.Region((0, 0, 8), (16, 32, 32)),
+        damacy.Region(np.array([0, 0, 8]), [16, 32, 32]),
+    ):
+        assert damacy.Sample("v.zarr/raw", region) == want, region
+    assert damacy.Sample("a", slice(1, 3)).shape == (2,)
+    assert damacy.Sample("a", ((5, 7),)).shape == (2,)
+    # A two-axis bare tuple is never read as (start, shape).
+    assert damacy.Sample("a", ((0, 8), (64, 72))).shape == (8, 8)
+    r = damacy.Region((0, 8), (64, 64))
+    assert r.stop == (64, 72) and r.slices == np.s_[0:64, 8:72] and "shape=(64, 64)" in repr(r)
+    assert damacy.Sample("a", r).region == r.slices
+
+
+def test_malformed_regions_name_the_axis_and_the_accepted_forms():
+    forms = ("(start, stop) pair or slice per axis", "numpy.s_[0:16, 0:32]", "damacy.Region(start, shape)")
+    for region, error, needle in (
+        (5, TypeError, "is not a region"),
+        (np.int64(3), TypeError, "is not a region"),
+        ((), TypeError, "is not a region"),
+        ("0:4", TypeError, "is not a region"),
+        ((slice(0, 4), 3), TypeError, "region axis 1 is the integer 3"),
+        (np.s_[0:4, 2], TypeError, "region axis 1 is the integer 2"),
+        ((1, 2), TypeError, "region axis 0 is the integer 1"),
+        (((0, 0, 0), (16, 16, 20)), TypeError, "region axis 0 is (0, 0, 0): a (start, stop) pair has two integers"),
+        (((0, 1.5), (0, 4)), TypeError, "region axis 0 stop is 1.5, not an integer"),
+        (((0, True), (0, 4)), TypeError, "region axis 0 stop is a bool"),
+        (((0, 4), "ab"), TypeError, "region axis 1 is 'ab'"),
+        (((0, 4), (3, 3)), ValueError, "region axis 1: (3, 3) is empty"),
+        (((0, 4), (8, 2)), ValueError, "region axis 1: (8, 2) is empty"),
+        (((-1, 4),), ValueError, "region axis 0: start -1 is negative"),
+        ((slice(0, 4), slice(0, 8, 2)), ValueError, "region axis 1: slice"),
+        ((slice(0, None),), ValueError, "region axis 0: slice"),
+    ):
+        with pytest.raises(error) as info:
             damacy.Sample("data.zarr/raw", region)
         message = str(info.value)
-        assert needle in message, message
-        for form in forms:
-            assert form in message, (region, message)
-    # The accepted forms themselves.
-    assert damacy.Sample("a", np.s_[0:4, 2:3]) == damacy.Sample("a", ((0, 2), (4, 1)))
-    assert damacy.Sample("a", slice(1, 3)).shape == (2,)
+        assert needle in message, (region, message)
+        if error is TypeError and "not an integer" not in needle and "bool" not in needle:
+            assert any(f in message for f in forms), (region, message)
+    # An old (start, shape) tuple that happens to be a valid pair per axis cannot be told
+    # apart; one that is empty or has three entries per axis says how to give a start and shape.
+    with pytest.raises(ValueError, match=r"\(start, shape\) use damacy.Region\(start, shape\)"):
+        damacy.Sample("a", ((0, 8), (64, 64)))
+    for start, shape, error, needle in (
+        ((0, 0), (4,), ValueError, "one start and one extent per axis"),
+        ((0, -1), (4, 4), ValueError, "Region axis 1: start -1 is negative"),
+        ((0, 0), (4, 0), ValueError, "Region axis 1: extent 0 is empty"),
+        ("01", (4, 4), TypeError, "Region start is '01'"),
+        ((0, 0.5), (4, 4), TypeError, "Region start[1] is 0.5"),
+    ):
+        with pytest.raises(error, match=re.escape(needle)):
+            damacy.Region(start, shape)
 
 
 def test_panic_becomes_damacy_error():

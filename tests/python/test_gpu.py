@@ -53,7 +53,7 @@ def _crops(path: str, n: int, seed: int) -> tuple[list[damacy.Sample], np.ndarra
         size = [min(8, s) for s in a.shape]
         starts = [[int(rng.integers(0, s - e + 1)) for s, e in zip(a.shape, size, strict=True)] for _ in range(n)]
         want = np.stack([a[tuple(slice(s, s + e) for s, e in zip(st, size, strict=True))] for st in starts])
-    return [damacy.Sample(str(FIXTURES / path), (st, size)) for st in starts], want
+    return [damacy.Sample(str(FIXTURES / path), damacy.Region(st, size)) for st in starts], want
 
 
 @pytest.mark.parametrize("path", ARRAYS)

@@ -350,7 +350,7 @@ def test_an_infinite_generator_is_pulled_lazily_with_flat_memory(arrays):
         while True:
             next(pulled)
             i, j = int(rng.integers(0, 25)), int(rng.integers(0, 9))
-            yield damacy.Sample(path, ((i, j, 0), (16, 16, 20)))
+            yield damacy.Sample(path, ((i, i + 16), (j, j + 16), (0, 20)))
 
     # 80 KiB batches: 400 of them would add 32 MiB if buffers (or batches) leaked.
     c = cfg(batch_size=8, sample_shape=(16, 16, 20))
@@ -632,3 +632,117 @@ def test_a_forked_child_can_drop_the_parents_pipeline(arrays, executor):
             os._exit(code)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# ------------------------------------------------------------ float casts, torch-style devices
+
+
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    """bfloat16 bits of ``x`` rounded to nearest even, as ``torch.Tensor.to(torch.bfloat16)``
+    does (numpy has no bfloat16; uint16 values are exact in float32, so this rounds once)."""
+    b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _raw_bits(batch) -> np.ndarray:
+    """A host (or emulator) batch's 2-byte elements as uint16, after its ready event (numpy
+    cannot import a bfloat16 DLPack tensor)."""
+    batch.__dlpack__()  # waits for the batch, as a consumer's export does
+    raw = ctypes.string_at(batch.info.device_ptr, batch.info.tensor_nbytes[0])
+    return np.frombuffer(raw, dtype=np.uint16).reshape(batch.info.shape)
+
+
+@pytest.mark.parametrize("executor", ["cpu", "emulated"])
+def test_reference_loader_bf16_example_runs_on_uint16(arrays, executor, monkeypatch):
+    """The reference loader's torchrun example, ``Config(batch_size=8, dtype="bf16",
+    device=local_rank, ...)`` with one ``(start, stop)`` pair per axis, on a uint16 volume:
+    bfloat16 batches rounded to nearest even, no ``allow_lossy_cast`` needed."""
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    path, data = arrays["sharded_zstd"]  # uint16 up to 60000: bfloat16 keeps 8 significant bits
+    knobs = {"device_buffer_bytes": 64 << 20, "host_buffer_bytes": 16 << 20} if executor == "emulated" else {}
+    config = damacy.Config(batch_size=8, dtype="bf16", device=local_rank, sample_shape=(8, 8, 10),
+                           executor=executor, n_io_threads=1, n_compute_threads=1, n_workers=1, **knobs)
+    assert config.device == 0 and config.dtype == "bf16" and not config.allow_lossy_cast
+    boxes = [((z, z + 8), (y, y + 8), (x, x + 10)) for z, y, x in
+             [(0, 0, 0), (3, 5, 7), (16, 16, 10), (31, 8, 2), (32, 16, 10), (9, 9, 9), (20, 1, 3), (12, 15, 0)]]
+    try:
+        p = damacy.Pipeline(config)
+    except damacy.Unsupported as e:
+        pytest.skip(f"this wheel has no kernel emulator (build it with --features emulate): {e}")
+    with p:
+        p.push(damacy.Sample(path, box) for box in boxes)
+        with p.pop(timeout=60) as batch:
+            assert batch.info.dtype == "bfloat16" and tuple(batch.info.shape) == (8, 8, 8, 10)
+            got = _raw_bits(batch)
+    src = np.stack([data[tuple(slice(a, b) for a, b in box)] for box in boxes])
+    want = _bf16_bits(src)
+    np.testing.assert_array_equal(got, want)
+    truncated = (src.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    assert (want != truncated).sum() > 100, "the data has values that round up (the test can tell rounding from truncation)"
+    # Exact values: 32897 = 2^15 + 129 rounds up to 2^15 + 256; 257 ties to 256.
+    assert _bf16_bits(np.array([32897, 257], np.uint16)).tolist() == [0x4701, 0x4380]
+
+
+def test_float_dtypes_take_every_source_and_integer_targets_stay_guarded(arrays):
+    path, data = arrays["sharded_zstd"]
+    region = ((0, 4), (0, 8), (0, 10))
+    want = data[0:4, 0:8, 0:10]
+    for dtype, ref in (("float32", want.astype(np.float32)), ("float16", want.astype(np.float16))):
+        with damacy.Pipeline(cfg(batch_size=1, dtype=dtype)) as p:
+            p.push([damacy.Sample(path, region)])
+            with p.pop(timeout=60) as batch:
+                got = np.from_dlpack(batch)[0]
+                assert got.dtype == ref.dtype
+                np.testing.assert_array_equal(got, ref)  # numpy's astype: uint16 > 65504 is inf in float16
+    # uint16 into int16 would wrap silently: refused, naming allow_lossy_cast's job.
+    with damacy.Pipeline(cfg(batch_size=1, dtype="int16")) as p:
+        p.push([damacy.Sample(path, region)])
+        with pytest.raises(damacy.InvalidArgument, match="int16.*uint16|uint16.*int16"):
+            p.pop(timeout=60)
+    with damacy.Pipeline(cfg(batch_size=1, dtype="int16", allow_lossy_cast=True)) as p:
+        p.push([damacy.Sample(path, region)])
+        with p.pop(timeout=60) as batch:
+            np.testing.assert_array_equal(np.from_dlpack(batch)[0], want.astype(np.int16))
+
+
+def test_config_device_takes_the_forms_torch_users_write(arrays, monkeypatch):
+    import types
+
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert damacy.Config(batch_size=1, device=3).device == 3
+    assert damacy.Config(batch_size=1, device="cuda:2").device == 2
+    assert damacy.Config(batch_size=1, device=" CUDA:1 ").device == 1
+    assert damacy.Config(batch_size=1, device="cuda").device is None
+    assert damacy.Config(batch_size=1, device=np.int64(1)).device == 1
+    assert damacy.Config(batch_size=1, device=types.SimpleNamespace(type="cuda", index=1)).device == 1
+    assert damacy.Config(batch_size=1, device=types.SimpleNamespace(type="cuda", index=None)).device is None
+    assert damacy.Config(batch_size=1, device=types.SimpleNamespace(type="cpu", index=None)).device == "cpu"
+    for bad, error, needle in (
+        ("gpu:0", damacy.InvalidArgument, "Config.device is 'gpu:0'"),
+        ("cuda:x", damacy.InvalidArgument, "'cuda:N'"),
+        ("cuda:-1", damacy.InvalidArgument, "'cuda:N'"),
+        (-1, damacy.InvalidArgument, "Config.device is -1"),
+        (True, TypeError, "Config.device is a bool"),
+        (1.0, TypeError, "Config.device is 1.0"),
+        (types.SimpleNamespace(type="mps", index=0), damacy.InvalidArgument, "a mps device"),
+    ):
+        with pytest.raises(error, match=re.escape(needle)):
+            damacy.Config(batch_size=1, device=bad)
+    # "cpu": host batches; the "auto" executor decodes on the CPU, "gpu" contradicts it.
+    c = damacy.Config(batch_size=1, device="cpu", n_io_threads=1, n_compute_threads=1, n_workers=1)
+    assert c.device == "cpu" and c.executor == "auto" and "device='cpu'" in repr(c)
+    with pytest.raises(damacy.InvalidArgument, match="device='cpu'.*executor='gpu'"):
+        damacy.Config(batch_size=1, device="cpu", executor="gpu")
+    path, data = arrays["plain"]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no LOCAL_RANK warning for host batches
+        p = damacy.Pipeline(c)
+    with p:
+        assert p.executor.startswith("cpu"), p.executor
+        p.push([damacy.Sample(path, ((0, 3), (0, 5)))])
+        with p.pop(timeout=60) as batch:
+            assert batch.__dlpack_device__() == (1, 0)
+            np.testing.assert_array_equal(np.from_dlpack(batch)[0], data[0:3, 0:5])

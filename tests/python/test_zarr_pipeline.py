@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import traceback
 import warnings
 
 import numpy as np
@@ -536,3 +537,119 @@ def test_zarr_gpu_example_runs(flag):
     body = lines[1:]
     assert len(body) == 3 and all("20 selections equal" in l and ", 0 fallbacks" in l and "into numpy" in l for l in body), run.stdout
     assert all(" 0 reads" not in l for l in body), run.stdout
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # uint16 > 65504 is inf in float16
+def test_out_buffers_of_a_float_dtype_are_cast_by_damacy(tmp_path, zarr_stats):
+    """zarr's ``out=`` of another dtype: floating-point outputs take every source dtype through
+    damacy (rounded to nearest even, as numpy's assignment into zarr's own output rounds);
+    an integer output that cannot hold the array's range falls back to zarr-python."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    rng = np.random.default_rng(28)
+    cases = {
+        "u16": rng.integers(0, 65536, size=(20, 30), dtype=np.uint16),
+        "i32": rng.integers(-(2**31), 2**31, size=(20, 30), dtype=np.int32),
+        "i64": (rng.integers(-(2**62), 2**62, size=(20, 30), dtype=np.int64) | 1),
+        "f64": rng.standard_normal(size=(20, 30)) * 1e3,
+    }
+    for name, data in cases.items():
+        with zarr.config.set(DEFAULT):
+            a = zarr.create_array(str(tmp_path / name), shape=data.shape, dtype=data.dtype, chunks=(7, 11),
+                                  shards=(14, 22), compressors=zarr.codecs.ZstdCodec(level=1))
+            a[...] = data
+        for out_dtype in (np.float32, np.float16, np.float64):
+            with zarr.config.set(DEFAULT):
+                want = np.empty(data.shape, out_dtype)
+                _open_at(tmp_path / name).get_basic_selection(
+                    Ellipsis, out=default_buffer_prototype().nd_buffer.from_ndarray_like(want))
+            np.testing.assert_array_equal(want, data.astype(out_dtype))  # zarr's own: numpy's rounding
+            damacy.GpuCodecPipeline.reset_stats()
+            with zarr.config.set({**DAMACY, "codec_pipeline.strict": True}):
+                got = np.full(data.shape, -7, out_dtype)
+                _open_at(tmp_path / name).get_basic_selection(
+                    Ellipsis, out=default_buffer_prototype().nd_buffer.from_ndarray_like(got))
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} -> {np.dtype(out_dtype)}")
+            assert zarr_stats()["reads"] == 1 and zarr_stats()["fallback_reads"] == 0, zarr_stats()
+    # uint16 into int8 would wrap silently: zarr-python reads it (numpy's assignment).
+    damacy.GpuCodecPipeline.reset_stats()
+    with zarr.config.set(DAMACY), pytest.warns(damacy.FallbackWarning, match="the output is int8.*uint16"):
+        got = np.empty((20, 30), np.int8)
+        _open_at(tmp_path / "u16").get_basic_selection(
+            Ellipsis, out=default_buffer_prototype().nd_buffer.from_ndarray_like(got))
+    np.testing.assert_array_equal(got, cases["u16"].astype(np.int8))
+    assert zarr_stats()["fallbacks"]["dtype"] == 1, zarr_stats()
+
+
+def _open_at(path):
+    return zarr.open_array(str(path), mode="r")
+
+
+_CAI_WARNING = (
+    "Creating a zarr.buffer.gpu.Buffer with an array that does not support the __cuda_array_interface__ "
+    "for zero-copy transfers, falling back to slow copy based path"
+)
+
+
+_WRAPPED_FROM: list[list[str]] = []  # the call stacks of the stand-in's warnings
+
+
+class _DeviceLike(np.ndarray):
+    """Host memory posing as device memory: it has a ``__cuda_array_interface__``, as a CuPy
+    array has (CuPy is not installed here)."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ctypes.data, False),
+                "strides": None, "version": 3}  # fmt: skip
+
+
+def _gpu_like_buffer_class():
+    """A stand-in for ``zarr.buffer.gpu.Buffer`` (what ``zarr.config.enable_gpu()`` selects):
+    host memory, built the way gpu.Buffer builds itself, with gpu.Buffer's warning when it is
+    handed an array without ``__cuda_array_interface__`` (zarr/core/buffer/gpu.py)."""
+    from zarr.core.buffer import cpu
+
+    class GpuLikeBuffer(cpu.Buffer):
+        def __init__(self, array_like):
+            if not hasattr(array_like, "__cuda_array_interface__"):
+                _WRAPPED_FROM.append([f.filename for f in traceback.extract_stack()])
+                warnings.warn(_CAI_WARNING, UserWarning, stacklevel=2)
+            super().__init__(np.asarray(array_like).view(_DeviceLike))
+
+        @classmethod
+        def from_bytes(cls, bytes_like):  # gpu.Buffer: cp.frombuffer, device memory
+            return cls(np.frombuffer(bytes_like, dtype="B").view(_DeviceLike))
+
+        def as_numpy_array(self):  # gpu.Buffer: cp.asnumpy, a host array
+            return np.array(self._data).view(np.ndarray)
+
+    return GpuLikeBuffer
+
+
+def test_reads_through_damacy_make_zarr_wrap_no_host_array_as_a_device_buffer(zarr_stats):
+    """Issue 28: under ``enable_gpu()`` zarr warned "Creating a zarr.buffer.gpu.Buffer with an
+    array that does not support the __cuda_array_interface__". The warning is zarr-python's own:
+    its crc32c codec (zarr/codecs/crc32c_.py, decoding a shard index) and bytes codec hand
+    ``Buffer.from_array_like`` a numpy array. damacy's reads build no zarr Buffer: they write into
+    zarr's output through its memory (a CuPy array's ``__cuda_array_interface__`` pointer under
+    enable_gpu). With a stand-in for gpu.Buffer (CuPy is absent here), reads of a sharded,
+    crc32c-indexed array warn through zarr-python's pipeline and not through damacy's."""
+    from zarr.registry import register_buffer
+
+    register_buffer(_gpu_like_buffer_class(), qualname="damacy_tests.GpuLikeBuffer")
+    path = "v3/sharded_zstd_index_end"
+    for config, warns in ((DAMACY, False), (DEFAULT, True)):
+        with zarr.config.set(config):
+            a = _open(path)  # the metadata is read with host buffers, as zarr.open_array does
+            with zarr.config.set({"buffer": "damacy_tests.GpuLikeBuffer"}), warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                whole = a[...]
+                part = a[3:17:2, 5, ::3]
+        hits = [f"{w.filename}:{w.lineno}" for w in seen if "__cuda_array_interface__" in str(w.message)]
+        assert bool(hits) == warns, (config, hits)
+        if warns:  # zarr-python's crc32c codec, decoding the shard indexes
+            assert any(any(f.endswith("crc32c_.py") for f in stack) for stack in _WRAPPED_FROM), _WRAPPED_FROM
+        _WRAPPED_FROM.clear()
+        np.testing.assert_array_equal(part, whole[3:17:2, 5, ::3])
+    assert zarr_stats()["reads"] == 2 and zarr_stats()["fallback_reads"] == 0, zarr_stats()

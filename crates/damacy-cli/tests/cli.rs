@@ -240,3 +240,37 @@ fn bench_reports_json_with_the_engine_alone() {
     let (ok, _, stderr) = damacy(&["bench", &array, "--crop", "8,8", "--executor", "cpu"]);
     assert!(!ok && stderr.contains("has rank 3") && stderr.contains("--crop"), "{stderr}");
 }
+
+/// `--dtype bfloat16` (and float16) on a uint16 array: a float output takes every source,
+/// rounded to nearest even, with no flag to allow it (issue 28); an integer output that cannot
+/// hold uint16 is still a one-line error naming both types.
+#[test]
+fn bench_casts_uint16_to_bfloat16() {
+    let array = format!("{}#v3/sharded_zstd_index_end", fixtures().display());
+    for dtype in ["bfloat16", "bf16", "float16"] {
+        let args = [
+            "bench",
+            &array,
+            "--crop",
+            "8,8,8",
+            "--batch",
+            "4",
+            "--batches",
+            "2",
+            "--executor",
+            "cpu",
+            "--dtype",
+            dtype,
+            "--json",
+        ];
+        let (ok, stdout, stderr) = damacy(&args);
+        assert!(ok, "--dtype {dtype}: {stderr}");
+        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(v["dtype"], if dtype == "float16" { "Cast(F16)" } else { "Cast(BF16)" }, "{v}");
+        assert!(v["chunks_decoded"].as_u64().unwrap() > 0, "{v}");
+    }
+    let (ok, _, stderr) =
+        damacy(&["bench", &array, "--crop", "8,8,8", "--batches", "1", "--executor", "cpu", "--dtype", "int8"]);
+    assert!(!ok && stderr.contains("int8") && stderr.contains("uint16") && stderr.contains("allow lossy"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}

@@ -346,8 +346,10 @@ pub struct ArrayOptions {
     pub output_dtype: OutputDtype,
     /// Regions outside the array. Default [`OutOfBounds::Error`].
     pub out_of_bounds: OutOfBounds,
-    /// Allow casts that can lose integer values (e.g. `int32` to `float32`). Default false:
-    /// such a cast is an error when the array is opened.
+    /// Allow casts to an integer type that cannot hold the source's range (`uint16` to
+    /// `int16`), or from a floating-point type to an integer type (see [`OutputDtype`]'s
+    /// table). Default false: such a cast is an error when the array is opened. Floating-point
+    /// outputs take every source without it, rounded to nearest even.
     pub allow_lossy_cast: bool,
     /// Verify checksums (crc32c codecs, zstd content checksums) while decoding. Default true.
     pub validate_checksums: bool,
@@ -379,7 +381,8 @@ impl ArrayOptions {
         self
     }
 
-    /// Allow casts that can lose integer values.
+    /// Allow casts to integer types that cannot hold the source's values (see
+    /// [`ArrayOptions::allow_lossy_cast`]).
     #[must_use]
     pub fn with_lossy_cast(mut self, allow: bool) -> Self {
         self.allow_lossy_cast = allow;

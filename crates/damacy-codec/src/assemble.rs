@@ -14,7 +14,8 @@ pub(crate) struct Converter {
 }
 
 impl Converter {
-    /// Convert `n` elements from `src` (native bytes of `from`) into `dst` (of `to`).
+    /// Convert `n` elements from `src` (native bytes of `from`) into `dst` (of `to`), each
+    /// rounded once as [`Dtype::convert_bits`] (and the device's assemble kernel) rounds it.
     pub(crate) fn run(self, src: &[u8], dst: &mut [u8], n: usize) {
         let (fs, ts) = (self.from.size(), self.to.size());
         if self.from == self.to {
@@ -22,19 +23,26 @@ impl Converter {
             return;
         }
         match (self.from, self.to) {
-            (Dtype::U16, Dtype::F32) => {
-                for (s, d) in src.chunks_exact(2).zip(dst.chunks_exact_mut(4)).take(n) {
-                    d.copy_from_slice(&f32::from(u16::from_ne_bytes([s[0], s[1]])).to_ne_bytes());
-                }
+            // Small integers are exact in f32: one rounding, the one to the target.
+            (Dtype::U8, to @ (Dtype::F32 | Dtype::BF16 | Dtype::F16)) => {
+                map(src, dst, n, |[b]: [u8; 1]| f32::from(b), to)
             }
-            (Dtype::U8, Dtype::F32) => {
-                for (s, d) in src.iter().zip(dst.chunks_exact_mut(4)).take(n) {
-                    d.copy_from_slice(&f32::from(*s).to_ne_bytes());
-                }
+            (Dtype::I8, to @ (Dtype::F32 | Dtype::BF16 | Dtype::F16)) => {
+                map(src, dst, n, |b: [u8; 1]| f32::from(i8::from_ne_bytes(b)), to);
             }
+            (Dtype::U16, to @ (Dtype::F32 | Dtype::BF16 | Dtype::F16)) => {
+                map(src, dst, n, |b: [u8; 2]| f32::from(u16::from_ne_bytes(b)), to);
+            }
+            (Dtype::I16, to @ (Dtype::F32 | Dtype::BF16 | Dtype::F16)) => {
+                map(src, dst, n, |b: [u8; 2]| f32::from(i16::from_ne_bytes(b)), to);
+            }
+            (Dtype::F32, to @ (Dtype::BF16 | Dtype::F16)) => map(src, dst, n, f32::from_ne_bytes, to),
             (from, to) => {
                 for (s, d) in src.chunks_exact(fs).zip(dst.chunks_exact_mut(ts)).take(n) {
-                    to.write_f64(from.read_f64(s), d);
+                    let mut b = [0u8; 8];
+                    b[..fs].copy_from_slice(s);
+                    let bits = from.convert_bits(to, u64::from_ne_bytes(b) >> native_shift(fs));
+                    d.copy_from_slice(&(bits << native_shift(ts)).to_ne_bytes()[..ts]);
                 }
             }
         }
@@ -46,6 +54,48 @@ impl Converter {
         self.run(value, &mut one, 1);
         one
     }
+}
+
+/// How far the `size` bytes of an element loaded into the front of a native `u64` sit from its
+/// low end: 0 on little-endian machines.
+const fn native_shift(size: usize) -> u32 {
+    if cfg!(target_endian = "big") { (64 - 8 * size) as u32 } else { 0 }
+}
+
+/// `n` elements of `N` bytes, each exact in `f32` through `value`, to `to` (float32, bfloat16 or
+/// float16), rounded once to nearest even.
+fn map<const N: usize>(src: &[u8], dst: &mut [u8], n: usize, value: impl Fn([u8; N]) -> f32, to: Dtype) {
+    let src = src.chunks_exact(N).take(n).map(|s| value(s.try_into().unwrap_or([0; N])));
+    match to {
+        Dtype::F32 => {
+            for (v, d) in src.zip(dst.chunks_exact_mut(4)) {
+                d.copy_from_slice(&v.to_ne_bytes());
+            }
+        }
+        Dtype::BF16 => {
+            for (v, d) in src.zip(dst.chunks_exact_mut(2)) {
+                d.copy_from_slice(&f32_to_bf16(v).to_ne_bytes());
+            }
+        }
+        _ => {
+            for (v, d) in src.zip(dst.chunks_exact_mut(2)) {
+                d.copy_from_slice(&(Dtype::F32.convert_bits(Dtype::F16, u64::from(v.to_bits())) as u16).to_ne_bytes());
+            }
+        }
+    }
+}
+
+/// `f32` → bfloat16 bits, rounded to nearest even (PyTorch's `.to(torch.bfloat16)`); NaN stays
+/// a quiet NaN.
+fn f32_to_bf16(v: f32) -> u16 {
+    let b = v.to_bits();
+    if v.is_nan() {
+        return ((b >> 16) | 0x40) as u16;
+    }
+    // Adding 0x7FFF plus the lowest kept bit carries into the kept bits exactly when the
+    // dropped half is past the tie, or at the tie with an odd kept part (overflow carries into
+    // the exponent: infinity).
+    ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
 }
 
 /// The output, written concurrently by the threads that assemble units: a base pointer and a
@@ -249,6 +299,62 @@ impl<'a> Scatter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host assemble's conversions (fast paths and the general one) give the bits of
+    /// `Dtype::convert_bits`, which the kernel's `dmc_convert` gives too, for every pair of dtypes:
+    /// every pattern of the 1- and 2-byte types, float32 ties, overflows and NaNs, and random
+    /// 4- and 8-byte patterns.
+    #[test]
+    fn conversions_match_convert_bits_for_every_pair() {
+        let mut r = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            r
+        };
+        for from in Dtype::ALL {
+            let mut bits: Vec<u64> = match from.size() {
+                1 => (0..=0xFF).collect(),
+                2 => (0..=0xFFFF).collect(),
+                _ => (0..20_000).map(|_| next() >> (next() % 64)).collect(),
+            };
+            if from == Dtype::F32 {
+                for f in [
+                    1.0f32 + 2f32.powi(-8),
+                    1.0 + 3.0 * 2f32.powi(-8),
+                    1.0 + 2f32.powi(-8) + 2f32.powi(-23),
+                    f32::MAX,
+                    65_520.0,
+                    65_519.99,
+                    f32::NAN,
+                    -f32::NAN,
+                    f32::INFINITY,
+                    2f32.powi(-25),
+                    -0.0,
+                ] {
+                    bits.push(u64::from(f.to_bits()));
+                }
+                bits.extend((0..20_000).map(|_| next() & 0xFFFF_FFFF));
+            }
+            if from == Dtype::Bool {
+                bits = vec![0, 1];
+            }
+            let (fs, n) = (from.size(), bits.len());
+            let src: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()[..fs].to_vec()).collect();
+            for to in Dtype::ALL {
+                let ts = to.size();
+                let mut dst = vec![0u8; n * ts];
+                Converter { from, to }.run(&src, &mut dst, n);
+                for (i, (b, d)) in bits.iter().zip(dst.chunks_exact(ts)).enumerate() {
+                    let mut got = [0u8; 8];
+                    got[..ts].copy_from_slice(d);
+                    let want = from.convert_bits(to, *b);
+                    assert_eq!(u64::from_le_bytes(got), want, "{from} {b:#x} -> {to} (element {i})");
+                }
+            }
+        }
+    }
 
     #[test]
     fn runs_of_a_strided_box() {

@@ -182,7 +182,8 @@ impl Reader {
 
     /// Open an array of `store` with per-array `options` (its metadata is cached by store and
     /// path, so opening it again with other options reads nothing). Fails when the output dtype
-    /// would lose values of the array's type, unless lossy casts are allowed.
+    /// is an integer type that cannot hold the array's values, unless lossy casts are allowed
+    /// (floating-point outputs take every type, rounded to nearest even).
     pub fn open_array(&self, store: &Store, path: &str, options: ArrayOptions) -> Result<ArrayHandle> {
         if let Some(remote) = store.remote()
             && let Ok(mut stores) = self.inner.stores.lock()

@@ -202,15 +202,42 @@ fn output_dtype_casts() {
             .unwrap(),
         expect.as_slice()
     );
-    // uint16 does not fit float16 or bfloat16 exactly: refused when the array is opened.
-    let strict = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(Dtype::F16));
+    // Float outputs take every source, rounded to nearest even (numpy's astype, torch's
+    // .to(torch.bfloat16)): uint16 to float16 and bfloat16 without allowing lossy casts.
+    let values = raw.as_slice::<u16>().unwrap();
+    for to in [Dtype::F16, Dtype::BF16] {
+        let cast = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(to));
+        let out =
+            reader.read_region(&reader.open_array(&store, "v3/bytes_le_uint16_r3", cast).unwrap(), &region).unwrap();
+        assert_eq!(out.dtype, to);
+        let got: Vec<u16> = out.bytes().chunks_exact(2).map(|b| u16::from_ne_bytes([b[0], b[1]])).collect();
+        let want: Vec<u16> = values.iter().map(|&v| Dtype::U16.convert_bits(to, v.into()) as u16).collect();
+        assert_eq!(got, want, "{to}");
+        // Rounded, not truncated: within half a unit in the last place of the target.
+        let ulp = |v: f64| {
+            if to == Dtype::BF16 {
+                2f64.powi(v.log2().floor() as i32 - 7)
+            } else {
+                2f64.powi(v.log2().floor() as i32 - 10)
+            }
+        };
+        for (&v, b) in values.iter().zip(out.bytes().chunks_exact(2)) {
+            let (v, r) = (f64::from(v), to.read_f64(b));
+            assert!(v == 0.0 || (r - v).abs() <= ulp(v) / 2.0 || r.is_infinite(), "{to}: {v} -> {r}");
+        }
+    }
+    // Integer outputs that cannot hold the source's range stay refused when the array is opened.
+    let strict = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(Dtype::I16));
     let err = reader.open_array(&store, "v3/bytes_le_uint16_r3", strict).unwrap_err().to_string();
-    assert!(err.contains("float16") && err.contains("uint16"), "refused when the array is opened: {err}");
-    let lossy = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(Dtype::BF16)).with_lossy_cast(true);
+    assert!(
+        err.contains("int16") && err.contains("uint16") && err.contains("allow lossy"),
+        "refused when the array is opened: {err}"
+    );
+    let lossy = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(Dtype::I16)).with_lossy_cast(true);
     let out = reader.read_region(&reader.open_array(&store, "v3/bytes_le_uint16_r3", lossy).unwrap(), &region).unwrap();
     assert_eq!(out.bytes().len(), raw.bytes().len());
-    let first = Dtype::BF16.read_f64(&out.bytes()[..2]);
-    assert!((first - f64::from(expect[0])).abs() <= f64::from(expect[0]).abs() / 128.0 + 1.0);
+    let wrapped: Vec<i16> = values.iter().map(|&v| v as i16).collect();
+    assert_eq!(out.as_slice::<i16>().unwrap(), wrapped.as_slice(), "lossy integer casts wrap (numpy's astype)");
     assert!(out.as_slice::<f32>().is_err(), "typed views check the dtype");
 }
 

@@ -451,6 +451,54 @@ fn emulated_device_batches_equal_cpu_batches() {
     assert!(zstd_compared >= 69, "zstd and blosc-zstd batches: {zstd_compared}");
 }
 
+/// Float outputs take every source dtype (issue 28): for one device-routable fixture of each
+/// integer and float dtype, bfloat16, float16 and float32 batches come out of the CPU executor
+/// and the device route (the kernel emulator) with the same bits, each element the native
+/// element rounded once (`Dtype::convert_bits`), without allowing lossy casts.
+#[cfg(feature = "emulate")]
+#[test]
+fn emulated_and_cpu_float_casts_of_every_source_dtype_agree() {
+    use damacy_codec::{ChainRoute, Dtype, OutputDtype};
+    let store = Store::open(fixtures_dir().to_str().unwrap(), &StoreOptions::default()).unwrap();
+    let cpu = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Cpu)).unwrap();
+    let dev = Reader::new(ReaderConfig::default().with_executor(ExecutorKind::Emulated)).unwrap();
+    let mut seen = Vec::new();
+    for e in manifest() {
+        let native = cpu.open_array(&store, &e.path, ArrayOptions::default()).unwrap();
+        if seen.contains(&native.dtype) || native.dtype == Dtype::Bool || !matches!(native.route, ChainRoute::Device(_))
+        {
+            continue;
+        }
+        seen.push(native.dtype);
+        let region = Region::whole(&native.shape);
+        let raw = cpu.read_region(&native, &region).unwrap();
+        let size = native.dtype.size();
+        for to in [Dtype::BF16, Dtype::F16, Dtype::F32] {
+            let options = ArrayOptions::default().with_output_dtype(OutputDtype::Cast(to));
+            let array = cpu.open_array(&store, &e.path, options).unwrap();
+            let want: Vec<u8> = raw
+                .bytes()
+                .chunks_exact(size)
+                .flat_map(|c| {
+                    let mut b = [0u8; 8];
+                    b[..size].copy_from_slice(c);
+                    native.dtype.convert_bits(to, u64::from_le_bytes(b)).to_le_bytes()[..to.size()].to_vec()
+                })
+                .collect();
+            let got_cpu = cpu.read_region(&array, &region).unwrap();
+            let before = dev.stats();
+            let got_dev = dev.read_region(&array, &region).unwrap();
+            assert_eq!(got_cpu.bytes(), want.as_slice(), "{} -> {to} on the CPU", e.path);
+            assert_eq!(got_dev.bytes(), want.as_slice(), "{} -> {to} on the device route", e.path);
+            let s = dev.stats().since(&before);
+            assert_eq!(s.units_decoded_device, s.units_decoded, "{}", e.path);
+        }
+    }
+    for d in [Dtype::U8, Dtype::U16, Dtype::I32, Dtype::I64, Dtype::F64, Dtype::F32] {
+        assert!(seen.contains(&d), "no device-routable {d} fixture: {seen:?}");
+    }
+}
+
 /// Missing chunks on the device route become fill jobs (no detour through the host), a batch
 /// larger than the batch buffer is decoded exactly once, and a device output in a caller's
 /// buffer equals the host batch.

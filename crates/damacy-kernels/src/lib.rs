@@ -55,7 +55,7 @@ pub use decode::{
     ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, WaveFootprint, WavePlan, WaveStats,
 };
 pub use device::{Device, DeviceBuffer, DeviceKind};
-pub use dtype::{Dtype, OutputDtype};
+pub use dtype::{CastKind, Dtype, OutputDtype};
 pub use error::{Error, Result, StreamStatus};
 pub use kernel::Kernel;
 pub use zstd::{ZstdModes, ZstdParseError, ZstdPlan};

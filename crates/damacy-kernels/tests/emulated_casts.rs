@@ -354,6 +354,36 @@ fn every_source_dtype_casts_to_every_destination_like_numpy() {
     assert!(checked > 500_000, "{checked}");
 }
 
+/// The host's conversion (`Dtype::convert_bits`, what the CPU executor's assemble uses) against
+/// the same numpy reference, and bit for bit against the kernel: the CPU and the device route
+/// give the same batches for every pair, the pairs float outputs now accept (uint16 → bfloat16,
+/// int32 → float16, (u)int64 → float32, float64 → bfloat16, …) included.
+#[test]
+fn host_conversion_equals_numpy_and_the_kernel_for_every_pair() {
+    let device = Device::emulated(0xC0DE);
+    let mut rng = XorShift(0x0DDC_0FFE_E5EE_D5ED);
+    let mut checked = 0usize;
+    for s in ALL {
+        let bits = source_bits(s, &mut rng);
+        for d in ALL {
+            let kernel = run_cast(&device, s, d, &bits);
+            for (b, k) in bits.iter().zip(&kernel) {
+                let host = s.convert_bits(d, *b);
+                assert_eq!(host, *k, "{s:?} {b:#x} -> {d:?}: host {host:#x}, kernel {k:#x}");
+                if let Some(want) = reference(decode(s, *b), d) {
+                    checked += 1;
+                    let ok = match want {
+                        Expect::NaN => is_nan_bits(d, host),
+                        Expect::Bits(w) => w == host,
+                    };
+                    assert!(ok, "{s:?} {b:#x} ({:?}) -> {d:?}: host {host:#x}, numpy {want:?}", decode(s, *b));
+                }
+            }
+        }
+    }
+    assert!(checked > 500_000, "{checked}");
+}
+
 /// Aligned elements are loaded and stored with one access of their size, unaligned ones byte by
 /// byte, and big-endian ones byte-swapped after the load: for every pair of dtypes, big-endian
 /// sources and sources or destinations at offsets that are not multiples of the element size give

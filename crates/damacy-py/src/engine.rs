@@ -450,6 +450,14 @@ impl PyArray {
         self.array.route.to_string()
     }
 
+    /// The same array, read as `dtype` (its other options kept; nothing is read). A
+    /// floating-point `dtype` takes every source type, rounded to nearest even; an integer one
+    /// that cannot hold the array's values is `InvalidArgument`.
+    fn with_output_dtype(&self, dtype: &str) -> PyResult<PyArray> {
+        let options = self.array.options().with_output_dtype(parse::<OutputDtype>(dtype)?);
+        self.array.with_options(options).map(|array| PyArray { array }).map_err(|e| codec_err(&e))
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "damacy.Array(path={:?}, shape={:?}, dtype={}, chunk_shape={:?})",

@@ -554,10 +554,12 @@ impl PyBatch {
 
     /// Python `damacy.Sample`s of the batch.
     fn py_samples<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let cls = py.import("damacy._sample")?.getattr("Sample")?;
+        let module = py.import("damacy._sample")?;
+        let (cls, region_cls) = (module.getattr("Sample")?, module.getattr("Region")?);
         let list = PyList::empty(py);
         for s in &self.samples {
-            let region = (s.region.start.clone(), s.region.shape.clone());
+            // By start and shape: a bare tuple would mean (start, stop) per axis.
+            let region = region_cls.call1((s.region.start.clone(), s.region.shape.clone()))?;
             let sample = match s.uris.as_slice() {
                 [uri] => cls.call1((uri, region))?,
                 uris => cls.call1((PyTuple::new(py, uris)?, region))?,

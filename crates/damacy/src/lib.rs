@@ -33,7 +33,7 @@ pub use zarrs_ext::{ArrayDeviceExt, AsyncArrayDeviceExt, DamacyContext, DeviceAr
 pub use damacy_codec::Batch as ReadBatch;
 pub use damacy_codec::zarrs_storage;
 pub use damacy_codec::{
-    ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, BatchPlan, ChainRoute, ChunkSelection,
+    ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, BatchPlan, CastKind, ChainRoute, ChunkSelection,
     Coalescing, CodecRoute, Device, DeviceArrayMut, DeviceBuffer, DeviceChain, DeviceCodec, DeviceError, DeviceKind,
     Dtype, Element, Event, ExecutorKind, HostArrayMut, Location, OutOfBounds, Output, OutputDtype, Reader,
     ReaderConfig, Region, Route, ShardLayout, StatsSnapshot, StorageErrorKind, Store, StoreKind, StoreOptions,

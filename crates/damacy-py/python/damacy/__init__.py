@@ -7,7 +7,8 @@
 - :mod:`damacy.samplers` — per-rank sample plans (strided or contiguous shares, shuffles,
   equal-length policies, data-loader workers, resumable state).
 - :class:`damacy.Sample` — one region of one array (or of several: an image and its labels),
-  what a sampler yields.
+  what a sampler yields: one ``(start, stop)`` pair or slice per axis, or a
+  :class:`damacy.Region` ``(start, shape)``.
 - :class:`damacy.Error` and its subclasses for every engine error.
 """
 
@@ -36,7 +37,7 @@ from damacy._damacy import (
 )
 from damacy._config import Config, Sizes
 from damacy._pipeline import Pipeline
-from damacy._sample import Sample
+from damacy._sample import Region, Sample
 from damacy._warnings import DamacyWarning, FallbackWarning
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "PipelineStats",
     "PoolStarved",
     "Reader",
+    "Region",
     "Sample",
     "Sizes",
     "StageStats",

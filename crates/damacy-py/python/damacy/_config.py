@@ -59,6 +59,41 @@ def _int(name: str, value: Any, minimum: int = 0) -> int:
     return v
 
 
+_DEVICE_FORMS = "give a CUDA ordinal (LOCAL_RANK), 'cuda:N', 'cuda', a torch.device, 'cpu' or None"
+
+
+def _device(value: Any) -> int | str | None:
+    """``Config.device`` as torch users name devices, normalised to an ordinal, ``None`` (the
+    current context) or ``"cpu"``."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, int)) and hasattr(value, "type") and hasattr(value, "index"):
+        # a torch.device (not imported here): its type and index
+        kind, index = value.type, value.index
+        if kind == "cpu":
+            return "cpu"
+        if kind != "cuda":
+            raise _damacy.InvalidArgument(f"Config.device is {value!r}, a {kind} device; {_DEVICE_FORMS}")
+        return None if index is None else _int("device", index)
+    if isinstance(value, str):
+        name = value.strip().lower()
+        if name == "cpu":
+            return "cpu"
+        if name == "cuda":
+            return None
+        kind, sep, index = name.partition(":")
+        if kind == "cuda" and sep and index.isdigit():
+            return int(index)
+        raise _damacy.InvalidArgument(f"Config.device is {value!r}; {_DEVICE_FORMS}")
+    if isinstance(value, bool):
+        raise TypeError(f"Config.device is a bool; {_DEVICE_FORMS}")
+    try:
+        operator.index(value)
+    except TypeError:
+        raise TypeError(f"Config.device is {value!r}; {_DEVICE_FORMS}") from None
+    return _int("device", value)
+
+
 @dataclass(frozen=True, kw_only=True, repr=False)
 class Config:
     """The configuration of a :class:`damacy.Pipeline`: frozen, keyword-only, validated at
@@ -90,19 +125,28 @@ class Config:
     dtype [None]
         Element type of the batches: ``None`` keeps each array's own type; a name casts
         (``"bf16"``/``"bfloat16"``, ``"float16"``, ``"float32"``, ``"uint8"``, …, or a numpy
-        dtype).
+        dtype). Floating-point types take every source type, rounded to nearest even as
+        ``numpy.astype`` and ``torch.Tensor.to(torch.bfloat16)`` do (``uint16`` to ``bf16``
+        included). An integer type that cannot hold the arrays' range is refused when an array
+        is opened (the pop of its batch raises ``damacy.InvalidArgument``) unless
+        ``allow_lossy_cast``.
     allow_lossy_cast [False]
-        Allow casts that can lose integer values (``int32`` to ``float32``).
+        Allow casts to integer types that cannot hold the source's values (``uint16`` to
+        ``int16`` wraps, ``float32`` to ``uint8`` truncates and saturates, as ``numpy.astype``).
     executor ["auto"]
         Who decodes: ``"auto"`` (the GPU when the machine has one, else the CPU, with the
         reason in ``Pipeline.executor``), ``"cpu"``, ``"gpu"`` (no usable GPU is
         ``damacy.DeviceError``) or ``"emulated"`` (the kernel emulator, when the wheel was built
         with it). Device executors give device batches (kDLCUDA).
     device [None]
-        The CUDA device ordinal (``LOCAL_RANK``). ``None``: the context current on the
-        calling thread (``torch.cuda.set_device``). On a GPU machine, under ``"auto"`` as under
-        ``"gpu"``: a context of another device current, or no ``device`` and no current context,
-        is ``damacy.InvalidArgument``. A ``LOCAL_RANK`` that disagrees warns.
+        Where the batches go, as torch names devices: a CUDA ordinal (``LOCAL_RANK``, e.g.
+        ``device=local_rank``), ``"cuda:N"`` (the same as ``N``), a ``torch.device``,
+        ``"cuda"`` or ``None`` (the context current on the calling thread:
+        ``torch.cuda.set_device``), or ``"cpu"`` (host batches: the ``"auto"`` executor decodes
+        on the CPU; ``executor="gpu"`` with it is ``damacy.InvalidArgument``). Normalised at
+        construction to an ordinal, ``None`` or ``"cpu"``. On a GPU machine, under ``"auto"``
+        as under ``"gpu"``: a context of another device current, or no ``device`` and no
+        current context, is ``damacy.InvalidArgument``. A ``LOCAL_RANK`` that disagrees warns.
     host_buffer_bytes [256 MiB]
         Pinned host memory of the device executor's upload staging.
     device_buffer_bytes [1 GiB]
@@ -149,7 +193,7 @@ class Config:
     dtype: str | None = None
     allow_lossy_cast: bool = bool(_DEFAULTS["allow_lossy_cast"])
     executor: str = "auto"
-    device: int | None = None
+    device: int | str | None = None
     host_buffer_bytes: int = int(_DEFAULTS["host_buffer_bytes"])
     device_buffer_bytes: int = int(_DEFAULTS["device_buffer_bytes"])
     max_gpu_memory_bytes: int | None = None
@@ -176,7 +220,8 @@ class Config:
         for name in ("host_buffer_bytes", "device_buffer_bytes", "n_io_threads", "n_compute_threads",
                      "reads_in_flight", "n_workers", "depth"):
             put(name, _int(name, getattr(self, name)))
-        for name in ("device", "max_gpu_memory_bytes", "lookahead", "shard_index_cache_bytes"):
+        put("device", _device(self.device))
+        for name in ("max_gpu_memory_bytes", "lookahead", "shard_index_cache_bytes"):
             if getattr(self, name) is not None:
                 put(name, _int(name, getattr(self, name)))
         if self.sample_shape is not None:
@@ -196,6 +241,11 @@ class Config:
         for name in ("executor", "out_of_bounds", "on_error"):
             if not isinstance(getattr(self, name), str):
                 raise TypeError(f"Config.{name} is {getattr(self, name)!r}; give a string")
+        if self.device == "cpu" and self.executor == "gpu":
+            raise _damacy.InvalidArgument(
+                "Config.device='cpu' asks for host batches but executor='gpu' decodes into device memory: "
+                "use executor='auto' or 'cpu', or a CUDA device (device=local_rank)"
+            )
         try:
             put("pop_timeout", float(self.pop_timeout))
         except (TypeError, ValueError):
@@ -212,6 +262,12 @@ class Config:
     def _args(self) -> dict[str, Any]:
         """The fields as the extension reads them."""
         args = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.device == "cpu":
+            # Host batches: the CPU executor under "auto" (the emulator's batches are host
+            # memory too); no CUDA device is bound.
+            args["device"] = None
+            if self.executor == "auto":
+                args["executor"] = "cpu"
         if self.sample_shape is not None:
             args["sample_shape"] = list(self.sample_shape)
         so = self.store_options

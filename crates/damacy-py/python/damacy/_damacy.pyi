@@ -55,6 +55,10 @@ class Array:
     def zarr_format(self) -> int: ...
     @property
     def route(self) -> str: ...
+    def with_output_dtype(self, dtype: str) -> Array:
+        """The same array, read as ``dtype``: a floating-point type takes every source type,
+        rounded to nearest even; an integer type that cannot hold the array's values raises
+        ``damacy.InvalidArgument``."""
 
 _Axis = tuple[int, int, int]
 

@@ -24,7 +24,7 @@ def _local_rank_warning(config: Config, given: list[str]) -> str | None:
     """``LOCAL_RANK`` against ``Config.device`` (the extension warns about the device it bound
     on a GPU; this covers the configured ordinal on any machine)."""
     local = os.environ.get("LOCAL_RANK")
-    if local is None or config.device is None or any("LOCAL_RANK" in m for m in given):
+    if local is None or config.device in (None, "cpu") or any("LOCAL_RANK" in m for m in given):
         return None
     if not local.strip().isdigit():
         return f"LOCAL_RANK={local!r} is not a device ordinal; Config.device is {config.device}"

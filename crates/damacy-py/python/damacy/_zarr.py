@@ -6,7 +6,11 @@ can open (zarr's ``LocalStore``; ``FsspecStore`` over http(s), s3 and local file
 ``ObjectStore`` over local files, http and s3) with slice selections go through damacy's
 planner, shard-index cache, coalesced I/O and decoders, straight into zarr's output array —
 a numpy array, or under ``zarr.config.enable_gpu()`` a CuPy array, which a GPU reader writes on
-the device (ordered on CuPy's current stream).
+the device (ordered on CuPy's current stream). An output of another dtype (zarr's ``out=``)
+is written as that dtype when it is a floating-point one (every source dtype, rounded to nearest
+even, as numpy's assignment rounds) or an integer one holding the array's range.
+damacy hands zarr no buffers of its own: it writes into zarr's output through the output's
+own memory (``__cuda_array_interface__`` for device arrays).
 Anything else falls back to zarr-python's ``BatchedCodecPipeline`` with a
 :class:`damacy.FallbackWarning` (or raises :class:`damacy.Unsupported` under
 ``codec_pipeline.strict``); writes, and the ``decode``/``encode`` calls the sharding codec makes
@@ -41,13 +45,14 @@ import threading
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import zarr
 from zarr.abc.codec import CodecPipeline
 from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import cpu as _cpu_buffer
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
@@ -317,7 +322,9 @@ def _metadata_document(md: Any, name: str) -> Any:
     what damacy's reader parses; metadata zarr reads but will not write (behind a config flag)
     is read by zarr-python instead."""
     try:
-        return md.to_buffer_dict(default_buffer_prototype())[name]
+        # Host buffers: the document is parsed on the host (under enable_gpu() the default
+        # prototype would copy it to the device and back).
+        return md.to_buffer_dict(_cpu_buffer.buffer_prototype)[name]
     except Exception as e:  # noqa: BLE001 - any refusal means: not through damacy
         raise _Unsupported("array", f"zarr cannot serialise the array's metadata for damacy: {e}") from None
 
@@ -367,11 +374,28 @@ def _key_parser(sep: str, *, default: bool) -> Any:
 
 @dataclass
 class _ArrayView:
-    """An array as damacy sees it: its handle, where its chunk keys start, how to parse them."""
+    """An array as damacy sees it: its handle, where its chunk keys start, how to parse them,
+    and the handles that read it as another dtype (zarr ``out=`` buffers of another dtype)."""
 
     handle: Any
     prefix: str
     parse_key: Any
+    casts: dict[str, Any] = field(default_factory=dict)
+
+    def read_as(self, dtype: str) -> Any:
+        """The handle that reads the array as ``dtype``: floating-point outputs take every
+        source dtype (rounded to nearest even, as numpy's assignment into zarr's output does);
+        an integer output that cannot hold the array's values is read by zarr-python."""
+        if dtype == self.handle.out_dtype:
+            return self.handle
+        handle = self.casts.get(dtype)
+        if handle is None:
+            try:
+                handle = self.handle.with_output_dtype(dtype)
+            except _damacy.InvalidArgument as e:
+                raise _Unsupported("dtype", f"damacy reads {self.handle.out_dtype}, the output is {dtype}: {e}") from None
+            self.casts[dtype] = handle
+        return handle
 
 
 def _evolve(pipeline: BatchedCodecPipeline, spec: ArraySpec) -> BatchedCodecPipeline:
@@ -648,9 +672,7 @@ class GpuCodecPipeline(CodecPipeline):
         if getattr(config, "read_missing_chunks", True) is False:
             raise _Unsupported("missing_chunks", "read_missing_chunks=False needs per-chunk presence")
         view = self._array_view(str(first.path))
-        handle = view.handle
-        if handle.out_dtype != dtype.name:
-            raise _Unsupported("dtype", f"damacy reads {handle.out_dtype}, the output is {dtype}")
+        handle = view.read_as(dtype.name)
         ndim = len(handle.shape)
         plen = len(view.prefix) + 1 if view.prefix else 0
         chunks = []

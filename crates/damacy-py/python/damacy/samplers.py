@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from damacy import _damacy
-from damacy._sample import Sample
+from damacy._sample import Region, Sample
 
 CropSpace = _damacy.CropSpace
 IndexSpace = _damacy.IndexSpace
@@ -291,10 +291,10 @@ class DistributedSampler:
         for sample_id in ids:
             if is_index:
                 array, row = self._plan.resolve(sample_id)
-                yield Sample(uris[array], ((row,) + (0,) * len(tail), (1,) + tail))
+                yield Sample(uris[array], Region((row,) + (0,) * len(tail), (1,) + tail))
             else:
                 array, start, shape = self._plan.resolve(sample_id)
-                yield Sample(uris[array], (start, shape))
+                yield Sample(uris[array], Region(start, shape))
 
     def state_dict(self) -> dict[str, int]:
         """Where this rank is: resume with :meth:`load_state_dict` (the same on every rank;

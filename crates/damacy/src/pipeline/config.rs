@@ -69,7 +69,9 @@ pub struct Config {
     pub arrays_per_sample: Option<usize>,
     /// Element type of the batches. Default [`OutputDtype::Native`] (each array's own type).
     pub dtype: OutputDtype,
-    /// Allow casts that can lose integer values (e.g. `int32` to `float32`). Default false.
+    /// Allow casts to integer types that cannot hold the source's values (`uint16` to `int16`,
+    /// `float32` to `uint8`). Default false: refused when an array is opened. Floating-point
+    /// `dtype`s take every source without it, rounded to nearest even (`uint16` to `bfloat16`).
     pub allow_lossy_cast: bool,
     /// Which executor decodes. Default [`ExecutorKind::Auto`]: the GPU when one is usable, else
     /// the CPU. With a device executor the batches are device memory.
@@ -172,7 +174,7 @@ impl Config {
         with_batch_size: batch_size: usize,
         /// Set the element type of the batches.
         with_dtype: dtype: OutputDtype,
-        /// Allow casts that can lose integer values.
+        /// Allow casts to integer types that cannot hold the source's values.
         with_lossy_cast: allow_lossy_cast: bool,
         /// Set the executor.
         with_executor: executor: ExecutorKind,
