@@ -386,7 +386,23 @@ impl Assembler {
     /// write disjoint bytes. When the table is full, the statuses of the jobs queued so far
     /// are read back first (one wait).
     pub fn queue(&mut self, src: &DeviceBuffer, dst: &mut DeviceBuffer, jobs: &[AssembleJob]) -> Result<Vec<Result<()>>> {
-        let results: Vec<Result<()>> = jobs.iter().map(|j| j.validate(src.len(), dst.len())).collect();
+        self.queue_from(Some(src), dst, jobs)
+    }
+
+    /// [`Assembler::queue`] for fill jobs only (they read no source); any other job is
+    /// [`Error::InvalidArgument`].
+    pub fn queue_fills(&mut self, dst: &mut DeviceBuffer, jobs: &[AssembleJob]) -> Result<Vec<Result<()>>> {
+        self.queue_from(None, dst, jobs)
+    }
+
+    fn queue_from(
+        &mut self,
+        src: Option<&DeviceBuffer>,
+        dst: &mut DeviceBuffer,
+        jobs: &[AssembleJob],
+    ) -> Result<Vec<Result<()>>> {
+        let src_len = src.map_or(0, DeviceBuffer::len);
+        let results: Vec<Result<()>> = jobs.iter().map(|j| j.validate(src_len, dst.len())).collect();
         let valid: Vec<usize> = (0..jobs.len()).filter(|&i| results[i].is_ok()).collect();
         let base = self.next_seq;
         self.next_seq += jobs.len();
@@ -407,7 +423,7 @@ impl Assembler {
     /// `base`) at the next table positions.
     fn launch(
         &mut self,
-        src: &DeviceBuffer,
+        src: Option<&DeviceBuffer>,
         dst: &DeviceBuffer,
         jobs: &[AssembleJob],
         part: &[usize],
@@ -439,6 +455,8 @@ impl Assembler {
         let per_block = u64::from(c::DMC_ASSEMBLE_THREADS) * elems_per_thread(total_work);
         let bx = max_work.div_ceil(per_block).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB)) as u32;
         let started = self.stream.record(true)?;
+        // Fill jobs read nothing: without a source, the kernel gets the destination's address.
+        let src = src.unwrap_or(dst);
         let args = AssembleArgs {
             src: src.ptr(0)?,
             src_total: src.len() as u64,

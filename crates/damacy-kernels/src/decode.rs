@@ -778,6 +778,11 @@ impl WaveSchedule {
         &self.rejected
     }
 
+    /// Takes [`WaveSchedule::rejected`] out of the schedule.
+    pub fn take_rejected(&mut self) -> Vec<(usize, Error)> {
+        std::mem::take(&mut self.rejected)
+    }
+
     /// What the decodable chunks need together.
     #[must_use]
     pub fn total(&self) -> WaveFootprint {
