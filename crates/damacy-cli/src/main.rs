@@ -62,6 +62,10 @@ struct StreamArgs {
     /// Batches read at once (pipeline workers).
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Device lanes: batches the GPU (or emulated) executor decodes side by side, each with
+    /// its own streams and buffers (default: one per worker).
+    #[arg(long)]
+    lanes: Option<usize>,
     /// I/O and decode threads of the reader (default: the number of CPUs).
     #[arg(long)]
     threads: Option<usize>,
@@ -84,6 +88,7 @@ impl StreamArgs {
             device: Some(self.device.unwrap_or_else(local_rank_or_zero)),
             dtype: self.dtype.parse().map_err(|e: damacy::UnknownDtype| e.to_string())?,
             workers: self.workers,
+            lanes: self.lanes,
             threads: self
                 .threads
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)),

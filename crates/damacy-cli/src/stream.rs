@@ -27,6 +27,7 @@ pub(crate) struct Knobs {
     pub(crate) device: Option<usize>,
     pub(crate) dtype: OutputDtype,
     pub(crate) workers: usize,
+    pub(crate) lanes: Option<usize>,
     pub(crate) threads: usize,
     pub(crate) seed: u64,
 }
@@ -41,6 +42,7 @@ impl Knobs {
             .with_compute_threads(self.threads)
             .with_io_threads(self.threads);
         c.device = self.device;
+        c.lanes = self.lanes;
         c
     }
 }
@@ -95,6 +97,8 @@ pub(crate) struct Run {
     pub(crate) seconds: f64,
     pub(crate) stats: PipelineStats,
     pub(crate) executor: String,
+    /// The reader's counters over the timed batches (the engine run).
+    pub(crate) reader_stats: Option<damacy::StatsSnapshot>,
 }
 
 impl Run {
@@ -148,7 +152,14 @@ fn run_pipeline(uris: &[String], knobs: &Knobs, bar: bool) -> Result<Run> {
     }
     let seconds = started.elapsed().as_secs_f64();
     progress.finish_and_clear();
-    Ok(Run { crops, bytes, seconds, stats: pipeline.stats(), executor: pipeline.reader().executor_note().to_owned() })
+    Ok(Run {
+        crops,
+        bytes,
+        seconds,
+        stats: pipeline.stats(),
+        executor: pipeline.reader().executor_note().to_owned(),
+        reader_stats: None,
+    })
 }
 
 /// The read engine alone on the same crops: `reader.read_batch` in a loop, one batch at a time.
@@ -164,6 +175,7 @@ fn run_engine(uri: &str, knobs: &Knobs) -> Result<Run> {
     for b in batches.by_ref().take(knobs.warmup) {
         reader.read_batch(&array, b).map_err(|e| e.to_string())?;
     }
+    let before = reader.stats();
     let started = Instant::now();
     let (mut crops, mut bytes) = (0u64, 0u64);
     for b in batches {
@@ -177,6 +189,7 @@ fn run_engine(uri: &str, knobs: &Knobs) -> Result<Run> {
         seconds: started.elapsed().as_secs_f64(),
         stats: PipelineStats::default(),
         executor: reader.executor_note().to_owned(),
+        reader_stats: Some(reader.stats().since(&before)),
     })
 }
 
@@ -249,10 +262,17 @@ fn bench_runs(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: boo
             "batches": knobs.batches,
             "warmup": knobs.warmup,
             "workers": knobs.workers,
+            "lanes": knobs.lanes,
             "threads": knobs.threads,
             "dtype": format!("{:?}", knobs.dtype),
             "pipeline": {"crops_per_s": p, "gb_per_s": gb, "rounds": rounds_of(&pipeline_runs)},
-            "engine": e.map(|e| serde_json::json!({"crops_per_s": e, "rounds": rounds_of(&engine_runs)})),
+            "engine": e.map(|e| serde_json::json!({
+                "crops_per_s": e,
+                "rounds": rounds_of(&engine_runs),
+                "device_waves": engine_runs.last().and_then(|r| r.reader_stats).map(|s| s.device_waves),
+                "batches_host_scattered":
+                    engine_runs.last().and_then(|r| r.reader_stats).map(|s| s.batches_host_scattered),
+            })),
             "ratio": e.map(|e| p / e),
             "stages_s": {
                 "plan": s.plan.time.as_secs_f64(), "read": s.read.time.as_secs_f64(), "io": s.io.time.as_secs_f64(),
@@ -277,6 +297,12 @@ fn bench_runs(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: boo
             engine_runs.iter().map(|r| r.crops_per_s().round()).collect::<Vec<_>>(),
             p / e
         );
+        if let Some(s) = engine_runs.last().and_then(|r| r.reader_stats) {
+            println!(
+                "engine alone: {} device waves, {} of {} batches decoded to the host and scattered there (the device could not hold them)",
+                s.device_waves, s.batches_host_scattered, s.batches
+            );
+        }
     }
     println!("{}", last.stats);
     Ok(())

@@ -83,6 +83,13 @@ pub struct ReaderConfig {
     /// Hard budget of pinned (page-locked) host memory for the device executor's upload staging.
     /// Default 256 MiB; at least 16 MiB.
     pub host_buffer_bytes: u64,
+    /// Device lanes: batches the device executor decodes side by side, each lane with its own
+    /// streams, pinned staging and device scratch, taking an equal share of
+    /// `device_buffer_bytes` and `host_buffer_bytes` (fewer when the budgets cannot hold that
+    /// many; [`crate::Reader::executor_note`] says how many). A batch takes a free lane and
+    /// returns it when done; more batches than lanes wait for one. Default 2 (a `damacy`
+    /// `Pipeline` uses one per worker).
+    pub lanes: usize,
 }
 
 impl Default for ReaderConfig {
@@ -99,6 +106,7 @@ impl Default for ReaderConfig {
             device: None,
             device_buffer_bytes: 1 << 30,
             host_buffer_bytes: 256 << 20,
+            lanes: 2,
         }
     }
 }
@@ -163,6 +171,13 @@ impl ReaderConfig {
         self
     }
 
+    /// Set the device lanes.
+    #[must_use]
+    pub fn with_lanes(mut self, lanes: usize) -> Self {
+        self.lanes = lanes;
+        self
+    }
+
     /// Check every value; called once by [`crate::Reader::new`].
     pub fn validate(&self) -> Result<()> {
         if self.n_io_threads == 0 {
@@ -188,6 +203,9 @@ impl ReaderConfig {
                 "host_buffer_bytes is {}; the device executor needs at least {MIN_HOST_BUFFER_BYTES} (16 MiB)",
                 self.host_buffer_bytes
             )));
+        }
+        if self.lanes == 0 {
+            return Err(Error::invalid("lanes is 0; use at least 1 (one per thread that reads batches at once)"));
         }
         if self.metadata_cache_entries == 0 {
             return Err(Error::invalid("metadata_cache_entries is 0; use at least 1"));

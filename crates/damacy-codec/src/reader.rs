@@ -406,12 +406,7 @@ impl Reader {
         out.validate()?;
         let mut targets = chunk_targets(array, chunks, out.dtype, out.offset, &out.shape, &out.strides)?;
         if matches!(array.route, ChainRoute::Device(_)) {
-            let before = stream.record(false).map_err(|e| Error::device("recording the caller's stream", e))?;
-            device
-                .device()
-                .default_stream()
-                .wait(&before)
-                .map_err(|e| Error::device("ordering the read after the caller's stream", e))?;
+            // `read_device` orders its writes after the work queued on `stream` before the call.
             let plan = self.build(array, targets, out.shape.clone(), out.buffer.len(), false)?;
             return device.read_device(&self.ctx(), &plan, (&mut *out.buffer, 0), stream);
         }

@@ -21,6 +21,8 @@ pub struct Stats {
     index_misses: AtomicU64,
     index_evictions: AtomicU64,
     index_fetches: AtomicU64,
+    device_waves: AtomicU64,
+    batches_host_scattered: AtomicU64,
     io_ns: AtomicU64,
     decode_ns: AtomicU64,
     assemble_ns: AtomicU64,
@@ -63,6 +65,12 @@ pub struct StatsSnapshot {
     pub index_evictions: u64,
     /// Shard indexes fetched from storage.
     pub index_fetches: u64,
+    /// Decode waves the device executor ran (a batch streams through one or more).
+    pub device_waves: u64,
+    /// Host-output batches of the device executor that the device could not assemble (a
+    /// region larger than a lane's batch buffer, or a strided output): decoded on the device,
+    /// copied back per chunk and scattered on the host.
+    pub batches_host_scattered: u64,
     /// Bytes of decoded shard indexes held by the cache when the snapshot was taken.
     pub index_cache_bytes: u64,
     /// Time spent waiting on storage, summed over the threads that read.
@@ -105,6 +113,8 @@ counters!(
     index_misses => add_index_misses,
     index_evictions => add_index_evictions,
     index_fetches => add_index_fetches,
+    device_waves => add_device_waves,
+    batches_host_scattered => add_batches_host_scattered,
 );
 
 fn nanos(d: Duration) -> u64 {
@@ -151,6 +161,8 @@ impl Stats {
             index_misses: self.index_misses.load(Relaxed),
             index_evictions: self.index_evictions.load(Relaxed),
             index_fetches: self.index_fetches.load(Relaxed),
+            device_waves: self.device_waves.load(Relaxed),
+            batches_host_scattered: self.batches_host_scattered.load(Relaxed),
             index_cache_bytes: 0,
             io: Duration::from_nanos(self.io_ns.load(Relaxed)),
             decode: Duration::from_nanos(self.decode_ns.load(Relaxed)),
@@ -190,6 +202,8 @@ impl StatsSnapshot {
             index_misses: self.index_misses - earlier.index_misses,
             index_evictions: self.index_evictions - earlier.index_evictions,
             index_fetches: self.index_fetches - earlier.index_fetches,
+            device_waves: self.device_waves - earlier.device_waves,
+            batches_host_scattered: self.batches_host_scattered - earlier.batches_host_scattered,
             index_cache_bytes: self.index_cache_bytes,
             io: self.io.saturating_sub(earlier.io),
             decode: self.decode.saturating_sub(earlier.decode),

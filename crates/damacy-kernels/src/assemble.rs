@@ -2,7 +2,7 @@
 //! value, byte order, transpose (any axis permutation, as strides) and dtype cast in one kernel.
 
 use crate::consts as c;
-use crate::device::{Device, DeviceBuffer};
+use crate::device::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::dtype::Dtype;
 use crate::error::{Error, Result, StreamStatus};
 use crate::kernel::Kernel;
@@ -277,34 +277,79 @@ fn elems_per_thread(total: u64) -> u64 {
 }
 
 /// Runs assemble jobs; owns a preallocated job table so the hot path allocates no device memory.
+///
+/// Jobs are queued without waiting ([`Assembler::queue`]: host validation, the job table's
+/// part staged in pinned memory and uploaded on the assembler's stream, the launch), and their
+/// statuses are read back together ([`Assembler::finish`]: one wait). [`Assembler::run`] does
+/// both for one set of jobs.
 #[derive(Debug)]
 pub struct Assembler {
     device: Device,
+    stream: Stream,
+    /// Per job position: its descriptor, then (after all descriptors) its status word.
     table: DeviceBuffer,
+    /// The host's mirror of `table`, the source of its uploads.
+    staging: PinnedBuffer,
+    /// Status words read back.
+    readback: PinnedBuffer,
     max_jobs: usize,
+    /// Table positions used since the last read-back, and the job number of each.
+    seqs: Vec<usize>,
+    /// Jobs passed to `queue` since the last `finish` (the next job's number).
+    next_seq: usize,
+    /// Failures read back since the last `finish`.
+    failed: Vec<Error>,
+    /// The first start and the last end of the kernels since the last `finish`.
+    timing: Option<(Event, Event)>,
     kernel_time: std::time::Duration,
 }
 
 impl Assembler {
     /// Preallocates room for `max_jobs` jobs per call, and compiles (or loads from the kernel
-    /// caches) the assemble kernel so that the first call does not pay NVRTC.
+    /// caches) the assemble kernel so that the first call does not pay NVRTC. Runs on the
+    /// device's default stream.
     pub fn new(device: &Device, max_jobs: usize) -> Result<Self> {
+        Self::on_stream(device, max_jobs, device.default_stream().clone())
+    }
+
+    /// [`Assembler::new`] running on `stream`.
+    pub fn on_stream(device: &Device, max_jobs: usize, stream: Stream) -> Result<Self> {
         let max_jobs = max_jobs.max(1);
         device.prepare(&[Kernel::Assemble])?;
-        let table = device.alloc(Self::device_bytes(max_jobs))?;
-        Ok(Self { device: device.clone(), table, max_jobs, kernel_time: std::time::Duration::ZERO })
+        Ok(Self {
+            table: device.alloc(Self::device_bytes(max_jobs))?,
+            staging: device.alloc_pinned(Self::device_bytes(max_jobs))?,
+            readback: device.alloc_pinned(max_jobs * size_of::<u32>())?,
+            device: device.clone(),
+            stream,
+            max_jobs,
+            seqs: Vec::with_capacity(max_jobs),
+            next_seq: 0,
+            failed: Vec::new(),
+            timing: None,
+            kernel_time: std::time::Duration::ZERO,
+        })
     }
 
     /// Device bytes an assembler for `max_jobs` jobs allocates (its job table and status
-    /// words), for budget planners.
+    /// words), for budget planners; it allocates as much pinned host memory again, plus a
+    /// status word per job.
     #[must_use]
     pub const fn device_bytes(max_jobs: usize) -> usize {
         let jobs = if max_jobs == 0 { 1 } else { max_jobs };
         jobs.saturating_mul(JOB_BYTES)
     }
 
-    /// Device time of the last [`Assembler::run`]'s kernels (timing events on CUDA, wall clock
-    /// on the emulator); zero before the first run or when it had no valid job.
+    /// The stream the kernels run on: work queued there after [`Assembler::queue`] sees the
+    /// assembled bytes.
+    #[must_use]
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Device time of the kernels of the last [`Assembler::run`] or of the jobs queued before
+    /// the last [`Assembler::finish`] (timing events on CUDA, wall clock on the emulator); zero
+    /// before the first or when there was no valid job.
     #[must_use]
     pub fn kernel_time(&self) -> std::time::Duration {
         self.kernel_time
@@ -322,58 +367,165 @@ impl Assembler {
                 self.max_jobs
             )));
         }
-        let mut results: Vec<Result<()>> = jobs.iter().map(|j| j.validate(src.len(), dst.len())).collect();
-        let valid: Vec<usize> = (0..jobs.len()).filter(|&i| results[i].is_ok()).collect();
-        self.kernel_time = std::time::Duration::ZERO;
-        if valid.is_empty() {
-            return Ok(results);
+        let base = self.next_seq;
+        let mut results = self.queue(src, dst, jobs)?;
+        for e in self.finish()? {
+            if let Error::Assemble { job, .. } = &e
+                && let Some(r) = job.checked_sub(base).and_then(|i| results.get_mut(i))
+            {
+                *r = Err(e);
+            }
         }
-        let (descs, work): (Vec<AssembleJobDesc>, Vec<u64>) = valid.iter().map(|&i| jobs[i].desc()).unzip();
-        let mut bytes: Vec<u8> = Vec::with_capacity(valid.len() * JOB_BYTES);
-        bytes.extend_from_slice(bytemuck::cast_slice(&descs));
-        let status_at = bytes.len();
-        // The kernel writes a job's status only when the job fails.
-        bytes.extend_from_slice(bytemuck::cast_slice(&vec![c::DMC_STATUS_OK; valid.len()]));
-        self.device.upload(&bytes, &mut self.table, 0)?;
+        Ok(results)
+    }
+
+    /// Queues `jobs` (copies of regions of `src` into `dst`) on the assembler's stream and
+    /// returns without waiting; per job, an invalid job is [`Error::InvalidArgument`] here and
+    /// is not run. Jobs are numbered in the order they are queued since the last
+    /// [`Assembler::finish`], which reports those the kernel failed. Jobs of one call must
+    /// write disjoint bytes. When the table is full, the statuses of the jobs queued so far
+    /// are read back first (one wait).
+    pub fn queue(&mut self, src: &DeviceBuffer, dst: &mut DeviceBuffer, jobs: &[AssembleJob]) -> Result<Vec<Result<()>>> {
+        self.queue_from(Some(src), dst, jobs)
+    }
+
+    /// [`Assembler::queue`] for fill jobs only (they read no source); any other job is
+    /// [`Error::InvalidArgument`].
+    pub fn queue_fills(&mut self, dst: &mut DeviceBuffer, jobs: &[AssembleJob]) -> Result<Vec<Result<()>>> {
+        self.queue_from(None, dst, jobs)
+    }
+
+    fn queue_from(
+        &mut self,
+        src: Option<&DeviceBuffer>,
+        dst: &mut DeviceBuffer,
+        jobs: &[AssembleJob],
+    ) -> Result<Vec<Result<()>>> {
+        let src_len = src.map_or(0, DeviceBuffer::len);
+        let results: Vec<Result<()>> = jobs.iter().map(|j| j.validate(src_len, dst.len())).collect();
+        let valid: Vec<usize> = (0..jobs.len()).filter(|&i| results[i].is_ok()).collect();
+        let base = self.next_seq;
+        self.next_seq += jobs.len();
+        let mut first = 0usize;
+        while first < valid.len() {
+            if self.seqs.len() == self.max_jobs {
+                self.read_back()?;
+            }
+            let n = (valid.len() - first).min(self.max_jobs - self.seqs.len()).min(JOBS_PER_LAUNCH);
+            let part = &valid[first..first + n];
+            self.launch(src, dst, jobs, part, base)?;
+            first += n;
+        }
+        Ok(results)
+    }
+
+    /// Stages, uploads and launches the jobs `part` (indexes into `jobs`, numbered from
+    /// `base`) at the next table positions.
+    fn launch(
+        &mut self,
+        src: Option<&DeviceBuffer>,
+        dst: &DeviceBuffer,
+        jobs: &[AssembleJob],
+        part: &[usize],
+        base: usize,
+    ) -> Result<()> {
+        let at = self.seqs.len();
+        let n = part.len();
+        let (descs, work): (Vec<AssembleJobDesc>, Vec<u64>) = part.iter().map(|&i| jobs[i].desc()).unzip();
+        let desc_size = size_of::<AssembleJobDesc>();
+        let status_base = self.max_jobs * desc_size;
+        let (desc_at, status_at) = (at * desc_size, status_base + 4 * at);
+        {
+            // SAFETY: these positions of the staging mirror are not in any copy in flight:
+            // positions are used once between two read-backs, and a read-back waits for every
+            // copy queued before it.
+            let stage = unsafe { self.staging.as_mut_slice() };
+            stage[desc_at..desc_at + n * desc_size].copy_from_slice(bytemuck::cast_slice(&descs));
+            // The kernel writes a job's status only when the job fails.
+            stage[status_at..status_at + 4 * n].copy_from_slice(bytemuck::cast_slice(&vec![c::DMC_STATUS_OK; n]));
+        }
+        // SAFETY (both copies): the buffers record the copies as uses, and the host writes
+        // these staging positions again only after a read-back, which waits for them.
+        unsafe {
+            self.stream.copy_to_device(&self.staging, desc_at, &self.table, desc_at, n * desc_size)?;
+            self.stream.copy_to_device(&self.staging, status_at, &self.table, status_at, 4 * n)?;
+        }
         let max_work = work.iter().copied().max().unwrap_or(0);
         let total_work: u64 = work.iter().sum();
         let per_block = u64::from(c::DMC_ASSEMBLE_THREADS) * elems_per_thread(total_work);
         let bx = max_work.div_ceil(per_block).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB)) as u32;
-        let stream = self.device.default_stream();
-        let started = stream.record(true)?;
-        let mut first = 0usize;
-        while first < valid.len() {
-            let n = (valid.len() - first).min(JOBS_PER_LAUNCH);
-            let args = AssembleArgs {
-                src: src.ptr(0)?,
-                src_total: src.len() as u64,
-                dst: dst.ptr(0)?,
-                dst_total: dst.len() as u64,
-                jobs: self.table.ptr(first * size_of::<AssembleJobDesc>())?,
-                n_jobs: n as u32,
-                status: self.table.ptr(status_at + 4 * first)?,
-            };
-            // SAFETY: src/dst are live buffers of this device with their true lengths, passed as
-            // `uses` with the job table; the table and status slots were just uploaded; every
-            // job was validated against the buffer lengths (and the kernel re-checks each
-            // element).
-            unsafe { args.launch(&self.device, stream, (bx, n as u32), &[src, &*dst, &self.table])? };
-            first += n;
+        let started = self.stream.record(true)?;
+        // Fill jobs read nothing: without a source, the kernel gets the destination's address.
+        let src = src.unwrap_or(dst);
+        let args = AssembleArgs {
+            src: src.ptr(0)?,
+            src_total: src.len() as u64,
+            dst: dst.ptr(0)?,
+            dst_total: dst.len() as u64,
+            jobs: self.table.ptr(desc_at)?,
+            n_jobs: n as u32,
+            status: self.table.ptr(status_at)?,
+        };
+        // SAFETY: src/dst are live buffers of this device with their true lengths, passed as
+        // `uses` with the job table; the table and status positions were uploaded just before
+        // on this stream; every job was validated against the buffer lengths (and the kernel
+        // re-checks each element).
+        unsafe { args.launch(&self.device, &self.stream, (bx, n as u32), &[src, dst, &self.table])? };
+        let ended = self.stream.record(true)?;
+        self.timing = Some(match self.timing.take() {
+            Some((first, _)) => (first, ended),
+            None => (started, ended),
+        });
+        self.seqs.extend(part.iter().map(|&i| base + i));
+        Ok(())
+    }
+
+    /// Reads the status words of every position used back (one wait) and frees the table.
+    fn read_back(&mut self) -> Result<()> {
+        let n = self.seqs.len();
+        if n == 0 {
+            return Ok(());
         }
-        let ended = stream.record(true)?;
-        let mut st = vec![0u8; 4 * valid.len()];
-        self.device.download(&self.table, status_at, &mut st)?;
-        self.kernel_time = ended.elapsed_since(&started)?;
-        for (k, &i) in valid.iter().enumerate() {
-            let code = st
+        let status_at = self.max_jobs * size_of::<AssembleJobDesc>();
+        // SAFETY: the host reads `readback` only after the event below is complete.
+        unsafe { self.stream.copy_to_host(&self.table, status_at, &self.readback, 0, 4 * n)? };
+        self.stream.record(false)?.synchronize()?;
+        // SAFETY: the copy into it finished (synchronised above).
+        let words = unsafe { self.readback.range(0, 4 * n) }?;
+        for (k, &seq) in self.seqs.iter().enumerate() {
+            let code = words
                 .get(4 * k..4 * k + 4)
                 .and_then(|b| b.try_into().ok())
                 .map_or(c::DMC_STATUS_PENDING, u32::from_le_bytes);
             if code != c::DMC_STATUS_OK {
-                results[i] = Err(Error::Assemble { job: i, status: StreamStatus::from_code(code) });
+                self.failed.push(Error::Assemble { job: seq, status: StreamStatus::from_code(code) });
             }
         }
-        Ok(results)
+        self.seqs.clear();
+        Ok(())
+    }
+
+    /// Waits for the jobs queued since the last call and reads their statuses back: the jobs
+    /// the kernel failed ([`Error::Assemble`], numbered as [`Assembler::queue`] says).
+    pub fn finish(&mut self) -> Result<Vec<Error>> {
+        self.read_back()?;
+        self.next_seq = 0;
+        if let Some((started, ended)) = self.timing.take() {
+            self.kernel_time = ended.elapsed_since(&started)?;
+        } else {
+            self.kernel_time = std::time::Duration::ZERO;
+        }
+        Ok(std::mem::take(&mut self.failed))
+    }
+
+    /// Drops what was queued since the last [`Assembler::finish`] after an error: waits for
+    /// the stream (ignoring its error, which the failed call reported) and forgets the jobs.
+    pub fn abandon(&mut self) {
+        let _ = self.stream.synchronize();
+        self.seqs.clear();
+        self.failed.clear();
+        self.next_seq = 0;
+        self.timing = None;
     }
 }
 

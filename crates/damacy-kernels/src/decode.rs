@@ -18,20 +18,26 @@
 //! waves, pipelined over the decoder's slots (the next wave is staged and uploaded on a copy
 //! stream while the device decodes the current one; events order every hand-off).
 
+mod staging;
+mod table;
+
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::blosc::{self, FrameErrorKind, FrameShuffle, FrameStream, Shuffle, StreamCodec};
+use crate::blosc::{self, FrameErrorKind, FrameShuffle, FrameStream, StreamCodec};
 use crate::consts as c;
 use crate::device::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};
 use crate::error::{Error, Result, StreamStatus};
 use crate::kernel::Kernel;
 use crate::launch::{
-    BloscLzDecodeArgs, Crc32cArgs, InflateDecodeArgs, KernelArgs, Lz4DecodeArgs, MemcpyArgs, UnshuffleArgs,
-    ZstdDecodeArgs,
+    BloscLzDecodeArgs, Crc32cArgs, InflateDecodeArgs, KernelArgs, Lz4DecodeArgs, MemcpyArgs, StreamArgs, UnshuffleArgs,
+    ZstdDecodeArgs, launch_streams,
 };
 use crate::wire::{ShuffleJobDesc, StreamDesc};
 use crate::zstd;
+use staging::{StagingRing, UploadTarget};
+use table::{WaveLayout, WaveTables};
 
 /// The kernels a decoder launches; [`Decoder::new`] prepares them.
 const DECODE_KERNELS: [Kernel; 7] = [
@@ -140,8 +146,10 @@ impl<'a> ChunkInput<'a> {
 /// Sizes of a [`Decoder`]'s buffers, allocated once at construction against hard budgets.
 ///
 /// Defaults: per wave 32 MiB of encoded bytes, 128 MiB of decoded bytes and 256 Ki streams;
-/// 2 slots (one wave decodes while the next is staged and uploaded); a 1 GiB device budget and
-/// a 256 MiB pinned host budget; rayon's global pool for the host parse.
+/// 2 slots (one wave decodes while the next is staged and uploaded); a pinned staging ring of
+/// at most 32 MiB (never more than one wave's upload) in 4 pieces; status words for 4 waves'
+/// streams; a 1 GiB device budget and a 256 MiB pinned host budget; rayon's global pool for
+/// the host parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodeConfig {
     /// Encoded bytes per wave (one host-to-device copy).
@@ -160,6 +168,15 @@ pub struct DecodeConfig {
     pub host_budget_bytes: usize,
     /// Host parse threads; 0 uses rayon's global pool.
     pub n_compute_threads: usize,
+    /// Bytes of the pinned staging ring every upload streams through, piece by piece; 0: one
+    /// wave's upload (encoded bytes and tables), at most 32 MiB.
+    pub staging_bytes: usize,
+    /// Pieces of the staging ring (at least 2): the host fills one while others are copied.
+    pub staging_pieces: usize,
+    /// Streams whose status words the pinned status area holds: the waves queued between two
+    /// [`Decoder::finish_batch`] calls are read back at once while they fit, else in as many
+    /// reads as needed; 0: four waves' worth (`4 × wave_streams`). At least `wave_streams`.
+    pub batch_streams: usize,
 }
 
 impl Default for DecodeConfig {
@@ -172,6 +189,9 @@ impl Default for DecodeConfig {
             device_budget_bytes: 1 << 30,
             host_budget_bytes: 256 << 20,
             n_compute_threads: 0,
+            staging_bytes: 0,
+            staging_pieces: 4,
+            batch_streams: 0,
         }
     }
 }
@@ -220,6 +240,87 @@ impl DecodeConfig {
         self
     }
 
+    /// Sets `staging_bytes`.
+    #[must_use]
+    pub fn with_staging_bytes(mut self, v: usize) -> Self {
+        self.staging_bytes = v;
+        self
+    }
+    /// Sets `staging_pieces`.
+    #[must_use]
+    pub fn with_staging_pieces(mut self, v: usize) -> Self {
+        self.staging_pieces = v;
+        self
+    }
+    /// Sets `batch_streams`.
+    #[must_use]
+    pub fn with_batch_streams(mut self, v: usize) -> Self {
+        self.batch_streams = v;
+        self
+    }
+
+    /// Bytes of one piece of the staging ring.
+    #[must_use]
+    pub fn staging_piece_bytes(&self) -> usize {
+        let ring = if self.staging_bytes > 0 {
+            self.staging_bytes
+        } else {
+            self.wave_src_bytes.saturating_add(self.table_bytes()).min(32 << 20)
+        };
+        ring.div_ceil(self.staging_pieces.max(1)).max(4096)
+    }
+
+    /// Bytes of the pinned status area.
+    #[must_use]
+    pub fn status_bytes(&self) -> usize {
+        let streams = if self.batch_streams > 0 { self.batch_streams } else { self.wave_streams.saturating_mul(4) };
+        streams.saturating_mul(8)
+    }
+
+    /// Checks the sizes and the budgets ([`Decoder::new`] calls it).
+    pub fn validate(&self) -> Result<()> {
+        if self.wave_streams == 0 || self.wave_streams > u32::MAX as usize / 2 {
+            return Err(Error::InvalidArgument(format!("wave_streams {} out of 1..2^31", self.wave_streams)));
+        }
+        if self.wave_dst_bytes > u32::MAX as usize || self.wave_src_bytes > u32::MAX as usize {
+            return Err(Error::InvalidArgument("wave buffers are limited to 4 GiB each".into()));
+        }
+        if !(1..=4).contains(&self.slots) {
+            return Err(Error::InvalidArgument(format!("slots {} out of 1..=4", self.slots)));
+        }
+        if self.staging_pieces < 2 {
+            return Err(Error::InvalidArgument(format!("staging_pieces {}: use at least 2", self.staging_pieces)));
+        }
+        if self.batch_streams != 0 && self.batch_streams < self.wave_streams {
+            return Err(Error::InvalidArgument(format!(
+                "batch_streams {} is below wave_streams {}: the status area must hold one wave",
+                self.batch_streams, self.wave_streams
+            )));
+        }
+        let need = self.device_bytes();
+        if need > self.device_budget_bytes {
+            return Err(Error::OutOfMemory(format!(
+                "the decoder needs {need} device bytes ({} slots × (wave_src_bytes {} + tables {} + 2 × wave_dst_bytes {})) but device_budget_bytes is {}: raise the budget or shrink the waves",
+                self.slots,
+                self.wave_src_bytes,
+                self.table_bytes(),
+                self.wave_dst_bytes,
+                self.device_budget_bytes
+            )));
+        }
+        let host = self.host_bytes();
+        if host > self.host_budget_bytes {
+            return Err(Error::OutOfMemory(format!(
+                "the decoder needs {host} bytes of pinned host memory (staging ring {} × {} + status area {}) but host_budget_bytes is {}: raise the budget or shrink the ring (staging_bytes) or the status area (batch_streams)",
+                self.staging_pieces,
+                self.staging_piece_bytes(),
+                self.status_bytes(),
+                self.host_budget_bytes
+            )));
+        }
+        Ok(())
+    }
+
     /// Bytes of one wave's tables (uploaded with the encoded bytes, so counted in both the
     /// device and the pinned host footprint): per stream a stream descriptor, an id, a status
     /// word, an actual-size word and at most one shuffle job, plus alignment padding. Computed
@@ -246,14 +347,11 @@ impl DecodeConfig {
             .saturating_mul(self.slots)
     }
 
-    /// Pinned host bytes this configuration allocates: per slot, the staging buffer of one
-    /// upload and the status read-back.
+    /// Pinned host bytes this configuration allocates: the staging ring and the status area,
+    /// whatever the wave size and the number of slots.
     #[must_use]
     pub fn host_bytes(&self) -> usize {
-        self.wave_src_bytes
-            .saturating_add(self.table_bytes())
-            .saturating_add(self.wave_streams.saturating_mul(8))
-            .saturating_mul(self.slots)
+        self.staging_piece_bytes().saturating_mul(self.staging_pieces).saturating_add(self.status_bytes())
     }
 }
 
@@ -622,23 +720,21 @@ struct StreamInfo {
     expected: u32,
 }
 
-/// The buffers of one wave in flight: pinned staging and status read-back on the host, the
-/// encoded input and the decoded output (plus unshuffle scratch) on the device.
+/// The device buffers of one wave in flight: the encoded input (payloads and tables) and the
+/// decoded output (plus unshuffle scratch).
 #[derive(Debug)]
 struct Slot {
-    staging: PinnedBuffer,
-    readback: PinnedBuffer,
     input: DeviceBuffer,
     output: DeviceBuffer,
-    /// Complete when the last wave submitted to this slot finished (kernels and status copy).
-    done: Option<Event>,
-    /// Recorded on the compute stream when the decoder was next called after this slot's last
-    /// wave: the work queued by then that reads the slot's output (the caller's, e.g.
-    /// assembling a batch) precedes it. Copies into the output from the copy stream wait on it.
+    /// Complete when the kernels of the slot's last wave finished (the last reads of `input`).
+    decoded: Option<Arc<Event>>,
+    /// Complete when what reads the slot's last wave's output finished: given by the caller
+    /// ([`Decoder::release_wave`]), or recorded on the compute stream when the decoder is next
+    /// called. Copies into the output and the next wave's kernels wait on it.
     released: Option<Event>,
 }
 
-/// A wave submitted to the device and not yet collected.
+/// A wave submitted to the device whose statuses the host has not read yet.
 #[derive(Debug)]
 struct Pending {
     slot: usize,
@@ -650,76 +746,145 @@ struct Pending {
     stats: WaveStats,
     /// Timing events around the wave's kernels.
     timing: (Event, Event),
+    /// Where its status and size words land in the status area.
+    status_at: usize,
+    /// Complete when its kernels and its status copy finished.
+    decoded: Arc<Event>,
+    /// Its results, once read.
+    parsed: Option<(WaveResults, WaveStats)>,
 }
+
+/// A batch's chunks parsed once and split into waves once ([`Decoder::schedule`]): what
+/// [`Decoder::queue_wave`] queues, wave by wave.
+#[derive(Debug)]
+pub struct WaveSchedule {
+    waves: Vec<Vec<(usize, ChunkPlan)>>,
+    rejected: Vec<(usize, Error)>,
+    total: WaveFootprint,
+    parse_time: Duration,
+}
+
+impl WaveSchedule {
+    /// Waves the decodable chunks take.
+    #[must_use]
+    pub fn waves(&self) -> usize {
+        self.waves.len()
+    }
+
+    /// The chunks that go in no wave, by index, with the error a decode reports for them
+    /// (see [`WavePlan::rejected`]).
+    #[must_use]
+    pub fn rejected(&self) -> &[(usize, Error)] {
+        &self.rejected
+    }
+
+    /// Takes [`WaveSchedule::rejected`] out of the schedule.
+    pub fn take_rejected(&mut self) -> Vec<(usize, Error)> {
+        std::mem::take(&mut self.rejected)
+    }
+
+    /// What the decodable chunks need together.
+    #[must_use]
+    pub fn total(&self) -> WaveFootprint {
+        self.total
+    }
+
+    /// Host parse time.
+    #[must_use]
+    pub fn parse_time(&self) -> Duration {
+        self.parse_time
+    }
+}
+
+/// A wave queued on the device ([`Decoder::queue_wave`]): where each chunk's decoded bytes will
+/// be once the work queued on [`Decoder::stream`] so far is done. Whether they decoded is told
+/// by [`Decoder::finish_batch`].
+#[derive(Debug)]
+pub struct QueuedWave<'d> {
+    /// Per chunk of the wave: its index in the batch and its byte range in `output`.
+    pub chunks: Vec<(usize, Range<usize>)>,
+    /// The device buffer the wave decodes into.
+    pub output: &'d DeviceBuffer,
+}
+
+/// What the waves of a batch came to ([`Decoder::finish_batch`]).
+#[derive(Debug, Default)]
+pub struct BatchDecoded {
+    /// The chunks that failed, by index (ascending), with why.
+    pub failed: Vec<(usize, Error)>,
+    /// Counters and timings of the batch's waves.
+    pub stats: WaveStats,
+}
+
+/// The stream-decoding launches of a wave, in order: codec slot, streams per block, launcher.
+type StreamLauncher = unsafe fn(&Device, &Stream, StreamArgs, (u32, u32), &[&DeviceBuffer]) -> Result<()>;
+const STREAM_LAUNCHES: [(usize, u32, StreamLauncher); 5] = [
+    (SLOT_LZ4, c::DMC_LZ4_WARPS_PER_BLOCK, launch_streams::<Lz4DecodeArgs>),
+    (SLOT_BLOSCLZ, c::DMC_BLOSCLZ_WARPS_PER_BLOCK, launch_streams::<BloscLzDecodeArgs>),
+    (SLOT_ZSTD, c::DMC_ZSTD_WARPS_PER_BLOCK, launch_streams::<ZstdDecodeArgs>),
+    (SLOT_INFLATE, c::DMC_INFLATE_WARPS_PER_BLOCK, launch_streams::<InflateDecodeArgs>),
+    (SLOT_RAW, 1, launch_streams::<MemcpyArgs>),
+];
 
 /// A batched decoder bound to one device; owns its wave buffers.
 ///
-/// Waves are pipelined over [`DecodeConfig::slots`] sets of buffers: while the device decodes
-/// one wave, the host parses and stages the next into pinned memory and a second stream copies
-/// it up. Every hand-off is an event: upload → kernels (the compute stream waits for the copy
-/// stream), kernels → status read-back, and a slot's previous wave → its reuse.
+/// Three streams: a copy stream uploads (through a pinned staging ring, piece by piece), the
+/// compute stream runs the kernels and copies the status words back, and a read-back stream
+/// serves [`Decoder::decode_to_host`]. Waves rotate over [`DecodeConfig::slots`] sets of
+/// device buffers, and every hand-off is an event on the device: upload → kernels, kernels →
+/// the next upload into the slot, the caller's reads of a slot's output → the next wave that
+/// writes it. The host blocks only to reuse a piece of the staging ring and to read statuses.
+///
+/// A batch streams: [`Decoder::schedule`] parses and splits it once, [`Decoder::queue_wave`]
+/// queues each wave without waiting for the previous one, and [`Decoder::finish_batch`] reads
+/// every wave's statuses back at once.
 #[derive(Debug)]
 pub struct Decoder {
     device: Device,
     config: DecodeConfig,
     /// Host-to-device copies.
     copy: Stream,
+    /// The kernels and the status copies.
+    compute: Stream,
     /// Device-to-host copies of decoded bytes ([`Decoder::decode_to_host`]).
     readback: Stream,
     slots: Vec<Slot>,
     next_slot: usize,
     /// The slot of the last submitted wave.
     last_slot: Option<usize>,
+    /// Whether the caller released the last submitted wave ([`Decoder::release_wave`]).
+    released_explicitly: bool,
+    ring: StagingRing,
+    /// Status and size words of the waves not yet read, each wave at its own offset.
+    status: PinnedBuffer,
+    status_cursor: usize,
+    pending: std::collections::VecDeque<Pending>,
+    /// Waves submitted so far (labels in the emulator's schedule log).
+    waves_submitted: usize,
     pool: Option<rayon::ThreadPool>,
 }
 
 impl Decoder {
-    /// Allocates the wave buffers on `device`. Fails with [`Error::OutOfMemory`] when the
-    /// configuration needs more than `device_budget_bytes` of device memory or more than
-    /// `host_budget_bytes` of pinned host memory.
+    /// Allocates the wave buffers on `device`; the kernels run on its default stream. Fails
+    /// with [`Error::OutOfMemory`] when the configuration needs more than `device_budget_bytes`
+    /// of device memory or more than `host_budget_bytes` of pinned host memory.
     pub fn new(device: &Device, config: DecodeConfig) -> Result<Self> {
-        if config.wave_streams == 0 || config.wave_streams > u32::MAX as usize / 2 {
-            return Err(Error::InvalidArgument(format!("wave_streams {} out of 1..2^31", config.wave_streams)));
-        }
-        if config.wave_dst_bytes > u32::MAX as usize || config.wave_src_bytes > u32::MAX as usize {
-            return Err(Error::InvalidArgument("wave buffers are limited to 4 GiB each".into()));
-        }
-        if !(1..=4).contains(&config.slots) {
-            return Err(Error::InvalidArgument(format!("slots {} out of 1..=4", config.slots)));
-        }
-        let need = config.device_bytes();
-        if need > config.device_budget_bytes {
-            return Err(Error::OutOfMemory(format!(
-                "the decoder needs {need} device bytes ({} slots × (wave_src_bytes {} + tables {} + 2 × wave_dst_bytes {})) but device_budget_bytes is {}: raise the budget or shrink the waves",
-                config.slots,
-                config.wave_src_bytes,
-                config.table_bytes(),
-                config.wave_dst_bytes,
-                config.device_budget_bytes
-            )));
-        }
-        let host = config.host_bytes();
-        if host > config.host_budget_bytes {
-            return Err(Error::OutOfMemory(format!(
-                "the decoder needs {host} bytes of pinned host memory ({} slots × (wave_src_bytes {} + tables {} + status {})) but host_budget_bytes is {}: raise the budget or shrink the waves",
-                config.slots,
-                config.wave_src_bytes,
-                config.table_bytes(),
-                config.wave_streams * 8,
-                config.host_budget_bytes
-            )));
-        }
+        Self::on_stream(device, config, device.default_stream().clone(), "decoder")
+    }
+
+    /// [`Decoder::new`] with the kernels on `compute` and the decoder's own copy streams named
+    /// after `name` (in the emulator's schedule log).
+    pub fn on_stream(device: &Device, config: DecodeConfig, compute: Stream, name: &str) -> Result<Self> {
+        config.validate()?;
         // Compile (or load from the kernel caches) what the decoder launches now, so that the
         // first batch does not pay NVRTC.
         device.prepare(&DECODE_KERNELS)?;
         let mut slots = Vec::with_capacity(config.slots);
         for _ in 0..config.slots {
             slots.push(Slot {
-                staging: device.alloc_pinned(config.wave_src_bytes + config.table_bytes())?,
-                readback: device.alloc_pinned(config.wave_streams * 8)?,
                 input: device.alloc(config.wave_src_bytes + config.table_bytes())?,
                 output: device.alloc(config.wave_dst_bytes * 2)?,
-                done: None,
+                decoded: None,
                 released: None,
             });
         }
@@ -734,13 +899,20 @@ impl Decoder {
             None
         };
         Ok(Self {
-            copy: device.new_stream()?,
-            readback: device.new_stream()?,
+            copy: device.new_stream_named(&format!("{name} copy"))?,
+            readback: device.new_stream_named(&format!("{name} readback"))?,
+            compute,
+            ring: StagingRing::new(device, config.staging_piece_bytes(), config.staging_pieces)?,
+            status: device.alloc_pinned(config.status_bytes())?,
+            status_cursor: 0,
+            pending: std::collections::VecDeque::new(),
             device: device.clone(),
             config,
             slots,
             next_slot: 0,
             last_slot: None,
+            released_explicitly: false,
+            waves_submitted: 0,
             pool,
         })
     }
@@ -751,11 +923,11 @@ impl Decoder {
         &self.config
     }
 
-    /// The stream the kernels run on (the device's default stream): work queued on it after a
-    /// `decode_wave` call sees the decoded bytes.
+    /// The stream the kernels run on: work queued on it after a `decode_wave` or `queue_wave`
+    /// call sees the decoded bytes.
     #[must_use]
     pub fn stream(&self) -> &Stream {
-        self.device.default_stream()
+        &self.compute
     }
 
     fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
@@ -816,11 +988,19 @@ impl Decoder {
         part
     }
 
-    /// Decides, from the host parse alone (blosc headers and block offsets, zstd frame and block
-    /// headers; nothing is copied or launched), how `chunks` would be decoded: how many waves
-    /// they need, whether [`Decoder::decode_wave`] takes them in one, and which chunks the
-    /// device route cannot take at all. Lets a caller choose its route before it decodes
-    /// anything.
+    /// Parses `chunks` on the host (blosc headers and block offsets, zstd frame and block
+    /// headers) and splits them into waves, once: the schedule [`Decoder::queue_wave`] follows.
+    #[must_use]
+    pub fn schedule(&self, chunks: &[ChunkInput<'_>]) -> WaveSchedule {
+        let (plans, parse_time) = self.parse(chunks);
+        let Partition { waves, rejected, total } = self.partition(plans);
+        WaveSchedule { waves, rejected, total, parse_time }
+    }
+
+    /// Decides, from the host parse alone (nothing is copied or launched), how `chunks` would
+    /// be decoded: how many waves they need, whether [`Decoder::decode_wave`] takes them in
+    /// one, and which chunks the device route cannot take at all. Lets a caller choose its
+    /// route before it decodes anything.
     ///
     /// ```
     /// # #[cfg(feature = "emulate")] {
@@ -836,51 +1016,97 @@ impl Decoder {
     /// ```
     #[must_use]
     pub fn plan_waves(&self, chunks: &[ChunkInput<'_>]) -> WavePlan {
-        let (plans, _) = self.parse(chunks);
-        let part = self.partition(plans);
-        WavePlan {
-            waves: part.waves.len(),
-            total: part.total,
-            capacity: self.config.wave_capacity(),
-            rejected: part.rejected,
+        let s = self.schedule(chunks);
+        WavePlan { waves: s.waves.len(), total: s.total, capacity: self.config.wave_capacity(), rejected: s.rejected }
+    }
+
+    /// Queues wave `k` of `schedule` (made by [`Decoder::schedule`] from these `chunks`): its
+    /// upload on the copy stream, its kernels and status copy on [`Decoder::stream`]; returns
+    /// without waiting for the device. Queue the work that reads the wave's output on the
+    /// decoder's stream, or on another stream after an event of it, and then hand an event
+    /// recorded after that work to [`Decoder::release_wave`]. Statuses are read by
+    /// [`Decoder::finish_batch`].
+    pub fn queue_wave(
+        &mut self,
+        chunks: &[ChunkInput<'_>],
+        schedule: &WaveSchedule,
+        k: usize,
+    ) -> Result<QueuedWave<'_>> {
+        let wave = schedule
+            .waves
+            .get(k)
+            .ok_or_else(|| Error::InvalidArgument(format!("wave {k} of a {}-wave schedule", schedule.waves.len())))?;
+        let slot = self.submit(chunks, wave)?;
+        let members = self.pending.back().map(|p| p.members.as_slice()).unwrap_or_default();
+        let chunks = members.iter().map(|&(idx, len, at)| (idx, at..at + len)).collect();
+        Ok(QueuedWave { chunks, output: &self.slots[slot].output })
+    }
+
+    /// Tells the decoder that the output of the last queued wave is read only by work that
+    /// is complete when `event` is: the next wave that reuses its buffers waits for it (on the
+    /// device; the host does not block).
+    pub fn release_wave(&mut self, event: Event) {
+        if let Some(s) = self.last_slot {
+            self.slots[s].released = Some(event);
+            self.released_explicitly = true;
         }
+    }
+
+    /// Waits once for every wave queued since the last call and reads all their statuses:
+    /// the chunks that failed, and the batch's counters.
+    pub fn finish_batch(&mut self) -> Result<BatchDecoded> {
+        let mut out = BatchDecoded::default();
+        while let Some((_, results, stats)) = self.finish_front()? {
+            merge_stats(&mut out.stats, &stats);
+            out.failed.extend(results.into_iter().filter_map(|(i, r)| r.err().map(|e| (i, e))));
+        }
+        out.failed.sort_by_key(|f| f.0);
+        Ok(out)
+    }
+
+    /// Drops the waves queued since the last [`Decoder::finish_batch`] after an error: waits
+    /// for the decoder's streams (ignoring their errors, which the failed call reported) so
+    /// that its buffers are free again.
+    pub fn abandon_batch(&mut self) {
+        let _ = self.copy.synchronize();
+        let _ = self.compute.synchronize();
+        let _ = self.ring.quiesce();
+        self.pending.clear();
+        self.status_cursor = 0;
     }
 
     /// Decodes `chunks` and copies the results back to the host, in as many waves as needed;
     /// up to [`DecodeConfig::slots`] waves are in flight at once. The decoded bytes come back
-    /// through pinned memory (the idle staging buffer of the wave's slot), in pieces that
-    /// overlap the device-to-host copy of one with the host copy of the previous.
+    /// through pinned memory (two pieces of the staging ring), in pieces that overlap the
+    /// device-to-host copy of one with the host copy of the previous.
     pub fn decode_to_host(&mut self, chunks: &[ChunkInput<'_>]) -> Result<HostDecoded> {
-        let (plans, parse_time) = self.parse(chunks);
-        let mut stats = WaveStats { decompress_parse: parse_time, ..WaveStats::default() };
+        if !self.pending.is_empty() {
+            self.abandon_batch();
+        }
+        let schedule = self.schedule(chunks);
+        let mut stats = WaveStats { decompress_parse: schedule.parse_time, ..WaveStats::default() };
         let mut out: Vec<Result<Vec<u8>>> = (0..chunks.len()).map(|_| Ok(Vec::new())).collect();
-        let part = self.partition(plans);
-        for (i, e) in part.rejected {
+        for (i, e) in schedule.rejected {
             out[i] = Err(e);
         }
-        let mut in_flight: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
-        for wave in &part.waves {
-            if in_flight.len() == self.slots.len()
-                && let Some(p) = in_flight.pop_front()
-            {
-                self.collect_to_host(p, &mut out, &mut stats)?;
+        for wave in &schedule.waves {
+            if self.pending.len() == self.slots.len() {
+                self.collect_to_host(&mut out, &mut stats)?;
             }
-            in_flight.push_back(self.submit(chunks, wave)?);
+            self.submit(chunks, wave)?;
         }
-        while let Some(p) = in_flight.pop_front() {
-            self.collect_to_host(p, &mut out, &mut stats)?;
+        while !self.pending.is_empty() {
+            self.collect_to_host(&mut out, &mut stats)?;
         }
         Ok(HostDecoded { chunks: out, stats })
     }
 
-    /// Waits for a submitted wave, then copies its decoded bytes to the host through pinned
-    /// memory: the slot's staging buffer is idle once its wave finished (its upload completed
-    /// before the kernels ran, and the slot is not reused before this returns), so its two
-    /// halves serve as bounce buffers. Piece k+1 is copied down on the read-back stream while
-    /// the host copies piece k out into the chunks' vectors.
-    fn collect_to_host(&mut self, p: Pending, out: &mut [Result<Vec<u8>>], stats: &mut WaveStats) -> Result<()> {
-        let slot_index = p.slot;
-        let (results, wstats) = self.finish(p)?;
+    /// Waits for the oldest submitted wave, then copies its decoded bytes to the host through
+    /// two pieces of the staging ring (idle once the uploads queued so far finished). Piece k+1
+    /// is copied down on the read-back stream while the host copies piece k out into the
+    /// chunks' vectors.
+    fn collect_to_host(&mut self, out: &mut [Result<Vec<u8>>], stats: &mut WaveStats) -> Result<()> {
+        let Some((slot_index, results, wstats)) = self.finish_front()? else { return Ok(()) };
         merge_stats(stats, &wstats);
         // Decoded chunks in output order, each with the vector it is copied into.
         let mut targets: Vec<(usize, Range<usize>, Vec<u8>)> = Vec::with_capacity(results.len());
@@ -891,52 +1117,14 @@ impl Decoder {
             }
         }
         targets.sort_by_key(|t| t.1.start);
-        let total = targets.iter().map(|t| t.1.end).max().unwrap_or(0);
-        let slot = &self.slots[slot_index];
-        let half = (slot.staging.len() / 2).max(1);
-        let pieces = total.div_ceil(half);
-        let piece = |k: usize| (k * half)..((k + 1) * half).min(total);
-        let queue = |k: usize| -> Result<Event> {
-            let r = piece(k);
-            // SAFETY: the host reads this half of the staging buffer only after the event
-            // recorded below; the other half is not touched by this copy.
-            unsafe { self.readback.copy_to_host(&slot.output, r.start, &slot.staging, (k % 2) * half, r.len())? };
-            self.readback.record(false)
+        self.ring.quiesce()?;
+        let Some(bounce) = self.ring.bounce() else {
+            return Err(Error::InvalidArgument("the staging ring needs two pieces".into()));
         };
-        let mut copy_out = || -> Result<()> {
-            let mut pending: std::collections::VecDeque<Event> = std::collections::VecDeque::with_capacity(2);
-            for k in 0..pieces.min(2) {
-                pending.push_back(queue(k)?);
-            }
-            let mut first = 0usize; // first target that may still overlap the current piece
-            for k in 0..pieces {
-                let Some(ready) = pending.pop_front() else { break };
-                ready.synchronize()?;
-                let r = piece(k);
-                // SAFETY: the copy into this half finished (`ready`); the copy of the next piece
-                // writes the other half.
-                let bytes = unsafe { slot.staging.range((k % 2) * half, r.len()) }?;
-                for (_, range, dst) in &mut targets[first..] {
-                    if range.start >= r.end {
-                        break;
-                    }
-                    let (a, b) = (range.start.max(r.start), range.end.min(r.end));
-                    if a < b {
-                        dst[a - range.start..b - range.start].copy_from_slice(&bytes[a - r.start..b - r.start]);
-                    }
-                }
-                while first < targets.len() && targets[first].1.end <= r.end {
-                    first += 1;
-                }
-                if k + 2 < pieces {
-                    pending.push_back(queue(k + 2)?);
-                }
-            }
-            Ok(())
-        };
-        if let Err(e) = copy_out() {
-            // Pieces still queued write into the staging buffer: let them finish before the
-            // slot can be staged again (this stream only; its error, if any, is `e` again).
+        let output = &self.slots[slot_index].output;
+        if let Err(e) = copy_out(&self.readback, output, bounce, &mut targets) {
+            // Pieces still queued write into the ring: let them finish before it is staged
+            // again (this stream only; its error, if any, is `e` again).
             let _ = self.readback.synchronize();
             return Err(e);
         }
@@ -951,6 +1139,9 @@ impl Decoder {
     /// [`Decoder::plan_waves`] tells beforehand); chunks that cannot be decoded get their error
     /// in [`DecodedWave::chunks`].
     pub fn decode_wave(&mut self, chunks: &[ChunkInput<'_>]) -> Result<DecodedWave<'_>> {
+        if !self.pending.is_empty() {
+            self.abandon_batch();
+        }
         let (plans, parse_time) = self.parse(chunks);
         let mut stats = WaveStats { decompress_parse: parse_time, ..WaveStats::default() };
         let capacity = self.config.wave_capacity();
@@ -972,406 +1163,325 @@ impl Decoder {
         }
         let mut slot = self.next_slot;
         if !wave.is_empty() {
-            let pending = self.submit(chunks, &wave)?;
-            slot = pending.slot;
-            let (results, wstats) = self.finish(pending)?;
-            merge_stats(&mut stats, &wstats);
-            for (idx, r) in results {
-                out[idx] = r;
+            self.submit(chunks, &wave)?;
+            if let Some((s, results, wstats)) = self.finish_front()? {
+                slot = s;
+                merge_stats(&mut stats, &wstats);
+                for (idx, r) in results {
+                    out[idx] = r;
+                }
             }
         }
         Ok(DecodedWave { chunks: out, output: &self.slots[slot].output, stats })
     }
 
-    /// Stages one wave in the next slot's pinned buffer (chunk payloads, then the stream table,
-    /// id lists, shuffle jobs, status and size words), queues its upload on the copy stream and
-    /// its kernels and status read-back on the compute stream, and returns without waiting.
-    #[allow(clippy::too_many_lines)]
-    fn submit(&mut self, chunks: &[ChunkInput<'_>], wave: &[(usize, ChunkPlan)]) -> Result<Pending> {
-        let slot_index = self.next_slot;
-        self.next_slot = (self.next_slot + 1) % self.slots.len();
-        let compute = self.device.default_stream();
-        // Whatever reads the previous wave's output was queued before this call.
-        if let Some(prev) = self.last_slot.replace(slot_index) {
-            self.slots[prev].released = Some(compute.record(false)?);
-        }
-        if let Some(done) = self.slots[slot_index].done.take() {
-            done.synchronize()?;
-        }
-        let mut stats = WaveStats { waves: 1, ..WaveStats::default() };
-        let scratch_base = self.config.wave_dst_bytes as u64;
-        // Layout: every chunk's payload in the source region and its decoded bytes in the
-        // output, 16-byte aligned. Direct chunks come first, at the same offsets in both, so
-        // one copy puts them straight into the output; the others follow.
-        let mut chunk_src = vec![0usize; wave.len()];
-        let mut chunk_dst = vec![0usize; wave.len()];
-        let (mut src_cursor, mut dst_cursor) = (0usize, 0usize);
-        for direct_pass in [true, false] {
-            for (w, (_, p)) in wave.iter().enumerate() {
-                if p.is_direct() == direct_pass {
-                    chunk_src[w] = src_cursor;
-                    src_cursor += align_up(p.payload_len);
-                    chunk_dst[w] = dst_cursor;
-                    dst_cursor += align_up(p.decoded_len);
-                }
-            }
-            if direct_pass {
-                stats.bytes_direct = src_cursor;
-                debug_assert_eq!(src_cursor, dst_cursor);
-            }
-        }
-        let direct_total = stats.bytes_direct;
-        let src_total = src_cursor;
-        stats.bytes_uploaded = src_total;
-        // Stream table, id lists per codec, shuffle jobs.
-        let mut descs: Vec<StreamDesc> = Vec::new();
-        let mut ids: [Vec<u32>; N_SLOTS] = Default::default();
-        let mut infos: Vec<StreamInfo> = Vec::new();
-        let mut jobs: Vec<ShuffleJobDesc> = Vec::new();
-        let mut first_stream: Vec<u32> = Vec::with_capacity(wave.len());
-        // Streams whose status the host knows: direct chunks, copied whole.
-        let mut known: Vec<(usize, u32)> = Vec::new();
-        for (w, (idx, p)) in wave.iter().enumerate() {
-            first_stream.push(infos.len() as u32);
-            if p.is_direct() {
-                stats.streams[SLOT_RAW] += 1;
-                known.push((infos.len(), p.payload_len as u32));
-                descs.push(StreamDesc {
-                    src_off: chunk_src[w] as u64,
-                    dst_off: chunk_dst[w] as u64,
-                    src_len: p.payload_len as u32,
-                    dst_len: p.decoded_len as u32,
-                    codec: SLOT_RAW as u32,
-                    flags: 0,
-                });
-                infos.push(StreamInfo {
-                    chunk: *idx,
-                    slot: SLOT_RAW,
-                    src: (0, p.payload_len as u32),
-                    expected: p.decoded_len as u32,
-                });
-                continue;
-            }
-            let (cs, cd) = (chunk_src[w] as u64, chunk_dst[w] as u64);
-            if let Some(crc) = p.crc {
-                ids[SLOT_CRC].push(infos.len() as u32);
-                descs.push(StreamDesc {
-                    src_off: cs,
-                    dst_off: 0,
-                    src_len: p.payload_len as u32,
-                    dst_len: 0,
-                    codec: SLOT_CRC as u32,
-                    flags: crc,
-                });
-                infos.push(StreamInfo { chunk: *idx, slot: SLOT_CRC, src: (0, p.payload_len as u32), expected: crc });
-            }
-            for s in &p.streams {
-                let slot = codec_slot(s.codec);
-                ids[slot].push(infos.len() as u32);
-                descs.push(StreamDesc {
-                    src_off: cs + u64::from(s.src_off),
-                    dst_off: cd + u64::from(s.dst_off) + if s.to_scratch { scratch_base } else { 0 },
-                    src_len: s.src_len,
-                    dst_len: s.dst_len,
-                    codec: slot as u32,
-                    flags: match slot {
-                        SLOT_ZSTD => p.zstd_flags,
-                        SLOT_INFLATE => p.inflate_flags,
-                        _ => 0,
-                    },
-                });
-                infos.push(StreamInfo {
-                    chunk: *idx,
-                    slot,
-                    src: (s.src_off, s.src_off + s.src_len),
-                    expected: s.dst_len,
-                });
-            }
-            for sh in &p.shuffles {
-                let off = cd + u64::from(sh.off);
-                jobs.push(ShuffleJobDesc {
-                    src_off: scratch_base + off,
-                    dst_off: off,
-                    len: sh.len,
-                    typesize: p.typesize,
-                    mode: if sh.mode == Shuffle::Bit { c::DMC_SHUFFLE_BIT } else { c::DMC_SHUFFLE_BYTE },
-                    stream: first_stream[w],
-                });
-            }
-        }
-        let n_streams = infos.len();
-        for (k, v) in ids.iter_mut().enumerate() {
-            stats.streams[k] += v.len();
-            // Longest first: one warp (or block) per stream, so the long ones start at once
-            // and the short ones fill in behind them.
-            v.sort_by_key(|&sid| std::cmp::Reverse(descs[sid as usize].dst_len));
-        }
-        let mut status_init = vec![c::DMC_STATUS_PENDING; n_streams];
-        let mut sizes = vec![0u32; n_streams];
-        for &(sid, len) in &known {
-            status_init[sid] = c::DMC_STATUS_OK;
-            sizes[sid] = len;
-        }
-        // Tables follow the source region in the same upload; offsets below are relative to
-        // the start of the tables, then moved past the source region.
-        let mut tables: Vec<u8> = Vec::with_capacity(
-            n_streams * (size_of::<StreamDesc>() + 3 * size_of::<u32>())
-                + jobs.len() * size_of::<ShuffleJobDesc>()
-                + 128,
-        );
-        let descs_at = src_total + push_table(&mut tables, &descs);
-        let mut ids_at = [0usize; N_SLOTS];
-        for (k, v) in ids.iter().enumerate() {
-            ids_at[k] = src_total + push_table(&mut tables, v);
-        }
-        let jobs_at = src_total + push_table(&mut tables, &jobs);
-        let status_at = src_total + push_table(&mut tables, &status_init);
-        let actual_at = src_total + push_table(&mut tables, &sizes);
-        let upload_len = src_total + tables.len();
-        let slot = &mut self.slots[slot_index];
-        if upload_len > slot.staging.len() || 8 * n_streams > slot.readback.len() {
+    /// Lays one wave out, builds its tables, streams its upload through the staging ring on
+    /// the copy stream and queues its kernels and status copy on the compute stream; returns
+    /// the slot without waiting.
+    fn submit(&mut self, chunks: &[ChunkInput<'_>], wave: &[(usize, ChunkPlan)]) -> Result<usize> {
+        let layout = WaveLayout::new(wave);
+        let tables = table::build(wave, &layout, self.config.wave_dst_bytes as u64);
+        let n_streams = tables.n_streams();
+        let upload_len = layout.src_total + tables.bytes.len();
+        let input_len = self.config.wave_src_bytes + self.config.table_bytes();
+        if upload_len > input_len || n_streams > self.config.wave_streams || layout.dst_total > self.config.wave_dst_bytes
+        {
             return Err(Error::WaveFull {
                 chunk: None,
-                needed: WaveFootprint { src_bytes: upload_len, dst_bytes: dst_cursor, streams: n_streams },
+                needed: WaveFootprint { src_bytes: upload_len, dst_bytes: layout.dst_total, streams: n_streams },
                 capacity: WaveFootprint {
-                    src_bytes: slot.staging.len(),
+                    src_bytes: input_len,
                     dst_bytes: self.config.wave_dst_bytes,
-                    streams: slot.readback.len() / 8,
+                    streams: self.config.wave_streams,
                 },
             });
         }
-        // Stage: chunk payloads (in parallel, into disjoint ranges of pinned memory), then tables.
-        // SAFETY: the slot's previous wave finished (its `done` event was synchronised above),
-        // so no device copy reads this staging buffer.
-        let stage = unsafe { slot.staging.as_mut_slice() };
-        let (payloads, rest) = stage.split_at_mut(src_total);
-        rest[..tables.len()].copy_from_slice(&tables);
-        let mut regions: Vec<(&mut [u8], &[u8])> = Vec::with_capacity(wave.len());
-        let mut tail = payloads;
-        // In layout order (direct chunks first), each chunk's range up to the next one's.
-        let mut order: Vec<usize> = (0..wave.len()).collect();
-        order.sort_by_key(|&w| chunk_src[w]);
-        for (k, &w) in order.iter().enumerate() {
-            let (idx, p) = &wave[w];
-            let size = order.get(k + 1).map_or(src_total, |&next| chunk_src[next]) - chunk_src[w];
-            let (head, next) = tail.split_at_mut(size);
-            regions.push((&mut head[..p.payload_len], &chunks[*idx].bytes[..p.payload_len]));
-            tail = next;
-        }
-        {
-            use rayon::prelude::*;
-            let pool = self.pool.as_ref();
-            let copy = move || regions.into_par_iter().with_min_len(8).for_each(|(d, s)| d.copy_from_slice(s));
-            match pool {
-                Some(p) => p.install(copy),
-                None => copy(),
-            }
-        }
-        let slot = &self.slots[slot_index];
-        // SAFETY (both copies): the buffers record each copy as a use (their drop waits for
-        // it), and the host writes the staging buffer again only after this slot's `done`
-        // event. The input is free (the slot's last wave is done); the output is written only
-        // after what reads the slot's last wave (`released`).
-        unsafe {
-            self.copy.copy_to_device(
-                &slot.staging,
-                direct_total,
-                &slot.input,
-                direct_total,
-                upload_len - direct_total,
-            )?;
-        }
-        if direct_total > 0 {
-            if let Some(released) = &slot.released {
-                self.copy.wait(released)?;
-            }
-            // SAFETY: see above.
-            unsafe { self.copy.copy_to_device(&slot.staging, 0, &slot.output, 0, direct_total)? };
-        }
-        let uploaded = self.copy.record(false)?;
-        compute.wait(&uploaded)?;
-        let started = compute.record(true)?;
+        let status_at = self.reserve_status(n_streams)?;
+        let slot = self.take_slot()?;
+        self.waves_submitted += 1;
+        self.copy.set_label(&format!("upload wave {}", self.waves_submitted));
+        self.compute.set_label(&format!("decode wave {}", self.waves_submitted));
+        self.upload(chunks, wave, &layout, &tables, slot)?;
+        let (timing, launches) = self.launch(slot, &layout, &tables)?;
+        let status_len = 8 * n_streams;
+        // SAFETY: the host reads this range of the status area only after `decoded`, recorded
+        // below, and no other wave's statuses go there before this one's are read.
+        unsafe { self.compute.copy_to_host(&self.slots[slot].input, tables.status_at, &self.status, status_at, status_len)? };
+        let decoded = Arc::new(self.compute.record(false)?);
+        self.slots[slot].decoded = Some(decoded.clone());
+        let stats = WaveStats {
+            waves: 1,
+            launches,
+            bytes_uploaded: layout.src_total,
+            bytes_direct: layout.direct_total,
+            streams: tables.per_codec,
+            ..WaveStats::default()
+        };
+        let members = wave.iter().enumerate().map(|(w, (idx, p))| (*idx, p.decoded_len, layout.chunk_dst[w])).collect();
+        let WaveTables { infos, first_stream, .. } = tables;
+        self.pending.push_back(Pending {
+            slot,
+            infos,
+            first_stream,
+            members,
+            stats,
+            timing,
+            status_at,
+            decoded,
+            parsed: None,
+        });
+        Ok(slot)
+    }
 
+    /// The next slot; the previous wave's slot is released by the work queued on the compute
+    /// stream so far unless the caller released it.
+    fn take_slot(&mut self) -> Result<usize> {
+        let s = self.next_slot;
+        self.next_slot = (s + 1) % self.slots.len();
+        if let Some(prev) = self.last_slot.replace(s)
+            && !std::mem::take(&mut self.released_explicitly)
+        {
+            self.slots[prev].released = Some(self.compute.record(false)?);
+        }
+        Ok(s)
+    }
+
+    /// A range of the status area for `n_streams` streams; when it is full, every pending
+    /// wave's statuses are read first (one wait).
+    fn reserve_status(&mut self, n_streams: usize) -> Result<usize> {
+        let need = 8 * n_streams;
+        if self.status_cursor + need > self.status.len() {
+            if let Some(last) = self.pending.back() {
+                last.decoded.synchronize()?;
+            }
+            for p in &mut self.pending {
+                read_statuses(&self.status, p)?;
+            }
+            self.status_cursor = 0;
+        }
+        let at = self.status_cursor;
+        self.status_cursor += need;
+        Ok(at)
+    }
+
+    /// Streams the wave's payloads and tables through the staging ring on the copy stream:
+    /// direct chunks straight into the output, the rest into the input. The input is written
+    /// after the slot's last kernels, the output after its last reader.
+    fn upload(
+        &mut self,
+        chunks: &[ChunkInput<'_>],
+        wave: &[(usize, ChunkPlan)],
+        layout: &WaveLayout,
+        tables: &WaveTables,
+        s: usize,
+    ) -> Result<()> {
+        let slot = &self.slots[s];
+        if let Some(decoded) = &slot.decoded {
+            self.copy.wait(decoded)?;
+        }
+        if layout.direct_total > 0
+            && let Some(released) = &slot.released
+        {
+            self.copy.wait(released)?;
+        }
+        let mut segments: Vec<(usize, &[u8])> = wave
+            .iter()
+            .enumerate()
+            .map(|(w, (idx, p))| (layout.chunk_src[w], &chunks[*idx].bytes[..p.payload_len]))
+            .collect();
+        segments.sort_by_key(|seg| seg.0);
+        segments.push((layout.src_total, &tables.bytes));
+        let target = UploadTarget { dst: &slot.input, direct: layout.direct_total, direct_dst: &slot.output };
+        let len = layout.src_total + tables.bytes.len();
+        self.ring.upload(&self.copy, &segments, len, &target, self.pool.as_ref())
+    }
+
+    /// Queues the wave's kernels on the compute stream after its upload and after the slot's
+    /// last reader: crc32c checks, one launch per codec (the launch table), unshuffle. Returns
+    /// the timing events around them and the launch count.
+    fn launch(&self, s: usize, layout: &WaveLayout, tables: &WaveTables) -> Result<((Event, Event), usize)> {
+        let compute = &self.compute;
+        compute.wait(&self.copy.record(false)?)?;
+        let slot = &self.slots[s];
+        if let Some(released) = &slot.released {
+            compute.wait(released)?;
+        }
+        let started = compute.record(true)?;
         let (inp, outp) = (&slot.input, &slot.output);
         let uses = [inp, outp];
-        let src_base = inp.ptr::<u8>(0)?;
-        let dst_base = outp.ptr::<u8>(0)?;
-        let src_total = src_total as u64;
-        let dst_total = outp.len() as u64;
-        let streams = inp.ptr::<StreamDesc>(descs_at)?;
-        let status_words = inp.ptr::<u32>(status_at)?;
-        let actual = inp.ptr::<u32>(actual_at)?;
-        let dev = &self.device;
-        // SAFETY (every launch below): all pointers address the slot's input and output
-        // buffers, which are passed as `uses` (so they outlive the launches); every stream's
-        // range lies inside `src_total` and the output by construction, and the kernels re-check
-        // each descriptor against the totals.
-        let n = ids[SLOT_CRC].len() as u32;
-        if n > 0 {
-            let args = Crc32cArgs {
-                base: src_base,
-                total: src_total,
-                streams,
-                ids: inp.ptr(ids_at[SLOT_CRC])?,
-                n_ids: n,
-                status: status_words,
-                actual,
+        let n_streams = tables.n_streams();
+        let args = StreamArgs {
+            src_base: inp.ptr(0)?,
+            src_total: layout.src_total as u64,
+            dst_base: outp.ptr(0)?,
+            dst_total: outp.len() as u64,
+            streams: inp.ptr(tables.descs_at)?,
+            ids: inp.ptr(0)?,
+            n_ids: 0,
+            status: inp.ptr(tables.status_at)?,
+            actual: inp.ptr(tables.status_at + 4 * n_streams)?,
+        };
+        let mut launches = 0;
+        let (crc_at, n_crc) = tables.ids[SLOT_CRC];
+        if n_crc > 0 {
+            let crc = Crc32cArgs {
+                base: args.src_base,
+                total: args.src_total,
+                streams: args.streams,
+                ids: inp.ptr(crc_at)?,
+                n_ids: n_crc,
+                status: args.status,
+                actual: args.actual,
             };
-            unsafe { args.launch(dev, compute, (n, 1), &uses[..1])? };
-            stats.launches += 1;
+            // SAFETY: every pointer addresses the slot's input, passed as the use; each
+            // stream's range lies inside `src_total` by construction, and the kernel re-checks
+            // each descriptor against it.
+            unsafe { crc.launch(&self.device, compute, (n_crc, 1), &uses[..1])? };
+            launches += 1;
         }
-        for slot_k in [SLOT_LZ4, SLOT_BLOSCLZ, SLOT_ZSTD, SLOT_INFLATE, SLOT_RAW] {
-            let n_ids = ids[slot_k].len() as u32;
+        for &(codec, per_block, launcher) in &STREAM_LAUNCHES {
+            let (at, n_ids) = tables.ids[codec];
             if n_ids == 0 {
                 continue;
             }
-            let ids = inp.ptr::<u32>(ids_at[slot_k])?;
-            match slot_k {
-                SLOT_LZ4 => {
-                    let args = Lz4DecodeArgs {
-                        src_base,
-                        src_total,
-                        dst_base,
-                        dst_total,
-                        streams,
-                        ids,
-                        n_ids,
-                        status: status_words,
-                        actual,
-                    };
-                    unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_LZ4_WARPS_PER_BLOCK), 1), &uses)? };
-                }
-                SLOT_BLOSCLZ => {
-                    let args = BloscLzDecodeArgs {
-                        src_base,
-                        src_total,
-                        dst_base,
-                        dst_total,
-                        streams,
-                        ids,
-                        n_ids,
-                        status: status_words,
-                        actual,
-                    };
-                    unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_BLOSCLZ_WARPS_PER_BLOCK), 1), &uses)? };
-                }
-                SLOT_ZSTD => {
-                    let args = ZstdDecodeArgs {
-                        src_base,
-                        src_total,
-                        dst_base,
-                        dst_total,
-                        streams,
-                        ids,
-                        n_ids,
-                        status: status_words,
-                        actual,
-                    };
-                    unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_ZSTD_WARPS_PER_BLOCK), 1), &uses)? };
-                }
-                SLOT_INFLATE => {
-                    let args = InflateDecodeArgs {
-                        src_base,
-                        src_total,
-                        dst_base,
-                        dst_total,
-                        streams,
-                        ids,
-                        n_ids,
-                        status: status_words,
-                        actual,
-                    };
-                    unsafe { args.launch(dev, compute, (n_ids.div_ceil(c::DMC_INFLATE_WARPS_PER_BLOCK), 1), &uses)? };
-                }
-                _ => {
-                    let args = MemcpyArgs {
-                        src_base,
-                        src_total,
-                        dst_base,
-                        dst_total,
-                        streams,
-                        ids,
-                        n_ids,
-                        status: status_words,
-                        actual,
-                    };
-                    unsafe { args.launch(dev, compute, (n_ids, 1), &uses)? };
-                }
-            }
-            stats.launches += 1;
+            let a = StreamArgs { ids: inp.ptr(at)?, n_ids, ..args };
+            // SAFETY: all pointers address the slot's input and output, passed as `uses` (so
+            // they outlive the launch); every stream's range lies inside `src_total` and the
+            // output by construction, and the kernels re-check each descriptor against them.
+            unsafe { launcher(&self.device, compute, a, (n_ids.div_ceil(per_block), 1), &uses)? };
+            launches += 1;
         }
-        if !jobs.is_empty() {
-            let n_jobs = jobs.len() as u32;
+        let (jobs_at, n_jobs) = tables.jobs;
+        if n_jobs > 0 {
             // Jobs read the scratch half and write the output half of the same buffer: disjoint
             // ranges by construction.
-            let args = UnshuffleArgs {
-                src_base: dst_base,
-                src_total: dst_total,
-                dst_base,
-                dst_total,
+            let unshuffle = UnshuffleArgs {
+                src_base: args.dst_base,
+                src_total: args.dst_total,
+                dst_base: args.dst_base,
+                dst_total: args.dst_total,
                 jobs: inp.ptr(jobs_at)?,
                 n_jobs,
-                status: status_words,
+                status: args.status,
             };
-            unsafe { args.launch(dev, compute, (n_jobs, 1), &uses)? };
-            stats.launches += 1;
+            // SAFETY: the job table and the output are the slot's buffers, passed as `uses`;
+            // each job's ranges lie inside the output, and the kernel re-checks them.
+            unsafe { unshuffle.launch(&self.device, compute, (n_jobs, 1), &uses)? };
+            launches += 1;
         }
-        let ended = compute.record(true)?;
-        // Status and size words back to pinned memory, on the compute stream after the kernels.
-        // SAFETY: the host reads `readback` only after `done`.
-        unsafe { compute.copy_to_host(inp, status_at, &slot.readback, 0, 8 * n_streams)? };
-        let done = compute.record(false)?;
-        self.slots[slot_index].done = Some(done);
-        let members =
-            wave.iter().enumerate().map(|(w, (idx, p))| (*idx, p.decoded_len, chunk_dst[w])).collect::<Vec<_>>();
-        Ok(Pending { slot: slot_index, infos, first_stream, members, stats, timing: (started, ended) })
+        Ok(((started, compute.record(true)?), launches))
     }
 
-    /// Waits for a submitted wave and turns its status words into per-chunk results.
-    fn finish(&mut self, p: Pending) -> Result<(WaveResults, WaveStats)> {
-        let Pending { slot, infos, first_stream, members, mut stats, timing } = p;
-        let slot = &self.slots[slot];
-        if let Some(done) = &slot.done {
-            done.synchronize()?;
+    /// Waits for the oldest submitted wave and reads its statuses: its slot, per-chunk
+    /// results and counters; `None` when no wave is pending.
+    fn finish_front(&mut self) -> Result<Option<(usize, WaveResults, WaveStats)>> {
+        let Some(mut p) = self.pending.pop_front() else { return Ok(None) };
+        if self.pending.is_empty() {
+            self.status_cursor = 0;
         }
-        stats.kernel_time = timing.1.elapsed_since(&timing.0)?;
-        let n_streams = infos.len();
-        // SAFETY: the status copy into `readback` finished (`done` above).
-        let sa = unsafe { slot.readback.as_slice() };
-        let word = |i: usize| -> u32 {
-            sa.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map_or(c::DMC_STATUS_PENDING, u32::from_le_bytes)
-        };
-        let mut failed: Vec<Option<Error>> = (0..members.len()).map(|_| None).collect();
-        let mut w = 0usize;
-        for (sid, info) in infos.iter().enumerate() {
-            while w + 1 < members.len() && first_stream[w + 1] as usize <= sid {
-                w += 1;
-            }
-            let st = StreamStatus::from_code(word(sid));
-            let act = word(n_streams + sid);
-            if st != StreamStatus::Ok && failed[w].is_none() {
-                failed[w] = Some(Error::Stream {
-                    chunk: info.chunk,
-                    codec: SLOT_NAMES[info.slot],
-                    src_start: info.src.0 as usize,
-                    src_end: info.src.1 as usize,
-                    status: st,
-                    actual: act,
-                    expected: info.expected,
-                });
-            }
-        }
-        let mut results: WaveResults = Vec::with_capacity(members.len());
-        for (w, (idx, len, at)) in members.into_iter().enumerate() {
-            if let Some(e) = failed[w].take() {
-                results.push((idx, Err(e)));
-            } else {
-                stats.bytes_decoded += len;
-                results.push((idx, Ok(at..at + len)));
-            }
-        }
-        Ok((results, stats))
+        read_statuses(&self.status, &mut p)?;
+        let (results, stats) = p.parsed.take().unwrap_or_default();
+        Ok(Some((p.slot, results, stats)))
     }
+}
+
+/// Waits for a submitted wave (unless its statuses were read before) and turns its status
+/// words into per-chunk results.
+fn read_statuses(status: &PinnedBuffer, p: &mut Pending) -> Result<()> {
+    if p.parsed.is_some() {
+        return Ok(());
+    }
+    p.decoded.synchronize()?;
+    let mut stats = std::mem::take(&mut p.stats);
+    stats.kernel_time = p.timing.1.elapsed_since(&p.timing.0)?;
+    let n_streams = p.infos.len();
+    // SAFETY: the status copy into this range finished (`decoded` above), and the range is
+    // not written again before the wave is read.
+    let sa = unsafe { status.range(p.status_at, 8 * n_streams) }?;
+    let word = |i: usize| -> u32 {
+        sa.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map_or(c::DMC_STATUS_PENDING, u32::from_le_bytes)
+    };
+    let mut failed: Vec<Option<Error>> = (0..p.members.len()).map(|_| None).collect();
+    let mut w = 0usize;
+    for (sid, info) in p.infos.iter().enumerate() {
+        while w + 1 < p.members.len() && p.first_stream[w + 1] as usize <= sid {
+            w += 1;
+        }
+        let st = StreamStatus::from_code(word(sid));
+        if st != StreamStatus::Ok && failed[w].is_none() {
+            failed[w] = Some(Error::Stream {
+                chunk: info.chunk,
+                codec: SLOT_NAMES[info.slot],
+                src_start: info.src.0 as usize,
+                src_end: info.src.1 as usize,
+                status: st,
+                actual: word(n_streams + sid),
+                expected: info.expected,
+            });
+        }
+    }
+    let mut results: WaveResults = Vec::with_capacity(p.members.len());
+    for (w, &(idx, len, at)) in p.members.iter().enumerate() {
+        if let Some(e) = failed[w].take() {
+            results.push((idx, Err(e)));
+        } else {
+            stats.bytes_decoded += len;
+            results.push((idx, Ok(at..at + len)));
+        }
+    }
+    p.parsed = Some((results, stats));
+    Ok(())
+}
+
+/// Copies the decoded `targets` (ranges of `output`, sorted) to their vectors through the two
+/// pinned `bounce` buffers, piece k+1 coming down on `stream` while the host copies piece k.
+fn copy_out(
+    stream: &Stream,
+    output: &DeviceBuffer,
+    bounce: (&PinnedBuffer, &PinnedBuffer),
+    targets: &mut [(usize, Range<usize>, Vec<u8>)],
+) -> Result<()> {
+    let half = bounce.0.len().min(bounce.1.len()).max(1);
+    let total = targets.iter().map(|t| t.1.end).max().unwrap_or(0);
+    let pieces = total.div_ceil(half);
+    let piece = |k: usize| (k * half)..((k + 1) * half).min(total);
+    let buf = |k: usize| if k % 2 == 0 { bounce.0 } else { bounce.1 };
+    let queue = |k: usize| -> Result<Event> {
+        let r = piece(k);
+        // SAFETY: the host reads this bounce buffer only after the event recorded below; the
+        // other one is not touched by this copy.
+        unsafe { stream.copy_to_host(output, r.start, buf(k), 0, r.len())? };
+        stream.record(false)
+    };
+    let mut pending: std::collections::VecDeque<Event> = std::collections::VecDeque::with_capacity(2);
+    for k in 0..pieces.min(2) {
+        pending.push_back(queue(k)?);
+    }
+    let mut first = 0usize; // first target that may still overlap the current piece
+    for k in 0..pieces {
+        let Some(ready) = pending.pop_front() else { break };
+        ready.synchronize()?;
+        let r = piece(k);
+        // SAFETY: the copy into this buffer finished (`ready`); the next piece's copy writes
+        // the other one.
+        let bytes = unsafe { buf(k).range(0, r.len()) }?;
+        for (_, range, dst) in &mut targets[first..] {
+            if range.start >= r.end {
+                break;
+            }
+            let (a, b) = (range.start.max(r.start), range.end.min(r.end));
+            if a < b {
+                dst[a - range.start..b - range.start].copy_from_slice(&bytes[a - r.start..b - r.start]);
+            }
+        }
+        while first < targets.len() && targets[first].1.end <= r.end {
+            first += 1;
+        }
+        if k + 2 < pieces {
+            pending.push_back(queue(k + 2)?);
+        }
+    }
+    Ok(())
 }
 
 fn merge_stats(a: &mut WaveStats, b: &WaveStats) {
@@ -1381,6 +1491,7 @@ fn merge_stats(a: &mut WaveStats, b: &WaveStats) {
     a.bytes_direct += b.bytes_direct;
     a.bytes_decoded += b.bytes_decoded;
     a.kernel_time += b.kernel_time;
+    a.decompress_parse += b.decompress_parse;
     for k in 0..N_SLOTS {
         a.streams[k] += b.streams[k];
     }

@@ -271,3 +271,53 @@ kernel_launchers! {
         jobs: DevPtr<AssembleJobDesc>, n_jobs: u32, status: DevPtr<u32>,
     );
 }
+
+/// The parameter list the stream-decoding kernels share (lz4, blosclz, zstd, inflate, memcpy):
+/// the wave's source and output, its stream table, the ids of the streams this launch decodes,
+/// and the status and actual-size words.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamArgs {
+    pub(crate) src_base: DevPtr<u8>,
+    pub(crate) src_total: u64,
+    pub(crate) dst_base: DevPtr<u8>,
+    pub(crate) dst_total: u64,
+    pub(crate) streams: DevPtr<StreamDesc>,
+    pub(crate) ids: DevPtr<u32>,
+    pub(crate) n_ids: u32,
+    pub(crate) status: DevPtr<u32>,
+    pub(crate) actual: DevPtr<u32>,
+}
+
+/// A launcher whose kernel takes [`StreamArgs`].
+pub(crate) trait StreamKernelArgs: KernelArgs {
+    /// The launcher's arguments from the shared list.
+    fn from_stream_args(a: StreamArgs) -> Self;
+}
+
+macro_rules! stream_kernel_args {
+    ($($args:ident),*) => {$(
+        impl StreamKernelArgs for $args {
+            fn from_stream_args(a: StreamArgs) -> Self {
+                let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual } = a;
+                Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual }
+            }
+        }
+    )*};
+}
+stream_kernel_args!(Lz4DecodeArgs, BloscLzDecodeArgs, ZstdDecodeArgs, InflateDecodeArgs, MemcpyArgs);
+
+/// Launches `A`'s kernel with the shared stream arguments (one entry of the decoder's launch
+/// table).
+///
+/// # Safety
+/// As [`crate::device::Device::launch_on`].
+pub(crate) unsafe fn launch_streams<A: StreamKernelArgs>(
+    device: &Device,
+    stream: &Stream,
+    args: StreamArgs,
+    grid: (u32, u32),
+    uses: &[&DeviceBuffer],
+) -> Result<()> {
+    // SAFETY: forwarded contract.
+    unsafe { A::from_stream_args(args).launch(device, stream, grid, uses) }
+}

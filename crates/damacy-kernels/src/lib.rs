@@ -52,9 +52,12 @@ pub mod zstd;
 pub use assemble::{AssembleJob, Assembler, assemble};
 pub use blosc::{BloscCodec, BloscHeader, FrameErrorKind, Shuffle};
 pub use decode::{
-    ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, WaveFootprint, WavePlan, WaveStats,
+    BatchDecoded, ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, QueuedWave, WaveFootprint,
+    WavePlan, WaveSchedule, WaveStats,
 };
 pub use device::{Device, DeviceBuffer, DeviceKind};
+#[cfg(feature = "emulate")]
+pub use device::ScheduleEntry;
 pub use dtype::{CastKind, Dtype, OutputDtype};
 pub use error::{Error, Result, StreamStatus};
 pub use kernel::Kernel;

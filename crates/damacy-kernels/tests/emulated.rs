@@ -279,10 +279,15 @@ fn budget_is_enforced_at_construction() {
     let cfg = DecodeConfig::default().with_host_budget_bytes(1 << 20);
     let e = Decoder::new(&device, cfg).unwrap_err();
     assert!(matches!(e, Error::OutOfMemory(ref m) if m.contains("host_budget_bytes")), "{e}");
-    // Two slots need twice the memory of one.
+    // Two slots need twice the device memory of one; the pinned staging ring and status area
+    // do not grow with the slots, and the ring holds at most 32 MiB whatever the wave size.
     let one = DecodeConfig::default().with_slots(1);
     assert_eq!(DecodeConfig::default().device_bytes(), 2 * one.device_bytes());
-    assert_eq!(DecodeConfig::default().host_bytes(), 2 * one.host_bytes());
+    assert_eq!(DecodeConfig::default().host_bytes(), one.host_bytes());
+    let huge = DecodeConfig::default().with_wave_src_bytes(1 << 30).with_wave_dst_bytes(1 << 30);
+    assert_eq!(huge.host_bytes(), (32 << 20) + huge.status_bytes());
+    let e = Decoder::new(&device, DecodeConfig::default().with_staging_pieces(1)).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(ref m) if m.contains("staging_pieces")), "{e}");
     let e = Decoder::new(&device, DecodeConfig::default().with_slots(0)).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
 }

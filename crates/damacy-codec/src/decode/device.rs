@@ -1,14 +1,29 @@
 //! The device executor: damacy's own kernels (damacy-kernels) decode the units of arrays whose
-//! chain classified as a [`DeviceChain`], batched per wave; the same code drives a CUDA GPU or
-//! the host emulator of the kernels.
+//! chain classified as a [`DeviceChain`]; the same code drives a CUDA GPU or the host emulator
+//! of the kernels.
 //!
-//! Whether a batch is assembled on the device is decided before anything is decoded, from the
-//! host parse: a batch that fits one decode wave and the batch buffer is decoded, assembled
-//! (fill jobs for padding and missing units, then one copy job per unit and target) and copied
-//! back once; a larger batch is decoded wave by wave to the host and assembled there. Either
-//! way every unit is decoded exactly once.
+//! The executor owns N **lanes** (`ReaderConfig::lanes`), each with its own streams (copy,
+//! compute, assemble), pinned staging ring and device scratch (decode slots, assemble table,
+//! batch buffer), allocated once within an equal share of the budgets. A batch takes a free
+//! lane from the pool and returns it when done, so batches read by different threads (the
+//! Pipeline's workers) decode side by side; nothing is held across a batch that another lane
+//! needs.
+//!
+//! Within a lane a batch **streams**: the host parse splits it into waves once (sized from the
+//! device budget), then for each wave the upload goes through the staging ring on the copy
+//! stream, the kernels run on the compute stream, and the assemble jobs (fills, then one copy
+//! per unit and target) run on the assemble stream, each after an event of the one before; the
+//! host queues wave k+1 while the device decodes wave k and assembles wave k−1. Statuses of
+//! every wave and every assemble job are read back once, at the end of the batch.
+//!
+//! Outputs: a caller's device buffer is written in place. A host output is assembled in the
+//! lane's batch buffer and copied down once — in windows of whole regions when the batch is
+//! larger than the buffer (units shared by two windows decode in each); only a region larger
+//! than the buffer on its own, or a strided output, is decoded to the host and scattered there
+//! (counted in `StatsSnapshot::batches_host_scattered`).
 
-use std::sync::Mutex;
+use std::ops::Range;
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use damacy_kernels::assemble::{AssembleJob, Assembler};
@@ -26,14 +41,23 @@ use crate::plan::{BatchPlan, UnitSource, meet};
 use crate::region::c_strides;
 use crate::stats::Stats;
 
-/// Jobs per assemble call (its job table is allocated once, at construction).
-const ASSEMBLE_JOBS: usize = 4096;
+/// Jobs a lane's assemble table holds; more jobs in a batch cost one extra status read-back
+/// per table's worth.
+const ASSEMBLE_JOBS: usize = 16 << 10;
 /// Device bytes of the assemble job table and its statuses (`damacy_kernels::assemble`).
 const ASSEMBLE_TABLE_BYTES: u64 = Assembler::device_bytes(ASSEMBLE_JOBS) as u64;
+/// Pinned bytes of the assemble table's staging mirror and status read-back.
+const ASSEMBLE_PINNED_BYTES: u64 = ASSEMBLE_TABLE_BYTES + 4 * ASSEMBLE_JOBS as u64;
+/// Streams per decode wave.
+const WAVE_STREAMS: u64 = 64 << 10;
+/// The largest staging ring of a lane: pieces of at most 8 MiB keep copies large enough to
+/// run at full speed, and more pinned memory would not make the uploads faster.
+const MAX_STAGING: u64 = 32 << 20;
 
-/// How the device executor spends its budgets: a quarter of the device budget for the batch
-/// buffer (larger batches are assembled on the host), the assemble job table, and the rest for
-/// two decode slots whose wave sizes follow from what is left of both budgets.
+/// How one lane spends its share of the budgets: a quarter of the device share for the batch
+/// buffer (host outputs are assembled there), the assemble job table, and the rest for two
+/// decode slots whose wave sizes follow from it; pinned memory for the staging ring, the status
+/// area and the assemble table's mirror.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Budget {
     pub(crate) decode: DecodeConfig,
@@ -41,54 +65,252 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    pub(crate) fn split(device_bytes: u64, host_bytes: u64) -> Result<Self> {
+    /// One lane's budget out of `lanes` equal shares of the device and host budgets.
+    pub(crate) fn split(device_bytes: u64, host_bytes: u64, lanes: usize) -> Result<Self> {
         let too_small = |what: &str, have: u64| {
-            Error::invalid(format!("{what} is {have} bytes, too small for one decode wave of the device executor"))
+            Error::invalid(format!(
+                "{what} is {have} bytes, too small for {lanes} lane(s) of the device executor (one decode wave each): raise it or lower lanes"
+            ))
         };
-        let batch_bytes = device_bytes / 4;
+        let (dev, host) = (device_bytes / lanes as u64, host_bytes / lanes as u64);
+        let batch_bytes = dev / 4;
         let slots = 2u64;
-        let streams = 64u64 << 10;
-        let meta = DecodeConfig::default().with_wave_streams(streams as usize).table_bytes() as u64;
-        let per_slot = (device_bytes - batch_bytes).saturating_sub(ASSEMBLE_TABLE_BYTES) / slots;
-        // Per slot: the encoded wave (src), its tables (meta) and twice the decoded wave (dst and
-        // its unshuffle scratch); encoded waves get a quarter of the decoded size.
+        let status_streams = 4 * WAVE_STREAMS;
+        let meta = DecodeConfig::default().with_wave_streams(WAVE_STREAMS as usize).table_bytes() as u64;
+        let decode_budget = (dev - batch_bytes).saturating_sub(ASSEMBLE_TABLE_BYTES);
+        let per_slot = decode_budget / slots;
+        // Per slot: the encoded wave (src, half the decoded size), its tables (meta) and twice
+        // the decoded wave (dst and its unshuffle scratch).
         let mib = 1u64 << 20;
-        let dst = (per_slot.saturating_sub(meta) * 4 / 9) / mib * mib;
-        let host_src = (host_bytes / slots).saturating_sub(meta + streams * 8) / mib * mib;
-        let src = (dst / 4).min(host_src);
+        let dst = (per_slot.saturating_sub(meta) * 2 / 5) / mib * mib;
+        let src = dst / 2;
+        let staging = host.saturating_sub(ASSEMBLE_PINNED_BYTES + status_streams * 8).min(MAX_STAGING) / mib * mib;
         if dst < 4 * mib {
             return Err(too_small("device_buffer_bytes", device_bytes));
         }
-        if src < mib {
+        if staging < 2 * mib {
             return Err(too_small("host_buffer_bytes", host_bytes));
         }
         let decode = DecodeConfig::default()
             .with_slots(slots as usize)
-            .with_wave_streams(streams as usize)
+            .with_wave_streams(WAVE_STREAMS as usize)
             .with_wave_dst_bytes(dst as usize)
             .with_wave_src_bytes(src as usize)
-            .with_device_budget_bytes((device_bytes - batch_bytes).saturating_sub(ASSEMBLE_TABLE_BYTES) as usize)
-            .with_host_budget_bytes(host_bytes as usize);
+            .with_staging_bytes(staging as usize)
+            .with_staging_pieces(4)
+            .with_batch_streams(status_streams as usize)
+            .with_device_budget_bytes(decode_budget as usize)
+            .with_host_budget_bytes(host.saturating_sub(ASSEMBLE_PINNED_BYTES) as usize);
         Ok(Self { decode, batch_bytes: batch_bytes as usize })
+    }
+
+    /// The most lanes, up to `wanted`, whose shares hold a lane each, with one lane's budget;
+    /// the error of a single lane when not even one fits.
+    pub(crate) fn lanes(device_bytes: u64, host_bytes: u64, wanted: usize) -> Result<(usize, Self)> {
+        let mut n = wanted.max(1);
+        loop {
+            match Self::split(device_bytes, host_bytes, n) {
+                Ok(b) => return Ok((n, b)),
+                Err(e) if n == 1 => return Err(e),
+                Err(_) => n -= 1,
+            }
+        }
     }
 }
 
-/// A device (CUDA or emulated) with its batched decoder, assembler and batch buffer.
+/// A device (CUDA or emulated) with its pool of lanes.
 pub(crate) struct DeviceExecutor {
     device: Device,
-    state: Mutex<DeviceState>,
-}
-
-/// What one batch at a time uses on the device; allocated once, when the reader is built.
-struct DeviceState {
-    decoder: Decoder,
-    assembler: Assembler,
-    batch: DeviceBuffer,
+    lanes: LanePool,
 }
 
 impl std::fmt::Debug for DeviceExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceExecutor").field("device", &self.device.describe()).finish_non_exhaustive()
+        f.debug_struct("DeviceExecutor")
+            .field("device", &self.device.describe())
+            .field("lanes", &self.lanes.count)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The lanes; a batch takes a free one and gives it back when done.
+struct LanePool {
+    free: Mutex<Vec<Box<Lane>>>,
+    returned: Condvar,
+    count: usize,
+}
+
+/// A lane taken from the pool; goes back when dropped.
+struct TakenLane<'a> {
+    pool: &'a LanePool,
+    lane: Option<Box<Lane>>,
+}
+
+impl LanePool {
+    fn take(&self) -> Result<TakenLane<'_>> {
+        let poisoned = || Error::invalid("device executor: a previous batch panicked");
+        let mut free = self.free.lock().map_err(|_| poisoned())?;
+        loop {
+            if let Some(lane) = free.pop() {
+                return Ok(TakenLane { pool: self, lane: Some(lane) });
+            }
+            free = self.returned.wait(free).map_err(|_| poisoned())?;
+        }
+    }
+}
+
+impl Drop for TakenLane<'_> {
+    fn drop(&mut self) {
+        if let Some(lane) = self.lane.take()
+            && let Ok(mut free) = self.pool.free.lock()
+        {
+            free.push(lane);
+            self.pool.returned.notify_one();
+        }
+    }
+}
+
+impl std::ops::Deref for TakenLane<'_> {
+    type Target = Lane;
+    fn deref(&self) -> &Lane {
+        self.lane.as_deref().expect("a taken lane is held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for TakenLane<'_> {
+    fn deref_mut(&mut self) -> &mut Lane {
+        self.lane.as_deref_mut().expect("a taken lane is held until dropped")
+    }
+}
+
+/// One lane: its decode engine (streams, staging ring, decode slots, assemble table) and the
+/// batch buffer host outputs are assembled in.
+struct Lane {
+    engine: Engine,
+    batch: DeviceBuffer,
+}
+
+/// A lane's streams and what runs on them.
+struct Engine {
+    /// Copy stream, compute stream, staging ring, wave slots, status area.
+    decoder: Decoder,
+    /// The compute stream (a clone of the decoder's).
+    compute: Stream,
+    /// Assemble stream and job table.
+    assembler: Assembler,
+}
+
+/// The work of one pass of a lane: units to decode, and where the targets of `window` go.
+struct LaneJob<'a> {
+    plan: &'a BatchPlan,
+    chain: DeviceChain,
+    /// Plan unit of each input.
+    units: Vec<usize>,
+    inputs: Vec<ChunkInput<'a>>,
+    /// Units whose key turned out missing (fill).
+    missing: &'a [usize],
+    window: Window,
+}
+
+/// Which targets one pass writes and where: output byte `o` of those targets goes to byte
+/// `o - lo + base` of the destination buffer.
+#[derive(Clone, Debug)]
+struct Window {
+    targets: Range<usize>,
+    lo: usize,
+    base: usize,
+}
+
+impl Window {
+    fn dst(&self, output_offset: usize) -> usize {
+        output_offset - self.lo + self.base
+    }
+}
+
+impl Lane {
+    fn new(device: &Device, budget: &Budget, n_compute_threads: usize, index: usize) -> Result<Self> {
+        let name = format!("lane {index}");
+        let stream = |what: &str| {
+            device
+                .new_stream_named(&format!("{name} {what}"))
+                .map_err(|e| Error::device(format!("making the streams of {name}"), e))
+        };
+        let compute = stream("compute")?;
+        let config = budget.decode.clone().with_n_compute_threads(n_compute_threads);
+        let decoder = Decoder::on_stream(device, config, compute.clone(), &name)
+            .map_err(|e| Error::device(format!("allocating the decode waves of {name}"), e))?;
+        let assembler = Assembler::on_stream(device, ASSEMBLE_JOBS, stream("assemble")?)
+            .map_err(|e| Error::device(format!("allocating the assemble table of {name}"), e))?;
+        let batch = device
+            .alloc(budget.batch_bytes)
+            .map_err(|e| Error::device(format!("allocating the batch buffer of {name}"), e))?;
+        Ok(Self { engine: Engine { decoder, compute, assembler }, batch })
+    }
+}
+
+impl Engine {
+    /// Streams `job` into `dst` (see the module docs); on an error, waits for the lane's
+    /// streams so that its buffers are free again.
+    fn run(&mut self, ctx: &Ctx<'_>, job: &LaneJob<'_>, dst: &mut DeviceBuffer) -> Result<()> {
+        let r = self.stream_waves(ctx, job, dst).and_then(|()| self.finish(ctx, job));
+        if r.is_err() {
+            self.decoder.abandon_batch();
+            self.assembler.abandon();
+        }
+        r
+    }
+
+    /// Queues the fills, then every wave and its copies; waits for nothing.
+    fn stream_waves(&mut self, ctx: &Ctx<'_>, job: &LaneJob<'_>, dst: &mut DeviceBuffer) -> Result<()> {
+        let plan = job.plan;
+        let mut schedule = self.decoder.schedule(&job.inputs);
+        ctx.stats.add_device_parse(schedule.parse_time());
+        if let Some((i, e)) = schedule.take_rejected().into_iter().next() {
+            return Err(Error::decode_from(plan.unit_location(job.units[i]), e));
+        }
+        let (fills, _) = assemble_jobs(job, &[]);
+        self.assembler.stream().set_label("assemble fills");
+        check_jobs(self.assembler.queue_fills(dst, &fills), plan)?;
+        for k in 0..schedule.waves() {
+            let wave = self.decoder.queue_wave(&job.inputs, &schedule, k).map_err(|e| Error::device("decoding a batch", e))?;
+            let decoded: Vec<(usize, usize)> = wave.chunks.iter().map(|(i, r)| (job.units[*i], r.start)).collect();
+            let asm = self.assembler.stream().clone();
+            asm.set_label(&format!("assemble wave {}", k + 1));
+            let ready = self.compute.record(false).map_err(|e| Error::device("recording a decoded wave", e))?;
+            asm.wait(&ready).map_err(|e| Error::device("ordering assembly after decoding", e))?;
+            let (_, copies) = assemble_jobs(job, &decoded);
+            check_jobs(self.assembler.queue(wave.output, dst, &copies), plan)?;
+            let read = asm.record(false).map_err(|e| Error::device("recording an assembled wave", e))?;
+            self.decoder.release_wave(read);
+            ctx.stats.add_device_waves(1);
+        }
+        Ok(())
+    }
+
+    /// Reads every wave's and every assemble job's statuses back (one wait each, at the end):
+    /// the first failed unit, by plan order, is the error, with its location.
+    fn finish(&mut self, ctx: &Ctx<'_>, job: &LaneJob<'_>) -> Result<()> {
+        let plan = job.plan;
+        let done = self.decoder.finish_batch().map_err(|e| Error::device("decoding a batch", e))?;
+        ctx.stats.add_bytes_uploaded(done.stats.bytes_uploaded as u64);
+        if let Some((i, e)) = done.failed.into_iter().next() {
+            return Err(Error::decode_from(plan.unit_location(job.units[i]), e));
+        }
+        let failed = self.assembler.finish().map_err(|e| Error::device("assembling a batch", e))?;
+        if let Some(e) = failed.into_iter().next() {
+            return Err(Error::device(format!("assembling a batch of array {}", plan.array.path), e));
+        }
+        count_decoded(ctx.stats, job.units.len(), done.stats.bytes_decoded);
+        Ok(())
+    }
+}
+
+/// The outcome of queueing assemble jobs: an invalid job (the host's own check) is an error.
+fn check_jobs(results: damacy_kernels::Result<Vec<damacy_kernels::Result<()>>>, plan: &BatchPlan) -> Result<()> {
+    let results = results.map_err(|e| Error::device("assembling a batch", e))?;
+    match results.into_iter().find_map(std::result::Result::err) {
+        Some(e) => Err(Error::device(format!("assembling a batch of array {}", plan.array.path), e)),
+        None => Ok(()),
     }
 }
 
@@ -122,13 +344,22 @@ impl Encoded {
         out
     }
 
-    /// The decoder's inputs: every unit decodes to `expected` bytes (zstd frames without a
-    /// content size, gzip and zlib streams take it from there); zstd content checksums, gzip
-    /// CRC32/ISIZE and zlib Adler-32 are verified when `verify`.
-    fn inputs(&self, chain: DeviceChain, expected: usize, verify: bool) -> Vec<ChunkInput<'_>> {
-        self.bytes
+    /// The decoder's inputs of the units `keep` selects (by plan unit): every unit decodes to
+    /// `expected` bytes (zstd frames without a content size, gzip and zlib streams take it from
+    /// there); zstd content checksums, gzip CRC32/ISIZE and zlib Adler-32 are verified when
+    /// `verify`.
+    fn inputs(
+        &self,
+        chain: DeviceChain,
+        expected: usize,
+        verify: bool,
+        keep: impl Fn(usize) -> bool,
+    ) -> (Vec<usize>, Vec<ChunkInput<'_>>) {
+        self.units
             .iter()
-            .map(|b| {
+            .zip(&self.bytes)
+            .filter(|(u, _)| keep(**u))
+            .map(|(&u, b)| {
                 let input = match chain.codec {
                     DeviceCodec::Blosc => ChunkInput::blosc(b),
                     DeviceCodec::Zstd => ChunkInput::zstd(b),
@@ -138,20 +369,51 @@ impl Encoded {
                 };
                 let input = input.with_expected_len(expected);
                 let input = if verify { input.with_checksum_verification() } else { input };
-                if chain.crc32c { input.with_crc32c() } else { input }
+                (u, if chain.crc32c { input.with_crc32c() } else { input })
             })
-            .collect()
+            .unzip()
+    }
+}
+
+/// A fetched batch, ready for the lanes.
+struct Fetched<'p> {
+    plan: &'p BatchPlan,
+    chain: DeviceChain,
+    enc: Encoded,
+    expected: usize,
+}
+
+impl<'p> Fetched<'p> {
+    fn new(ctx: &Ctx<'_>, plan: &'p BatchPlan) -> Result<Self> {
+        let chain = DeviceExecutor::chain(plan)?;
+        let enc = Encoded::split(plan, fetch_all(plan, ctx)?);
+        let planned_fills = plan.units.iter().filter(|u| u.source == UnitSource::Fill).count();
+        ctx.stats.add_units_filled((planned_fills + enc.missing.len()) as u64);
+        let expected = plan.array.decode_shape().iter().product::<u64>() as usize * plan.array.dtype.size();
+        Ok(Self { plan, chain, enc, expected })
+    }
+
+    /// The lane job of the units that meet `window`'s targets.
+    fn job(&self, window: Window) -> LaneJob<'_> {
+        let verify = self.plan.array.options().validate_checksums;
+        let units = &self.plan.units;
+        let t = window.targets.clone();
+        let all = t.start == 0 && t.end == self.plan.targets.len();
+        let (units, inputs) = self.enc.inputs(self.chain, self.expected, verify, |u| {
+            all || units[u].targets.iter().any(|x| t.contains(&(*x as usize)))
+        });
+        LaneJob { plan: self.plan, chain: self.chain, units, inputs, missing: &self.enc.missing, window }
     }
 }
 
 impl DeviceExecutor {
     /// Pick the executor the configuration asks for (see [`choose`]): the CPU with the reason
     /// when `Auto` finds no usable GPU, an error when `Gpu` does not, and an error under either
-    /// when a GPU is there but the binding is wrong (ARCHITECTURE §5). Every device buffer is
-    /// allocated here, within `device_buffer_bytes` and `host_buffer_bytes` (see [`Budget`]).
+    /// when a GPU is there but the binding is wrong (ARCHITECTURE §5). Every device buffer of
+    /// every lane is allocated here, within `device_buffer_bytes` and `host_buffer_bytes` (see
+    /// [`Budget`]).
     pub(crate) fn select(read: &ReaderConfig) -> Result<Selected> {
-        let budget = Budget::split(read.device_buffer_bytes, read.host_buffer_bytes)?;
-        let config = budget.decode.clone().with_n_compute_threads(read.n_compute_threads);
+        let (n_lanes, budget) = Budget::lanes(read.device_buffer_bytes, read.host_buffer_bytes, read.lanes)?;
         let device = match choose(read.executor, read.device, probe_cuda)? {
             Choice::Cpu(reason) => return Ok(Selected::Cpu(reason)),
             Choice::Emulated => emulated()?,
@@ -162,20 +424,19 @@ impl DeviceExecutor {
                 Err(reason) => return Ok(Selected::Cpu(reason)),
             },
         };
-        let decoder = Decoder::new(&device, config).map_err(|e| Error::device("allocating the decode waves", e))?;
-        let assembler =
-            Assembler::new(&device, ASSEMBLE_JOBS).map_err(|e| Error::device("allocating the assemble table", e))?;
-        let batch = device.alloc(budget.batch_bytes).map_err(|e| Error::device("allocating the batch buffer", e))?;
-        Ok(Selected::Device(Box::new(Self { device, state: Mutex::new(DeviceState { decoder, assembler, batch }) })))
+        // The host parse of each lane shares the reader's compute threads between the lanes.
+        let threads = (read.n_compute_threads / n_lanes).max(1);
+        let lanes = (0..n_lanes)
+            .map(|i| Lane::new(&device, &budget, threads, i).map(Box::new))
+            .collect::<Result<Vec<_>>>()?;
+        let lanes = LanePool { free: Mutex::new(lanes), returned: Condvar::new(), count: n_lanes };
+        Ok(Selected::Device(Box::new(Self { device, lanes })))
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, DeviceState>> {
-        self.state.lock().map_err(|_| Error::invalid("device executor: a previous batch panicked"))
-    }
-
-    /// The device, described.
+    /// The device and its lanes, described.
     pub(crate) fn describe(&self) -> String {
-        self.device.describe()
+        let n = self.lanes.count;
+        format!("{}, {n} lane{}", self.device.describe(), if n == 1 { "" } else { "s" })
     }
 
     /// The device.
@@ -205,21 +466,18 @@ impl DeviceExecutor {
         }
     }
 
-    /// Decode every input wave by wave to the host and scatter each unit into `out`.
-    fn decode_to_host_and_scatter(
-        state: &mut DeviceState,
-        ctx: &Ctx<'_>,
-        plan: &BatchPlan,
-        enc: &Encoded,
-        inputs: &[ChunkInput<'_>],
-        chain: DeviceChain,
-        out: &mut [u8],
-    ) -> Result<()> {
+    /// Decode every input to the host (wave by wave, on `lane`) and scatter each unit into
+    /// `out`: for host outputs the device cannot assemble.
+    fn decode_to_host_and_scatter(lane: &mut Lane, ctx: &Ctx<'_>, batch: &Fetched<'_>, out: &mut [u8]) -> Result<()> {
+        let (plan, chain, enc) = (batch.plan, batch.chain, &batch.enc);
+        ctx.stats.add_batches_host_scattered(1);
         let started = Instant::now();
-        let decoded = state.decoder.decode_to_host(inputs).map_err(|e| Error::device("decoding a batch", e))?;
+        let (_, inputs) = enc.inputs(chain, batch.expected, plan.array.options().validate_checksums, |_| true);
+        let decoded = lane.engine.decoder.decode_to_host(&inputs).map_err(|e| Error::device("decoding a batch", e))?;
         ctx.stats.add_decode(started.elapsed());
         ctx.stats.add_device_parse(decoded.stats.decompress_parse);
         ctx.stats.add_bytes_uploaded(decoded.stats.bytes_uploaded as u64);
+        ctx.stats.add_device_waves(decoded.stats.waves as u64);
         let scatter = Scatter::new(plan, out);
         let started = Instant::now();
         ctx.compute.install(|| scatter.prefill());
@@ -248,6 +506,46 @@ impl DeviceExecutor {
     }
 }
 
+/// The byte range of the output each target of a dense plan covers (padding included), or
+/// `None` for a target that is not a contiguous block of positive strides.
+fn target_spans(plan: &BatchPlan) -> Option<Vec<Range<usize>>> {
+    let size = plan.array.out_dtype().size();
+    plan.targets
+        .iter()
+        .map(|t| {
+            let b = t.fill_box();
+            let mut hi = b.dst_offset + size;
+            for (n, s) in b.count.iter().zip(&b.dst_strides) {
+                let s = usize::try_from(*s).ok()?;
+                hi += (*n as usize).checked_sub(1)? * s;
+            }
+            Some(b.dst_offset..hi)
+        })
+        .collect()
+}
+
+/// Consecutive targets grouped into windows of at most `cap` output bytes, each with the end
+/// of its last byte; `None` when a target alone is larger, or the targets are not in output
+/// order.
+fn windows(spans: &[Range<usize>], cap: usize) -> Option<Vec<(Window, usize)>> {
+    let mut out = Vec::new();
+    let mut start = 0usize;
+    while start < spans.len() {
+        let lo = spans[start].start;
+        let (mut end, mut hi) = (start, lo);
+        while end < spans.len() && spans[end].start >= hi && spans[end].end - lo <= cap {
+            hi = spans[end].end;
+            end += 1;
+        }
+        if end == start {
+            return None;
+        }
+        out.push((Window { targets: start..end, lo, base: 0 }, hi));
+        start = end;
+    }
+    Some(out)
+}
+
 fn count_decoded(stats: &Stats, units: usize, bytes: usize) {
     stats.add_units_decoded(units as u64);
     stats.add_units_decoded_device(units as u64);
@@ -262,57 +560,57 @@ fn fill_bits(plan: &BatchPlan, conv: Converter) -> u64 {
     u64::from_le_bytes(bits)
 }
 
-/// The assemble jobs of a batch, for `dst_base` bytes into the destination: first the fills
-/// (every target that units do not wholly cover: padded, or touching a unit without bytes),
-/// then one copy per (decoded unit, target) pair. `decoded` maps plan units to their byte
-/// offset in the decoder's output. Fills and copies go to separate calls: jobs of one call
-/// write disjoint bytes.
-fn assemble_jobs(
-    plan: &BatchPlan,
-    decoded: &[(usize, usize)],
-    missing: &[usize],
-    chain: DeviceChain,
-    dst_base: usize,
-) -> (Vec<AssembleJob>, Vec<AssembleJob>) {
+/// The assemble jobs of `job` for the `decoded` units (plan unit, byte offset in the decoder's
+/// output): the fills (every target of the window that units do not wholly cover: padded, or
+/// touching a unit without bytes), then one copy per (decoded unit, target of the window)
+/// pair. Fills and copies go to separate calls: jobs of one call write disjoint bytes.
+fn assemble_jobs(job: &LaneJob<'_>, decoded: &[(usize, usize)]) -> (Vec<AssembleJob>, Vec<AssembleJob>) {
+    let (plan, w) = (job.plan, &job.window);
     let conv = Converter { from: plan.array.dtype, to: plan.array.out_dtype() };
     let (src_dtype, dst_dtype) = (conv.from, conv.to);
     let (fs, ts) = (conv.from.size(), conv.to.size() as isize);
     let unit_shape = plan.array.decode_shape();
     let unit_strides = c_strides(unit_shape);
-    let mut partial = vec![false; plan.targets.len()];
-    for (u, unit) in plan.units.iter().enumerate() {
-        if unit.source == UnitSource::Fill || missing.contains(&u) {
-            for &t in &unit.targets {
-                partial[t as usize] = true;
+    let mut fills = Vec::new();
+    if decoded.is_empty() {
+        let mut partial = vec![false; plan.targets.len()];
+        for (u, unit) in plan.units.iter().enumerate() {
+            if unit.source == UnitSource::Fill || job.missing.contains(&u) {
+                for &t in &unit.targets {
+                    partial[t as usize] = true;
+                }
             }
         }
-    }
-    let bits = fill_bits(plan, conv);
-    let mut fills = Vec::new();
-    for (t, target) in plan.targets.iter().enumerate() {
-        if !(partial[t] || target.padded.is_some()) {
-            continue;
+        let bits = fill_bits(plan, conv);
+        for t in w.targets.clone() {
+            let target = &plan.targets[t];
+            if !(partial[t] || target.padded.is_some()) {
+                continue;
+            }
+            let b = target.fill_box();
+            if b.count.contains(&0) {
+                continue;
+            }
+            fills.push(AssembleJob {
+                src_offset: 0,
+                dst_offset: w.dst(b.dst_offset),
+                shape: b.count.clone(),
+                src_strides: vec![0; b.count.len()],
+                dst_strides: b.dst_strides.iter().map(|s| (*s / ts) as i64).collect(),
+                src_dtype: dst_dtype,
+                dst_dtype,
+                big_endian: false,
+                fill_bits: Some(bits),
+            });
         }
-        let b = target.fill_box();
-        if b.count.contains(&0) {
-            continue;
-        }
-        fills.push(AssembleJob {
-            src_offset: 0,
-            dst_offset: dst_base + b.dst_offset,
-            shape: b.count.clone(),
-            src_strides: vec![0; b.count.len()],
-            dst_strides: b.dst_strides.iter().map(|s| (*s / ts) as i64).collect(),
-            src_dtype: dst_dtype,
-            dst_dtype,
-            big_endian: false,
-            fill_bits: Some(bits),
-        });
     }
     let mut copies = Vec::new();
     for &(u, offset) in decoded {
         let unit = &plan.units[u];
         for &t in &unit.targets {
+            if !w.targets.contains(&(t as usize)) {
+                continue;
+            }
             let target = &plan.targets[t as usize];
             let Some(m) = meet(target, &unit.origin, unit_shape) else { continue };
             let src_elem: u64 = m.src_start.iter().zip(&unit_strides).map(|(s, st)| s * st).sum();
@@ -320,13 +618,13 @@ fn assemble_jobs(
                 + m.first.iter().zip(&target.dst_strides).map(|(i, s)| *i as isize * s).sum::<isize>();
             copies.push(AssembleJob {
                 src_offset: offset + src_elem as usize * fs,
-                dst_offset: dst_base + dst as usize,
+                dst_offset: w.dst(dst as usize),
                 shape: m.count.to_vec(),
                 src_strides: unit_strides.iter().zip(&target.step).map(|(s, step)| (s * step) as i64).collect(),
                 dst_strides: target.dst_strides.iter().map(|s| (*s / ts) as i64).collect(),
                 src_dtype,
                 dst_dtype,
-                big_endian: chain.big_endian,
+                big_endian: job.chain.big_endian,
                 fill_bits: None,
             });
         }
@@ -334,62 +632,33 @@ fn assemble_jobs(
     (fills, copies)
 }
 
-/// Run assemble jobs in calls of at most [`ASSEMBLE_JOBS`]; any failed job is an error.
-fn run_jobs(
-    assembler: &mut Assembler,
-    src: &DeviceBuffer,
-    dst: &mut DeviceBuffer,
-    jobs: &[AssembleJob],
-    plan: &BatchPlan,
-) -> Result<()> {
-    for part in jobs.chunks(ASSEMBLE_JOBS) {
-        let results = assembler.run(src, dst, part).map_err(|e| Error::device("assembling a batch", e))?;
-        if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
-            return Err(Error::device(format!("assembling a batch of array {}", plan.array.path), e));
-        }
-    }
-    Ok(())
-}
-
 impl Executor for DeviceExecutor {
+    /// Decodes and assembles on the device, in the lane's batch buffer, and copies each window
+    /// of whole regions down once.
     fn read_host(&self, ctx: &Ctx<'_>, plan: &BatchPlan, out: &mut [u8]) -> Result<()> {
-        let chain = Self::chain(plan)?;
-        let fetched = fetch_all(plan, ctx)?;
-        let enc = Encoded::split(plan, fetched);
-        let planned_fills = plan.units.iter().filter(|u| u.source == UnitSource::Fill).count();
-        ctx.stats.add_units_filled((planned_fills + enc.missing.len()) as u64);
-        let expected = plan.array.decode_shape().iter().product::<u64>() as usize * plan.array.dtype.size();
-        let inputs = enc.inputs(chain, expected, plan.array.options().validate_checksums);
-
-        let mut guard = self.lock()?;
-        let state = &mut *guard;
-        // Decided before decoding: assemble on the device only when the whole batch fits one
-        // wave and the batch buffer.
-        if !plan.dense || plan.nbytes > state.batch.len() || !state.decoder.plan_waves(&inputs).fits_in_one_wave() {
-            return Self::decode_to_host_and_scatter(state, ctx, plan, &enc, &inputs, chain, out);
-        }
+        let batch = Fetched::new(ctx, plan)?;
+        let mut lane = self.lanes.take()?;
+        let Lane { engine, batch: buffer } = &mut *lane;
+        let windows = if plan.dense { target_spans(plan).and_then(|s| windows(&s, buffer.len())) } else { None };
+        let Some(windows) = windows else {
+            return Self::decode_to_host_and_scatter(&mut lane, ctx, &batch, out);
+        };
         let started = Instant::now();
-        let DeviceState { decoder, assembler, batch } = state;
-        let wave = decoder.decode_wave(&inputs).map_err(|e| Error::device("decoding a batch", e))?;
-        ctx.stats.add_device_parse(wave.stats.decompress_parse);
-        ctx.stats.add_bytes_uploaded(wave.stats.bytes_uploaded as u64);
-        let mut decoded = Vec::with_capacity(enc.units.len());
-        for (k, result) in wave.chunks.iter().enumerate() {
-            let u = enc.units[k];
-            match result {
-                Ok(range) => decoded.push((u, range.start)),
-                Err(e) => return Err(Error::decode(plan.unit_location(u), e)),
-            }
+        for (window, hi) in windows {
+            let lo = window.lo;
+            let job = batch.job(window);
+            engine.run(ctx, &job, buffer)?;
+            self.device
+                .download_on(engine.assembler.stream(), buffer, 0, &mut out[lo..hi])
+                .map_err(|e| Error::device("copying a batch to the host", e))?;
         }
-        let (fills, copies) = assemble_jobs(plan, &decoded, &enc.missing, chain, 0);
-        run_jobs(assembler, wave.output, batch, &fills, plan)?;
-        run_jobs(assembler, wave.output, batch, &copies, plan)?;
-        self.device.download(batch, 0, out).map_err(|e| Error::device("copying a batch to the host", e))?;
         ctx.stats.add_decode(started.elapsed());
-        count_decoded(ctx.stats, decoded.len(), decoded.len() * expected);
         Ok(())
     }
 
+    /// Decodes and assembles into the caller's buffer, stream-ordered with `stream`: the
+    /// lane's writes wait for the work queued there before the call, and work queued there
+    /// after the call sees the batch.
     fn read_device(
         &self,
         ctx: &Ctx<'_>,
@@ -397,46 +666,16 @@ impl Executor for DeviceExecutor {
         (buffer, offset): (&mut DeviceBuffer, usize),
         stream: &Stream,
     ) -> Result<()> {
-        let chain = Self::chain(plan)?;
-        let fetched = fetch_all(plan, ctx)?;
-        let enc = Encoded::split(plan, fetched);
-        let planned_fills = plan.units.iter().filter(|u| u.source == UnitSource::Fill).count();
-        ctx.stats.add_units_filled((planned_fills + enc.missing.len()) as u64);
-        let expected = plan.array.decode_shape().iter().product::<u64>() as usize * plan.array.dtype.size();
+        let batch = Fetched::new(ctx, plan)?;
+        let mut lane = self.lanes.take()?;
+        let engine = &mut lane.engine;
         let started = Instant::now();
-        let mut guard = self.lock()?;
-        let DeviceState { decoder, assembler, .. } = &mut *guard;
-        // Fills first, then each wave's copies, straight into the caller's buffer. Waves are the
-        // longest runs of units that fit one wave, judged by the host parse before decoding.
-        let (fills, _) = assemble_jobs(plan, &[], &enc.missing, chain, offset);
-        let inputs = enc.inputs(chain, expected, plan.array.options().validate_checksums);
-        let (mut start, mut first) = (0usize, true);
-        while first || start < inputs.len() {
-            let mut end = inputs.len();
-            while end > start + 1 && !decoder.plan_waves(&inputs[start..end]).fits_in_one_wave() {
-                end = start + (end - start) / 2;
-            }
-            let wave = decoder.decode_wave(&inputs[start..end]).map_err(|e| Error::device("decoding a batch", e))?;
-            ctx.stats.add_device_parse(wave.stats.decompress_parse);
-            ctx.stats.add_bytes_uploaded(wave.stats.bytes_uploaded as u64);
-            let mut decoded = Vec::with_capacity(end - start);
-            for (result, &u) in wave.chunks.iter().zip(&enc.units[start..end]) {
-                match result {
-                    Ok(range) => decoded.push((u, range.start)),
-                    Err(e) => return Err(Error::decode(plan.unit_location(u), e)),
-                }
-            }
-            if first {
-                run_jobs(assembler, wave.output, buffer, &fills, plan)?;
-                first = false;
-            }
-            let (_, copies) = assemble_jobs(plan, &decoded, &[], chain, offset);
-            run_jobs(assembler, wave.output, buffer, &copies, plan)?;
-            count_decoded(ctx.stats, decoded.len(), decoded.len() * expected);
-            start = end;
-        }
-        let ready =
-            self.device.default_stream().record(false).map_err(|e| Error::device("recording a batch event", e))?;
+        let asm = engine.assembler.stream().clone();
+        let before = stream.record(false).map_err(|e| Error::device("recording the caller's stream", e))?;
+        asm.wait(&before).map_err(|e| Error::device("ordering the batch after the caller's stream", e))?;
+        let window = Window { targets: 0..plan.targets.len(), lo: 0, base: offset };
+        engine.run(ctx, &batch.job(window), buffer)?;
+        let ready = asm.record(false).map_err(|e| Error::device("recording a batch event", e))?;
         stream.wait(&ready).map_err(|e| Error::device("ordering the caller's stream after the batch", e))?;
         ctx.stats.add_decode(started.elapsed());
         Ok(())
@@ -583,14 +822,34 @@ mod tests {
     #[test]
     fn budgets_split_within_their_limits() {
         for (dev, host) in [(64u64 << 20, 16u64 << 20), (1 << 30, 256 << 20), (8 << 30, 1 << 30), (1 << 30, 16 << 20)] {
-            let b = Budget::split(dev, host).unwrap();
-            let used = b.decode.device_bytes() as u64 + b.batch_bytes as u64 + ASSEMBLE_TABLE_BYTES;
-            assert!(used <= dev, "{used} > {dev}");
-            assert!(b.decode.host_bytes() as u64 <= host, "{} > {host}", b.decode.host_bytes());
-            assert!(b.decode.wave_dst_bytes >= 4 << 20 && b.decode.wave_src_bytes >= 1 << 20, "{b:?}");
+            for wanted in [1, 2, 4, 8] {
+                let (lanes, b) = Budget::lanes(dev, host, wanted).unwrap();
+                assert!((1..=wanted).contains(&lanes));
+                let used = b.decode.device_bytes() as u64 + b.batch_bytes as u64 + ASSEMBLE_TABLE_BYTES;
+                assert!(used * lanes as u64 <= dev, "{lanes} × {used} > {dev}");
+                let pinned = b.decode.host_bytes() as u64 + ASSEMBLE_PINNED_BYTES;
+                assert!(pinned * lanes as u64 <= host, "{lanes} × {pinned} > {host}");
+                assert!(b.decode.wave_dst_bytes >= 4 << 20 && b.decode.wave_src_bytes >= 2 << 20, "{b:?}");
+                b.decode.validate().unwrap();
+            }
         }
-        assert!(Budget::split(16 << 20, 256 << 20).is_err());
-        assert!(Budget::split(1 << 30, 1 << 20).is_err());
+        // 1 GiB and 256 MiB hold 4 lanes; 64 MiB of device memory holds one.
+        assert_eq!(Budget::lanes(1 << 30, 256 << 20, 4).unwrap().0, 4);
+        assert_eq!(Budget::lanes(64 << 20, 256 << 20, 4).unwrap().0, 1);
+        assert!(Budget::split(16 << 20, 256 << 20, 1).is_err());
+        assert!(Budget::split(1 << 30, 1 << 20, 1).is_err());
+    }
+
+    #[test]
+    fn windows_group_whole_targets_up_to_the_buffer() {
+        let spans: Vec<Range<usize>> = (0..5).map(|i| i * 10..i * 10 + 10).collect();
+        let w = windows(&spans, 25).unwrap();
+        let got: Vec<(Range<usize>, usize, usize)> = w.iter().map(|(w, hi)| (w.targets.clone(), w.lo, *hi)).collect();
+        assert_eq!(got, vec![(0..2, 0, 20), (2..4, 20, 40), (4..5, 40, 50)]);
+        assert_eq!(windows(&spans, 50).unwrap().len(), 1);
+        assert!(windows(&spans, 9).is_none(), "a target larger than the buffer");
+        let shuffled = vec![10..20, 0..10];
+        assert_eq!(windows(&shuffled, 100).unwrap().len(), 2, "out of order: a window per run in order");
     }
 
     fn never() -> CudaProbe {

@@ -34,6 +34,59 @@ fn handoff(key: usize, release: bool) {
 /// A piece of queued stream work; an `Err` is the stream's (sticky) error.
 pub(super) type Op = Box<dyn FnOnce() -> std::result::Result<(), String> + Send>;
 
+/// One piece of emulated stream work as it ran: which stream, what it was, the label the
+/// stream carried when it was queued ([`super::Stream::set_label`]) and when it started and
+/// ended on the stream's worker.
+#[derive(Clone, Debug)]
+pub struct ScheduleEntry {
+    /// The stream's name ([`super::Device::new_stream_named`]).
+    pub stream: String,
+    /// `copy`, `launch`, `record`, `wait` or `work`.
+    pub kind: &'static str,
+    /// The stream's label when the work was queued ("" when none was set).
+    pub label: String,
+    /// When the worker started it.
+    pub start: std::time::Instant,
+    /// When it returned.
+    pub end: std::time::Instant,
+}
+
+impl ScheduleEntry {
+    /// Whether this entry's run and `other`'s overlapped in time.
+    #[must_use]
+    pub fn overlaps(&self, other: &ScheduleEntry) -> bool {
+        self.start < other.end && other.start < self.end
+    }
+}
+
+/// The schedule log of one emulated device: every piece of stream work, timed, while enabled.
+#[derive(Debug, Default)]
+pub(crate) struct ScheduleLog {
+    enabled: std::sync::atomic::AtomicBool,
+    entries: std::sync::Mutex<Vec<ScheduleEntry>>,
+}
+
+impl ScheduleLog {
+    pub(super) fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn enabled(&self) -> bool {
+        self.enabled.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The entries so far (and clears them).
+    pub(super) fn take(&self) -> Vec<ScheduleEntry> {
+        self.entries.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default()
+    }
+
+    fn push(&self, entry: ScheduleEntry) {
+        if let Ok(mut e) = self.entries.lock() {
+            e.push(entry);
+        }
+    }
+}
+
 /// An emulated stream: a worker thread that runs its queue in order.
 ///
 /// With a non-zero seed the worker pauses a seeded random 0–255 µs before each piece of work,
@@ -47,6 +100,10 @@ pub(crate) struct EmuStream {
     error: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     /// The process that started the worker (a child forked later has no worker thread).
     pid: u32,
+    /// The stream's name and its current label, for the schedule log.
+    name: String,
+    label: std::sync::Mutex<String>,
+    log: std::sync::Arc<ScheduleLog>,
 }
 
 /// An emulated event: set by the worker when it reaches it, with the time and the stream's
@@ -90,7 +147,7 @@ impl Signal {
 }
 
 impl EmuStream {
-    pub(super) fn new(seed: u64) -> std::sync::Arc<Self> {
+    pub(super) fn new(seed: u64, name: String, log: std::sync::Arc<ScheduleLog>) -> std::sync::Arc<Self> {
         let (tx, rx) = std::sync::mpsc::channel::<Op>();
         let error = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
         let err = error.clone();
@@ -122,10 +179,40 @@ impl EmuStream {
             worker: std::sync::Mutex::new(worker),
             error,
             pid: std::process::id(),
+            name,
+            label: std::sync::Mutex::new(String::new()),
+            log,
         })
     }
 
+    /// Sets the label the work queued from now on carries in the schedule log.
+    pub(super) fn set_label(&self, label: &str) {
+        if self.log.enabled()
+            && let Ok(mut l) = self.label.lock()
+        {
+            label.clone_into(&mut l);
+        }
+    }
+
+    #[cfg(test)]
     pub(super) fn enqueue(&self, op: Op) -> Result<()> {
+        self.enqueue_as("work", op)
+    }
+
+    /// Queues `op`; while the device's schedule log is enabled, its run is logged as `kind`.
+    pub(super) fn enqueue_as(&self, kind: &'static str, op: Op) -> Result<()> {
+        let op: Op = if self.log.enabled() {
+            let (log, stream) = (self.log.clone(), self.name.clone());
+            let label = self.label.lock().map(|l| l.clone()).unwrap_or_default();
+            Box::new(move || {
+                let start = std::time::Instant::now();
+                let r = op();
+                log.push(ScheduleEntry { stream, kind, label, start, end: std::time::Instant::now() });
+                r
+            })
+        } else {
+            op
+        };
         let tx = self.tx.lock().map_err(|_| Error::Emulator("stream queue poisoned".into()))?;
         match tx.as_ref() {
             Some(tx) => {
@@ -142,7 +229,7 @@ impl EmuStream {
     /// Both ranges stay valid, and untouched by anyone else, until the copy ran.
     pub(super) unsafe fn enqueue_copy(&self, from: u64, to: u64, len: usize) -> Result<()> {
         // SAFETY: the caller's contract.
-        self.enqueue(Box::new(move || unsafe {
+        self.enqueue_as("copy", Box::new(move || unsafe {
             std::ptr::copy_nonoverlapping(from as usize as *const u8, to as usize as *mut u8, len);
             Ok(())
         }))
@@ -151,7 +238,7 @@ impl EmuStream {
     pub(super) fn record(&self) -> Result<std::sync::Arc<Signal>> {
         let signal = std::sync::Arc::new(Signal::default());
         let (s, err) = (signal.clone(), self.error.clone());
-        self.enqueue(Box::new(move || {
+        self.enqueue_as("record", Box::new(move || {
             s.set(err.lock().ok().and_then(|e| e.clone()));
             Ok(())
         }))?;
@@ -159,7 +246,7 @@ impl EmuStream {
     }
 
     pub(super) fn wait(&self, signal: std::sync::Arc<Signal>) -> Result<()> {
-        self.enqueue(Box::new(move || signal.wait_done().map(|_| ()).map_err(|e| e.to_string())))
+        self.enqueue_as("wait", Box::new(move || signal.wait_done().map(|_| ()).map_err(|e| e.to_string())))
     }
 
     pub(super) fn synchronize(&self) -> Result<()> {

@@ -9,6 +9,9 @@ pub mod cuda;
 #[cfg(feature = "emulate")]
 mod emu;
 
+#[cfg(feature = "emulate")]
+pub use emu::ScheduleEntry;
+
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, Result};
@@ -47,7 +50,11 @@ struct Inner {
 #[derive(Debug)]
 enum Backend {
     #[cfg(feature = "emulate")]
-    Emulated { seed: u64, streams: std::sync::Mutex<Vec<std::sync::Weak<emu::EmuStream>>> },
+    Emulated {
+        seed: u64,
+        streams: std::sync::Mutex<Vec<std::sync::Weak<emu::EmuStream>>>,
+        log: std::sync::Arc<emu::ScheduleLog>,
+    },
     #[cfg(feature = "cuda")]
     Cuda(cuda::CudaBackend),
     /// Built with neither backend: no `Device` can be constructed.
@@ -236,6 +243,21 @@ impl Stream {
         Ok(())
     }
 
+    /// Labels the work queued on this stream from now on, for the emulator's schedule log
+    /// ([`Device::schedule_log`]); a no-op on CUDA and while the log is off.
+    pub fn set_label(&self, label: &str) {
+        match &self.imp {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            StreamImpl::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            StreamImpl::Emu(s) => s.set_label(label),
+            #[cfg(feature = "cuda")]
+            StreamImpl::Cuda(_) => {
+                let _ = label;
+            }
+        }
+    }
+
     /// Identifies the queue (clones share it) for per-buffer use tracking.
     fn key(&self) -> usize {
         match &self.imp {
@@ -355,11 +377,12 @@ impl Device {
     #[cfg(feature = "emulate")]
     #[must_use]
     pub fn emulated(seed: u64) -> Self {
-        let default = emu::EmuStream::new(seed);
+        let log = std::sync::Arc::new(emu::ScheduleLog::default());
+        let default = emu::EmuStream::new(seed, "default".into(), log.clone());
         let streams = std::sync::Mutex::new(vec![std::sync::Arc::downgrade(&default)]);
         Self {
             inner: std::sync::Arc::new(Inner {
-                backend: Backend::Emulated { seed, streams },
+                backend: Backend::Emulated { seed, streams, log },
                 default: Stream { imp: StreamImpl::Emu(default) },
             }),
         }
@@ -461,20 +484,62 @@ impl Device {
 
     /// A new non-blocking stream.
     pub fn new_stream(&self) -> Result<Stream> {
+        self.new_stream_named("")
+    }
+
+    /// A new non-blocking stream, named `name` in the emulator's schedule log
+    /// ([`Device::schedule_log`]; "stream N" when empty).
+    pub fn new_stream_named(&self, name: &str) -> Result<Stream> {
         match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
-            Backend::Emulated { seed, streams } => {
+            Backend::Emulated { seed, streams, log } => {
                 // Each stream gets its own delay sequence, derived from the device's seed.
                 let mut list = streams.lock().map_err(|_| Error::Emulator("stream list poisoned".into()))?;
                 list.retain(|w| w.strong_count() > 0);
-                let s = emu::EmuStream::new(if *seed == 0 { 0 } else { seed ^ ((list.len() as u64 + 1) * 0x9e37) });
+                let name = if name.is_empty() { format!("stream {}", list.len()) } else { name.to_owned() };
+                let s = emu::EmuStream::new(
+                    if *seed == 0 { 0 } else { seed ^ ((list.len() as u64 + 1) * 0x9e37) },
+                    name,
+                    log.clone(),
+                );
                 list.push(std::sync::Arc::downgrade(&s));
                 Ok(Stream { imp: StreamImpl::Emu(s) })
             }
             #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => Ok(Stream { imp: StreamImpl::Cuda(c.new_stream()?) }),
+            Backend::Cuda(c) => {
+                let _ = name;
+                Ok(Stream { imp: StreamImpl::Cuda(c.new_stream()?) })
+            }
+        }
+    }
+
+    /// Turns the emulator's schedule log on or off: while on, every piece of work on this
+    /// device's streams (copies, launches, event records and waits) is logged with its stream,
+    /// label and start and end times. A no-op on CUDA (use Nsight Systems there).
+    pub fn set_schedule_log(&self, on: bool) {
+        match &self.inner.backend {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            Backend::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            Backend::Emulated { log, .. } => log.set_enabled(on),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => {
+                let _ = on;
+            }
+        }
+    }
+
+    /// The schedule log's entries since the last call, in the order the work finished (see
+    /// [`Device::set_schedule_log`]).
+    #[cfg(feature = "emulate")]
+    #[must_use]
+    pub fn schedule_log(&self) -> Vec<ScheduleEntry> {
+        match &self.inner.backend {
+            Backend::Emulated { log, .. } => log.take(),
+            #[allow(unreachable_patterns)]
+            _ => Vec::new(),
         }
     }
 
@@ -634,7 +699,10 @@ impl Device {
                 let seed = *seed;
                 // SAFETY: forwarded contract of this function: the buffers outlive the launch
                 // (their drop waits for the event recorded below).
-                s.enqueue(Box::new(move || unsafe { emu::launch(&args, grid, seed) }.map_err(|e| e.to_string())))
+                s.enqueue_as(
+                    "launch",
+                    Box::new(move || unsafe { emu::launch(&args, grid, seed) }.map_err(|e| e.to_string())),
+                )
             }
             #[cfg(feature = "cuda")]
             // SAFETY: forwarded contract of this function.
@@ -797,17 +865,6 @@ impl PinnedBuffer {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
-    }
-
-    /// The bytes, for the host to read.
-    ///
-    /// # Safety
-    /// No device copy into this buffer may be in flight (an event recorded after the last one
-    /// must be complete).
-    pub(crate) unsafe fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` is a live allocation of `len` bytes (zeroed at allocation, so
-        // initialised); no concurrent device write per the contract.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
     /// `len` bytes at `offset`, for the host to read.

@@ -96,6 +96,10 @@ pub struct Config {
     /// Batches read at the same time (one worker thread each): while one batch decodes, the
     /// next is planned and read. Default 2.
     pub n_workers: usize,
+    /// Device lanes: batches the device executor decodes side by side, each with its own
+    /// streams, pinned staging and device scratch (an equal share of `device_buffer_bytes` and
+    /// `host_buffer_bytes`). Default `None`: one per worker.
+    pub lanes: Option<usize>,
     /// Samples pulled from the pushed iterator ahead of the reads. Default `None`:
     /// `(n_workers + 1) × batch_size`. At least `batch_size`.
     pub lookahead: Option<usize>,
@@ -138,6 +142,7 @@ impl Default for Config {
             n_compute_threads: reader.n_compute_threads,
             reads_in_flight: reader.reads_in_flight,
             n_workers: 2,
+            lanes: None,
             lookahead: None,
             depth: 2,
             validate_checksums: true,
@@ -266,6 +271,9 @@ impl Config {
                     .into(),
             );
         }
+        if self.lanes == Some(0) {
+            return invalid("Config.lanes is 0: use at least 1 (or leave it unset: one per worker)".into());
+        }
         let derived_lookahead = (self.n_workers + 1) * self.batch_size;
         let lookahead = self.lookahead.unwrap_or(derived_lookahead);
         if lookahead < self.batch_size {
@@ -332,7 +340,14 @@ impl Config {
         Some(vec![one; n])
     }
 
-    /// The reader's resources: threads, caches, the executor and its device budgets.
+    /// Set the device lanes (default: one per worker).
+    #[must_use]
+    pub fn with_lanes(mut self, lanes: usize) -> Self {
+        self.lanes = Some(lanes);
+        self
+    }
+
+    /// The reader's resources: threads, caches, the executor and its device budgets and lanes.
     #[must_use]
     pub fn reader_config(&self) -> ReaderConfig {
         let floor = (self.n_workers as u64 + 1) * self.batch_size as u64 * SHARDS_PER_SAMPLE * INDEX_BYTES;
@@ -342,6 +357,7 @@ impl Config {
             .with_reads_in_flight(self.reads_in_flight)
             .with_executor(self.executor)
             .with_buffer_bytes(self.device_buffer_bytes, self.host_buffer_bytes)
+            .with_lanes(self.lanes.unwrap_or(self.n_workers))
             .with_shard_index_cache_bytes(self.shard_index_cache_bytes.unwrap_or(256 << 20).max(floor));
         c.device = self.device;
         c
