@@ -40,17 +40,32 @@ done
 
 echo "== NVRTC for the shipped kernel images (make nvrtc)"
 make -s nvrtc
-# The line src/images.rs's shipped_note() gives; every kernel file for each of the 3 targets
-# (sm_80 sm_90 compute_90: SHIPPED_TARGETS in crates/damacy-kernels/src/source.rs).
-n_images=$(( $(ls kernels/*.cu | wc -l) * 3 ))
-images_re="damacy shipped kernel images: NVRTC [0-9]+\\.[0-9]+, $n_images images \\(sm_80 sm_90 compute_90\\)"
+# Every kernel file for each shipped target (sm_80 sm_90 compute_90: SHIPPED_TARGETS in
+# crates/damacy-kernels/src/source.rs): the embedded cubins (ELF CUDA objects, counted by the
+# architecture in their e_flags) and the PTX entry points are counted in the binary itself.
+n_kernels=$(ls kernels/*.cu | wc -l)
 carries_images() { # file label
-  if ! LC_ALL=C grep -a -q -E "$images_re" "$1"; then
-    echo "bundle.sh: $2 ($1) does not carry the $n_images shipped kernel images: $(LC_ALL=C grep -a -o -E 'damacy (shipped kernel images|ships no kernel images)[[:print:]]{0,160}' "$1" | head -n 1)" >&2
-    echo "bundle.sh: its kernels would be compiled by NVRTC on the GPU machine; see the cargo warning of damacy-kernels' build" >&2
+  if ! python3 - "$1" "$n_kernels" <<'EOF'
+import re, struct, sys
+data, n = open(sys.argv[1], "rb").read(), int(sys.argv[2])
+cubins = {}
+for m in re.finditer(rb"\x7fELF\x02\x01\x01", data):
+    at = m.start()
+    if data[at + 18:at + 20] != b"\xbe\x00":  # e_machine EM_CUDA
+        continue
+    flags = struct.unpack_from("<I", data, at + 0x30)[0]
+    sm = (flags >> 8) & 0xFF if data[at + 8] >= 8 else flags & 0xFF
+    cubins[sm] = cubins.get(sm, 0) + 1
+ptx = set(re.findall(rb"\.visible \.entry (dmc_\w+)\(", data))
+note = re.search(rb"damacy (shipped kernel images: NVRTC [0-9.]+, [0-9]+ images \([a-z0-9_ ]+\)|ships no kernel images in this build: [ -~]{0,120})", data)
+print(f"sm_80 cubins {cubins.get(80, 0)}, sm_90 cubins {cubins.get(90, 0)}, compute_90 PTX entries {len(ptx)} of {n} kernels"
+      + (f" ({note.group().decode()})" if note else ""))
+sys.exit(0 if (cubins.get(80, 0), cubins.get(90, 0), len(ptx)) == (n, n, n) else 1)
+EOF
+  then
+    echo "bundle.sh: $2 ($1) does not carry the shipped kernel images: its kernels would be compiled by NVRTC on the GPU machine (see the cargo warning of damacy-kernels' build)" >&2
     exit 1
   fi
-  echo "   $2: $(LC_ALL=C grep -a -o -E "$images_re" "$1" | head -n 1)"
 }
 
 echo "== release builds (feature cuda) into $target"
