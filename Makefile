@@ -14,7 +14,10 @@ VPY313 := $(VENV313)/bin/python
 WHEEL_DIR := target/wheels
 PYTEST_WORKERS ?= 2
 CARGO ?= cargo
-# NVRTC from PyPI, for the kernel compile checks (no CUDA toolkit needed).
+# NVRTC from PyPI (no CUDA toolkit needed): damacy-kernels' build compiles the kernel images it
+# ships (cubins for sm_80/sm_90, PTX for later GPUs) with it, and the compile checks use it.
+# Every target that builds the crates depends on `nvrtc`, so the images are in every build;
+# without it a build still succeeds (with a cargo warning) and compiles the kernels at run time.
 NVRTC_VERSION := 13.0.88
 NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
@@ -51,7 +54,7 @@ venv313: $(VENV313)/.stamp
 # One abi3 wheel, installed into both virtual environments.
 # The test wheel also holds the kernel emulator (executor="emulated"), so the Python tests run the
 # device route too; `pip install ./crates/damacy-py` builds without it.
-py-wheel: venv venv313
+py-wheel: venv venv313 nvrtc
 	rm -f $(WHEEL_DIR)/damacy-*.whl
 	$(VENV)/bin/maturin build --quiet -m crates/damacy-py/Cargo.toml --features emulate --out $(WHEEL_DIR) -i $(VPY)
 	$(VPY) -m pip install --quiet --force-reinstall --no-deps $(WHEEL_DIR)/damacy-*.whl
@@ -84,10 +87,10 @@ nvrtc: $(NVRTC_DIR)/.stamp
 # streams random crops through a Pipeline on the GPU when one is usable, else the CPU.
 # DEMO_ARGS=--full uses the 512^3 dataset; DEMO_ARGS="--executor emulated" the kernel emulator.
 DEMO_ARGS ?=
-demo:
+demo: nvrtc
 	$(CARGO) run --release -q -p damacy-cli --features emulate -- demo $(DEMO_ARGS)
 
-lint:
+lint: nvrtc
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace --all-features
@@ -124,14 +127,14 @@ kernel-ubsan: nvrtc
 # The emulated kernels once more, built under ThreadSanitizer with one TSan fiber per CUDA
 # thread: a data race between CUDA threads (a missing __syncthreads or __syncwarp, a lost
 # update, two blocks writing the same bytes) fails the run. gcc's libtsan comes with g++.
-kernel-tsan:
+kernel-tsan: nvrtc
 	bash crates/damacy-kernels/scripts/tsan.sh
 
 # The emulated kernels built for the cost model (DAMACY_EMU_COST=1): probe kernels with known
 # access patterns must give exact sectors and bank wavefronts, and every kernel must stay within
 # its budget (crates/damacy-kernels/cost_budgets.toml: sectors per request, warp-requests per
 # byte, bank wavefronts) on the fixture workloads. Model numbers, not GPU time.
-kernel-cost:
+kernel-cost: nvrtc
 	bash crates/damacy-kernels/scripts/cost.sh
 
 test: venv lint rust-test kernel-asan kernel-tsan kernel-cost fixtures-check py-test
@@ -145,7 +148,7 @@ bench: venv nvrtc bench-python
 
 # zarr-python through damacy's pipeline vs its default vs zarrs-python, and damacy.Pipeline vs
 # thread-pool loops over tensorstore and zarr-python + zarrs-python (a release wheel).
-bench-python: venv
+bench-python: venv nvrtc
 	$(VPY) -m pip install --quiet -r benches/requirements.txt
 	rm -f $(WHEEL_DIR)/release/damacy-*.whl
 	$(VENV)/bin/maturin build --quiet --release -m crates/damacy-py/Cargo.toml --out $(WHEEL_DIR)/release -i $(VPY)

@@ -10,6 +10,11 @@
 #                         its pure or cp312 dependencies, for benches/gpu/python_gpu.py
 #   BUILD_INFO.json       commit, date, toolchain, the build's repo root, sizes
 #
+# Every binary and the wheel carry the kernel images compiled at build time (cubins for sm_80
+# and sm_90, compute_90 PTX; crates/damacy-kernels/src/images.rs), so no kernel is compiled on
+# the GPU machine: NVRTC is installed here first (make nvrtc) and the build fails loudly when an
+# artifact lacks them.
+#
 # Binaries are release builds (feature cuda), stripped and xz-compressed; the bundle must stay
 # under 60 MiB so that it and the working tree travel together (64 MiB). Then, on the GPU
 # machine, from the repo root with .gpu-bundle carried: bash benches/gpu/run.sh
@@ -33,6 +38,36 @@ for tool in cargo strip xz python3; do
   command -v "$tool" >/dev/null || { echo "bundle.sh: $tool not found" >&2; exit 1; }
 done
 
+echo "== NVRTC for the shipped kernel images (make nvrtc)"
+make -s nvrtc
+# Every kernel file for each shipped target (sm_80 sm_90 compute_90: SHIPPED_TARGETS in
+# crates/damacy-kernels/src/source.rs): the embedded cubins (ELF CUDA objects, counted by the
+# architecture in their e_flags) and the PTX entry points are counted in the binary itself.
+n_kernels=$(ls kernels/*.cu | wc -l)
+carries_images() { # file label
+  if ! python3 - "$1" "$n_kernels" <<'EOF'
+import re, struct, sys
+data, n = open(sys.argv[1], "rb").read(), int(sys.argv[2])
+cubins = {}
+for m in re.finditer(rb"\x7fELF\x02\x01\x01", data):
+    at = m.start()
+    if data[at + 18:at + 20] != b"\xbe\x00":  # e_machine EM_CUDA
+        continue
+    flags = struct.unpack_from("<I", data, at + 0x30)[0]
+    sm = (flags >> 8) & 0xFF if data[at + 8] >= 8 else flags & 0xFF
+    cubins[sm] = cubins.get(sm, 0) + 1
+ptx = set(re.findall(rb"\.visible \.entry (dmc_\w+)\(", data))
+note = re.search(rb"damacy (shipped kernel images: NVRTC [0-9.]+, [0-9]+ images \([a-z0-9_ ]+\)|ships no kernel images in this build: [ -~]{0,120})", data)
+print(f"sm_80 cubins {cubins.get(80, 0)}, sm_90 cubins {cubins.get(90, 0)}, compute_90 PTX entries {len(ptx)} of {n} kernels"
+      + (f" ({note.group().decode()})" if note else ""))
+sys.exit(0 if (cubins.get(80, 0), cubins.get(90, 0), len(ptx)) == (n, n, n) else 1)
+EOF
+  then
+    echo "bundle.sh: $2 ($1) does not carry the shipped kernel images: its kernels would be compiled by NVRTC on the GPU machine (see the cargo warning of damacy-kernels' build)" >&2
+    exit 1
+  fi
+}
+
 echo "== release builds (feature cuda) into $target"
 cargo build --release -p damacy-kernels --example kernel_bench
 cargo build --release -p damacy-cli
@@ -55,6 +90,11 @@ if [ -z "$gpu_tests" ] || [ ! -x "$gpu_tests" ]; then
   echo "bundle.sh: cargo did not report the gpu test executable" >&2
   exit 1
 fi
+
+echo "== shipped kernel images"
+carries_images "$target/release/examples/kernel_bench" kernel_bench
+carries_images "$gpu_tests" gpu-tests
+carries_images "$target/release/damacy" damacy
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/wheels"
@@ -80,6 +120,16 @@ mkdir -p "$bundle/pywheels"
 maturin="${MATURIN:-$root/.venv/bin/maturin}"
 [ -x "$maturin" ] || maturin="$(command -v maturin)" || { echo "bundle.sh: maturin not found (make venv)" >&2; exit 1; }
 "$maturin" build --quiet --release --strip -m crates/damacy-py/Cargo.toml --out "$bundle/pywheels"
+wheel_so="$(mktemp)"
+python3 - "$bundle/pywheels" "$wheel_so" <<'EOF'
+import pathlib, sys, zipfile
+wheel = sorted(pathlib.Path(sys.argv[1]).glob("damacy-*.whl"))[-1]
+with zipfile.ZipFile(wheel) as z:
+    so = [n for n in z.namelist() if n.endswith(".so")]
+    pathlib.Path(sys.argv[2]).write_bytes(z.read(so[0]))
+EOF
+carries_images "$wheel_so" "the damacy wheel's extension"
+rm -f "$wheel_so"
 zarr_pin="$(grep -E '^zarr==' requirements-dev.txt | head -n 1)"
 # numpy comes with the GPU machine's cupy and torch; everything else zarr needs travels.
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -117,7 +117,8 @@ impl Reader {
         };
         let (device, executor_note) = match DeviceExecutor::select(&config)? {
             Selected::Device(d) => {
-                let note = format!("device kernels on {}", d.describe());
+                // The decoder and assembler loaded their kernels in `select`: say from where.
+                let note = format!("device kernels on {}; {}", d.describe(), d.device().kernel_images());
                 (Some(d), note)
             }
             Selected::Cpu(reason) => (None, format!("cpu ({reason})")),
@@ -143,7 +144,9 @@ impl Reader {
         &self.inner.config
     }
 
-    /// Which executor decodes, and why: `device kernels on …` or `cpu (reason)`. Arrays whose
+    /// Which executor decodes, and why: `device kernels on …; kernels: 8 from shipped images
+    /// (sm_90), …` (where the kernel images came from, see
+    /// [`damacy_kernels::Device::kernel_images`]) or `cpu (reason)`. Arrays whose
     /// chain has a codec without a device kernel decode on the CPU either way (see
     /// [`ArrayMeta::route`]).
     #[must_use]

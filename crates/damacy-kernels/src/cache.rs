@@ -1,5 +1,6 @@
 //! The compiled-kernel cache: NVRTC output kept in memory for the life of the process and,
-//! optionally, on disk between processes.
+//! optionally, on disk between processes. Devices whose architecture the shipped images serve
+//! ([`crate::images`]) do not use it; it holds what NVRTC compiles at run time for the others.
 //!
 //! An image is keyed by the kernel, the 64-bit hash of its self-contained source
 //! ([`Kernel::source`]), the target architecture `sm_XY` and the NVRTC version; a change to any
@@ -40,8 +41,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use crate::cubin::{EM_CUDA, check_cubin};
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, source_hash};
+use crate::images::ImageOrigin;
+use crate::kernel::Kernel;
 use crate::nvrtc;
 
 /// Environment variable naming the disk cache folder (highest priority).
@@ -84,9 +87,9 @@ fn dir_from(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 }
 
 /// Compiles `kernel` for `sm_{major}{minor}` through the process-wide cache
-/// ([`KernelCache::global`]).
-pub(crate) fn compiled_image(kernel: Kernel, arch: (i32, i32)) -> Result<Arc<Vec<u8>>> {
-    KernelCache::global().image(kernel, arch)
+/// ([`KernelCache::global`]), saying which layer answered.
+pub(crate) fn compiled_image(kernel: Kernel, arch: (i32, i32)) -> Result<(Arc<Vec<u8>>, ImageOrigin)> {
+    KernelCache::global().image_with_origin(kernel, arch)
 }
 
 /// How often each layer of a [`KernelCache`] answered, since the instance was made.
@@ -235,6 +238,15 @@ impl KernelCache {
     /// architecture number. Disk problems are never errors. A failed compile is not cached: the
     /// next request tries again.
     pub fn image(&self, kernel: Kernel, arch: (i32, i32)) -> Result<Arc<Vec<u8>>> {
+        self.image_with_origin(kernel, arch).map(|(image, _)| image)
+    }
+
+    /// [`KernelCache::image`], and which layer answered: [`ImageOrigin::MemoryCache`],
+    /// [`ImageOrigin::DiskCache`] or [`ImageOrigin::Compiled`].
+    ///
+    /// # Errors
+    /// As [`KernelCache::image`].
+    pub fn image_with_origin(&self, kernel: Kernel, arch: (i32, i32)) -> Result<(Arc<Vec<u8>>, ImageOrigin)> {
         let key = key(kernel, arch)?;
         let slot = {
             // A panic while this map lock is held cannot leave it inconsistent (one insert).
@@ -246,12 +258,12 @@ impl KernelCache {
         let mut entry = slot.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(image) = entry.as_ref() {
             bump(&self.counters.memory_hits);
-            return Ok(Arc::clone(image));
+            return Ok((Arc::clone(image), ImageOrigin::MemoryCache));
         }
         let path = self.dir.as_ref().map(|d| d.join(key.file_name()));
-        let image = if let Some(bytes) = path.as_deref().and_then(|p| self.read_valid(p, kernel)) {
+        let (image, origin) = if let Some(bytes) = path.as_deref().and_then(|p| self.read_valid(p, kernel)) {
             bump(&self.counters.disk_hits);
-            bytes
+            (bytes, ImageOrigin::DiskCache)
         } else {
             let out = nvrtc::compile(kernel, &arch_name(arch), &[])?;
             bump(&self.counters.compiles);
@@ -264,11 +276,11 @@ impl KernelCache {
                     Err(_) => bump(&self.counters.write_failures),
                 }
             }
-            out.image
+            (out.image, ImageOrigin::Compiled)
         };
         let image = Arc::new(image);
         *entry = Some(Arc::clone(&image));
-        Ok(image)
+        Ok((image, origin))
     }
 
     /// The file at `path` when it is a valid CUBIN of `kernel`; `None` when nothing can be seen
@@ -296,7 +308,7 @@ fn key(kernel: Kernel, arch: (i32, i32)) -> Result<Key> {
         )));
     }
     let nvrtc = nvrtc::version()?;
-    Ok(Key { kernel, source_hash: source_hash(&kernel.source()), arch, nvrtc })
+    Ok(Key { kernel, source_hash: kernel.source_hash(), arch, nvrtc })
 }
 
 /// Writes `bytes` to a temporary file next to `path` (unique by process id, a process-wide
@@ -322,172 +334,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
-/// ELF `e_machine` of NVIDIA CUDA objects.
-pub const EM_CUDA: u16 = 190;
-
-const ELF64_EHDR: usize = 64;
-const ELF64_PHDR: usize = 56;
-const ELF64_SHDR: usize = 64;
-const SHT_NOBITS: u32 = 8;
-
-fn le_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn le_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn le_u64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
-/// Whether `[offset, offset + count * entry)` lies inside a file of `len` bytes.
-fn table_inside(offset: u64, count: u64, entry: u64, len: usize) -> bool {
-    count.checked_mul(entry).and_then(|n| n.checked_add(offset)).is_some_and(|end| end <= len as u64)
-}
-
-/// Checks that `image` looks like a complete CUBIN of `kernel`: an ELF64 little-endian object
-/// with `e_machine` `EM_CUDA` (190); its program and section header tables and the contents of
-/// every section lie inside the image; and the kernel's entry point name appears as a
-/// NUL-terminated symbol or section name. This catches truncated, overwritten and misplaced
-/// files; it does not prove the code is loadable (the driver decides that).
-///
-/// # Errors
-/// What is wrong, in words.
-pub fn check_cubin(image: &[u8], kernel: Kernel) -> std::result::Result<(), &'static str> {
-    if image.len() < ELF64_EHDR {
-        return Err("shorter than an ELF64 header");
-    }
-    if image[..4] != *b"\x7fELF" {
-        return Err("no ELF magic");
-    }
-    if image[4] != 2 {
-        return Err("not a 64-bit ELF object");
-    }
-    if image[5] != 1 {
-        return Err("not a little-endian ELF object");
-    }
-    let field16 = |at| le_u16(image, at).ok_or("ELF header cut short");
-    let field64 = |at| le_u64(image, at).ok_or("ELF header cut short");
-    if field16(18)? != EM_CUDA {
-        return Err("ELF machine is not EM_CUDA (190)");
-    }
-    let (phoff, phentsize, phnum) = (field64(0x20)?, field16(0x36)?, field16(0x38)?);
-    let (shoff, shentsize, shnum, shstrndx) = (field64(0x28)?, field16(0x3a)?, field16(0x3c)?, field16(0x3e)?);
-    if phnum > 0
-        && (usize::from(phentsize) != ELF64_PHDR || !table_inside(phoff, phnum.into(), ELF64_PHDR as u64, image.len()))
-    {
-        return Err("program header table outside the file");
-    }
-    if shnum == 0 || usize::from(shentsize) != ELF64_SHDR || shstrndx >= shnum {
-        return Err("no usable section header table");
-    }
-    if !table_inside(shoff, shnum.into(), ELF64_SHDR as u64, image.len()) {
-        return Err("section header table outside the file");
-    }
-    for i in 0..u64::from(shnum) {
-        // In range: the whole table was checked to lie inside the image.
-        let at = usize::try_from(shoff + i * ELF64_SHDR as u64).map_err(|_| "section header table outside the file")?;
-        let kind = le_u32(image, at + 4).ok_or("section header cut short")?;
-        let (offset, size) = (
-            le_u64(image, at + 0x18).ok_or("section header cut short")?,
-            le_u64(image, at + 0x20).ok_or("section header cut short")?,
-        );
-        if kind != SHT_NOBITS && !table_inside(offset, size, 1, image.len()) {
-            return Err("a section's contents lie outside the file");
-        }
-    }
-    let mut name = kernel.name().as_bytes().to_vec();
-    name.push(0);
-    let named = image.windows(name.len() + 1).any(|w| (w[0] == 0 || w[0] == b'.') && w[1..] == *name.as_slice());
-    if !named {
-        return Err("the kernel's entry point name is missing");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A minimal ELF64 CUDA object: header, a NULL section, a string table section holding
-    /// `.text.dmc_memcpy\0`, then the section header table.
-    fn fake_cubin() -> Vec<u8> {
-        let strtab = b"\0.shstrtab\0.text.dmc_memcpy\0";
-        let mut b = vec![0u8; ELF64_EHDR];
-        b[..4].copy_from_slice(b"\x7fELF");
-        b[4] = 2;
-        b[5] = 1;
-        b[6] = 1;
-        b[18..20].copy_from_slice(&EM_CUDA.to_le_bytes());
-        let str_off = b.len() as u64;
-        b.extend_from_slice(strtab);
-        let shoff = b.len() as u64;
-        b[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
-        b[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
-        b[0x3c..0x3e].copy_from_slice(&2u16.to_le_bytes());
-        b[0x3e..0x40].copy_from_slice(&1u16.to_le_bytes());
-        b.extend_from_slice(&[0u8; 64]); // SHT_NULL
-        let mut sh = [0u8; 64];
-        sh[4..8].copy_from_slice(&3u32.to_le_bytes()); // SHT_STRTAB
-        sh[0x18..0x20].copy_from_slice(&str_off.to_le_bytes());
-        sh[0x20..0x28].copy_from_slice(&(strtab.len() as u64).to_le_bytes());
-        b.extend_from_slice(&sh);
-        b
-    }
-
-    #[test]
-    fn check_cubin_accepts_a_well_formed_object_and_names_each_defect() {
-        let good = fake_cubin();
-        assert_eq!(check_cubin(&good, Kernel::Memcpy), Ok(()));
-        assert_eq!(check_cubin(&good, Kernel::Lz4Decode), Err("the kernel's entry point name is missing"));
-        assert_eq!(check_cubin(&good[..good.len() - 1], Kernel::Memcpy), Err("section header table outside the file"));
-        assert_eq!(check_cubin(&good[..40], Kernel::Memcpy), Err("shorter than an ELF64 header"));
-        assert_eq!(check_cubin(&[], Kernel::Memcpy), Err("shorter than an ELF64 header"));
-
-        let mut bad = good.clone();
-        bad[0] = b'X';
-        assert_eq!(check_cubin(&bad, Kernel::Memcpy), Err("no ELF magic"));
-        let mut bad = good.clone();
-        bad[4] = 1;
-        assert_eq!(check_cubin(&bad, Kernel::Memcpy), Err("not a 64-bit ELF object"));
-        let mut bad = good.clone();
-        bad[5] = 2;
-        assert_eq!(check_cubin(&bad, Kernel::Memcpy), Err("not a little-endian ELF object"));
-        let mut bad = good.clone();
-        bad[18..20].copy_from_slice(&62u16.to_le_bytes()); // EM_X86_64
-        assert_eq!(check_cubin(&bad, Kernel::Memcpy), Err("ELF machine is not EM_CUDA (190)"));
-        let mut bad = good.clone();
-        bad[0x28..0x30].copy_from_slice(&u64::MAX.to_le_bytes()); // offset overflows
-        assert_eq!(check_cubin(&bad, Kernel::Memcpy), Err("section header table outside the file"));
-        let mut bad = good.clone();
-        bad[0x3c..0x3e].copy_from_slice(&0u16.to_le_bytes());
-        assert_eq!(check_cubin(&bad, Kernel::Memcpy), Err("no usable section header table"));
-        let mut bad = good.clone();
-        bad[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes()); // one program header at offset 0 of size 0
-        assert_eq!(check_cubin(&bad, Kernel::Memcpy), Err("program header table outside the file"));
-        // A section whose contents run past the end of the file.
-        let mut bad = good.clone();
-        let sh1 = bad.len() - 64;
-        bad[sh1 + 0x20..sh1 + 0x28].copy_from_slice(&4096u64.to_le_bytes());
-        assert_eq!(check_cubin(&bad, Kernel::Memcpy), Err("a section's contents lie outside the file"));
-        // ... which is fine for SHT_NOBITS (.bss-like) sections, which have no file contents.
-        bad[sh1 + 4..sh1 + 8].copy_from_slice(&SHT_NOBITS.to_le_bytes());
-        assert_eq!(check_cubin(&bad, Kernel::Memcpy), Ok(()));
-    }
-
-    #[test]
-    fn the_entry_name_must_be_a_whole_name() {
-        // `dmc_memcpyX` or `xdmc_memcpy` is not the entry point `dmc_memcpy`.
-        let mut image = fake_cubin();
-        let at = image.windows(11).position(|w| w == b"dmc_memcpy\0").unwrap();
-        image[at + 10] = b'X';
-        assert!(check_cubin(&image, Kernel::Memcpy).is_err());
-        let mut image = fake_cubin();
-        image[at - 1] = b'x';
-        assert!(check_cubin(&image, Kernel::Memcpy).is_err());
-    }
 
     #[test]
     fn the_file_name_carries_every_part_of_the_key() {

@@ -87,7 +87,14 @@ impl Kernel {
     /// `#include`.
     #[must_use]
     pub fn source(self) -> String {
-        self.raw_source().replace("#include \"common.cuh\"", COMMON_CUH)
+        crate::source::self_contained(self.raw_source(), COMMON_CUH)
+    }
+
+    /// The 64-bit FNV-1a hash of [`Kernel::source`]: what a compiled image's source is
+    /// identified by (the kernel cache's file names, the shipped images' check).
+    #[must_use]
+    pub fn source_hash(self) -> u64 {
+        crate::source::source_hash(&self.source())
     }
 
     /// Threads per block the launcher uses for this kernel.
@@ -105,16 +112,4 @@ impl Kernel {
             Kernel::InflateDecode => c::DMC_INFLATE_WARPS_PER_BLOCK * c::DMC_WARP_SIZE,
         }
     }
-}
-
-/// 64-bit FNV-1a of a source text: the compile cache key's source part.
-#[must_use]
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub(crate) fn source_hash(src: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in src.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }

@@ -2,12 +2,14 @@
 //! byte and bit shuffle), zstd, raw `bytes`, crc32c and the assemble step, the host parse that
 //! turns blosc and zstd frames into a flat stream table, and one device interface with two
 //! backends — CUDA
-//! (cudarc, kernels compiled by NVRTC when the [`Decoder`] or [`Assembler`] that launches them
-//! is built, or all at once by [`Device::prepare_kernels`]) and a host emulator that runs the
-//! very same `.cu` files on the CPU.
+//! (cudarc; kernels loaded when the [`Decoder`] or [`Assembler`] that launches them is built, or
+//! all at once by [`Device::prepare_kernels`], from the cubins and PTX compiled when this crate
+//! was built — [`images`] — and compiled by NVRTC at run time only for other architectures) and
+//! a host emulator that runs the very same `.cu` files on the CPU.
 //!
 //! The kernel sources live in the workspace's top-level `kernels/` folder; they are embedded in
-//! this crate ([`Kernel::source`]) and compiled for the device's own architecture. The tables
+//! this crate ([`Kernel::source`]); the build compiles them for `sm_80`, `sm_90` and (PTX)
+//! `compute_90` when it finds NVRTC, and a device of another architecture compiles them for its own. The tables
 //! uploaded to the device are `#[repr(C)]` structs whose layout the build checks against the C
 //! definitions in `kernels/common.cuh`, and each kernel has one typed launcher used by both
 //! backends.
@@ -38,14 +40,17 @@ pub mod cache;
 pub mod consts;
 #[cfg(feature = "emulate")]
 pub mod cost;
+mod cubin;
 pub mod decode;
 pub mod device;
 pub mod dtype;
 mod error;
+pub mod images;
 mod kernel;
 mod launch;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
+mod source;
 mod wire;
 pub mod zstd;
 
@@ -60,5 +65,6 @@ pub use device::{Device, DeviceBuffer, DeviceKind};
 pub use device::ScheduleEntry;
 pub use dtype::{CastKind, Dtype, OutputDtype};
 pub use error::{Error, Result, StreamStatus};
+pub use images::{ImageOrigin, KernelImages};
 pub use kernel::Kernel;
 pub use zstd::{ZstdModes, ZstdParseError, ZstdPlan};

@@ -1,9 +1,14 @@
 //! NVRTC: locating the library, compiling a kernel for an architecture, and keeping the log.
 //!
+//! The kernels for `sm_80` and `sm_90` (and PTX for later architectures) are compiled when the crate
+//! is built and carried in the binary ([`crate::images`]); NVRTC runs in the process only for
+//! other architectures, or when the driver refuses a shipped image.
+//!
 //! cudarc opens `libnvrtc.so*` by name only. [`load`] first preloads it by absolute path from
 //! `DAMACY_NVRTC_DIR` (the `nvidia/cu13/lib` folder of the `nvidia-cuda-nvrtc` wheel, or the
 //! `nvidia/cuda_nvrtc/lib` folder of the CUDA 12 wheel) or from the workspace's `.nvrtc/` folder
-//! that `make test` fills, so no `LD_LIBRARY_PATH` is needed. Of the libraries found it loads the
+//! that `make nvrtc` fills (straight in it or in a versioned subfolder such as
+//! `.nvrtc/13.0.88/`), so no `LD_LIBRARY_PATH` is needed. Of the libraries found it loads the
 //! newest one whose cubins the installed driver can load ([`choose`]).
 
 use std::ffi::{CString, c_char, c_int};
@@ -25,16 +30,10 @@ pub struct Compiled {
 }
 
 fn candidate_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(d) = std::env::var_os("DAMACY_NVRTC_DIR") {
-        dirs.push(PathBuf::from(d));
-    }
-    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.nvrtc");
-    // The layouts of the nvidia-cuda-nvrtc wheels: CUDA 13 (`cu13/lib`) and CUDA 12
-    // (`cuda_nvrtc/lib`, the `-cu12` wheel).
-    dirs.push(ws.join("nvidia/cu13/lib"));
-    dirs.push(ws.join("nvidia/cuda_nvrtc/lib"));
-    dirs
+    crate::source::nvrtc_dirs(
+        std::env::var_os("DAMACY_NVRTC_DIR").map(PathBuf::from),
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.nvrtc"),
+    )
 }
 
 /// One NVRTC library on disk: its path and the CUDA major version of its soname
@@ -239,8 +238,10 @@ pub fn compile(kernel: Kernel, arch: &str, extra_options: &[&str]) -> Result<Com
         result::create_program(src.as_c_str(), Some(name.as_c_str()))
             .map_err(|e| Error::nvrtc("nvrtcCreateProgram", e))?,
     );
-    let mut opts: Vec<String> = vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()];
+    // The options of the shipped images (`crate::source`), then the caller's.
+    let mut opts = crate::source::nvrtc_options(arch);
     opts.extend(extra_options.iter().map(|s| (*s).to_string()));
+    crate::images::count_nvrtc_compile();
     // SAFETY: `prog` is a live program; the options contain no NUL bytes (built above).
     let compiled = unsafe { result::compile_program(prog.0, &opts) };
     // SAFETY: `prog` is live.

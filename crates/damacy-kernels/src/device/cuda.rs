@@ -9,6 +9,7 @@ use cudarc::driver::{
 };
 
 use crate::error::{Error, Result};
+use crate::images::{self, ImageLog, ImageOrigin};
 use crate::kernel::Kernel;
 use crate::launch::KernelArgs;
 
@@ -93,7 +94,25 @@ pub struct CudaBackend {
     /// `PyTorch` among them, share the primary context).
     streams: Mutex<Vec<Weak<CudaStream>>>,
     arch: (i32, i32),
+    /// The driver's `cuDriverGetVersion`.
+    driver: i32,
+    /// Whether the shipped images serve this device (see [`shipped_serve`]); when not, the
+    /// reason is the image log's fallback and every kernel comes from the kernel cache.
+    shipped: bool,
+    images: ImageLog,
     functions: Mutex<HashMap<Kernel, CudaFunction>>,
+}
+
+/// Whether the images shipped in this build serve every kernel on a device of `arch` under a
+/// driver reporting `driver`, or why not: a build without images, a driver older than the NVRTC
+/// that compiled them, an architecture none serves.
+pub(crate) fn shipped_serve(arch: (i32, i32), driver: i32) -> std::result::Result<(), String> {
+    let Some(built) = images::shipped_nvrtc() else {
+        return Err(images::shipped_note().to_owned());
+    };
+    crate::nvrtc::driver_accepts(driver, built)
+        .map_err(|e| format!("the shipped images cannot be loaded by this driver: {e}"))?;
+    Kernel::ALL.iter().try_for_each(|&k| images::select(k, arch).map(drop))
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -128,16 +147,9 @@ impl CudaBackend {
             return Err(Error::NoDevice(r));
         }
         let count = CudaContext::device_count().map_err(cuda_err("cuDeviceGetCount"))?;
-        // The kernels are compiled by NVRTC at run time: a driver older than NVRTC's CUDA major
-        // version cannot load them, which is better said now than at the first launch.
         let mut driver: std::ffi::c_int = 0;
         // SAFETY: the driver is initialised (device_count succeeded); `driver` is valid for writes.
         unsafe { sys::cuDriverGetVersion(&raw mut driver) }.result().map_err(cuda_err("cuDriverGetVersion"))?;
-        crate::nvrtc::driver_accepts(driver, crate::nvrtc::version()?).map_err(|e| {
-            let found = crate::nvrtc::loaded_libraries()
-                .map_or_else(|_| "none".to_owned(), crate::nvrtc::Loaded::describe_found);
-            Error::NoDevice(format!("{e} (NVRTC libraries found: {found})"))
-        })?;
         let current = current_context_device()?;
         let dev = binding(ordinal, current, count as usize)?;
         let mut cur: sys::CUcontext = std::ptr::null_mut();
@@ -154,8 +166,32 @@ impl CudaBackend {
         // cudarc cannot see; damacy tracks every buffer's uses itself (one event per stream
         // that used it, see `device::Uses`) and orders the free after them.
         unsafe { ctx.disable_event_tracking() };
+        // Kernels come from the shipped images when they serve this device: no NVRTC needed.
+        // Otherwise NVRTC compiles them at run time, and a driver older than NVRTC's CUDA major
+        // version cannot load what it builds, which is better said now than at the first launch.
+        let shipped = shipped_serve(arch, driver);
+        if let Err(why) = &shipped {
+            nvrtc_usable(driver).map_err(|e| match e {
+                Error::NoDevice(m) => Error::NoDevice(format!("{m}; the shipped kernel images do not serve it: {why}")),
+                e => e,
+            })?;
+        }
         let stream = ctx.new_stream().map_err(cuda_err("cuStreamCreate"))?;
-        Ok(Self { ctx, stream, streams: Mutex::new(Vec::new()), arch, functions: Mutex::new(HashMap::new()) })
+        Ok(Self {
+            ctx,
+            stream,
+            streams: Mutex::new(Vec::new()),
+            arch,
+            driver,
+            shipped: shipped.is_ok(),
+            images: ImageLog::with_fallback(shipped.err()),
+            functions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Where this device's kernels came from so far.
+    pub(crate) fn kernel_images(&self) -> images::KernelImages {
+        self.images.snapshot()
     }
 
     pub(crate) fn describe(&self) -> String {
@@ -228,19 +264,56 @@ impl CudaBackend {
         Ok((slice, ptr))
     }
 
+    /// The kernel's function, loaded on first use: from its shipped image when those serve this
+    /// device, else (or when the driver refuses the image) through the kernel cache, which
+    /// compiles it with NVRTC unless the disk layer has it.
     pub(crate) fn function(&self, kernel: Kernel) -> Result<CudaFunction> {
         let mut map = self.functions.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(f) = map.get(&kernel) {
             return Ok(f.clone());
         }
-        let image = crate::cache::compiled_image(kernel, self.arch)?;
-        let module = self
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_binary(image.as_ref().clone()))
-            .map_err(cuda_err("cuModuleLoadData"))?;
-        let f = module.load_function(kernel.name()).map_err(cuda_err("cuModuleGetFunction"))?;
+        let shipped = if self.shipped { self.load_shipped(kernel) } else { None };
+        let (f, origin) = if let Some(loaded) = shipped {
+            loaded
+        } else {
+            nvrtc_usable(self.driver)?;
+            let (image, origin) = crate::cache::compiled_image(kernel, self.arch)?;
+            (self.load(image.as_ref().clone(), kernel)?, origin)
+        };
+        self.images.record(kernel, origin);
         map.insert(kernel, f.clone());
         Ok(f)
+    }
+
+    /// The kernel loaded from its shipped image; `None` (with the reason in the image log) when
+    /// no image serves it or the driver refuses the one that does.
+    fn load_shipped(&self, kernel: Kernel) -> Option<(CudaFunction, ImageOrigin)> {
+        let image = images::select(kernel, self.arch).and_then(|i| images::check_shipped(i, kernel).map(|()| i));
+        let image = match image {
+            Ok(i) => i,
+            Err(why) => {
+                self.images.fall_back(why);
+                return None;
+            }
+        };
+        match self.load(image.image().to_vec(), kernel) {
+            Ok(f) => Some((f, ImageOrigin::Shipped(image.target()))),
+            Err(e) => {
+                self.images.fall_back(format!(
+                    "the driver refused the shipped {} image of {}: {e}",
+                    image.target(),
+                    image.file()
+                ));
+                None
+            }
+        }
+    }
+
+    /// `cuModuleLoadData` of a cubin or NUL-terminated PTX, and the kernel's function in it.
+    fn load(&self, image: Vec<u8>, kernel: Kernel) -> Result<CudaFunction> {
+        let module =
+            self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image)).map_err(cuda_err("cuModuleLoadData"))?;
+        module.load_function(kernel.name()).map_err(cuda_err("cuModuleGetFunction"))
     }
 
     /// Launches `args`' kernel on `stream`.
@@ -265,6 +338,16 @@ impl CudaBackend {
         // compile time) and the pointers address live buffers per this function's contract.
         unsafe { b.launch(cfg) }.map(|_| ()).map_err(cuda_err("cuLaunchKernel"))
     }
+}
+
+/// Whether NVRTC can be loaded and the driver loads what it builds ([`Error::NoDevice`] with
+/// what to install when not).
+fn nvrtc_usable(driver: i32) -> Result<()> {
+    crate::nvrtc::driver_accepts(driver, crate::nvrtc::version()?).map_err(|e| {
+        let found =
+            crate::nvrtc::loaded_libraries().map_or_else(|_| "none".to_owned(), crate::nvrtc::Loaded::describe_found);
+        Error::NoDevice(format!("{e} (NVRTC libraries found: {found})"))
+    })
 }
 
 /// Records an event on `stream` (with timing when `timed`).

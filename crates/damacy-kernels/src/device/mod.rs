@@ -54,6 +54,8 @@ enum Backend {
         seed: u64,
         streams: std::sync::Mutex<Vec<std::sync::Weak<emu::EmuStream>>>,
         log: std::sync::Arc<emu::ScheduleLog>,
+        /// The shipped image each kernel would load on an `sm_90` device (`crate::images`).
+        images: crate::images::ImageLog,
     },
     #[cfg(feature = "cuda")]
     Cuda(cuda::CudaBackend),
@@ -382,7 +384,7 @@ impl Device {
         let streams = std::sync::Mutex::new(vec![std::sync::Arc::downgrade(&default)]);
         Self {
             inner: std::sync::Arc::new(Inner {
-                backend: Backend::Emulated { seed, streams, log },
+                backend: Backend::Emulated { seed, streams, log, images: crate::images::ImageLog::default() },
                 default: Stream { imp: StreamImpl::Emu(default) },
             }),
         }
@@ -494,7 +496,7 @@ impl Device {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
-            Backend::Emulated { seed, streams, log } => {
+            Backend::Emulated { seed, streams, log, .. } => {
                 // Each stream gets its own delay sequence, derived from the device's seed.
                 let mut list = streams.lock().map_err(|_| Error::Emulator("stream list poisoned".into()))?;
                 list.retain(|w| w.strong_count() > 0);
@@ -695,7 +697,8 @@ impl Device {
         }
         match (&self.inner.backend, &stream.imp) {
             #[cfg(feature = "emulate")]
-            (Backend::Emulated { seed, .. }, StreamImpl::Emu(s)) => {
+            (Backend::Emulated { seed, images, .. }, StreamImpl::Emu(s)) => {
+                look_up_emulated(images, A::KERNEL);
                 let seed = *seed;
                 // SAFETY: forwarded contract of this function: the buffers outlive the launch
                 // (their drop waits for the event recorded below).
@@ -722,10 +725,10 @@ impl Device {
         self.inner.default.synchronize()
     }
 
-    /// Compiles (or loads from the kernel caches) and loads every kernel now, so that no launch
-    /// pays the NVRTC compile. [`Decoder::new`](crate::Decoder::new) and
+    /// Loads every kernel now — from the shipped images, else the kernel cache or an NVRTC
+    /// compile (see [`Device::kernel_images`]) — so that no launch pays for it. [`Decoder::new`](crate::Decoder::new) and
     /// [`Assembler::new`](crate::Assembler::new) prepare the kernels they launch; call this to
-    /// prepare all of them up front. A no-op on the emulator.
+    /// prepare all of them up front. On the emulator it only looks up the images.
     pub fn prepare_kernels(&self) -> Result<()> {
         self.prepare(&Kernel::ALL)
     }
@@ -736,20 +739,63 @@ impl Device {
         self.prepare_kernels()
     }
 
-    /// Compiles and loads `kernels` now (a no-op on the emulator).
+    /// Loads `kernels` now (on the emulator: looks their images up).
     #[cfg_attr(not(feature = "cuda"), allow(clippy::unnecessary_wraps))]
     pub(crate) fn prepare(&self, kernels: &[Kernel]) -> Result<()> {
         match &self.inner.backend {
             #[cfg(not(any(feature = "emulate", feature = "cuda")))]
             Backend::Never(n) => match *n {},
             #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => {
-                let _ = kernels;
+            Backend::Emulated { images, .. } => {
+                for &k in kernels {
+                    look_up_emulated(images, k);
+                }
                 Ok(())
             }
             #[cfg(feature = "cuda")]
             Backend::Cuda(c) => kernels.iter().try_for_each(|&k| c.function(k).map(drop)),
         }
+    }
+
+    /// Which kernels this device has loaded so far and where each image came from: a shipped
+    /// image (cubin or PTX compiled when the crate was built), the kernel cache, or an NVRTC
+    /// compile now, and why any did not come from a shipped image. The emulator runs host code
+    /// but looks each kernel up the same way, as an `sm_90` device would
+    /// ([`crate::images::EMULATED_ARCH`]).
+    ///
+    /// ```
+    /// # #[cfg(feature = "emulate")] {
+    /// let device = damacy_kernels::Device::emulated(0);
+    /// device.prepare_kernels()?;
+    /// let images = device.kernel_images();
+    /// assert_eq!(images.loaded.len(), damacy_kernels::Kernel::ALL.len());
+    /// assert_eq!(images.compiled(), 0); // the emulator never calls NVRTC
+    /// println!("{images}"); // kernels: 8 from shipped images (sm_90), 0 from the kernel cache, …
+    /// # }
+    /// # Ok::<(), damacy_kernels::Error>(())
+    /// ```
+    #[must_use]
+    pub fn kernel_images(&self) -> crate::images::KernelImages {
+        match &self.inner.backend {
+            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
+            Backend::Never(n) => match *n {},
+            #[cfg(feature = "emulate")]
+            Backend::Emulated { images, .. } => images.snapshot(),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(c) => c.kernel_images(),
+        }
+    }
+}
+
+/// The emulator's lookup of `kernel`'s shipped image, once per device.
+#[cfg(feature = "emulate")]
+fn look_up_emulated(images: &crate::images::ImageLog, kernel: Kernel) {
+    if !images.has(kernel) {
+        let (origin, why) = crate::images::emulated_lookup(kernel);
+        if let Some(why) = why {
+            images.fall_back(why);
+        }
+        images.record(kernel, origin);
     }
 }
 
