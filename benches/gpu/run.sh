@@ -119,7 +119,8 @@ gpu_tests() {
     fi
   fi
   # --nocapture: the tests print why they skip (no driver, no device, no NVRTC) on stderr.
-  timeout --kill-after=10 120 "$bin/gpu-tests" --test-threads=1 --nocapture 2>&1 | tee "$out/gpu-tests.log"
+  # gpu_*: the CUDA instances (the binary also holds the emulated twins, which CI runs).
+  timeout --kill-after=10 120 "$bin/gpu-tests" gpu_ --test-threads=1 --nocapture 2>&1 | tee "$out/gpu-tests.log"
   local rc=${PIPESTATUS[0]}
   if grep -q "SKIPPED" "$out/gpu-tests.log"; then
     echo "the GPU tests skipped (no usable GPU): nothing was tested on a GPU"
@@ -193,8 +194,8 @@ sanitize() {
   echo "compute-sanitizer: $cs"
   for tool in memcheck racecheck; do
     log="$out/sanitize-$tool.txt"
-    echo "\$ compute-sanitizer --tool $tool --error-exitcode 9 gpu-tests --test-threads=1 > $log"
-    timeout --kill-after=10 150 "$cs" --tool "$tool" --error-exitcode 9 "$bin/gpu-tests" --test-threads=1 >"$log" 2>&1
+    echo "\$ compute-sanitizer --tool $tool --error-exitcode 9 gpu-tests gpu_ --test-threads=1 > $log"
+    timeout --kill-after=10 150 "$cs" --tool "$tool" --error-exitcode 9 "$bin/gpu-tests" gpu_ --test-threads=1 >"$log" 2>&1
     r=$?
     grep -E "^test |test result|SUMMARY|Race reported|Invalid|hazards\]" "$log" | head -n 40
     if [ $r -ne 0 ] || grep -q "Race reported" "$log"; then
@@ -295,7 +296,7 @@ python_gpu() {
   ls "$bundle"/pywheels/damacy-*.whl >/dev/null 2>&1 || { echo "no damacy wheel in $bundle/pywheels"; return 1; }
   python3 -m pip install -q --no-index --no-deps --target /tmp/site-py "$bundle"/pywheels/*.whl || return 1
   PYTHONPATH="/tmp/site-py${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
-    timeout --kill-after=10 240 python3 benches/gpu/python_gpu.py --out "$out"
+    timeout --kill-after=10 "${DAMACY_PY_GPU_TIMEOUT:-240}" python3 benches/gpu/python_gpu.py --out "$out" --reps "${DAMACY_PY_GPU_REPS:-5}"
 }
 
 main() {
