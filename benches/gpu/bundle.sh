@@ -5,7 +5,8 @@
 #   bin/kernel_bench.xz   the kernel benchmark (crates/damacy-kernels/examples/kernel_bench.rs)
 #   bin/gpu-tests.xz      the GPU integration tests of damacy-kernels (tests/gpu.rs)
 #   bin/damacy.xz         the damacy CLI (inspect --digest --executor gpu)
-#   wheels/*.whl          nvCOMP's Python API and library (CUDA 13 build, Python 3.12, x86-64)
+#   wheels/*.whl          nvCOMP's Python API and library (CUDA 13 build, Python 3.12, x86-64;
+#                         left out with DAMACY_BUNDLE_NVCOMP=0)
 #   pywheels/*.whl        the damacy wheel (release, feature cuda, abi3) and zarr-python with
 #                         its pure or cp312 dependencies, for benches/gpu/python_gpu.py
 #   BUILD_INFO.json       commit, date, toolchain, the build's repo root, sizes
@@ -108,12 +109,18 @@ pack "$target/release/examples/kernel_bench" kernel_bench
 pack "$gpu_tests" gpu-tests
 pack "$target/release/damacy" damacy
 
-echo "== nvCOMP wheels ($nvcomp_cuda $nvcomp_version, Python 3.12, manylinux x86-64)"
-python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
-  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
-  -d "$bundle/wheels" "nvidia-nvcomp-$nvcomp_cuda==$nvcomp_version" "nvidia-libnvcomp-$nvcomp_cuda==$nvcomp_version"
-ls -l "$bundle/wheels"
+# DAMACY_BUNDLE_NVCOMP=0 leaves nvCOMP out (34 MiB): a bundle for the steps other than compare,
+# small enough to travel with a larger working tree.
+if [ "${DAMACY_BUNDLE_NVCOMP:-1}" != 0 ]; then
+  echo "== nvCOMP wheels ($nvcomp_cuda $nvcomp_version, Python 3.12, manylinux x86-64)"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
+    -d "$bundle/wheels" "nvidia-nvcomp-$nvcomp_cuda==$nvcomp_version" "nvidia-libnvcomp-$nvcomp_cuda==$nvcomp_version"
+  ls -l "$bundle/wheels"
+else
+  echo "== nvCOMP wheels left out (DAMACY_BUNDLE_NVCOMP=0): the compare step cannot run from this bundle"
+fi
 
 echo "== the damacy wheel (release, feature cuda) and zarr-python for Python 3.12"
 mkdir -p "$bundle/pywheels"
