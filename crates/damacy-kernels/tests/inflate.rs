@@ -986,14 +986,9 @@ fn statuses_name_what_is_wrong() {
     }
 }
 
-/// The checks of the gated GPU test `gpu_inflate_matches_flate2_and_corruption_is_a_status`
-/// (`tests/gpu.rs`), here on the emulator under the shuffled schedule, with chunks up to 60 KB
-/// (300 KB on the GPU; 12 KB under `ASan`, where the other tests of this file already take every
-/// path of these streams) to keep the emulated run short.
-#[test]
-fn gpu_test_checks_pass_on_the_emulator() {
-    common::run_inflate_checks(&Device::emulated(SEEDS[1]), if under_asan() { 12_000 } else { 60_000 });
-}
+// `run_inflate_checks` (flate2's streams at every level, a two-member gzip chunk, each fault's
+// status) runs on the emulator and on a GPU from one source: `tests/gpu.rs`
+// (`emulated_inflate_matches_flate2_and_corruption_is_a_status`).
 
 /// Bytes of a gzip member's header (FEXTRA, FNAME, FCOMMENT, no FHCRC).
 fn header_len(g: &[u8]) -> usize {
