@@ -66,6 +66,13 @@ struct StreamArgs {
     /// its own streams and buffers (default: one per worker).
     #[arg(long)]
     lanes: Option<usize>,
+    /// Device memory of the GPU executor's lanes in MiB, shared equally between them (decode
+    /// waves, assemble tables, batch buffers; default 1024).
+    #[arg(long)]
+    device_buffer_mib: Option<u64>,
+    /// Pinned host memory of the GPU executor's lanes in MiB (staging rings; default 256).
+    #[arg(long)]
+    host_buffer_mib: Option<u64>,
     /// I/O and decode threads of the reader (default: the number of CPUs).
     #[arg(long)]
     threads: Option<usize>,
@@ -89,6 +96,7 @@ impl StreamArgs {
             dtype: self.dtype.parse().map_err(|e: damacy::UnknownDtype| e.to_string())?,
             workers: self.workers,
             lanes: self.lanes,
+            buffer_mib: (self.device_buffer_mib, self.host_buffer_mib),
             threads: self
                 .threads
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)),

@@ -28,6 +28,8 @@ pub(crate) struct Knobs {
     pub(crate) dtype: OutputDtype,
     pub(crate) workers: usize,
     pub(crate) lanes: Option<usize>,
+    /// Device and pinned host budgets of the device executor in MiB (`None`: the defaults).
+    pub(crate) buffer_mib: (Option<u64>, Option<u64>),
     pub(crate) threads: usize,
     pub(crate) seed: u64,
 }
@@ -43,6 +45,12 @@ impl Knobs {
             .with_io_threads(self.threads);
         c.device = self.device;
         c.lanes = self.lanes;
+        if let Some(mib) = self.buffer_mib.0 {
+            c.device_buffer_bytes = mib << 20;
+        }
+        if let Some(mib) = self.buffer_mib.1 {
+            c.host_buffer_bytes = mib << 20;
+        }
         c
     }
 }
@@ -263,6 +271,7 @@ fn bench_runs(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: boo
             "warmup": knobs.warmup,
             "workers": knobs.workers,
             "lanes": knobs.lanes,
+            "device_buffer_mib": knobs.buffer_mib.0,
             "threads": knobs.threads,
             "dtype": format!("{:?}", knobs.dtype),
             "pipeline": {"crops_per_s": p, "gb_per_s": gb, "rounds": rounds_of(&pipeline_runs)},

@@ -530,8 +530,9 @@ fn emulated_device_route_fills_missing_chunks_and_decodes_big_batches_once() {
     assert_eq!((s.units_decoded, s.units_decoded_device), (3, 3), "{s:?}");
     assert!(s.units_filled >= 6, "{s:?}");
 
-    // 64 float64 copies of a whole array: larger than the 16 MiB batch buffer of the default
-    // 64 MiB... budget; every unit is decoded once, assembled on the host.
+    // 64 float64 copies of a whole array: larger than the 16 MiB batch buffer of a 64 MiB
+    // budget, and every window of it would decode every unit again: each unit is decoded once,
+    // assembled on the host, and the stats say so.
     let small = Reader::new(
         ReaderConfig::default().with_executor(ExecutorKind::Emulated).with_buffer_bytes(64 << 20, 16 << 20),
     )
@@ -547,6 +548,7 @@ fn emulated_device_route_fills_missing_chunks_and_decodes_big_batches_once() {
     let s = small.stats().since(&before);
     assert_eq!(s.units_decoded as usize, plan.num_units(), "each unit decoded exactly once: {s:?}");
     assert_eq!(s.units_decoded_device, s.units_decoded);
+    assert_eq!(s.batches_host_scattered, 1, "{s:?}");
     let want =
         cpu.read_batch(&cpu.open_array(&store, "v3/blosc_lz4_byte_ts2_large", options).unwrap(), &regions).unwrap();
     assert!(got == want);

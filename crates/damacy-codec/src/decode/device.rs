@@ -18,9 +18,10 @@
 //!
 //! Outputs: a caller's device buffer is written in place. A host output is assembled in the
 //! lane's batch buffer and copied down once — in windows of whole regions when the batch is
-//! larger than the buffer (units shared by two windows decode in each); only a region larger
-//! than the buffer on its own, or a strided output, is decoded to the host and scattered there
-//! (counted in `StatsSnapshot::batches_host_scattered`).
+//! larger than the buffer (units shared by two windows decode in each). What the device cannot
+//! assemble — a region larger than the buffer on its own, a strided output, or windows that
+//! would decode the shared units more than 1.25 times over — is decoded on the device, copied
+//! back per unit and scattered on the host (counted in `StatsSnapshot::batches_host_scattered`).
 
 use std::ops::Range;
 use std::sync::{Condvar, Mutex};
@@ -546,6 +547,25 @@ fn windows(spans: &[Range<usize>], cap: usize) -> Option<Vec<(Window, usize)>> {
     Some(out)
 }
 
+/// How many unit decodes `windows` take: each unit once per window its targets fall in.
+fn decodes_over(plan: &BatchPlan, windows: &[(Window, usize)]) -> usize {
+    let mut window_of = vec![0usize; plan.targets.len()];
+    for (k, (w, _)) in windows.iter().enumerate() {
+        for t in w.targets.clone() {
+            window_of[t] = k;
+        }
+    }
+    plan.units
+        .iter()
+        .map(|u| {
+            let mut seen: Vec<usize> = u.targets.iter().map(|&t| window_of[t as usize]).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            seen.len()
+        })
+        .sum()
+}
+
 fn count_decoded(stats: &Stats, units: usize, bytes: usize) {
     stats.add_units_decoded(units as u64);
     stats.add_units_decoded_device(units as u64);
@@ -640,6 +660,9 @@ impl Executor for DeviceExecutor {
         let mut lane = self.lanes.take()?;
         let Lane { engine, batch: buffer } = &mut *lane;
         let windows = if plan.dense { target_spans(plan).and_then(|s| windows(&s, buffer.len())) } else { None };
+        // Units shared by several windows decode in each: past a quarter more decoding than
+        // the batch's units, decoding each unit once and scattering on the host wins.
+        let windows = windows.filter(|w| 4 * decodes_over(plan, w) <= 5 * plan.units.len());
         let Some(windows) = windows else {
             return Self::decode_to_host_and_scatter(&mut lane, ctx, &batch, out);
         };
