@@ -193,3 +193,25 @@ fn two_lanes_decode_two_batches_at_once() {
     assert!(!l0.is_empty() && !l1.is_empty(), "both lanes decoded");
     assert!(l0.iter().any(|x| l1.iter().any(|y| x.overlaps(y))), "the two lanes' kernels never ran at the same time");
 }
+
+/// One `read_batch` of several regions takes the lanes that are free and gives each a share of
+/// its windows: both lanes' kernels run, and the batch is right.
+#[test]
+fn one_read_batch_keeps_the_free_lanes_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    write_array(dir.path());
+    let reader = reader(2, 256 << 20);
+    let array = open(&reader, dir.path());
+    let device = reader.device().unwrap().clone();
+    device.set_schedule_log(true);
+    let before = reader.stats();
+    let batch = reader.read_batch(&array, &planes()).unwrap();
+    device.set_schedule_log(false);
+    assert_eq!(batch.bytes(), expected().as_slice());
+    let stats = reader.stats().since(&before);
+    assert_eq!((stats.batches_host_scattered, stats.units_decoded), (0, PLANES), "{stats:?}");
+    let log = device.schedule_log();
+    for lane in ["lane 0 compute", "lane 1 compute"] {
+        assert!(log.iter().any(|e| e.stream == lane && e.kind == "launch"), "{lane} ran no kernel");
+    }
+}

@@ -160,6 +160,14 @@ impl LanePool {
     }
 }
 
+impl LanePool {
+    /// A free lane, if one is free now.
+    fn try_take(&self) -> Option<TakenLane<'_>> {
+        let lane = self.free.lock().ok()?.pop()?;
+        Some(TakenLane { pool: self, lane: Some(lane) })
+    }
+}
+
 impl Drop for TakenLane<'_> {
     fn drop(&mut self) {
         if let Some(lane) = self.lane.take()
@@ -467,6 +475,25 @@ impl DeviceExecutor {
         }
     }
 
+    /// Streams `parts` (windows and their bytes of the output) through `lane` one after the
+    /// other: each assembled in the lane's batch buffer and copied down once.
+    fn run_windows(
+        &self,
+        lane: &mut Lane,
+        ctx: &Ctx<'_>,
+        batch: &Fetched<'_>,
+        parts: Vec<(Window, &mut [u8])>,
+    ) -> Result<()> {
+        let Lane { engine, batch: buffer } = lane;
+        for (window, out) in parts {
+            engine.run(ctx, &batch.job(window), buffer)?;
+            self.device
+                .download_on(engine.assembler.stream(), buffer, 0, out)
+                .map_err(|e| Error::device("copying a batch to the host", e))?;
+        }
+        Ok(())
+    }
+
     /// Decode every input to the host (wave by wave, on `lane`) and scatter each unit into
     /// `out`: for host outputs the device cannot assemble.
     fn decode_to_host_and_scatter(lane: &mut Lane, ctx: &Ctx<'_>, batch: &Fetched<'_>, out: &mut [u8]) -> Result<()> {
@@ -653,27 +680,64 @@ fn assemble_jobs(job: &LaneJob<'_>, decoded: &[(usize, usize)]) -> (Vec<Assemble
 }
 
 impl Executor for DeviceExecutor {
-    /// Decodes and assembles on the device, in the lane's batch buffer, and copies each window
-    /// of whole regions down once.
+    /// Decodes and assembles on the device, in a lane's batch buffer, and copies each window of
+    /// whole regions down once. A batch of several regions also takes the lanes that are free
+    /// and gives each a share of its windows, so one `read_batch` keeps several lanes busy.
     fn read_host(&self, ctx: &Ctx<'_>, plan: &BatchPlan, out: &mut [u8]) -> Result<()> {
         let batch = Fetched::new(ctx, plan)?;
-        let mut lane = self.lanes.take()?;
-        let Lane { engine, batch: buffer } = &mut *lane;
-        let windows = if plan.dense { target_spans(plan).and_then(|s| windows(&s, buffer.len())) } else { None };
-        // Units shared by several windows decode in each: past a quarter more decoding than
-        // the batch's units, decoding each unit once and scattering on the host wins.
-        let windows = windows.filter(|w| 4 * decodes_over(plan, w) <= 5 * plan.units.len());
+        let mut lanes = vec![self.lanes.take()?];
+        let spans = if plan.dense { target_spans(plan) } else { None };
+        if let Some(spans) = &spans {
+            while lanes.len() < self.lanes.count.min(spans.len()) {
+                match self.lanes.try_take() {
+                    Some(lane) => lanes.push(lane),
+                    None => break,
+                }
+            }
+        }
+        let buffer_len = lanes[0].batch.len();
+        // Windows of at most a lane's buffer and a lane's share of the batch. Units shared by
+        // several windows decode in each: past a quarter more decoding than the batch's units,
+        // fewer windows, and in the end decoding each unit once and scattering on the host, win.
+        let plan_windows = |n: usize| -> Option<Vec<(Window, usize)>> {
+            let spans = spans.as_ref()?;
+            let largest = spans.iter().map(ExactSizeIterator::len).max().unwrap_or(0);
+            let w = windows(spans, buffer_len.min(plan.nbytes.div_ceil(n).max(largest)))?;
+            (4 * decodes_over(plan, &w) <= 5 * plan.units.len()).then_some(w)
+        };
+        let mut windows = plan_windows(lanes.len());
+        if windows.is_none() && lanes.len() > 1 {
+            lanes.truncate(1);
+            windows = plan_windows(1);
+        }
         let Some(windows) = windows else {
-            return Self::decode_to_host_and_scatter(&mut lane, ctx, &batch, out);
+            return Self::decode_to_host_and_scatter(&mut lanes[0], ctx, &batch, out);
         };
         let started = Instant::now();
-        for (window, hi) in windows {
-            let lo = window.lo;
-            let job = batch.job(window);
-            engine.run(ctx, &job, buffer)?;
-            self.device
-                .download_on(engine.assembler.stream(), buffer, 0, &mut out[lo..hi])
-                .map_err(|e| Error::device("copying a batch to the host", e))?;
+        // Each window's part of `out`, then the windows dealt to the lanes in turn.
+        let n = lanes.len();
+        let mut parts: Vec<Vec<(Window, &mut [u8])>> = (0..n).map(|_| Vec::new()).collect();
+        let (mut rest, mut at) = (out, 0usize);
+        for (k, (window, hi)) in windows.into_iter().enumerate() {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(window.lo - at);
+            let (part, tail) = tail.split_at_mut(hi - window.lo);
+            parts[k % n].push((window, part));
+            (rest, at) = (tail, hi);
+        }
+        if n == 1 {
+            let part = parts.pop().unwrap_or_default();
+            self.run_windows(&mut lanes[0], ctx, &batch, part)?;
+        } else {
+            std::thread::scope(|s| {
+                let runs: Vec<_> = lanes
+                    .iter_mut()
+                    .zip(parts)
+                    .map(|(lane, part)| s.spawn(|| self.run_windows(lane, ctx, &batch, part)))
+                    .collect();
+                runs.into_iter().try_for_each(|r| {
+                    r.join().unwrap_or_else(|_| Err(Error::invalid("device executor: a lane's thread panicked")))
+                })
+            })?;
         }
         ctx.stats.add_decode(started.elapsed());
         Ok(())

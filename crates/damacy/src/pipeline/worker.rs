@@ -537,15 +537,12 @@ impl Shared {
     }
 
     /// Order the next write into `slot` after the consumer's release event: on the device, the
-    /// slot's stream and the device's default stream (where the engine assembles) wait for it;
+    /// slot's stream waits for it (the engine's lane orders its writes after that stream);
     /// a host batch waits on the host (in this worker thread, never the consumer's).
     fn wait_for_release(&self, slot: &mut Slot) -> Result<(), Error> {
         let Some(event) = slot.release.take() else { return Ok(()) };
         match (&self.device, &slot.stream) {
-            (Some(d), Some(s)) => {
-                s.wait(&event).map_err(|e| device_error("ordering a batch write after its release", e))?;
-                d.default_stream().wait(&event).map_err(|e| device_error("ordering a batch write after its release", e))
-            }
+            (Some(_), Some(s)) => s.wait(&event).map_err(|e| device_error("ordering a batch write after its release", e)),
             _ => event.synchronize().map_err(|e| device_error("waiting for a released batch", e)),
         }
     }
