@@ -12,11 +12,13 @@
 //! registers and none for lz4), cutting lz4's occupancy to theirs, to save a launch (~3 µs in
 //! the cost model) only in the rare mixed wave.
 //!
-//! The decoder owns its buffers — pinned host staging and device memory — sized once from
-//! [`DecodeConfig`] against hard budgets: exceeding a budget is an error at construction, never
-//! an out-of-memory in the middle of a run. Batches larger than one wave are split into several
-//! waves, pipelined over the decoder's slots (the next wave is staged and uploaded on a copy
-//! stream while the device decodes the current one; events order every hand-off).
+//! The decoder owns its buffers — a pinned staging ring, a pinned status area and device memory
+//! for its wave slots — sized once from [`DecodeConfig`] against hard budgets: exceeding a
+//! budget is an error at construction, never an out-of-memory in the middle of a run. A batch
+//! is parsed and split into waves once ([`Decoder::schedule`]); each wave's upload streams
+//! through the staging ring on the decoder's copy stream while the device decodes the previous
+//! wave on the compute stream ([`Decoder::queue_wave`]), events order every hand-off, and the
+//! statuses of all the batch's waves are read back at once ([`Decoder::finish_batch`]).
 
 mod staging;
 mod table;
@@ -1184,7 +1186,9 @@ impl Decoder {
         let n_streams = tables.n_streams();
         let upload_len = layout.src_total + tables.bytes.len();
         let input_len = self.config.wave_src_bytes + self.config.table_bytes();
-        if upload_len > input_len || n_streams > self.config.wave_streams || layout.dst_total > self.config.wave_dst_bytes
+        if upload_len > input_len
+            || n_streams > self.config.wave_streams
+            || layout.dst_total > self.config.wave_dst_bytes
         {
             return Err(Error::WaveFull {
                 chunk: None,
@@ -1206,7 +1210,15 @@ impl Decoder {
         let status_len = 8 * n_streams;
         // SAFETY: the host reads this range of the status area only after `decoded`, recorded
         // below, and no other wave's statuses go there before this one's are read.
-        unsafe { self.compute.copy_to_host(&self.slots[slot].input, tables.status_at, &self.status, status_at, status_len)? };
+        unsafe {
+            self.compute.copy_to_host(
+                &self.slots[slot].input,
+                tables.status_at,
+                &self.status,
+                status_at,
+                status_len,
+            )?;
+        }
         let decoded = Arc::new(self.compute.record(false)?);
         self.slots[slot].decoded = Some(decoded.clone());
         let stats = WaveStats {
@@ -1387,7 +1399,7 @@ impl Decoder {
 
 /// Waits for a submitted wave (unless its statuses were read before) and turns its status
 /// words into per-chunk results.
-fn read_statuses(status: &PinnedBuffer, p: &mut Pending) -> Result<()> {
+fn read_statuses(area: &PinnedBuffer, p: &mut Pending) -> Result<()> {
     if p.parsed.is_some() {
         return Ok(());
     }
@@ -1397,7 +1409,7 @@ fn read_statuses(status: &PinnedBuffer, p: &mut Pending) -> Result<()> {
     let n_streams = p.infos.len();
     // SAFETY: the status copy into this range finished (`decoded` above), and the range is
     // not written again before the wave is read.
-    let sa = unsafe { status.range(p.status_at, 8 * n_streams) }?;
+    let sa = unsafe { area.range(p.status_at, 8 * n_streams) }?;
     let word = |i: usize| -> u32 {
         sa.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map_or(c::DMC_STATUS_PENDING, u32::from_le_bytes)
     };
@@ -1445,7 +1457,7 @@ fn copy_out(
     let total = targets.iter().map(|t| t.1.end).max().unwrap_or(0);
     let pieces = total.div_ceil(half);
     let piece = |k: usize| (k * half)..((k + 1) * half).min(total);
-    let buf = |k: usize| if k % 2 == 0 { bounce.0 } else { bounce.1 };
+    let buf = |k: usize| if k.is_multiple_of(2) { bounce.0 } else { bounce.1 };
     let queue = |k: usize| -> Result<Event> {
         let r = piece(k);
         // SAFETY: the host reads this bounce buffer only after the event recorded below; the

@@ -136,7 +136,7 @@ impl std::fmt::Debug for DeviceExecutor {
 
 /// The lanes; a batch takes a free one and gives it back when done.
 struct LanePool {
-    free: Mutex<Vec<Box<Lane>>>,
+    free: Mutex<Vec<Lane>>,
     returned: Condvar,
     count: usize,
 }
@@ -144,7 +144,7 @@ struct LanePool {
 /// A lane taken from the pool; goes back when dropped.
 struct TakenLane<'a> {
     pool: &'a LanePool,
-    lane: Option<Box<Lane>>,
+    lane: Option<Lane>,
 }
 
 impl LanePool {
@@ -182,13 +182,13 @@ impl Drop for TakenLane<'_> {
 impl std::ops::Deref for TakenLane<'_> {
     type Target = Lane;
     fn deref(&self) -> &Lane {
-        self.lane.as_deref().expect("a taken lane is held until dropped")
+        self.lane.as_ref().expect("a taken lane is held until dropped")
     }
 }
 
 impl std::ops::DerefMut for TakenLane<'_> {
     fn deref_mut(&mut self) -> &mut Lane {
-        self.lane.as_deref_mut().expect("a taken lane is held until dropped")
+        self.lane.as_mut().expect("a taken lane is held until dropped")
     }
 }
 
@@ -281,7 +281,8 @@ impl Engine {
         self.assembler.stream().set_label("assemble fills");
         check_jobs(self.assembler.queue_fills(dst, &fills), plan)?;
         for k in 0..schedule.waves() {
-            let wave = self.decoder.queue_wave(&job.inputs, &schedule, k).map_err(|e| Error::device("decoding a batch", e))?;
+            let wave =
+                self.decoder.queue_wave(&job.inputs, &schedule, k).map_err(|e| Error::device("decoding a batch", e))?;
             let decoded: Vec<(usize, usize)> = wave.chunks.iter().map(|(i, r)| (job.units[*i], r.start)).collect();
             let asm = self.assembler.stream().clone();
             asm.set_label(&format!("assemble wave {}", k + 1));
@@ -435,9 +436,7 @@ impl DeviceExecutor {
         };
         // The host parse of each lane shares the reader's compute threads between the lanes.
         let threads = (read.n_compute_threads / n_lanes).max(1);
-        let lanes = (0..n_lanes)
-            .map(|i| Lane::new(&device, &budget, threads, i).map(Box::new))
-            .collect::<Result<Vec<_>>>()?;
+        let lanes = (0..n_lanes).map(|i| Lane::new(&device, &budget, threads, i)).collect::<Result<Vec<_>>>()?;
         let lanes = LanePool { free: Mutex::new(lanes), returned: Condvar::new(), count: n_lanes };
         Ok(Selected::Device(Box::new(Self { device, lanes })))
     }

@@ -110,6 +110,7 @@ impl StagingRing {
 
 /// Copies the parts of `segments` that fall in `[at, at + stage.len())` into `stage`.
 fn fill(stage: &mut [u8], at: usize, segments: &[(usize, &[u8])], pool: Option<&rayon::ThreadPool>) {
+    use rayon::prelude::*;
     let end = at + stage.len();
     let mut parts: Vec<(&mut [u8], &[u8])> = Vec::new();
     let mut rest = stage;
@@ -128,7 +129,6 @@ fn fill(stage: &mut [u8], at: usize, segments: &[(usize, &[u8])], pool: Option<&
         rest = tail;
         rest_at = b;
     }
-    use rayon::prelude::*;
     let copy = move || parts.into_par_iter().with_min_len(8).for_each(|(d, s)| d.copy_from_slice(s));
     match pool {
         Some(p) => p.install(copy),

@@ -540,8 +540,8 @@ impl Device {
     pub fn schedule_log(&self) -> Vec<ScheduleEntry> {
         match &self.inner.backend {
             Backend::Emulated { log, .. } => log.take(),
-            #[allow(unreachable_patterns)]
-            _ => Vec::new(),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => Vec::new(),
         }
     }
 
