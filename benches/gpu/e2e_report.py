@@ -43,8 +43,9 @@ def line(j, name):
     s = f"  {name}: {p['crops_per_s']:.1f} crops/s, {p['gb_per_s']:.2f} GB/s"
     if j.get("engine"):
         s += f", engine alone {j['engine']['crops_per_s']:.1f} crops/s ({j.get('ratio') or 0:.2f}×)"
-    if j.get("cold_start_s") is not None:
-        s += f", cold start {j['cold_start_s']:.2f} s ({j.get('kernel_images', '?')})"
+    if j.get("cold_start"):
+        c = j["cold_start"]
+        s += f", first batch {c['first_batch_s']:.2f} s after process start (kernels: {c['kernels']})"
     return s
 
 
@@ -87,8 +88,9 @@ def report(folder, out):
         note = []
         if j.get("engine"):
             note.append(f"read_batch alone {j['engine']['crops_per_s']:.1f} crops/s = {j.get('ratio') or 0:.2f}× the Pipeline")
-        if j.get("cold_start_s") is not None:
-            note.append(f"cold start {j['cold_start_s']:.2f} s ({j.get('kernel_images', '?')})")
+        if j.get("cold_start"):
+            c = j["cold_start"]
+            note.append(f"first batch {c['first_batch_s']:.2f} s after process start, kernels: {c['kernels']}")
         lines.append(f"| {what} | {p['crops_per_s']:.1f} | {p['gb_per_s']:.2f} | {'; '.join(note)} |")
     lines += [
         "",

@@ -17,20 +17,24 @@
 #   7. e2e      end to end on the demo's full dataset: 16 arrays of sharded zstd (15 hard links),
 #                128^3 float32 batch 128 on gpu (workers 1/2/4) and cpu, an uncompressed and a
 #                blosc-lz4 16-array copy, 64^3 uint16, --compare-engine, cold start
-#                -> gpu-e2e-<date>.md and e2e/*.json
+#                -> gpu-e2e-<date>.md and e2e.tar.gz (every bench's JSON and stderr)
 #   8. calibrate benches/gpu/model_cal.py: the performance model's constants measured (launch
 #                cost, dependent-issue CPI, L1/L2/DRAM/shared latency, copy bandwidth, SM clock)
 #                -> model_cal.json
-#   9. compare  benches/gpu/compare.py: kernel_bench + nvCOMP LZ4 + copy bandwidth
-#                -> gpu-kernels-<date>.md, kernel_bench.json, nvcomp_decode.json
+#   9. compare  benches/gpu/compare.py: kernel_bench (its defaults, plus the demo volume's real
+#                chunks: `damacy demo --full` writes it on first use) + nvCOMP LZ4/Zstd/Deflate +
+#                copy bandwidth -> gpu-kernels-<date>.md, kernel_bench.json, nvcomp_decode.json
 #  10. python   the damacy wheel and zarr from the bundle; benches/gpu/python_gpu.py: Pipeline
 #               batches into torch and cupy, zarr enable_gpu() reads through
 #               damacy.GpuCodecPipeline, random-crop timing -> python-gpu-<date>.md
+#  11. cold     a fresh `damacy bench --executor gpu` with an empty kernel cache and no NVRTC in
+#               reach: every kernel must load from the images shipped in the binary; the time
+#               from process start to the first batch -> cold.txt, cold.json
 # Output folder: $OUT if set, else benches/results/ (gpu-run.log, gpu-tests.log,
-# inspect-gpu.log and the compare.py files). Steps 4-10 can be named to run only those (steps
+# inspect-gpu.log and the compare.py files). Steps 4-11 can be named to run only those (steps
 # 1-3 always run), in the order named: under the device tool's 10-minute limit per command, run
-#   bash benches/gpu/run.sh tests inspect sanitize e2e   # about 5 minutes
-#   bash benches/gpu/run.sh compare python               # about 8 minutes
+#   bash benches/gpu/run.sh cold tests inspect sanitize e2e calibrate   # about 3 minutes
+#   bash benches/gpu/run.sh compare python                              # about 8 minutes
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -175,7 +179,43 @@ EOF
 
 compare() {
   [ -x "$bin/kernel_bench" ] || { echo "no kernel_bench binary (bundle step failed?)"; return 1; }
-  PYTHONUNBUFFERED=1 timeout --kill-after=10 400 python3 benches/gpu/compare.py --device cuda --bin "$bin/kernel_bench" --out "$out" --timeout 240 --nvcomp-timeout 140
+  # The demo volume's real chunks (kernel_bench --dataset: sharded zstd and blosc-lz4 as
+  # stored), written on first use by `damacy demo --full` (the e2e step reads the same folder).
+  local demo_dir="${DAMACY_DEMO_DIR:-$HOME/.cache/damacy/demo}" demo_args=()
+  if [ -x "$bin/damacy" ] && timeout --kill-after=10 180 "$bin/damacy" demo --full --dir "$demo_dir" \
+    --batches 1 --warmup 0 --executor cpu >/dev/null; then
+    demo_args=(--bench-args "--dataset $demo_dir/full/demo.zarr")
+  else
+    echo "no demo volume (damacy demo --full failed or timed out): the demo rows are left out"
+  fi
+  PYTHONUNBUFFERED=1 timeout --kill-after=10 400 python3 benches/gpu/compare.py --device cuda --bin "$bin/kernel_bench" --out "$out" --timeout 240 --nvcomp-timeout 140 "${demo_args[@]}"
+}
+
+cold_start() {
+  [ -x "$bin/damacy" ] || { echo "no damacy binary (bundle step failed?)"; return 1; }
+  local cache t0 t1 rc
+  cache="$(mktemp -d)"
+  t0=$(date +%s%N)
+  # No DAMACY_NVRTC_DIR: NVRTC is out of reach, so any kernel not shipped fails the run.
+  env -u DAMACY_NVRTC_DIR DAMACY_KERNEL_CACHE_DIR="$cache" timeout --kill-after=10 120 "$bin/damacy" bench \
+    "fixtures#v3/sharded_zstd_index_end" --crop 8,8,8 --batch 4 --batches 2 --warmup 1 --executor gpu --json \
+    >"$out/cold.json" 2>"$out/cold.txt"
+  rc=$?
+  t1=$(date +%s%N)
+  echo "process wall time: $(( (t1 - t0) / 1000000 )) ms (exit $rc)" >>"$out/cold.txt"
+  cat "$out/cold.txt"
+  rm -rf "$cache"
+  [ $rc -eq 0 ] || { cat "$out/cold.json"; return 1; }
+  python3 - "$out/cold.json" <<'EOF' | tee -a "$out/cold.txt"
+import json, sys
+v = json.load(open(sys.argv[1]))
+c = v["cold_start"]
+print(f"cold start: first batch {c['first_batch_s']:.3f} s after process start, executor built in {c['executor_s']:.3f} s")
+print(f"executor: {v['executor']}")
+# Issue 29's goal on sm_80/sm_90: kernels from the shipped images, first batch within 1 s.
+sys.exit(0 if c["kernels"] == "shipped" else 1)
+EOF
+  return "${PIPESTATUS[0]}"
 }
 
 # compute-sanitizer from PATH, a CUDA toolkit, or Nsight's folders.
@@ -265,6 +305,8 @@ e2e() {
   e2e_bench zstd16-64-u16-cpu 30 "${zstd16[@]}" --crop 64,64,64 --batch 32 --batches 20 --executor cpu
   e2e_bench lz41-f32-gpu-engine 60 "$store/blosc_lz4" "${f32[@]}" --executor "$gpu" --compare-engine
   python3 benches/gpu/e2e_report.py "$e" "$out/gpu-e2e-$(date -u +%Y-%m-%d).md" || e2e_rc=1
+  # One file for every bench's JSON and stderr (the device tool brings back a limited number).
+  tar czf "$out/e2e.tar.gz" -C "$out" e2e && rm -rf "$e"
   return $e2e_rc
 }
 
@@ -319,7 +361,8 @@ main() {
       calibrate) step calibrate calibrate ;;
       compare) step compare compare ;;
       python) step python python_gpu ;;
-      *) echo "unknown step $name (tests, inspect, sanitize, e2e, calibrate, compare, python)"; failed+=("$name") ;;
+      cold) step cold cold_start ;;
+      *) echo "unknown step $name (cold, tests, inspect, sanitize, e2e, calibrate, compare, python)"; failed+=("$name") ;;
     esac
   done
   echo
@@ -331,8 +374,8 @@ main() {
   echo "=== all steps ok ($SECONDS s in all)"
 }
 
-# Steps 4-10 by name (`bash benches/gpu/run.sh python`); all of them when none is named.
+# Steps 4-11 by name (`bash benches/gpu/run.sh python`); all of them when none is named.
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(tests inspect sanitize e2e calibrate compare python)
+[ ${#steps[@]} -gt 0 ] || steps=(cold tests inspect sanitize e2e calibrate compare python)
 main 2>&1 | tee "$out/gpu-run${1:+-$(IFS=-; echo "$*")}.log"
 exit "${PIPESTATUS[0]}"

@@ -187,6 +187,7 @@ fn local_rank_or_zero() -> usize {
 }
 
 fn main() -> ExitCode {
+    stream::mark_process_start();
     // Errors are one line and an exit code; a bug must not print a backtrace at users either.
     std::panic::set_hook(Box::new(|info| {
         eprintln!("damacy: internal error: {info} (please report this)");

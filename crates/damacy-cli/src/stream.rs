@@ -3,6 +3,7 @@
 //! alone on the same crops for comparison.
 
 use std::path::Path;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use damacy::sampler::{ArrayGeometry, CropOptions, CropSpace, Plan, PlanConfig, RankSource};
@@ -98,6 +99,37 @@ fn samples(uris: &[String], knobs: &Knobs, total: u64) -> Result<Box<dyn Iterato
     })))
 }
 
+/// When `main` began: the start of the cold-start clock.
+static PROCESS_START: OnceLock<Instant> = OnceLock::new();
+
+/// Starts the cold-start clock; `main` calls it first.
+pub(crate) fn mark_process_start() {
+    PROCESS_START.get_or_init(Instant::now);
+}
+
+/// How long the first batch took to arrive, and where the executor's kernels came from.
+pub(crate) struct ColdStart {
+    /// From process start to the first batch popped.
+    pub(crate) first_batch_s: f64,
+    /// Building the Pipeline (its reader and executor, which loads every kernel).
+    pub(crate) executor_s: f64,
+    /// `shipped`, `cache`, `compiled`, `mixed`, `host code`, or `none` (the CPU executor).
+    pub(crate) kernels: &'static str,
+    /// The device's kernel images in words (empty on the CPU executor).
+    pub(crate) kernel_images: String,
+}
+
+impl ColdStart {
+    fn report(&self) -> String {
+        let images =
+            if self.kernel_images.is_empty() { "no device kernels".to_owned() } else { self.kernel_images.clone() };
+        format!(
+            "cold start: first batch {:.2} s after process start (pipeline and executor built in {:.2} s); {images}",
+            self.first_batch_s, self.executor_s
+        )
+    }
+}
+
 /// One timed run of the pipeline.
 pub(crate) struct Run {
     pub(crate) crops: u64,
@@ -107,6 +139,8 @@ pub(crate) struct Run {
     pub(crate) executor: String,
     /// The reader's counters over the timed batches (the engine run).
     pub(crate) reader_stats: Option<damacy::StatsSnapshot>,
+    /// The pipeline's cold start (`None` for the engine alone).
+    pub(crate) cold: Option<ColdStart>,
 }
 
 impl Run {
@@ -122,7 +156,10 @@ impl Run {
 /// Stream `knobs.warmup + knobs.batches` batches of random crops of `uris`; time the last
 /// `batches`.
 fn run_pipeline(uris: &[String], knobs: &Knobs, bar: bool) -> Result<Run> {
+    let building = Instant::now();
     let pipeline = Pipeline::new(knobs.config()).map_err(|e| e.to_string())?;
+    let executor_s = building.elapsed().as_secs_f64();
+    let mut first_batch: Option<Instant> = None;
     for w in pipeline.warnings() {
         eprintln!("warning: {w}");
     }
@@ -133,6 +170,7 @@ fn run_pipeline(uris: &[String], knobs: &Knobs, bar: bool) -> Result<Run> {
         pipeline.push(warm).map_err(|e| e.to_string())?;
         for _ in 0..knobs.warmup {
             pipeline.pop().map_err(|e| e.to_string())?;
+            first_batch.get_or_insert_with(Instant::now);
         }
     }
     pipeline.stats_reset();
@@ -151,6 +189,7 @@ fn run_pipeline(uris: &[String], knobs: &Knobs, bar: bool) -> Result<Run> {
     let (mut crops, mut bytes) = (0u64, 0u64);
     for _ in 0..knobs.batches {
         let batch = pipeline.pop().map_err(|e| e.to_string())?;
+        first_batch.get_or_insert_with(Instant::now);
         crops += batch.len() as u64;
         bytes += batch.stats().bytes;
         drop(batch);
@@ -160,14 +199,15 @@ fn run_pipeline(uris: &[String], knobs: &Knobs, bar: bool) -> Result<Run> {
     }
     let seconds = started.elapsed().as_secs_f64();
     progress.finish_and_clear();
-    Ok(Run {
-        crops,
-        bytes,
-        seconds,
-        stats: pipeline.stats(),
-        executor: pipeline.reader().executor_note().to_owned(),
-        reader_stats: None,
-    })
+    let images = pipeline.reader().device().map(damacy::Device::kernel_images);
+    let cold = first_batch.map(|at| ColdStart {
+        first_batch_s: at.duration_since(*PROCESS_START.get_or_init(|| building)).as_secs_f64(),
+        executor_s,
+        kernels: images.as_ref().map_or("none", |i| i.source()),
+        kernel_images: images.map(|i| i.to_string()).unwrap_or_default(),
+    });
+    let executor = pipeline.reader().executor_note().to_owned();
+    Ok(Run { crops, bytes, seconds, stats: pipeline.stats(), executor, reader_stats: None, cold })
 }
 
 /// The read engine alone on the same crops: `reader.read_batch` in a loop, one batch at a time.
@@ -198,6 +238,7 @@ fn run_engine(uri: &str, knobs: &Knobs) -> Result<Run> {
         stats: PipelineStats::default(),
         executor: reader.executor_note().to_owned(),
         reader_stats: Some(reader.stats().since(&before)),
+        cold: None,
     })
 }
 
@@ -258,6 +299,8 @@ fn bench_runs(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: boo
     let p = median(&pipeline_runs).ok_or("no round ran (--rounds 0)")?;
     let e = median(&engine_runs);
     let last = pipeline_runs.last().ok_or("no round ran")?;
+    // The first round's pipeline: the process's first (after the engine's, with --compare-engine).
+    let cold = pipeline_runs.first().and_then(|r| r.cold.as_ref());
     let gb = last.bytes as f64 / last.crops.max(1) as f64 * p / 1e9;
     if json {
         let rounds_of = |runs: &[Run]| runs.iter().map(Run::crops_per_s).collect::<Vec<_>>();
@@ -283,6 +326,10 @@ fn bench_runs(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: boo
                     engine_runs.last().and_then(|r| r.reader_stats).map(|s| s.batches_host_scattered),
             })),
             "ratio": e.map(|e| p / e),
+            "cold_start": cold.map(|c| serde_json::json!({
+                "first_batch_s": c.first_batch_s, "executor_s": c.executor_s,
+                "kernels": c.kernels, "kernel_images": c.kernel_images,
+            })),
             "stages_s": {
                 "plan": s.plan.time.as_secs_f64(), "read": s.read.time.as_secs_f64(), "io": s.io.time.as_secs_f64(),
                 "decode": s.decode.time.as_secs_f64(), "assemble": s.assemble.time.as_secs_f64(),
@@ -300,6 +347,9 @@ fn bench_runs(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: boo
         "pipeline: {p:.1} crops/s, {gb:.3} GB/s (median of {rounds}; rounds {:?})",
         pipeline_runs.iter().map(|r| r.crops_per_s().round()).collect::<Vec<_>>()
     );
+    if let Some(c) = cold {
+        println!("{}", c.report());
+    }
     if let Some(e) = e {
         println!(
             "engine alone (read_batch in a loop): {e:.1} crops/s (rounds {:?}); pipeline / engine = {:.3}",

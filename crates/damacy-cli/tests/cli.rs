@@ -274,3 +274,29 @@ fn bench_casts_uint16_to_bfloat16() {
     assert!(!ok && stderr.contains("int8") && stderr.contains("uint16") && stderr.contains("allow lossy"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn bench_reports_the_cold_start_and_where_the_kernels_came_from() {
+    let array = format!("{}#v3/sharded_zstd_index_end", fixtures().display());
+    let args =
+        ["bench", &array, "--crop", "8,8,8", "--batch", "4", "--batches", "2", "--warmup", "1", "--threads", "1"];
+    let (ok, stdout, stderr) = damacy(&[&args[..], &["--executor", "emulated", "--json"]].concat());
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let cold = &v["cold_start"];
+    let (first, built) = (cold["first_batch_s"].as_f64().unwrap(), cold["executor_s"].as_f64().unwrap());
+    assert!(first > 0.0 && built > 0.0 && first >= built, "{cold}");
+    // A fresh process: every kernel from the images shipped in the binary, none compiled (a
+    // build without NVRTC ships none, and says so).
+    let images = cold["kernel_images"].as_str().unwrap();
+    assert!(images.contains(", 0 compiled by NVRTC"), "{cold}");
+    assert!(
+        cold["kernels"] == "shipped" || (cold["kernels"] == "host code" && images.contains("ships no kernel images")),
+        "{cold}"
+    );
+    assert!(v["executor"].as_str().unwrap().ends_with(images), "the executor note names them too: {v}");
+    // The report's line; the CPU executor has no device kernels.
+    let (ok, stdout, stderr) = damacy(&[&args[..], &["--executor", "cpu"]].concat());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("cold start: first batch ") && stdout.contains("no device kernels"), "{stdout}");
+}
