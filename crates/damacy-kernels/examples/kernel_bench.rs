@@ -7,12 +7,13 @@
 //! ```text
 //! cargo run --release -p damacy-kernels --example kernel_bench -- \
 //!     [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
-//!     [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble] [--sizes 64K,256K,1M,4M] \
-//!     [--batch-mib N] [--zstd-levels 0,3,9]
+//!     [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] \
+//!     [--batch-mib N] [--zstd-levels 0,3,9] [--dataset DEMO_DIR]
 //! ```
 //!
 //! Every decode case is one wave (`Decoder::decode_wave`) holding a whole batch (≥ 256 MiB of
-//! decoded bytes on a GPU). Two times per case, each the median of `--reps` timed runs after
+//! decoded bytes on a GPU); the decoder's device and pinned host budgets are sized from the
+//! largest batch the run holds, so the defaults run as written. Two times per case, each the median of `--reps` timed runs after
 //! `--warmup` untimed ones: `WaveStats::kernel_time` (the device time of the wave's kernels)
 //! and the wall time of the whole call (host parse, staging, host-to-device copy, launches,
 //! status read-back). GB/s is 10⁹ decoded bytes per second. Each case's output is compared once
@@ -24,6 +25,14 @@
 //! stores as raw blocks and deflate as stored blocks); deflate chunks are zlib streams of `flate2` at level 6,
 //! which damacy decodes whole (`ChunkInput::zlib`, Adler-32 not verified) and whose raw deflate
 //! body (without the 2-byte header and the 4-byte trailer) is what the dump gives nvCOMP.
+//!
+//! `--dataset DIR` adds the `demo` cases: real chunks of the demo volume that `damacy demo`
+//! writes (`damacy demo --full`: `DIR` is its `…/full/demo.zarr`, or the folder above it) — the
+//! inner zstd frames of the `sharded_zstd` array's shards (256 KiB chunks, ratio ~2.5) and the
+//! blosc-lz4 frames of `blosc_lz4` (512 KiB chunks, byte shuffle, ratio ~1.9), read from disk
+//! as stored, up to one batch of each. damacy decodes the frames (blosc: LZ4 and unshuffle
+//! kernels); the dump gives nvCOMP the same zstd frames, and each blosc frame's raw LZ4 streams
+//! (several per chunk, their own decoded sizes): rows `zstd-demo-sharded-*` and `lz4-demo-blosc-*`.
 //!
 //! With `--device emulated` (feature `emulate`) the kernels run on the host emulator: the
 //! numbers are labelled `emulator` and say nothing about GPU speed. `benches/gpu/compare.py`
@@ -56,8 +65,11 @@ const EXIT_NO_DEVICE: u8 = 3;
 const WIDTH: usize = 2048;
 
 const USAGE: &str = "usage: kernel_bench [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
-[--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble] [--sizes 64K,256K,1M,4M] [--batch-mib N] \
-[--zstd-levels 0,3,9]";
+[--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] [--batch-mib N] \
+[--zstd-levels 0,3,9] [--dataset DEMO_DIR]";
+
+/// Every case name `--cases` takes (`demo` runs only with `--dataset`).
+const CASES: [&str; 6] = ["lz4", "zstd", "deflate", "shuffle", "assemble", "demo"];
 
 // ---------------------------------------------------------------------------------------------
 // Command line
@@ -74,6 +86,7 @@ struct Args {
     sizes: Option<Vec<usize>>,
     batch_mib: Option<usize>,
     zstd_levels: Vec<i32>,
+    dataset: Option<PathBuf>,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -98,10 +111,11 @@ fn parse_args() -> Result<Args, String> {
         json: None,
         reps: None,
         warmup: None,
-        cases: ["lz4", "zstd", "deflate", "shuffle", "assemble"].map(str::to_owned).to_vec(),
+        cases: CASES.map(str::to_owned).to_vec(),
         sizes: None,
         batch_mib: None,
         zstd_levels: vec![0, 3, 9],
+        dataset: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -110,6 +124,7 @@ fn parse_args() -> Result<Args, String> {
             "--device" => a.device = value("--device")?,
             "--small" => a.small = true,
             "--dump" => a.dump = Some(PathBuf::from(value("--dump")?)),
+            "--dataset" => a.dataset = Some(PathBuf::from(value("--dataset")?)),
             "--json" => a.json = Some(PathBuf::from(value("--json")?)),
             "--reps" => a.reps = Some(value("--reps")?.parse().map_err(|e| format!("--reps: {e}"))?),
             "--warmup" => a.warmup = Some(value("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?),
@@ -131,10 +146,11 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
-    if let Some(bad) =
-        a.cases.iter().find(|c| !matches!(c.as_str(), "lz4" | "zstd" | "deflate" | "shuffle" | "assemble"))
-    {
-        return Err(format!("--cases: unknown case {bad:?} (lz4, zstd, deflate, shuffle, assemble)"));
+    if let Some(bad) = a.cases.iter().find(|c| !CASES.contains(&c.as_str())) {
+        return Err(format!("--cases: unknown case {bad:?} ({})", CASES.join(", ")));
+    }
+    if a.cases == ["demo"] && a.dataset.is_none() {
+        return Err(format!("--cases demo reads the demo volume: give --dataset DIR\n{USAGE}"));
     }
     if a.reps == Some(0) {
         return Err("--reps must be at least 1".into());
@@ -150,9 +166,10 @@ fn open_device(kind: &str) -> Result<(Device, &'static str), String> {
         "cuda" => {
             #[cfg(feature = "cuda")]
             {
-                damacy_kernels::nvrtc::load()?;
+                // The kernels come from the images shipped in the binary (NVRTC only where they
+                // cannot serve: the device says why).
                 let d = Device::cuda(Some(0)).map_err(|e| e.to_string())?;
-                d.prepare_kernels().map_err(|e| format!("compiling the kernels: {e}"))?;
+                d.prepare_kernels().map_err(|e| format!("loading the kernels: {e}"))?;
                 Ok((d, "gpu"))
             }
             #[cfg(not(feature = "cuda"))]
@@ -359,6 +376,147 @@ struct DecodeTimes {
     kernel: Vec<f64>,
     wall: Vec<f64>,
     stats: WaveStats,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The demo volume's real chunks (`--dataset`)
+
+/// The rows' data sets of the demo volume.
+const DEMO_ZSTD: Dataset = Dataset { name: "demo-sharded-zstd", dtype: "uint16", typesize: 2, noise: None, seed: 0 };
+const DEMO_BLOSC: Dataset = Dataset { name: "demo-blosc-lz4", dtype: "uint16", typesize: 2, noise: None, seed: 0 };
+
+/// Chunks of the demo store as stored on disk: up to one batch of each array.
+struct Demo {
+    root: PathBuf,
+    /// The inner chunks of the `sharded_zstd` array's shards: zstd frames.
+    zstd_frames: Vec<Vec<u8>>,
+    zstd_chunk: usize,
+    zstd_level: i32,
+    /// The chunks of the `blosc_lz4` array: blosc frames.
+    blosc_frames: Vec<Vec<u8>>,
+    blosc_chunk: usize,
+}
+
+/// Bytes per element of a zarr v3 data type.
+fn element_size(data_type: &Value) -> Res<usize> {
+    Ok(match data_type.as_str().unwrap_or_default() {
+        "int8" | "uint8" | "bool" => 1,
+        "int16" | "uint16" | "float16" | "bfloat16" => 2,
+        "int32" | "uint32" | "float32" => 4,
+        "int64" | "uint64" | "float64" => 8,
+        other => return Err(format!("data type {other:?} is not one the demo writes").into()),
+    })
+}
+
+/// The product of a JSON array of extents.
+fn extents(v: &Value, what: &str) -> Res<Vec<usize>> {
+    let e: Option<Vec<usize>> = v.as_array().map(|a| a.iter().filter_map(|x| x.as_u64().map(|x| x as usize)).collect());
+    match e {
+        Some(e) if !e.is_empty() && e.iter().all(|&x| x > 0) => Ok(e),
+        _ => Err(format!("{what}: not a shape").into()),
+    }
+}
+
+/// Every file of an array's folder but its metadata, sorted: the chunk (shard) objects.
+fn chunk_files(array: &std::path::Path) -> Res<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut todo = vec![array.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let path = e?.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.file_name().is_some_and(|n| n != "zarr.json") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+impl Demo {
+    /// Reads up to `batch` decoded bytes of chunks of each array of the demo store at `dir`
+    /// (the `demo.zarr` folder, or the folder holding it).
+    fn load(dir: &std::path::Path, batch: usize) -> Res<Self> {
+        let root = if dir.join("demo.zarr").is_dir() { dir.join("demo.zarr") } else { dir.to_path_buf() };
+        let meta = |array: &str| -> Res<Value> {
+            let path = root.join(array).join("zarr.json");
+            let text = std::fs::read(&path).map_err(|e| {
+                format!(
+                    "{}: {e} (--dataset names the store `damacy demo --full` writes, e.g. ~/.cache/damacy/demo/full)",
+                    path.display()
+                )
+            })?;
+            Ok(serde_json::from_slice(&text)?)
+        };
+
+        // sharded_zstd: shards of inner zstd frames with the index (offset, nbytes per inner
+        // chunk, little-endian u64; a CRC32C after it when the index codecs say so) at one end.
+        let z = meta("sharded_zstd")?;
+        let shard = extents(&z["chunk_grid"]["configuration"]["chunk_shape"], "sharded_zstd shard shape")?;
+        let sharding = z["codecs"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "sharding_indexed"))
+            .ok_or("sharded_zstd has no sharding_indexed codec")?;
+        let cfg = &sharding["configuration"];
+        let inner = extents(&cfg["chunk_shape"], "sharded_zstd inner chunk shape")?;
+        let zstd = cfg["codecs"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "zstd"))
+            .ok_or("sharded_zstd's inner chunks are not zstd")?;
+        let zstd_level = zstd["configuration"]["level"].as_i64().unwrap_or(0) as i32;
+        let n_inner: usize = shard.iter().zip(&inner).map(|(s, i)| s.div_ceil(*i)).product();
+        let crc = cfg["index_codecs"].as_array().is_some_and(|c| c.iter().any(|c| c["name"] == "crc32c"));
+        let at_start = cfg["index_location"] == "start";
+        let zstd_chunk = inner.iter().product::<usize>() * element_size(&z["data_type"])?;
+        let want = (batch / zstd_chunk).max(1);
+        let index_bytes = n_inner * 16;
+        let mut zstd_frames = Vec::with_capacity(want);
+        'shards: for path in chunk_files(&root.join("sharded_zstd"))? {
+            let bytes = std::fs::read(&path)?;
+            let tail = index_bytes + if crc { 4 } else { 0 };
+            if bytes.len() < tail {
+                return Err(format!("{}: {} bytes, shorter than its shard index", path.display(), bytes.len()).into());
+            }
+            let index = if at_start { &bytes[..index_bytes] } else { &bytes[bytes.len() - tail..][..index_bytes] };
+            for e in index.chunks_exact(16) {
+                let off = u64::from_le_bytes(e[..8].try_into()?);
+                let len = u64::from_le_bytes(e[8..].try_into()?);
+                if off == u64::MAX && len == u64::MAX {
+                    continue; // an inner chunk of fill value, not stored
+                }
+                let frame = usize::try_from(off)
+                    .ok()
+                    .zip(usize::try_from(len).ok())
+                    .and_then(|(o, l)| bytes.get(o..o.checked_add(l)?))
+                    .ok_or_else(|| format!("{}: an index entry ({off}, {len}) outside the shard", path.display()))?;
+                zstd_frames.push(frame.to_vec());
+                if zstd_frames.len() == want {
+                    break 'shards;
+                }
+            }
+        }
+
+        // blosc_lz4: one blosc frame per chunk file.
+        let b = meta("blosc_lz4")?;
+        let blosc_chunk = extents(&b["chunk_grid"]["configuration"]["chunk_shape"], "blosc_lz4 chunk shape")?
+            .iter()
+            .product::<usize>()
+            * element_size(&b["data_type"])?;
+        let want = (batch / blosc_chunk).max(1);
+        let blosc_frames: Vec<Vec<u8>> =
+            chunk_files(&root.join("blosc_lz4"))?.iter().take(want).map(std::fs::read).collect::<Result<_, _>>()?;
+        if zstd_frames.is_empty() || blosc_frames.is_empty() {
+            return Err(format!("{}: no chunks found", root.display()).into());
+        }
+        Ok(Self { root, zstd_frames, zstd_chunk, zstd_level, blosc_frames, blosc_chunk })
+    }
+
+    /// The larger of the two batches, in decoded bytes.
+    fn max_batch_bytes(&self) -> usize {
+        (self.zstd_frames.len() * self.zstd_chunk).max(self.blosc_frames.len() * self.blosc_chunk)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -576,7 +734,8 @@ impl Bench {
     }
 
     /// Writes a batch's streams (concatenated) and its index entry: what nvCOMP decodes with
-    /// `algorithm` (its name in nvCOMP's Python API) and the digests it must reproduce.
+    /// `algorithm` (its name in nvCOMP's Python API), each stream's decoded size and the digests
+    /// it must reproduce.
     fn dump_streams<D: AsRef<[u8]> + Sync>(
         &mut self,
         dir: &std::path::Path,
@@ -601,8 +760,9 @@ impl Bench {
         self.dump_index.push(json!({
             "name": name, "file": file, "algorithm": algorithm, "dataset": ds.name, "dtype": ds.dtype,
             "typesize": ds.typesize, "chunk_bytes": chunk, "n_streams": streams.len(), "offsets": offsets,
-            "comp_sizes": sizes, "decoded_sizes": vec![chunk; streams.len()], "decoded_sha256_64": digests,
-            "comp_bytes": bytes.len(), "decoded_bytes": chunk * streams.len(),
+            "comp_sizes": sizes, "decoded_sizes": decoded.iter().map(|d| d.as_ref().len()).collect::<Vec<_>>(),
+            "decoded_sha256_64": digests, "comp_bytes": bytes.len(),
+            "decoded_bytes": decoded.iter().map(|d| d.as_ref().len()).sum::<usize>(),
         }));
         Ok(())
     }
@@ -701,6 +861,120 @@ impl Bench {
             if let Some(entry) = self.dump_index.last_mut() {
                 entry["level"] = json!(level);
             }
+            row["dump"] = json!(name);
+        }
+        self.rows.push(row);
+        Ok(())
+    }
+
+    // -- the demo volume ---------------------------------------------------------------------------
+
+    /// The sharded array's inner zstd frames, as stored: decoded by the zstd kernel; libzstd is
+    /// the CPU reference and nvCOMP's Zstd gets the same frames.
+    fn demo_zstd_case(&mut self, demo: &Demo) -> Res<()> {
+        let chunk = demo.zstd_chunk;
+        let name = format!("zstd-demo-sharded-{}", human(chunk));
+        let decoded: Result<Vec<Vec<u8>>, String> = demo
+            .zstd_frames
+            .par_iter()
+            .enumerate()
+            .map(|(i, f)| match zstd::bulk::decompress(f, chunk) {
+                Ok(d) if d.len() == chunk => Ok(d),
+                Ok(d) => Err(format!("frame {i} decodes to {} bytes, not {chunk}", d.len())),
+                Err(e) => Err(format!("frame {i}: libzstd rejects it: {e}")),
+            })
+            .collect();
+        let (decoded, cpu_check) = match decoded {
+            Ok(d) => (d, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        };
+        let expected: Vec<&[u8]> = decoded.iter().map(Vec::as_slice).collect();
+        let inputs: Vec<ChunkInput<'_>> =
+            demo.zstd_frames.iter().map(|f| ChunkInput::zstd(f).with_expected_len(chunk)).collect();
+        let streams: Vec<&[u8]> = demo.zstd_frames.iter().map(Vec::as_slice).collect();
+        self.codec_case(
+            "zstd",
+            "Zstd",
+            &name,
+            &DEMO_ZSTD,
+            chunk,
+            demo.zstd_level,
+            &inputs,
+            &streams,
+            &expected,
+            cpu_check,
+        )
+    }
+
+    /// The blosc-lz4 array's frames, as stored (byte shuffle, c-blosc's own blocks and splits):
+    /// damacy decodes whole frames (LZ4 and unshuffle kernels); nvCOMP's LZ4 gets every raw LZ4
+    /// stream of those frames, each with its own decoded size. c-blosc is the reference for the
+    /// frames, lz4_flex for the streams.
+    fn demo_blosc_case(&mut self, demo: &Demo) -> Res<()> {
+        let chunk = demo.blosc_chunk;
+        let frames = &demo.blosc_frames;
+        let n = frames.len();
+        let name = format!("lz4-demo-blosc-{}", human(chunk));
+        let mut lz4 = Vec::new(); // (frame, src offset, src length, decoded length)
+        let mut other = 0usize;
+        for (i, f) in frames.iter().enumerate() {
+            let p = plan_frame(f)
+                .map_err(|e| format!("{name}: frame {i}: blosc parse: {} at byte {}", e.reason, e.offset))?;
+            for st in &p.streams {
+                if st.codec == StreamCodec::Lz4 {
+                    lz4.push((i, st.src_off as usize, st.src_len as usize, st.dst_len as usize));
+                } else {
+                    other += 1;
+                }
+            }
+        }
+        let decoded: Result<Vec<Vec<u8>>, String> = frames.par_iter().map(|f| blosc_decompress(f)).collect();
+        let lz4_decoded: Result<Vec<Vec<u8>>, String> = lz4
+            .par_iter()
+            .map(|&(i, off, len, dst)| {
+                lz4_flex::block::decompress(&frames[i][off..off + len], dst)
+                    .map_err(|e| format!("frame {i}: lz4_flex rejects the stream at byte {off}: {e}"))
+            })
+            .collect();
+        let cpu_check = match (&decoded, &lz4_decoded) {
+            (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+            (Ok(d), Ok(_)) => match d.iter().position(|d| d.len() != chunk) {
+                Some(i) => Err(format!("frame {i} decodes to {} bytes, not {chunk}", d[i].len())),
+                None => Ok(()),
+            },
+        };
+        let encoded: usize = frames.iter().map(Vec::len).sum();
+        let stream_bytes: usize = lz4.iter().map(|s| s.2).sum();
+        let mut row = json!({
+            "kind": "lz4", "name": name, "dataset": DEMO_BLOSC.name, "dtype": DEMO_BLOSC.dtype,
+            "typesize": DEMO_BLOSC.typesize, "chunk_bytes": chunk, "n_chunks": n, "decoded_bytes": n * chunk,
+            "encoded_bytes": encoded, "lz4_stream_bytes": stream_bytes, "lz4_streams": lz4.len(),
+            "other_streams": other, "ratio": (n * chunk) as f64 / encoded as f64, "comparable": true,
+            "note": format!(
+                "damacy decodes the whole blosc frames (LZ4 + unshuffle kernels); nvCOMP the frames' {} raw LZ4 streams{}",
+                lz4.len(),
+                if other == 0 { String::new() } else { format!(" ({other} streams stored raw are not in its batch)") }
+            ),
+        });
+        let (decoded, lz4_decoded) = match (cpu_check, decoded, lz4_decoded) {
+            (Ok(()), Ok(d), Ok(l)) => (d, l),
+            (check, ..) => {
+                self.fail(&name, &format!("CPU reference check: {}", check.err().unwrap_or_default()));
+                row["verified"] = json!(false);
+                self.rows.push(row);
+                return Ok(());
+            }
+        };
+        let inputs: Vec<ChunkInput<'_>> =
+            frames.iter().map(|f| ChunkInput::blosc(f).with_expected_len(chunk)).collect();
+        let expected: Vec<&[u8]> = decoded.iter().map(Vec::as_slice).collect();
+        self.finish_decode_case(&name, &mut row, &inputs, &expected);
+        if row["verified"] == json!(true)
+            && !lz4.is_empty()
+            && let Some(dir) = self.dump.clone()
+        {
+            let raw: Vec<&[u8]> = lz4.iter().map(|&(i, off, len, _)| &frames[i][off..off + len]).collect();
+            self.dump_streams(&dir, &name, &DEMO_BLOSC, chunk, "LZ4", &raw, &lz4_decoded)?;
             row["dump"] = json!(name);
         }
         self.rows.push(row);
@@ -1009,23 +1283,34 @@ fn run(args: &Args) -> Res<ExitCode> {
     let batch = args.batch_mib.map_or(if args.small { 1 << 20 } else { 256 << 20 }, |m| m << 20);
     let reps = args.reps.unwrap_or(if args.small { 3 } else { 15 });
     let warmup = args.warmup.unwrap_or(if args.small { 1 } else { 3 });
+    let demo = match (&args.dataset, args.cases.iter().any(|c| c == "demo")) {
+        (Some(dir), true) => Some(Demo::load(dir, batch)?),
+        _ => None,
+    };
     let cap = sizes.iter().map(|&s| (batch / s).max(1) * s).max().unwrap_or(batch);
+    let cap = demo.as_ref().map_or(cap, |d| cap.max(d.max_batch_bytes()));
     let config = DecodeConfig::default()
         .with_wave_src_bytes(cap + cap / 8 + (1 << 20))
         .with_wave_dst_bytes(cap + (1 << 20))
         .with_wave_streams(if args.small { 1 << 16 } else { 1 << 20 });
-    let budget = config.device_bytes();
-    let config = config.with_device_budget_bytes(budget);
+    // Budgets from the waves this run decodes: a 256 MiB batch needs more pinned staging than
+    // DecodeConfig's default 256 MiB host budget (two slots of sources and tables).
+    let (device_bytes, host_bytes) = (config.device_bytes(), config.host_bytes());
+    let config = config.with_device_budget_bytes(device_bytes).with_host_budget_bytes(host_bytes);
     let decoder = Decoder::new(&device, config)?;
     if let Some(dir) = &args.dump {
         std::fs::create_dir_all(dir)?;
     }
     println!(
-        "kernel_bench on {} [{label}]: chunk sizes {}, batch {} per case, {warmup} warm-up + {reps} timed runs",
+        "kernel_bench on {} [{label}]: chunk sizes {}, batch {} per case, {warmup} warm-up + {reps} timed runs; \
+         decoder budgets {} device, {} pinned host",
         device.describe(),
         sizes.iter().map(|&s| human(s)).collect::<Vec<_>>().join(", "),
-        human(batch)
+        human(batch),
+        human(device_bytes),
+        human(host_bytes)
     );
+    println!("{}", device.kernel_images());
     let mut b = Bench {
         device,
         label,
@@ -1081,6 +1366,13 @@ fn run(args: &Args) -> Res<ExitCode> {
             }
         }
         b.derive_unshuffle_only();
+    }
+    if let Some(demo) = &demo {
+        eprintln!("[{:>6.1} s] demo volume {}", started.elapsed().as_secs_f64(), demo.root.display());
+        b.demo_zstd_case(demo)?;
+        b.save(false)?;
+        b.demo_blosc_case(demo)?;
+        b.save(false)?;
     }
     if want("zstd") || want("deflate") {
         // Last (the GPU run's time limit cuts the end first). Unshuffled, as zarr's `bytes` +
