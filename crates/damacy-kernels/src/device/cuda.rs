@@ -171,10 +171,7 @@ impl CudaBackend {
         // version cannot load what it builds, which is better said now than at the first launch.
         let shipped = shipped_serve(arch, driver);
         if let Err(why) = &shipped {
-            nvrtc_usable(driver).map_err(|e| match e {
-                Error::NoDevice(m) => Error::NoDevice(format!("{m}; the shipped kernel images do not serve it: {why}")),
-                e => e,
-            })?;
+            nvrtc_usable(driver).map_err(|e| not_shipped(e, why))?;
         }
         let stream = ctx.new_stream().map_err(cuda_err("cuStreamCreate"))?;
         Ok(Self {
@@ -276,7 +273,8 @@ impl CudaBackend {
         let (f, origin) = if let Some(loaded) = shipped {
             loaded
         } else {
-            nvrtc_usable(self.driver)?;
+            nvrtc_usable(self.driver)
+                .map_err(|e| not_shipped(e, self.images.snapshot().fallback.as_deref().unwrap_or("none")))?;
             let (image, origin) = crate::cache::compiled_image(kernel, self.arch)?;
             (self.load(image.as_ref().clone(), kernel)?, origin)
         };
@@ -348,6 +346,14 @@ fn nvrtc_usable(driver: i32) -> Result<()> {
             crate::nvrtc::loaded_libraries().map_or_else(|_| "none".to_owned(), crate::nvrtc::Loaded::describe_found);
         Error::NoDevice(format!("{e} (NVRTC libraries found: {found})"))
     })
+}
+
+/// `e` (NVRTC cannot be used) with the reason the shipped images could not be used instead.
+fn not_shipped(e: Error, why: &str) -> Error {
+    match e {
+        Error::NoDevice(m) => Error::NoDevice(format!("{m}; the shipped kernel images do not serve it: {why}")),
+        e => e,
+    }
 }
 
 /// Records an event on `stream` (with timing when `timed`).
@@ -454,6 +460,28 @@ pub(crate) fn slice_ptr(s: &CudaSlice<u8>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shipped_images_serve_sm80_to_sm12x_under_a_new_enough_driver() {
+        if images::shipped().is_empty() {
+            let e = shipped_serve((9, 0), 13_000).unwrap_err();
+            assert!(e.contains("ships no kernel images"), "{e}");
+            return;
+        }
+        let built = images::shipped_nvrtc().unwrap();
+        let driver = built.0 * 1000;
+        for arch in [(8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)] {
+            assert_eq!(shipped_serve(arch, driver), Ok(()), "sm_{}{}", arch.0, arch.1);
+        }
+        // Turing: no image; NVRTC compiles at run time, and the reason names the architecture.
+        let e = shipped_serve((7, 5), driver).unwrap_err();
+        assert!(e.contains("sm_75"), "{e}");
+        // A driver of an older CUDA major version than the NVRTC that built the images.
+        let e = shipped_serve((9, 0), (built.0 - 1) * 1000 + 80).unwrap_err();
+        assert!(e.contains("cannot be loaded by this driver"), "{e}");
+        let e = not_shipped(Error::NoDevice("libnvrtc not found".into()), "why").to_string();
+        assert!(e.contains("libnvrtc not found; the shipped kernel images do not serve it: why"), "{e}");
+    }
 
     #[test]
     fn binding_follows_config_device_and_the_current_context() {
