@@ -16,8 +16,9 @@ PYTEST_WORKERS ?= 2
 CARGO ?= cargo
 # NVRTC from PyPI (no CUDA toolkit needed): damacy-kernels' build compiles the kernel images it
 # ships (cubins for sm_80/sm_90, PTX for later GPUs) with it, and the compile checks use it.
-# Every target that builds the crates depends on `nvrtc`, so the images are in every build;
-# without it a build still succeeds (with a cargo warning) and compiles the kernels at run time.
+# Every target of `make test` and the wheel builds depend on `nvrtc`, so the images are in those
+# builds; without it a build still succeeds (with a cargo warning) and compiles the kernels at
+# run time (`make demo` does not download it: a CPU-only demo does not need it).
 NVRTC_VERSION := 13.0.88
 NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
@@ -87,7 +88,7 @@ nvrtc: $(NVRTC_DIR)/.stamp
 # streams random crops through a Pipeline on the GPU when one is usable, else the CPU.
 # DEMO_ARGS=--full uses the 512^3 dataset; DEMO_ARGS="--executor emulated" the kernel emulator.
 DEMO_ARGS ?=
-demo: nvrtc
+demo:
 	$(CARGO) run --release -q -p damacy-cli --features emulate -- demo $(DEMO_ARGS)
 
 lint: nvrtc
