@@ -256,7 +256,8 @@ sanitize() {
 e2e() {
   [ -x "$bin/damacy" ] || { echo "no damacy binary (bundle step failed?)"; return 1; }
   # DAMACY_E2E_EXECUTOR=emulated and DAMACY_E2E_SIZE=--tiny try the step's plumbing without a GPU.
-  local d=/tmp/damacy-e2e e="$out/e2e" store i t0 size="${DAMACY_E2E_SIZE:---full}"
+  # The same folder as compare's demo volume, so that one run writes it once.
+  local d="${DAMACY_DEMO_DIR:-$HOME/.cache/damacy/demo}" e="$out/e2e" store i t0 size="${DAMACY_E2E_SIZE:---full}"
   local gpu="${DAMACY_E2E_EXECUTOR:-gpu}"
   e2e_rc=0
   e2e_t0=$SECONDS
@@ -322,7 +323,7 @@ e2e_bench() {
     return
   fi
   [ "$t" -le "$left" ] || t=$left
-  echo "\$ damacy bench $*" | sed -E "s#/tmp/damacy-e2e/[a-z]+/demo.zarr/##g" | cut -c 1-400
+  echo "\$ damacy bench $*" | sed -E "s#[^ ]*/demo.zarr/##g" | cut -c 1-400
   timeout --kill-after=5 "$t" "$bin/damacy" bench --json "$@" >"$e/$name.json" 2>"$e/$name.err"
   local r=$?
   if [ $r -ne 0 ]; then
