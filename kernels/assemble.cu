@@ -203,8 +203,9 @@ __device__ __forceinline__ dmc_u64 dmc_convert(dmc_u64 bits, dmc_u32 s, dmc_u32 
 // The low `size` bytes of v in reverse order (size 2, 4 or 8).
 // Written so that the 8-byte result is not built from the 2/4-byte one: in the form
 // `lo = perm(low word); if 2 …; if 4 return lo; return lo << 32 | perm(high word)`, ptxas
-// (NVRTC 12.9.86, 13.0.88 and 13.5.37; sm_80 and sm_90) lowered the last line's
-// `bfi.b64 %rd, %rd, %rd_hi, 32, 32` (its destination the register of the 4-byte result) to
+// (NVRTC 12.9.86, 13.0.88 and 13.5.37 for sm_80 and sm_90; sm_100 and sm_120 were right)
+// lowered the last line's `bfi.b64 %rd, %rd, %rd_hi, 32, 32` (its destination the register of
+// the 4-byte result) to
 // `PRMT R24, R27, 0x123, RZ; IMAD.MOV.U32 R25, RZ, RZ, R24`: the low word overwritten before it
 // was copied to the high one, so every 8-byte big-endian element came out as
 // perm(high word) twice (993 → 993 << 32 | 993 on an H200; the emulator, compiled by g++, was
