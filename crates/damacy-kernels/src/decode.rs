@@ -490,6 +490,53 @@ impl ChunkPlan {
 }
 
 fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
+    let (payload, crc) = split_crc(index, input)?;
+    let zstd_flags = if input.verify_checksums { c::DMC_ZSTD_VERIFY_CHECKSUM } else { 0 };
+    let verify_inflate = if input.verify_checksums { c::DMC_INFLATE_VERIFY_CHECKSUM } else { 0 };
+    let inflate_flags = verify_inflate
+        | match input.encoding {
+            ChunkEncoding::Gzip => c::DMC_INFLATE_FMT_GZIP,
+            _ => c::DMC_INFLATE_FMT_ZLIB,
+        };
+    // The streams, the shuffle jobs, the typesize and the decoded size, per encoding.
+    let one = |codec: StreamCodec, decoded_len: usize| {
+        let stream = FrameStream {
+            src_off: 0,
+            src_len: payload.len() as u32,
+            dst_off: 0,
+            dst_len: decoded_len as u32,
+            codec,
+            to_scratch: false,
+        };
+        (vec![stream], Vec::new(), 1, decoded_len)
+    };
+    let (streams, shuffles, typesize, decoded_len) = match input.encoding {
+        ChunkEncoding::Raw => one(StreamCodec::Raw, payload.len()),
+        ChunkEncoding::Gzip | ChunkEncoding::Zlib => {
+            one(StreamCodec::Deflate, deflate_decoded_len(index, input, payload)?)
+        }
+        ChunkEncoding::Zstd => {
+            let p = zstd::parse(payload, input.expected_len).map_err(|e| zstd_error(index, "zstd frame", 0, e))?;
+            (p.jobs.iter().map(|j| zstd_stream(j, 0, 0, false)).collect(), Vec::new(), 1, p.decoded_len)
+        }
+        ChunkEncoding::Blosc => plan_blosc(index, payload)?,
+    };
+    if let Some(exp) = input.expected_len
+        && exp != decoded_len
+    {
+        return Err(Error::Decode {
+            chunk: index,
+            what: "chunk",
+            offset: 0,
+            reason: format!("decodes to {decoded_len} bytes but the chunk shape needs {exp}"),
+        });
+    }
+    let payload_len = payload.len();
+    Ok(ChunkPlan { streams, shuffles, typesize, decoded_len, payload_len, crc, zstd_flags, inflate_flags })
+}
+
+/// The chunk's payload and, for a crc32c chunk, the checksum its last 4 bytes hold.
+fn split_crc<'a>(index: usize, input: &ChunkInput<'a>) -> Result<(&'a [u8], Option<u32>)> {
     let mut payload = input.bytes;
     let mut crc = None;
     if input.crc32c {
@@ -508,82 +555,22 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
     if payload.len() > u32::MAX as usize {
         return Err(Error::Unsupported { chunk: index, what: format!("a {}-byte chunk (4 GiB limit)", payload.len()) });
     }
-    let zstd_flags = if input.verify_checksums { c::DMC_ZSTD_VERIFY_CHECKSUM } else { 0 };
-    let verify_inflate = if input.verify_checksums { c::DMC_INFLATE_VERIFY_CHECKSUM } else { 0 };
-    let inflate_flags = verify_inflate
-        | match input.encoding {
-            ChunkEncoding::Gzip => c::DMC_INFLATE_FMT_GZIP,
-            _ => c::DMC_INFLATE_FMT_ZLIB,
-        };
-    // A chunk that is one stream of `codec` decoding to `decoded_len` bytes.
-    let single = |codec: StreamCodec, decoded_len: usize| ChunkPlan {
-        streams: vec![FrameStream {
-            src_off: 0,
-            src_len: payload.len() as u32,
-            dst_off: 0,
-            dst_len: decoded_len as u32,
-            codec,
-            to_scratch: false,
-        }],
-        shuffles: Vec::new(),
-        typesize: 1,
-        decoded_len,
-        payload_len: payload.len(),
-        crc,
-        zstd_flags,
-        inflate_flags,
+    Ok((payload, crc))
+}
+
+/// A blosc1 frame's streams (zstd streams split into their jobs), shuffle jobs, typesize and
+/// decoded size.
+fn plan_blosc(index: usize, payload: &[u8]) -> Result<(Vec<FrameStream>, Vec<FrameShuffle>, u32, usize)> {
+    let p = blosc::plan_frame(payload).map_err(|e| match e.kind {
+        FrameErrorKind::Unsupported => Error::Unsupported { chunk: index, what: format!("blosc {}", e.reason) },
+        _ => Error::Decode { chunk: index, what: "blosc frame", offset: e.offset, reason: e.reason },
+    })?;
+    let streams = if p.streams.iter().any(|s| s.codec == StreamCodec::Zstd) {
+        blosc_zstd_streams(index, payload, p.streams)?
+    } else {
+        p.streams
     };
-    let plan = match input.encoding {
-        ChunkEncoding::Raw => single(StreamCodec::Raw, payload.len()),
-        ChunkEncoding::Gzip | ChunkEncoding::Zlib => {
-            single(StreamCodec::Deflate, deflate_decoded_len(index, input, payload)?)
-        }
-        ChunkEncoding::Zstd => {
-            let p = zstd::parse(payload, input.expected_len).map_err(|e| zstd_error(index, "zstd frame", 0, e))?;
-            ChunkPlan {
-                streams: p.jobs.iter().map(|j| zstd_stream(j, 0, 0, false)).collect(),
-                shuffles: Vec::new(),
-                typesize: 1,
-                decoded_len: p.decoded_len,
-                payload_len: payload.len(),
-                crc,
-                zstd_flags,
-                inflate_flags,
-            }
-        }
-        ChunkEncoding::Blosc => {
-            let p = blosc::plan_frame(payload).map_err(|e| match e.kind {
-                FrameErrorKind::Unsupported => Error::Unsupported { chunk: index, what: format!("blosc {}", e.reason) },
-                _ => Error::Decode { chunk: index, what: "blosc frame", offset: e.offset, reason: e.reason },
-            })?;
-            let streams = if p.streams.iter().any(|s| s.codec == StreamCodec::Zstd) {
-                blosc_zstd_streams(index, payload, p.streams)?
-            } else {
-                p.streams
-            };
-            ChunkPlan {
-                typesize: u32::from(p.header.typesize),
-                decoded_len: p.header.nbytes as usize,
-                payload_len: payload.len(),
-                streams,
-                shuffles: p.shuffles,
-                crc,
-                zstd_flags,
-                inflate_flags,
-            }
-        }
-    };
-    if let Some(exp) = input.expected_len
-        && exp != plan.decoded_len
-    {
-        return Err(Error::Decode {
-            chunk: index,
-            what: "chunk",
-            offset: 0,
-            reason: format!("decodes to {} bytes but the chunk shape needs {exp}", plan.decoded_len),
-        });
-    }
-    Ok(plan)
+    Ok((streams, p.shuffles, u32::from(p.header.typesize), p.header.nbytes as usize))
 }
 
 /// The decoded size of a gzip or zlib chunk: the caller's expected size, else (gzip) the last
