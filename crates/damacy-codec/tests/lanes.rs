@@ -143,10 +143,10 @@ fn uploads_of_the_next_wave_overlap_the_decode_of_this_one() {
             .map(|e| (e.start, e.end))
             .collect()
     };
-    let span = |v: &[(std::time::Instant, std::time::Instant)]| {
-        v.iter().map(|r| r.0).min().zip(v.iter().map(|r| r.1).max())
-    };
-    let overlap = |a: Option<(std::time::Instant, std::time::Instant)>, b: Option<(std::time::Instant, std::time::Instant)>| {
+    let span =
+        |v: &[(std::time::Instant, std::time::Instant)]| v.iter().map(|r| r.0).min().zip(v.iter().map(|r| r.1).max());
+    let overlap = |a: Option<(std::time::Instant, std::time::Instant)>,
+                   b: Option<(std::time::Instant, std::time::Instant)>| {
         matches!((a, b), (Some(a), Some(b)) if a.0 < b.1 && b.0 < a.1)
     };
     let waves: Vec<usize> = log

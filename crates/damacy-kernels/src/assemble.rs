@@ -385,7 +385,12 @@ impl Assembler {
     /// [`Assembler::finish`], which reports those the kernel failed. Jobs of one call must
     /// write disjoint bytes. When the table is full, the statuses of the jobs queued so far
     /// are read back first (one wait).
-    pub fn queue(&mut self, src: &DeviceBuffer, dst: &mut DeviceBuffer, jobs: &[AssembleJob]) -> Result<Vec<Result<()>>> {
+    pub fn queue(
+        &mut self,
+        src: &DeviceBuffer,
+        dst: &mut DeviceBuffer,
+        jobs: &[AssembleJob],
+    ) -> Result<Vec<Result<()>>> {
         self.queue_from(Some(src), dst, jobs)
     }
 

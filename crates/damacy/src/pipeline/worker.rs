@@ -542,7 +542,9 @@ impl Shared {
     fn wait_for_release(&self, slot: &mut Slot) -> Result<(), Error> {
         let Some(event) = slot.release.take() else { return Ok(()) };
         match (&self.device, &slot.stream) {
-            (Some(_), Some(s)) => s.wait(&event).map_err(|e| device_error("ordering a batch write after its release", e)),
+            (Some(_), Some(s)) => {
+                s.wait(&event).map_err(|e| device_error("ordering a batch write after its release", e))
+            }
             _ => event.synchronize().map_err(|e| device_error("waiting for a released batch", e)),
         }
     }
