@@ -25,7 +25,7 @@ impl Converter {
         match (self.from, self.to) {
             // Small integers are exact in f32: one rounding, the one to the target.
             (Dtype::U8, to @ (Dtype::F32 | Dtype::BF16 | Dtype::F16)) => {
-                map(src, dst, n, |[b]: [u8; 1]| f32::from(b), to)
+                map(src, dst, n, |[b]: [u8; 1]| f32::from(b), to);
             }
             (Dtype::I8, to @ (Dtype::F32 | Dtype::BF16 | Dtype::F16)) => {
                 map(src, dst, n, |b: [u8; 1]| f32::from(i8::from_ne_bytes(b)), to);
@@ -85,7 +85,7 @@ fn map<const N: usize>(src: &[u8], dst: &mut [u8], n: usize, value: impl Fn([u8;
     }
 }
 
-/// `f32` → bfloat16 bits, rounded to nearest even (PyTorch's `.to(torch.bfloat16)`); NaN stays
+/// `f32` → bfloat16 bits, rounded to nearest even (torch's `.to(torch.bfloat16)`); NaN stays
 /// a quiet NaN.
 fn f32_to_bf16(v: f32) -> u16 {
     let b = v.to_bits();

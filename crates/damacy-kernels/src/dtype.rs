@@ -136,7 +136,7 @@ impl Dtype {
 
     /// How a cast of every value of `self` to `to` behaves: [`CastKind::Exact`],
     /// [`CastKind::Rounded`] (a floating-point target, rounded to nearest even like numpy's
-    /// `astype` and PyTorch's `.to(dtype)`) or [`CastKind::Refused`] (an integer target that
+    /// `astype` and torch's `.to(dtype)`) or [`CastKind::Refused`] (an integer target that
     /// cannot hold the source's range, or a floating-point source going to an integer: refused
     /// when an array is opened unless lossy casts are allowed). The table on [`OutputDtype`]
     /// lists every pair.
@@ -177,7 +177,7 @@ impl Dtype {
     /// it cannot: an integer target (or `bool`) that does not hold the source's range, or a
     /// floating-point source going to an integer target (fractions truncated, values
     /// saturated). Floating-point targets accept every source: naming one asks for rounding
-    /// to nearest even, as numpy's `astype` and PyTorch's `.to(dtype)` do.
+    /// to nearest even, as numpy's `astype` and torch's `.to(dtype)` do.
     #[must_use]
     pub fn lossy_cast_reason(self, to: Dtype) -> Option<String> {
         if self == to {
@@ -348,7 +348,7 @@ pub enum CastKind {
     Exact,
     /// A floating-point target: values it cannot hold are rounded to nearest even (beyond its
     /// largest finite value: infinity). Always allowed: naming a floating-point output type asks
-    /// for this, as numpy's `astype` and PyTorch's `.to(dtype)` do.
+    /// for this, as numpy's `astype` and torch's `.to(dtype)` do.
     Rounded,
     /// An integer (or `bool`) target that cannot hold the source's range, or a floating-point
     /// source going to an integer: values would change silently. Refused when an array is opened
@@ -471,7 +471,7 @@ fn int_to_float_bits(u: u64, signed: bool, d: Dtype) -> u64 {
 /// The element type of a batch: the array's own type or a cast.
 ///
 /// Floating-point outputs (`float16`, `bfloat16`, `float32`, `float64`) accept every source
-/// type and round to nearest even, as numpy's `astype` and PyTorch's `.to(dtype)` do (a value
+/// type and round to nearest even, as numpy's `astype` and torch's `.to(dtype)` do (a value
 /// beyond the largest finite one becomes infinity). Integer outputs accept the sources whose
 /// whole range they hold; the other casts to integers (narrower integers, floating-point
 /// sources) would change values silently and are refused when the array is opened unless lossy
@@ -524,6 +524,7 @@ impl FromStr for OutputDtype {
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp, clippy::many_single_char_names)] // exact values are the point here
 mod tests {
     use super::*;
 
@@ -597,10 +598,10 @@ mod tests {
     #[test]
     fn the_cast_table_is_documented_as_the_code_decides() {
         let table = cast_table();
-        let doc: String = table.iter().map(|l| format!("/// {l}\n")).collect();
+        let doc = table.iter().map(|l| format!("/// {l}\n")).collect::<Vec<_>>().concat();
         assert!(include_str!("dtype.rs").contains(&doc), "OutputDtype's rustdoc table differs from cast_kind:\n{doc}");
         let readme = include_str!("../../../README.md");
-        let md: String = table.iter().map(|l| format!("{l}\n")).collect();
+        let md = table.iter().map(|l| format!("{l}\n")).collect::<Vec<_>>().concat();
         assert!(readme.contains(&md), "the README's cast table differs from cast_kind:\n{md}");
         // Spot checks of the table itself (a row per source, a column per target).
         assert!(table.contains(&"| **u16** | x | x | x | = | = | x | = | = | = | ~ | ~ | = | = |".to_owned()));
