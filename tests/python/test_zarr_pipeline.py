@@ -571,6 +571,22 @@ def test_out_buffers_of_a_float_dtype_are_cast_by_damacy(tmp_path, zarr_stats):
                     Ellipsis, out=default_buffer_prototype().nd_buffer.from_ndarray_like(got))
             np.testing.assert_array_equal(got, want, err_msg=f"{name} -> {np.dtype(out_dtype)}")
             assert zarr_stats()["reads"] == 1 and zarr_stats()["fallback_reads"] == 0, zarr_stats()
+    # Device outputs (enable_gpu's CuPy arrays; here the emulator's host-visible device memory):
+    # cast on the device route.
+    try:
+        damacy.Reader(executor="emulated")
+    except damacy.Unsupported:
+        pass  # a wheel without the kernel emulator: the host legs above are the test
+    else:
+        device_out = _device_prototype().nd_buffer
+        for name in ("u16", "i32"):
+            for out_dtype in (np.float32, np.float16):
+                damacy.GpuCodecPipeline.reset_stats()
+                got = np.full(cases[name].shape, -7, out_dtype)
+                with zarr.config.set({**DAMACY, "codec_pipeline.executor": "emulated", "codec_pipeline.strict": True}):
+                    _open_at(tmp_path / name).get_basic_selection(Ellipsis, out=device_out(got))
+                np.testing.assert_array_equal(got, cases[name].astype(out_dtype), err_msg=f"{name} on the device route")
+                assert zarr_stats()["device_reads"] == 1, zarr_stats()
     # uint16 into int8 would wrap silently: zarr-python reads it (numpy's assignment).
     damacy.GpuCodecPipeline.reset_stats()
     with zarr.config.set(DAMACY), pytest.warns(damacy.FallbackWarning, match="the output is int8.*uint16"):
