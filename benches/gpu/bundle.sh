@@ -7,7 +7,8 @@
 #   bin/damacy.xz         the damacy CLI (inspect --digest --executor gpu)
 #   wheels/*.whl          nvCOMP's Python API and library (CUDA 13 build, Python 3.12, x86-64;
 #                         left out with DAMACY_BUNDLE_NVCOMP=0)
-#   pywheels/*.whl        the damacy wheel (release, feature cuda, abi3) and zarr-python with
+#   pywheels/*.whl        the damacy wheel (release, feature cuda, abi3; left out with
+#                         DAMACY_BUNDLE_PYWHEEL=0) and zarr-python with
 #                         its pure or cp312 dependencies, for benches/gpu/python_gpu.py
 #   BUILD_INFO.json       commit, date, toolchain, the build's repo root, sizes
 #
@@ -124,19 +125,25 @@ fi
 
 echo "== the damacy wheel (release, feature cuda) and zarr-python for Python 3.12"
 mkdir -p "$bundle/pywheels"
-maturin="${MATURIN:-$root/.venv/bin/maturin}"
-[ -x "$maturin" ] || maturin="$(command -v maturin)" || { echo "bundle.sh: maturin not found (make venv)" >&2; exit 1; }
-"$maturin" build --quiet --release --strip -m crates/damacy-py/Cargo.toml --out "$bundle/pywheels"
-wheel_so="$(mktemp)"
-python3 - "$bundle/pywheels" "$wheel_so" <<'EOF'
+# DAMACY_BUNDLE_PYWHEEL=0 leaves the damacy wheel out (11 MiB; only the python step needs it), so
+# that nvCOMP and a larger working tree travel together; zarr-python stays (the e2e step uses it).
+if [ "${DAMACY_BUNDLE_PYWHEEL:-1}" != 0 ]; then
+  maturin="${MATURIN:-$root/.venv/bin/maturin}"
+  [ -x "$maturin" ] || maturin="$(command -v maturin)" || { echo "bundle.sh: maturin not found (make venv)" >&2; exit 1; }
+  "$maturin" build --quiet --release --strip -m crates/damacy-py/Cargo.toml --out "$bundle/pywheels"
+  wheel_so="$(mktemp)"
+  python3 - "$bundle/pywheels" "$wheel_so" <<'EOF'
 import pathlib, sys, zipfile
 wheel = sorted(pathlib.Path(sys.argv[1]).glob("damacy-*.whl"))[-1]
 with zipfile.ZipFile(wheel) as z:
     so = [n for n in z.namelist() if n.endswith(".so")]
     pathlib.Path(sys.argv[2]).write_bytes(z.read(so[0]))
 EOF
-carries_images "$wheel_so" "the damacy wheel's extension"
-rm -f "$wheel_so"
+  carries_images "$wheel_so" "the damacy wheel's extension"
+  rm -f "$wheel_so"
+else
+  echo "   the damacy wheel left out (DAMACY_BUNDLE_PYWHEEL=0): the python step cannot run from this bundle"
+fi
 zarr_pin="$(grep -E '^zarr==' requirements-dev.txt | head -n 1)"
 # numpy comes with the GPU machine's cupy and torch; everything else zarr needs travels.
 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
