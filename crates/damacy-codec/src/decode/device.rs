@@ -474,23 +474,30 @@ impl DeviceExecutor {
         }
     }
 
-    /// Streams `parts` (windows and their bytes of the output) through `lane` one after the
-    /// other: each assembled in the lane's batch buffer and copied down once.
+    /// Takes windows (with their bytes of the output) from `queue` until it is empty, each
+    /// streamed through `lane`, assembled in its batch buffer and copied down once. On an error
+    /// the queue is emptied, so the other lanes stop too.
     fn run_windows(
         &self,
         lane: &mut Lane,
         ctx: &Ctx<'_>,
         batch: &Fetched<'_>,
-        parts: Vec<(Window, &mut [u8])>,
+        queue: &Mutex<Vec<(Window, &mut [u8])>>,
     ) -> Result<()> {
         let Lane { engine, batch: buffer } = lane;
-        for (window, out) in parts {
-            engine.run(ctx, &batch.job(window), buffer)?;
-            self.device
-                .download_on(engine.assembler.stream(), buffer, 0, out)
-                .map_err(|e| Error::device("copying a batch to the host", e))?;
+        let poisoned = || Error::invalid("device executor: a lane's thread panicked");
+        loop {
+            let Some((window, out)) = queue.lock().map_err(|_| poisoned())?.pop() else { return Ok(()) };
+            let r = engine.run(ctx, &batch.job(window), buffer).and_then(|()| {
+                self.device
+                    .download_on(engine.assembler.stream(), buffer, 0, out)
+                    .map_err(|e| Error::device("copying a batch to the host", e))
+            });
+            if r.is_err() {
+                queue.lock().map_err(|_| poisoned())?.clear();
+                return r;
+            }
         }
-        Ok(())
     }
 
     /// Decode every input to the host (wave by wave, on `lane`) and scatter each unit into
@@ -680,8 +687,9 @@ fn assemble_jobs(job: &LaneJob<'_>, decoded: &[(usize, usize)]) -> (Vec<Assemble
 
 impl Executor for DeviceExecutor {
     /// Decodes and assembles on the device, in a lane's batch buffer, and copies each window of
-    /// whole regions down once. A batch of several regions also takes the lanes that are free
-    /// and gives each a share of its windows, so one `read_batch` keeps several lanes busy.
+    /// whole regions down once. A batch of several regions also takes the lanes that are free:
+    /// its windows (a few per lane) go to whichever lane is free next, so one `read_batch`
+    /// keeps several lanes busy and evenly so.
     fn read_host(&self, ctx: &Ctx<'_>, plan: &BatchPlan, out: &mut [u8]) -> Result<()> {
         let batch = Fetched::new(ctx, plan)?;
         let mut lanes = vec![self.lanes.take()?];
@@ -695,17 +703,18 @@ impl Executor for DeviceExecutor {
             }
         }
         let buffer_len = lanes[0].batch.len();
-        // Windows of at most a lane's buffer and a lane's share of the batch. Units shared by
-        // several windows decode in each: past a quarter more decoding than the batch's units,
-        // fewer windows, and in the end decoding each unit once and scattering on the host, win.
+        // Windows of at most a lane's buffer and a `n`th of the batch. Units shared by several
+        // windows decode in each: past a quarter more decoding than the batch's units, fewer
+        // windows, and in the end decoding each unit once and scattering on the host, win.
         let plan_windows = |n: usize| -> Option<Vec<(Window, usize)>> {
             let spans = spans.as_ref()?;
             let largest = spans.iter().map(ExactSizeIterator::len).max().unwrap_or(0);
             let w = windows(spans, buffer_len.min(plan.nbytes.div_ceil(n).max(largest)))?;
             (4 * decodes_over(plan, &w) <= 5 * plan.units.len()).then_some(w)
         };
-        let mut windows = plan_windows(lanes.len());
-        if windows.is_none() && lanes.len() > 1 {
+        let n = lanes.len();
+        let mut windows = if n > 1 { plan_windows(4 * n).or_else(|| plan_windows(n)) } else { plan_windows(1) };
+        if windows.is_none() && n > 1 {
             lanes.truncate(1);
             windows = plan_windows(1);
         }
@@ -713,26 +722,23 @@ impl Executor for DeviceExecutor {
             return Self::decode_to_host_and_scatter(&mut lanes[0], ctx, &batch, out);
         };
         let started = Instant::now();
-        // Each window's part of `out`, then the windows dealt to the lanes in turn.
-        let n = lanes.len();
-        let mut parts: Vec<Vec<(Window, &mut [u8])>> = (0..n).map(|_| Vec::new()).collect();
+        // Each window with its part of `out`, the first last (popped first).
+        let mut parts: Vec<(Window, &mut [u8])> = Vec::with_capacity(windows.len());
         let (mut rest, mut at) = (out, 0usize);
-        for (k, (window, hi)) in windows.into_iter().enumerate() {
+        for (window, hi) in windows {
             let (_, tail) = std::mem::take(&mut rest).split_at_mut(window.lo - at);
             let (part, tail) = tail.split_at_mut(hi - window.lo);
-            parts[k % n].push((window, part));
+            parts.push((window, part));
             (rest, at) = (tail, hi);
         }
-        if n == 1 {
-            let part = parts.pop().unwrap_or_default();
-            self.run_windows(&mut lanes[0], ctx, &batch, part)?;
+        parts.reverse();
+        let queue = Mutex::new(parts);
+        if lanes.len() == 1 {
+            self.run_windows(&mut lanes[0], ctx, &batch, &queue)?;
         } else {
             std::thread::scope(|s| {
-                let runs: Vec<_> = lanes
-                    .iter_mut()
-                    .zip(parts)
-                    .map(|(lane, part)| s.spawn(|| self.run_windows(lane, ctx, &batch, part)))
-                    .collect();
+                let runs: Vec<_> =
+                    lanes.iter_mut().map(|lane| s.spawn(|| self.run_windows(lane, ctx, &batch, &queue))).collect();
                 runs.into_iter().try_for_each(|r| {
                     r.join().unwrap_or_else(|_| Err(Error::invalid("device executor: a lane's thread panicked")))
                 })
