@@ -76,12 +76,14 @@ pub struct ReaderConfig {
     /// The CUDA device ordinal (a rank's `LOCAL_RANK`). Default `None`: the context current on
     /// the calling thread, else device 0.
     pub device: Option<usize>,
-    /// Hard budget of device memory for the device executor: its decode waves (two in flight),
-    /// assemble tables and batch buffer are all allocated from it when the reader is built, and
-    /// nothing on the hot path allocates device memory. Default 1 GiB; at least 64 MiB.
+    /// Hard budget of device memory for the device executor, shared equally by its lanes: each
+    /// lane's decode waves (two in flight), assemble table and batch buffer (a quarter of its
+    /// share, where host outputs are assembled) are allocated from it when the reader is built,
+    /// and nothing on the hot path allocates device memory. Default 1 GiB; at least 64 MiB.
     pub device_buffer_bytes: u64,
-    /// Hard budget of pinned (page-locked) host memory for the device executor's upload staging.
-    /// Default 256 MiB; at least 16 MiB.
+    /// Hard budget of pinned (page-locked) host memory for the device executor, shared equally by
+    /// its lanes (staging rings, status areas, assemble tables' mirrors). Default 256 MiB; at
+    /// least 16 MiB.
     pub host_buffer_bytes: u64,
     /// Device lanes: batches the device executor decodes side by side, each lane with its own
     /// streams, pinned staging and device scratch, taking an equal share of
