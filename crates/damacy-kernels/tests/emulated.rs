@@ -1431,3 +1431,77 @@ fn raw_chunks_are_copied_straight_into_the_output() {
         }
     }
 }
+
+/// The streaming API on its own streams: a batch scheduled once and queued wave by wave, each
+/// wave copied by the assembler on a third stream while the next one uploads, every status read
+/// once at the end; a corrupt chunk in the last wave is reported by `finish_batch` with its
+/// index, and the other chunks' bytes are right.
+#[test]
+fn streamed_waves_report_a_corrupt_chunk_of_the_last_wave() {
+    let device = Device::emulated(7);
+    let cfg = DecodeConfig::default()
+        .with_wave_src_bytes(64 << 10)
+        .with_wave_dst_bytes(96 << 10)
+        .with_wave_streams(256)
+        .with_staging_bytes(48 << 10)
+        .with_device_budget_bytes(8 << 20)
+        .with_host_budget_bytes(4 << 20);
+    let compute = device.new_stream().unwrap();
+    let mut dec = Decoder::on_stream(&device, cfg, compute.clone(), "test").unwrap();
+    let mut asm = damacy_kernels::Assembler::on_stream(&device, 4, device.new_stream().unwrap()).unwrap();
+    let mut datas: Vec<Vec<u8>> = (0..12).map(|i| test_data(30_000, (i % 4) as u8, i)).collect();
+    let mut frames: Vec<Vec<u8>> = datas.iter().map(|d| blosc_compress(d, 5, 1, 2, "lz4", 0)).collect();
+    // The last chunk: an lz4 stream whose first match offset points before the output (the host
+    // parse accepts it; the kernel reports it).
+    let last = frames.len() - 1;
+    let data = test_data(5000, 1, 0);
+    let mut c = lz4_flex::block::compress(&data);
+    let lit = usize::from(c[0] >> 4);
+    c[1 + lit] = 0xFF;
+    c[2 + lit] = 0xFF;
+    frames[last] = lz4_frame(&data, &c);
+    datas[last] = data;
+    let inputs: Vec<_> = frames.iter().map(|f| ChunkInput::blosc(f)).collect();
+    let schedule = dec.schedule(&inputs);
+    assert!(schedule.waves() >= 4 && schedule.rejected().is_empty(), "waves {}", schedule.waves());
+    let total: usize = datas.iter().map(Vec::len).sum();
+    let mut out = device.alloc(total).unwrap();
+    let offset = |i: usize| datas[..i].iter().map(Vec::len).sum::<usize>();
+    for k in 0..schedule.waves() {
+        let wave = dec.queue_wave(&inputs, &schedule, k).unwrap();
+        let jobs: Vec<AssembleJob> = wave
+            .chunks
+            .iter()
+            .map(|(i, r)| AssembleJob {
+                src_offset: r.start,
+                dst_offset: offset(*i),
+                shape: vec![r.len() as u64],
+                src_strides: vec![1],
+                dst_strides: vec![1],
+                src_dtype: Dtype::U8,
+                dst_dtype: Dtype::U8,
+                big_endian: false,
+                fill_bits: None,
+            })
+            .collect();
+        asm.stream().wait(&compute.record(false).unwrap()).unwrap();
+        // More jobs than the 4-job table over the batch: the table is read back and reused.
+        for r in asm.queue(wave.output, &mut out, &jobs).unwrap() {
+            r.unwrap();
+        }
+        let read = asm.stream().record(false).unwrap();
+        dec.release_wave(read);
+    }
+    let done = dec.finish_batch().unwrap();
+    assert!(asm.finish().unwrap().is_empty());
+    assert_eq!(done.stats.waves, schedule.waves());
+    match done.failed.as_slice() {
+        [(i, Error::Stream { chunk, status: StreamStatus::BadOffset, .. })] => assert_eq!((*i, *chunk), (last, last)),
+        other => panic!("expected the last chunk to fail, got {other:?}"),
+    }
+    let mut host = vec![0u8; total];
+    device.download(&out, 0, &mut host).unwrap();
+    for (i, d) in datas.iter().enumerate().take(last) {
+        assert_eq!(&host[offset(i)..offset(i) + d.len()], d.as_slice(), "chunk {i}");
+    }
+}
