@@ -25,15 +25,18 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-bundle="$root/.gpu-bundle"
+# DAMACY_GPU_BUNDLE: another folder name at the repo root (e.g. .gpu-bundle-py), so that two
+# bundles of different contents can be carried by two calls in a row.
+bundle_name="${DAMACY_GPU_BUNDLE:-.gpu-bundle}"
+bundle="$root/$bundle_name"
 target="${CARGO_TARGET_DIR:-$root/target}"
 nvcomp_version="${NVCOMP_VERSION:-6.0.0.12}"
 nvcomp_cuda="${NVCOMP_CUDA:-cu13}" # the GPU machines run driver 580 (CUDA 13.0)
 max_bundle_mib=60
 max_travel_mib=64
 
-if ! git check-ignore -q .gpu-bundle/; then
-  echo "bundle.sh: .gpu-bundle/ is not ignored by git; add /.gpu-bundle/ to .gitignore" >&2
+if ! git check-ignore -q "$bundle_name/"; then
+  echo "bundle.sh: $bundle_name/ is not ignored by git; add /$bundle_name/ to .gitignore" >&2
   exit 1
 fi
 for tool in cargo strip xz python3; do
@@ -180,9 +183,9 @@ tree_bytes="$(git ls-files -z --cached --others --exclude-standard | python3 -c 
 import os, sys
 print(sum(os.path.getsize(p) for p in sys.stdin.read().split("\0") if p and os.path.isfile(p)))')"
 mib() { python3 -c "print(f'{$1 / 2**20:.1f}')"; }
-echo "== .gpu-bundle: $(mib "$bundle_bytes") MiB (limit $max_bundle_mib); with the working tree ($(mib "$tree_bytes") MiB): $(mib $((bundle_bytes + tree_bytes))) MiB (limit $max_travel_mib)"
+echo "== $bundle_name: $(mib "$bundle_bytes") MiB (limit $max_bundle_mib); with the working tree ($(mib "$tree_bytes") MiB): $(mib $((bundle_bytes + tree_bytes))) MiB (limit $max_travel_mib)"
 if [ "$bundle_bytes" -ge $((max_bundle_mib << 20)) ] || [ $((bundle_bytes + tree_bytes)) -ge $((max_travel_mib << 20)) ]; then
   echo "bundle.sh: the bundle is too large to travel" >&2
   exit 1
 fi
-echo "ok: on the GPU machine, from the repo root with .gpu-bundle carried: bash benches/gpu/run.sh"
+echo "ok: on the GPU machine, from the repo root with $bundle_name carried: DAMACY_GPU_BUNDLE=$bundle_name bash benches/gpu/run.sh"

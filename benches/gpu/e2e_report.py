@@ -55,7 +55,7 @@ def ratio(a, b):
 
 def report(folder, out):
     runs = {name: load(os.path.join(folder, name + ".json")) for name, _ in ROWS}
-    info = load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".gpu-bundle", "BUILD_INFO.json")) or {}
+    info = load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", os.environ.get("DAMACY_GPU_BUNDLE", ".gpu-bundle"), "BUILD_INFO.json")) or {}
     device = next((j["executor"] for j in runs.values() if j and "CUDA" in j.get("executor", "")), "no GPU run")
     try:
         cpus = os.cpu_count()

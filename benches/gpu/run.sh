@@ -40,7 +40,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 out="${OUT:-$root/benches/results}"
 mkdir -p "$out"
-bundle="$root/.gpu-bundle"
+bundle="$root/${DAMACY_GPU_BUNDLE:-.gpu-bundle}"
 bin=/tmp/damacy-gpu-bin
 failed=()
 
