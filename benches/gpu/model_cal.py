@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Calibration microbenchmarks for damacy's GPU performance model (issue 30).
+
+Measures, on the GPU it runs on, the constants `damacy_kernels::model::Gpu` takes from
+datasheets and published microbenchmarks, so the next run replaces them with measurements:
+
+- launch_us:        an empty kernel between two CUDA events (the model's fixed launch cost)
+- cpi_dep_int:      cycles per instruction of one warp running a dependent integer chain
+                    (IADD3/LOP3/IMAD-like ops; the model's `cpi`)
+- cpi_dep_mix:      the same with a data-dependent branch every few ops (decoder-like)
+- lat_l1, lat_l2, lat_dram: cycles of one dependent global load (pointer chase) whose
+                    working set fits L1 (16 KiB), L2 (8 MiB) or neither (1 GiB)
+- lat_shared:       cycles of one dependent shared-memory load
+- copy_gbps:        a device-to-device cudaMemcpy of 32 MiB (bytes copied per second)
+- sm_clock_mhz:     SM cycles per second while a kernel runs (clock64 over event time)
+
+Python 3.12 + CuPy (+ nothing else: no network, no damacy build). Prints one JSON object and
+writes it to model_cal.json (or the path given as the first argument).
+
+    python3 benches/gpu/model_cal.py [out.json]
+"""
+import json
+import sys
+
+import cupy as cp
+
+SRC = r"""
+extern "C" __global__ void empty() {}
+
+// one thread: a dependent chain of n integer ops; cycles per op in out[0]
+extern "C" __global__ void dep_int(unsigned n, unsigned seed, unsigned long long* out, unsigned* sink) {
+    unsigned x = seed, y = seed * 3u + 1u;
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) {
+        x = x * 0x9E3779B1u + y;      // IMAD
+        y = (y ^ (x >> 7)) + 0x1234u; // SHF/LOP3/IADD3
+        x = x ^ (y << 3);
+        y = y + (x & 0xffu);
+    }
+    long long t1 = clock64();
+    out[0] = (unsigned long long)(t1 - t0);
+    sink[0] = x ^ y;
+}
+
+// one warp: a decoder-like chain, a data-dependent branch every 4 ops
+extern "C" __global__ void dep_mix(unsigned n, unsigned seed, unsigned long long* out, unsigned* sink) {
+    unsigned x = seed + threadIdx.x, y = seed * 3u + 1u;
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) {
+        x = x * 0x9E3779B1u + y;
+        if (x & 0x100u) y += x >> 5; else y ^= x << 2;
+        y = __shfl_sync(0xffffffffu, y, 0);
+        x ^= y;
+    }
+    long long t1 = clock64();
+    if (threadIdx.x == 0) out[0] = (unsigned long long)(t1 - t0);
+    sink[threadIdx.x] = x ^ y;
+}
+
+// one thread: pointer chase over `next`, n steps; cycles per step in out[0]
+extern "C" __global__ void chase(const unsigned* __restrict__ next, unsigned n, unsigned long long* out, unsigned* sink) {
+    unsigned p = 0;
+    for (unsigned i = 0; i < 256; i++) p = next[p];  // warm up (TLB, caches)
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) p = next[p];
+    long long t1 = clock64();
+    out[0] = (unsigned long long)(t1 - t0);
+    sink[0] = p;
+}
+
+extern "C" __global__ void chase_shared(unsigned n, unsigned long long* out, unsigned* sink) {
+    __shared__ unsigned s[1024];
+    for (unsigned i = threadIdx.x; i < 1024; i += blockDim.x) s[i] = (i * 97u + 31u) & 1023u;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    unsigned p = 0;
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) p = s[p];
+    long long t1 = clock64();
+    out[0] = (unsigned long long)(t1 - t0);
+    sink[0] = p;
+}
+
+// spins for `cycles` SM cycles, for the clock estimate
+extern "C" __global__ void spin(long long cycles, unsigned long long* out) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {}
+    out[0] = (unsigned long long)(clock64() - t0);
+}
+"""
+
+
+def event_time(fn, reps=20):
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) * 1e-3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    out_path = sys.argv[1] if len(sys.argv) > 1 else "model_cal.json"
+    mod = cp.RawModule(code=SRC, options=("--std=c++17",))
+    k = {name: mod.get_function(name) for name in ("empty", "dep_int", "dep_mix", "chase", "chase_shared", "spin")}
+    res = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
+    cyc = cp.zeros(1, dtype=cp.uint64)
+    sink = cp.zeros(64, dtype=cp.uint32)
+
+    res["launch_us"] = event_time(lambda: k["empty"]((1,), (32,), ())) * 1e6
+
+    n = 1 << 16
+    k["dep_int"]((1,), (1,), (cp.uint32(n), cp.uint32(7), cyc, sink))
+    cp.cuda.Device().synchronize()
+    res["cpi_dep_int"] = int(cyc[0]) / (4 * n)
+    k["dep_mix"]((1,), (32,), (cp.uint32(n), cp.uint32(7), cyc, sink))
+    cp.cuda.Device().synchronize()
+    # 4 source ops + branch + shuffle: report cycles per loop iteration and per source op
+    res["cycles_per_iter_dep_mix"] = int(cyc[0]) / n
+
+    for label, size in (("lat_l1", 16 << 10), ("lat_l2", 8 << 20), ("lat_dram", 1 << 30)):
+        words = size // 4
+        stride = 32 if label != "lat_l1" else 8  # one step per 128 B line (L2/DRAM), 32 B (L1)
+        idx = cp.arange(0, words, stride, dtype=cp.uint32)
+        perm = cp.random.permutation(idx.size).astype(cp.uint32)
+        nxt = cp.zeros(words, dtype=cp.uint32)
+        # a random cycle through the chosen words
+        order = idx[perm]
+        nxt[order] = cp.roll(order, -1)
+        steps = 1 << 14
+        k["chase"]((1,), (1,), (nxt, cp.uint32(steps), cyc, sink))
+        cp.cuda.Device().synchronize()
+        res[label] = int(cyc[0]) / steps
+        del nxt, idx, perm, order
+    k["chase_shared"]((1,), (256,), (cp.uint32(1 << 14), cyc, sink))
+    cp.cuda.Device().synchronize()
+    res["lat_shared"] = int(cyc[0]) / (1 << 14)
+
+    a = cp.empty(32 << 20, dtype=cp.uint8)
+    b = cp.empty(32 << 20, dtype=cp.uint8)
+    t = event_time(lambda: cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, a.nbytes, 3, 0))
+    res["copy_gbps"] = a.nbytes / t / 1e9
+
+    spin_cycles = 200_000_000
+    t = event_time(lambda: k["spin"]((1,), (1,), (cp.int64(spin_cycles), cyc)), reps=3)
+    res["sm_clock_mhz"] = int(cyc[0]) / t / 1e6
+
+    print(json.dumps(res, indent=1))
+    with open(out_path, "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
