@@ -150,7 +150,11 @@ __device__ __forceinline__ bool dmc_in_bounds(dmc_u64 off, dmc_u64 len, dmc_u64 
 }
 
 // `#pragma unroll` for the CUDA compilers (the host compiler of the emulator has no such pragma).
-#ifdef DMC_EMULATE
+// The cost build unrolls the same loops with gcc's pragma, so that its basic blocks match the
+// GPU's code line for line (the GPU performance model weighs each by its line's SASS).
+#if defined(DMC_EMULATE) && defined(DMC_EMU_COST) && DMC_EMU_COST
+#define DMC_UNROLL _Pragma("GCC unroll 64")
+#elif defined(DMC_EMULATE)
 #define DMC_UNROLL
 #else
 #define DMC_UNROLL _Pragma("unroll")

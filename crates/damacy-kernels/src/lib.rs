@@ -44,6 +44,8 @@ pub mod dtype;
 mod error;
 mod kernel;
 mod launch;
+#[cfg(feature = "emulate")]
+pub mod model;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 mod wire;
