@@ -550,6 +550,7 @@ DMC_UNROLL
                 ready = false;
             }
         }
+DMC_UNROLL
         for (dmc_u32 i = 0; i < 5; i++) {
             if (__all_sync(0xffffffffu, ready)) break;
             const dmc_u32 rr = __shfl_sync(0xffffffffu, ready ? 1u : 0u, (int)ptr);

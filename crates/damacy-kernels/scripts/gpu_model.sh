@@ -35,11 +35,20 @@ case "${1:-}" in
   --report)
     shift
     H200="${H200_DIR:-/work/shared/gpu-h200-2026-11-28}"
-    OUT="$CARGO_TARGET_DIR/gpu_model_h200.json"
-    "$BIN" --device emulated --model h200 --batch-mib 32 --sizes 64K,1M --zstd-levels 3 --reps 1 --warmup 0 \
-      --cases "${CASES:-lz4,shuffle,assemble,zstd,deflate}" --json "$OUT" "$@"
-    python3 crates/damacy-kernels/scripts/gpu_model_report.py --measured "$H200/kernel_bench.json" --model "$OUT" \
-      --ncu-kernels "$H200/ncu-kernels.txt" --ncu-zstd "$H200/ncu-zstd.txt" \
+    MIB="${MODEL_MIB:-2}"
+    # two processes: the LZ4 + memory-bound cases, and the zstd + deflate cases
+    run() {
+      "$BIN" --device emulated --model h200 --batch-mib 32 --sizes 64K,1M --zstd-levels 3 --reps 1 --warmup 0 \
+        --model-mib "$MIB" --cases "$1" --json "$CARGO_TARGET_DIR/gpu_model_$2.json" "${@:3}" \
+        > "$CARGO_TARGET_DIR/gpu_model_$2.log" 2>&1
+    }
+    run lz4,shuffle,assemble a "$@" & A=$!
+    run zstd,deflate b "$@" & B=$!
+    wait $A; wait $B
+    cat "$CARGO_TARGET_DIR/gpu_model_a.log" "$CARGO_TARGET_DIR/gpu_model_b.log" | grep -v '^\['
+    python3 crates/damacy-kernels/scripts/gpu_model_report.py --measured "$H200/kernel_bench.json" \
+      --model "$CARGO_TARGET_DIR/gpu_model_a.json" --model "$CARGO_TARGET_DIR/gpu_model_b.json" \
+      --ncu-kernels "$H200/ncu-kernels.txt" --ncu-zstd "$H200/ncu-zstd.txt" --model-mib "$MIB" \
       --commit "$(git rev-parse --short HEAD)" --out benches/results/gpu-model.md
     ;;
   *) exec "$BIN" --device emulated --model "${GPU_MODEL:-h200}" --reps 1 --warmup 0 "$@" ;;

@@ -44,16 +44,18 @@ def fmt(x: float | None, d: int = 1) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--measured", required=True)
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model", required=True, action="append", help="the model's kernel_bench JSON (repeatable)")
     ap.add_argument("--ncu-kernels")
     ap.add_argument("--ncu-zstd")
     ap.add_argument("--out", default="benches/results/gpu-model.md")
     ap.add_argument("--commit", default="?")
+    ap.add_argument("--model-mib", default="?")
     ap.add_argument("--command", default="bash crates/damacy-kernels/scripts/gpu_model.sh --report")
     a = ap.parse_args()
     meas = json.load(open(a.measured))
-    model = json.load(open(a.model))
-    pred = {r["name"]: r for r in model["rows"] if "predicted_kernel_s" in r}
+    models = [json.load(open(m)) for m in a.model]
+    model = models[0]
+    pred = {r["name"]: r for m in models for r in m["rows"] if "predicted_kernel_s" in r}
     rows = []
     for r in meas["rows"]:
         kind = r.get("kind", "")
@@ -72,15 +74,16 @@ def main() -> int:
     w(f"- measured: `{a.measured}` ({meas.get('device', '?')}, batch {meas.get('batch_bytes', 0) >> 20} MiB per case, "
       f"median of {meas.get('reps', '?')} runs, `WaveStats::kernel_time`)")
     w(f"- predicted: `kernel_bench --device emulated --model h200` on the same cases (same generators, seeds, "
-      f"batch and chunk sizes): every warp of every batch run by the emulator, nothing sampled")
+      f"batch and chunk sizes), each case's verification run recorded; `--model-mib {a.model_mib}`: every k-th "
+      f"chunk (crop) run, each recorded launch standing for k (column `sample`)")
     w(f"- command: `{a.command}`")
     w("")
     w("Ratio = predicted / measured; within ±30 % means 0.70 ≤ ratio ≤ 1.30. Decode rows are one `dmc_*_decode` "
       "launch; copy rows one `dmc_memcpy`; unshuffle rows the copy plus `dmc_unshuffle` (the wave's two launches); "
       "assemble rows one `dmc_assemble`.")
     w("")
-    w("| case | kind | chunks | measured µs | predicted µs | ratio | ±30 % | bound (model) | longest warp µs | occupancy | waves |")
-    w("|---|---|---:|---:|---:|---:|:---:|---|---:|---|---:|")
+    w("| case | kind | chunks | sample | measured µs | predicted µs | ratio | ±30 % | bound (model) | longest warp µs | occupancy | waves |")
+    w("|---|---|---:|---:|---:|---:|---:|:---:|---|---:|---|---:|")
     worst = None
     outside = []
     for r, p, m_us, p_us in rows:
@@ -94,7 +97,9 @@ def main() -> int:
                 outside.append((r["name"], ratio))
         launches = p["model"] if p else []
         main = max(launches, key=lambda l: l["total_us"]) if launches else {}
-        w(f"| {r['name']} | {r.get('kind')} | {r.get('n_chunks', r.get('n_source_chunks', ''))} | {fmt(m_us)} | {fmt(p_us)} | "
+        smp = p.get("model_sample", {}) if p else {}
+        smp = f"1/{smp['every']}" if smp else "–"
+        w(f"| {r['name']} | {r.get('kind')} | {r.get('n_chunks', r.get('n_source_chunks', ''))} | {smp} | {fmt(m_us)} | {fmt(p_us)} | "
           f"{fmt(ratio, 2)} | {'yes' if ok else '**no**' if ratio is not None else '–'} | "
           f"{'; '.join(l['kernel'].removeprefix('dmc_') + ' ' + l['bound'] for l in launches) or '–'} | "
           f"{fmt(main.get('longest_warp_us'))} | "
@@ -153,6 +158,30 @@ def main() -> int:
             pn_us = pn * 1e6 if pn else None
             ratio = pn_us / d if pn_us else None
             w(f"| {k} | {launch} | {d:.1f} | {name or '(1-element jobs: not a case)'} | {fmt(pn_us)} | {fmt(ratio, 2)} |")
+    # what limits each kernel
+    per_kernel: dict[str, list] = {}
+    for r, p, m_us, p_us in rows:
+        for l in (p["model"] if p else []):
+            per_kernel.setdefault(l["kernel"], []).append((r["name"], l, m_us))
+    if per_kernel:
+        w("")
+        w("## What limits each kernel (the model's terms, per row)")
+        w("")
+        w("Per launch: the share of the predicted time in the latency part (the last SM's end: blocks of "
+          "their longest warp's serial path, list-scheduled by occupancy), the memory part (the launch's bytes "
+          "at the copy bandwidth) and the launch cost; the longest warp over the mean warp's instructions "
+          "(imbalance: the tail a batch waits for); resident warps per SM the occupancy allows and how many "
+          "warps the launch has per SM (parallelism); waves.")
+        w("")
+        w("| kernel | case | predicted µs | latency | memory | launch | longest ÷ mean warp | warps/SM allowed | warps/SM launched | waves | bound |")
+        w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        for k, items in sorted(per_kernel.items()):
+            for name, l, _ in items:
+                t = l["total_us"] or 1.0
+                imb = l["max_warp_insts"] / l["mean_warp_insts"] if l["mean_warp_insts"] else 0.0
+                w(f"| {k} | {name} | {t:.1f} | {100 * l['latency_us'] / t:.0f} % | {100 * l['memory_us'] / t:.0f} % | "
+                  f"{100 * l['launch_us'] / t:.0f} % | {imb:.2f} | {l['warps_per_sm']} ({l['occupancy_limiter']}) | "
+                  f"{l['warps'] / 132:.1f} | {l['waves']:.2f} | {l['bound']} |")
     consts = model.get("model_constants")
     if consts:
         w("")

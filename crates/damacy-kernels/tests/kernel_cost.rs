@@ -257,3 +257,45 @@ fn kernels_stay_within_their_budgets() {
         failures.join("\n")
     );
 }
+
+/// The GPU performance model's pipeline on a small case (issue 30): a batch of fixture LZ4
+/// chunks decoded, every warp recorded with instructions and loads, and a prediction made from
+/// them that is consistent with its own terms.
+#[test]
+fn the_gpu_model_predicts_a_small_lz4_batch_from_its_recorded_warps() {
+    use damacy_kernels::model;
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let device = damacy_kernels::Device::emulated(0);
+    let case = common::cost_cases::decode_case(&device, "lz4", "v3/blosc_lz4_byte_ts4_large", |b| {
+        damacy_kernels::ChunkInput::blosc(b)
+    });
+    let l = case
+        .recorded
+        .iter()
+        .find(|l| l.cost.kernel == "dmc_lz4_decode")
+        .expect("the lz4 case launches dmc_lz4_decode");
+    // one record per warp of the grid; the warps that decoded a stream (they stored output)
+    // ran basic blocks weighing instructions, and loaded their input
+    let per_block = l.cost.block_threads.div_ceil(32);
+    assert_eq!(l.warps.len() as u64, l.cost.blocks * per_block);
+    let busy: Vec<&model::WarpRec> = l.warps.iter().filter(|w| w.g_store > 0).collect();
+    assert!(!busy.is_empty(), "no warp stored output");
+    assert!(busy.iter().all(|w| w.bbs > 0 && w.insts > 0.0 && w.g_load_cold > 0), "{busy:?}");
+    let gpu = model::Gpu::h200();
+    let res = model::resources_from_env();
+    let p = gpu.predict(l, res.get("dmc_lz4_decode"));
+    // the latency part is at least the longest warp's serial path; the total adds the rest
+    let longest = l.warps.iter().map(|w| gpu.warp_cycles(w)).fold(0.0, f64::max) / gpu.clock_hz;
+    assert!(p.latency_s >= longest - 1e-12 && longest > 0.0, "{} < {longest}", p.latency_s);
+    assert!((p.total_s - (p.latency_s + p.memory_s + p.launch_s)).abs() < 1e-12);
+    // a few chunks cannot fill 132 SMs: the serial path bounds it
+    assert_eq!(p.bound, model::Bound::SerialPath);
+    // the same launch standing for 4: 4 times the blocks, the same longest warp, no faster
+    let p4 = gpu.predict(&l.replicate(4), res.get("dmc_lz4_decode"));
+    assert_eq!(p4.blocks, 4 * p.blocks);
+    assert!((p4.longest_warp_s - p.longest_warp_s).abs() < 1e-12);
+    assert!(p4.total_s >= p.total_s);
+}

@@ -31,7 +31,7 @@ fn fixture_chunks(path: &str) -> Vec<Vec<u8>> {
     super::chunk_files(&super::fixtures_dir().join(path)).into_iter().map(|(_, b)| b).collect()
 }
 
-fn decode_case(device: &Device, name: &'static str, path: &str, input: fn(&[u8]) -> ChunkInput<'_>) -> CostCase {
+pub fn decode_case(device: &Device, name: &'static str, path: &str, input: fn(&[u8]) -> ChunkInput<'_>) -> CostCase {
     let chunks = fixture_chunks(path);
     assert!(!chunks.is_empty(), "fixture {path} has no chunks");
     let inputs: Vec<ChunkInput<'_>> = chunks.iter().map(|c| input(c)).collect();
