@@ -161,6 +161,7 @@ DMC_UNROLL
                 // stores then cover every bank 4 times (eight consecutive groups u write words
                 // 8u + 4h at 8 different 4-bank offsets)
                 dmc_u32* row = tile + r * row_words + 8 * u;  // 16-byte aligned when vec
+                DMC_UNROLL
                 for (dmc_u32 s = 0; s < 2; s++) {
                     const dmc_u32 h = s ^ ((u >> 2) & 1u);
                     dmc_u32x4 o;
@@ -203,6 +204,7 @@ DMC_UNROLL
                 done = nb / 4 * 4;
                 for (dmc_u32 w = t; w < nb / 4; w += nt) {
                     dmc_u32 v = 0;
+                    DMC_UNROLL
                     for (dmc_u32 q = 0; q < 4; q++) {
                         const dmc_u32 p = w * 4 + q, i = p / ts;
                         v |= (dmc_u32)tb[(p - i * ts) * row_bytes + i] << (8 * q);

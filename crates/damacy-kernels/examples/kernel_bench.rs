@@ -30,7 +30,7 @@
 //! `crates/damacy-kernels/scripts/gpu_model.sh`) adds the GPU performance model's predicted kernel
 //! time and GB/s of each case (`predicted_kernel_s`, `predicted_gbps`, `model` in the JSON),
 //! from the verification run alone (no timed runs); `--model-mib N` runs every k-th chunk of a
-//! decode case only (k the smallest that keeps the chunks run within N MiB) and stands each
+//! decode case only (assemble cases run whole: their launch shape depends on the job count) (k the smallest that keeps the chunks run within N MiB) and stands each
 //! recorded launch for k (`model_sample` in the JSON). `benches/gpu/compare.py`
 //! runs this and `benches/gpu/nvcomp_decode.py` on the same streams and prints the ratios.
 #![allow(
@@ -925,10 +925,10 @@ impl Bench {
                 "src_dtype": "uint16", "dst_dtype": if dsz == 2 { "uint16" } else { "float32" },
                 "read_bytes": n_crops * h * w * 2, "out_bytes": out_len,
             });
-            // --model: every k-th crop's job, run once and predicted (each launch standing for
-            // k); no host check, no timed runs.
+            // --model: the jobs run once and predicted; no host check, no timed runs. Not
+            // sampled: the launch's shape depends on its job count (elements per thread).
             if let Some(m) = &self.model {
-                let k = self.model_mib.map_or(1, |mb| (n_crops * h * w * 2).div_ceil((mb << 20).max(1)).max(1));
+                let k = 1;
                 let sub: Vec<AssembleJob> = jobs.iter().step_by(k).cloned().collect();
                 m.reset();
                 let res = asm.run(&src, &mut dst, &sub).map_err(|e| e.to_string());
