@@ -36,18 +36,22 @@ case "${1:-}" in
     shift
     H200="${H200_DIR:-/work/shared/gpu-h200-2026-11-28}"
     MIB="${MODEL_MIB:-2}"
-    # two processes: the LZ4 + memory-bound cases, and the zstd + deflate cases
+    # four processes: LZ4, the copy/unshuffle cases, assemble (never sampled: its launch shape
+    # depends on the job count), zstd + deflate
     run() {
       "$BIN" --device emulated --model h200 --batch-mib 32 --sizes 64K,1M --zstd-levels 3 --reps 1 --warmup 0 \
         --model-mib "$MIB" --cases "$1" --json "$CARGO_TARGET_DIR/gpu_model_$2.json" "${@:3}" \
         > "$CARGO_TARGET_DIR/gpu_model_$2.log" 2>&1
     }
-    run lz4,shuffle,assemble a "$@" & A=$!
+    run lz4 a "$@" & A=$!
     run zstd,deflate b "$@" & B=$!
-    wait $A; wait $B
-    cat "$CARGO_TARGET_DIR/gpu_model_a.log" "$CARGO_TARGET_DIR/gpu_model_b.log" | grep -v '^\['
+    run assemble c "$@" & C=$!
+    run shuffle d "$@" & D=$!
+    wait $A; wait $B; wait $C; wait $D
+    cat "$CARGO_TARGET_DIR"/gpu_model_[abcd].log | grep -v '^\['
     python3 crates/damacy-kernels/scripts/gpu_model_report.py --measured "$H200/kernel_bench.json" \
       --model "$CARGO_TARGET_DIR/gpu_model_a.json" --model "$CARGO_TARGET_DIR/gpu_model_b.json" \
+      --model "$CARGO_TARGET_DIR/gpu_model_c.json" --model "$CARGO_TARGET_DIR/gpu_model_d.json" \
       --ncu-kernels "$H200/ncu-kernels.txt" --ncu-zstd "$H200/ncu-zstd.txt" --model-mib "$MIB" \
       --commit "$(git rev-parse --short HEAD)" --out benches/results/gpu-model.md
     ;;

@@ -272,11 +272,8 @@ fn the_gpu_model_predicts_a_small_lz4_batch_from_its_recorded_warps() {
     let case = common::cost_cases::decode_case(&device, "lz4", "v3/blosc_lz4_byte_ts4_large", |b| {
         damacy_kernels::ChunkInput::blosc(b)
     });
-    let l = case
-        .recorded
-        .iter()
-        .find(|l| l.cost.kernel == "dmc_lz4_decode")
-        .expect("the lz4 case launches dmc_lz4_decode");
+    let l =
+        case.recorded.iter().find(|l| l.cost.kernel == "dmc_lz4_decode").expect("the lz4 case launches dmc_lz4_decode");
     // one record per warp of the grid; the warps that decoded a stream (they stored output)
     // ran basic blocks weighing instructions, and loaded their input
     let per_block = l.cost.block_threads.div_ceil(32);
