@@ -58,6 +58,9 @@ type Res<T> = Result<T, Box<dyn std::error::Error>>;
 #[path = "gpu_model/hook.rs"]
 mod gpu_model;
 
+/// The GPU model's predictions of a case's timed runs: total seconds and per-launch terms.
+type Predicted = Vec<(f64, Value)>;
+
 /// Exit code when the requested device cannot be opened (no GPU, no NVRTC, feature missing).
 const EXIT_NO_DEVICE: u8 = 3;
 /// Row length of the generated 2-D fields, in elements.
@@ -373,7 +376,7 @@ fn human(bytes: usize) -> String {
 /// Kernel and wall times (seconds) of the timed decode runs.
 struct DecodeTimes {
     kernel: Vec<f64>,
-    predicted: Vec<(f64, Value)>,
+    predicted: Predicted,
     wall: Vec<f64>,
     stats: WaveStats,
 }
@@ -978,7 +981,7 @@ impl Bench {
             }
             row["verified"] = json!(true);
             // Per rep: wall time of the call, and the device time of its kernels (timing events).
-            let mut time = |jobs: &[AssembleJob]| -> Res<(Vec<f64>, Vec<f64>, Vec<(f64, Value)>)> {
+            let mut time = |jobs: &[AssembleJob]| -> Res<(Vec<f64>, Vec<f64>, Predicted)> {
                 let (mut v, mut k, mut p) = (Vec::new(), Vec::new(), Vec::new());
                 for rep in 0..self.warmup + self.reps {
                     if let Some(m) = &self.model {

@@ -34,6 +34,7 @@ impl Model {
     }
 
     /// Forgets the launches recorded so far.
+    #[allow(clippy::unused_self)]
     pub(crate) fn reset(&self) {
         drop(damacy_kernels::model::take());
     }
@@ -85,6 +86,7 @@ impl Model {
     pub(crate) fn new(_gpu: &str) -> Result<Self, String> {
         Err("--model needs the emulator (feature `emulate`, a DAMACY_EMU_COST=1 build)".into())
     }
+    #[allow(clippy::unused_self)]
     pub(crate) fn reset(&self) {}
     pub(crate) fn collect(&self) -> (f64, Value) {
         (0.0, Value::Null)
