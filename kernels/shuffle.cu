@@ -91,10 +91,12 @@ template <dmc_u32 TS>
 __device__ __forceinline__ dmc_u64 dmc_unshuffle_group8(const dmc_u32* row, dmc_u32 row_words, dmc_u32 g) {
     constexpr dmc_u32 E = 8 / TS;  // elements per group = bytes read per row
     dmc_u64 o = 0;
+DMC_UNROLL
     for (dmc_u32 b = 0; b < TS; b++) {
         // the E bytes of row b at byte offset g*E: inside one word (E divides 4)
         const dmc_u32 byte = g * E;
         const dmc_u32 w = row[b * row_words + byte / 4] >> (8 * (byte % 4));
+DMC_UNROLL
         for (dmc_u32 k = 0; k < E; k++) o |= (dmc_u64)((w >> (8 * k)) & 0xffu) << (8 * (k * TS + b));
     }
     return o;
