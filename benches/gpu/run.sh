@@ -162,6 +162,17 @@ EOF
 compare() {
   [ -x "$bin/kernel_bench" ] || { echo "no kernel_bench binary (bundle step failed?)"; return 1; }
   PYTHONUNBUFFERED=1 timeout --kill-after=10 400 python3 benches/gpu/compare.py --device cuda --bin "$bin/kernel_bench" --out "$out" --timeout 240 --nvcomp-timeout 140
+  local rc=$?
+  # The GPU performance model's predictions of the same cases (issue 30), made beforehand on the
+  # build machine by crates/damacy-kernels/scripts/gpu_model.sh --report and carried in the
+  # bundle as gpu_model/*.json: measured vs predicted for this run, in one step.
+  if ls "$bundle"/gpu_model/gpu_model_*.json >/dev/null 2>&1 && [ -f "$out/kernel_bench.json" ]; then
+    local models=()
+    for m in "$bundle"/gpu_model/gpu_model_*.json; do models+=(--model "$m"); done
+    python3 crates/damacy-kernels/scripts/gpu_model_report.py --measured "$out/kernel_bench.json" "${models[@]}" \
+      --out "$out/gpu-model.md" || echo "gpu-model report failed (the run's rows stand)"
+  fi
+  return "$rc"
 }
 
 python_gpu() {
