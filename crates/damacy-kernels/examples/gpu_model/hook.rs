@@ -82,6 +82,7 @@ impl Model {
 pub(crate) struct Model;
 
 #[cfg(not(feature = "emulate"))]
+#[allow(clippy::unused_self)] // the emulate build's methods, without a model behind them
 impl Model {
     pub(crate) fn new(_gpu: &str) -> Result<Self, String> {
         Err("--model needs the emulator (feature `emulate`, a DAMACY_EMU_COST=1 build)".into())
