@@ -24,7 +24,7 @@ NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
 
-.PHONY: help demo test lint rust-test kernel-asan kernel-ubsan kernel-tsan kernel-cost fixtures fixtures-check bench venv venv313 nvrtc fuzz \
+.PHONY: help demo test lint rust-test kernel-asan kernel-ubsan kernel-tsan kernel-cost fixtures fixtures-check bench venv venv313 nvrtc nvdisasm gpu-model fuzz \
 	clean py-wheel py-test zarr-suite bench-python
 
 help:
@@ -84,6 +84,20 @@ $(NVRTC_DIR)/.stamp:
 
 nvrtc: $(NVRTC_DIR)/.stamp
 
+# nvdisasm (PyPI wheel) for the GPU performance model's SASS line counts (issue 30).
+NVDISASM_VERSION := 13.5.37
+NVDISASM_DIR := .nvdisasm/$(NVDISASM_VERSION)
+$(NVDISASM_DIR)/.stamp:
+	$(PYTHON) -m pip install --quiet --no-deps --target $(NVDISASM_DIR) "nvidia-cuda-nvdisasm==$(NVDISASM_VERSION)"
+	touch $@
+
+nvdisasm: $(NVDISASM_DIR)/.stamp
+
+# The GPU performance model's calibration report (benches/results/gpu-model.md): the H200 run's
+# cases on the emulator with --model h200 (about an hour on 2 cores).
+gpu-model: nvrtc nvdisasm
+	bash crates/damacy-kernels/scripts/gpu_model.sh --report
+
 # `damacy demo`: writes a small synthetic dataset on first use (~/.cache/damacy/demo), then
 # streams random crops through a Pipeline on the GPU when one is usable, else the CPU.
 # DEMO_ARGS=--full uses the 512^3 dataset; DEMO_ARGS="--executor emulated" the kernel emulator.
@@ -135,7 +149,7 @@ kernel-tsan: nvrtc
 # access patterns must give exact sectors and bank wavefronts, and every kernel must stay within
 # its budget (crates/damacy-kernels/cost_budgets.toml: sectors per request, warp-requests per
 # byte, bank wavefronts) on the fixture workloads. Model numbers, not GPU time.
-kernel-cost: nvrtc
+kernel-cost: nvrtc nvdisasm
 	bash crates/damacy-kernels/scripts/cost.sh
 
 test: venv lint rust-test kernel-asan kernel-tsan kernel-cost fixtures-check py-test

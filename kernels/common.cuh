@@ -150,7 +150,11 @@ __device__ __forceinline__ bool dmc_in_bounds(dmc_u64 off, dmc_u64 len, dmc_u64 
 }
 
 // `#pragma unroll` for the CUDA compilers (the host compiler of the emulator has no such pragma).
-#ifdef DMC_EMULATE
+// The cost build unrolls the same loops with gcc's pragma, so that its basic blocks match the
+// GPU's code line for line (the GPU performance model weighs each by its line's SASS).
+#if defined(DMC_EMULATE) && defined(DMC_EMU_COST) && DMC_EMU_COST
+#define DMC_UNROLL _Pragma("GCC unroll 64")
+#elif defined(DMC_EMULATE)
 #define DMC_UNROLL
 #else
 #define DMC_UNROLL _Pragma("unroll")
@@ -546,6 +550,7 @@ DMC_UNROLL
                 ready = false;
             }
         }
+DMC_UNROLL
         for (dmc_u32 i = 0; i < 5; i++) {
             if (__all_sync(0xffffffffu, ready)) break;
             const dmc_u32 rr = __shfl_sync(0xffffffffu, ready ? 1u : 0u, (int)ptr);

@@ -716,6 +716,7 @@ __device__ __forceinline__ dmc_u32 dmc_inf_x8n(dmc_u64 n) {
 // The 4 bytes at A + q as a little-endian word, those outside [S, E) as 0: single bytes.
 __device__ __forceinline__ dmc_u32 dmc_inf_group_word(const dmc_u8* A, dmc_u64 q, dmc_u64 S, dmc_u64 E) {
     dmc_u32 v = 0;
+    DMC_UNROLL
     for (dmc_u32 b = 0; b < 4; b++) {
         if (q + b >= S && q + b < E) v |= (dmc_u32)A[q + b] << (8 * b);
     }
@@ -1047,6 +1048,7 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
         const dmc_u32 at0 = run.head + run.len;  // the run's next slot
         const dmc_u32 take = dmc_min_u32(dmc_min_u32(nlit, DMC_INF_RUN_BYTES - at0), dmc_min_u32(first_tr, first_ov));
         // literals [0, take) of the chain join the run: slot at0 + k takes the k-th
+        DMC_UNROLL
         for (dmc_u32 b = 0; b < 4; b++) {
             const dmc_u32 k = 4 * lane + b - at0;
             const dmc_u32 byte = __shfl_sync(DMC_INF_FULL, ek, (int)(k & 31));
@@ -1151,6 +1153,7 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
                     const dmc_u32 rd = dmc_inf_slot_pend(run, sq);
                     const dmc_u32 back = op + k - q;  // the byte's distance to its source
                     const dmc_u32 mv = q < run.base ? back << 8 : rd != 0 ? (back + rd) << 8 : r;
+                    DMC_UNROLL
                     for (dmc_u32 b = 0; b < 4; b++) {
                         const dmc_u32 kk = 4 * lane + b - at1 - c;
                         const dmc_u32 pv = __shfl_sync(DMC_INF_FULL, mv, (int)(kk & 31));

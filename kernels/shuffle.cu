@@ -91,10 +91,12 @@ template <dmc_u32 TS>
 __device__ __forceinline__ dmc_u64 dmc_unshuffle_group8(const dmc_u32* row, dmc_u32 row_words, dmc_u32 g) {
     constexpr dmc_u32 E = 8 / TS;  // elements per group = bytes read per row
     dmc_u64 o = 0;
+DMC_UNROLL
     for (dmc_u32 b = 0; b < TS; b++) {
         // the E bytes of row b at byte offset g*E: inside one word (E divides 4)
         const dmc_u32 byte = g * E;
         const dmc_u32 w = row[b * row_words + byte / 4] >> (8 * (byte % 4));
+DMC_UNROLL
         for (dmc_u32 k = 0; k < E; k++) o |= (dmc_u64)((w >> (8 * k)) & 0xffu) << (8 * (k * TS + b));
     }
     return o;
@@ -161,6 +163,7 @@ DMC_UNROLL
                 // stores then cover every bank 4 times (eight consecutive groups u write words
                 // 8u + 4h at 8 different 4-bank offsets)
                 dmc_u32* row = tile + r * row_words + 8 * u;  // 16-byte aligned when vec
+                DMC_UNROLL
                 for (dmc_u32 s = 0; s < 2; s++) {
                     const dmc_u32 h = s ^ ((u >> 2) & 1u);
                     dmc_u32x4 o;
@@ -203,6 +206,7 @@ DMC_UNROLL
                 done = nb / 4 * 4;
                 for (dmc_u32 w = t; w < nb / 4; w += nt) {
                     dmc_u32 v = 0;
+                    DMC_UNROLL
                     for (dmc_u32 q = 0; q < 4; q++) {
                         const dmc_u32 p = w * 4 + q, i = p / ts;
                         v |= (dmc_u32)tb[(p - i * ts) * row_bytes + i] << (8 * q);

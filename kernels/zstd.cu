@@ -578,6 +578,7 @@ __device__ dmc_u32 dmc_zstd_read_weights(dmc_zstd_smem* sm, const dmc_u8* p, dmc
 __device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32* log_out, dmc_u32 lane) {
     dmc_u32 pk = 0, sum = 0;
     bool bad = false;
+    DMC_UNROLL
     for (dmc_u32 j = 0; j < 8; j++) {
         const dmc_u32 s = lane + DMC_WARP_SIZE * j;
         const dmc_u32 w = s < n ? sm->t.weights[s] : 0u;
@@ -688,6 +689,7 @@ __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, con
         // e: its code length << 8 | its symbol's index in hsym, the (idx - T_w) >> (w-1)-th of
         // weight w (no memory access: the symbol is looked up only for the real chain's codes)
         dmc_u32 w = 0;
+        DMC_UNROLL
         for (dmc_u32 step = 8; step > 0; step >>= 1) {
             const dmc_u32 t = __shfl_sync(0xffffffffu, hr, (int)(w + step));
             if ((t & 0xFFFFu) <= idx) w += step;
@@ -698,6 +700,7 @@ __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, con
         // lane k applies it for each set bit s of k.
         dmc_u32 j = lane + (e >> 8);
         dmc_u32 at = 0;
+        DMC_UNROLL
         for (dmc_u32 s = 0; s < 5; s++) {
             const dmc_u32 t = __shfl_sync(0xffffffffu, j, (int)(at & 31u));
             if (((lane >> s) & 1u) && at < DMC_WARP_SIZE) at = t;
@@ -712,6 +715,7 @@ __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, con
         // lane k < take: the k-th literal (one shared request of a few lanes: the 32 candidates'
         // lookups in a table of 2^log entries conflicted, ~3.2 wavefronts per request)
         const dmc_u32 sym = lane < take ? (dmc_u32)sm->hsym[ek & 0xFFu] : 0u;
+        DMC_UNROLL
         for (dmc_u32 b = 0; b < 4; b++) {
             const dmc_u32 slot = 4 * lane + b;
             const dmc_u32 v = __shfl_sync(0xffffffffu, sym, (int)((slot - fill) & 31u));
@@ -725,6 +729,7 @@ __device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, con
             if (s0 >= lo && s0 + 4 <= fill) {
                 *(dmc_u32*)(ob + s0) = mine;  // aligned: ob is
             } else {
+                DMC_UNROLL
                 for (dmc_u32 b = 0; b < 4; b++) {
                     const dmc_u32 slot = s0 + b;
                     if (slot >= lo && slot < fill) ob[slot] = (dmc_u8)(mine >> (8 * b));
@@ -879,6 +884,7 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, con
     const dmc_u32 mis = (dmc_u32)((dmc_u64)(out + op) & 3u), span = mis + total;
     for (dmc_u32 r = 0; r < span; r += 4 * DMC_WARP_SIZE) {
         dmc_u32 pk = 0;  // byte b: this lane's byte of slot b
+        DMC_UNROLL
         for (dmc_u32 b = 0; b < 4; b++) {
             const dmc_u32 x = r + DMC_WARP_SIZE * b + lane;
             const bool mine = x >= mis && x < span;
@@ -888,6 +894,7 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, con
             while (__any_sync(0xffffffffu, !done)) {
                 // the last sequence starting at or before q
                 dmc_u32 s = 0;
+                DMC_UNROLL
                 for (dmc_u32 step = DMC_WARP_SIZE / 2; step > 0; step >>= 1) {
                     const dmc_u32 st = __shfl_sync(0xffffffffu, start, s + step);
                     if (s + step < nb && st <= q) s += step;
@@ -922,6 +929,7 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, con
         }
         // lane l's word is the bytes x = r + 4 l + c, slot l / 8 of lanes 4 l + c (mod 32)
         dmc_u32 word = 0;
+        DMC_UNROLL
         for (dmc_u32 c = 0; c < 4; c++) {
             const dmc_u32 t = __shfl_sync(0xffffffffu, pk, (int)(((4 * lane) & 31u) + c));
             word |= ((t >> (8 * (lane >> 3))) & 0xFFu) << (8 * c);

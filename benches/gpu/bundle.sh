@@ -112,6 +112,12 @@ echo "== packing binaries"
 pack "$target/release/examples/kernel_bench" kernel_bench
 pack "$gpu_tests" gpu-tests
 pack "$target/release/damacy" damacy
+# the GPU performance model's predictions of kernel_bench's cases for this source (issue 30), if
+# crates/damacy-kernels/scripts/gpu_model.sh --report made them: run.sh joins them with the run
+if ls "$root"/target/cost/gpu_model_*.json >/dev/null 2>&1; then
+  mkdir -p "$bundle/gpu_model"
+  cp "$root"/target/cost/gpu_model_[abcd].json "$bundle/gpu_model/" 2>/dev/null || true
+fi
 
 # DAMACY_BUNDLE_NVCOMP=0 leaves nvCOMP out (34 MiB): a bundle for the steps other than compare,
 # small enough to travel with a larger working tree.

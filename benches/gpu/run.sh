@@ -181,14 +181,28 @@ compare() {
   [ -x "$bin/kernel_bench" ] || { echo "no kernel_bench binary (bundle step failed?)"; return 1; }
   # The demo volume's real chunks (kernel_bench --dataset: sharded zstd and blosc-lz4 as
   # stored), written on first use by `damacy demo --full` (the e2e step reads the same folder).
-  local demo_dir="${DAMACY_DEMO_DIR:-$HOME/.cache/damacy/demo}" demo_args=()
+  # DAMACY_COMPARE_BENCH_ARGS: more kernel_bench arguments (e.g. "--cases shuffle,assemble,demo
+  # --sizes 64K,1M --batch-mib 32" for a short run).
+  local demo_dir="${DAMACY_DEMO_DIR:-$HOME/.cache/damacy/demo}" bench_args="${DAMACY_COMPARE_BENCH_ARGS:-}"
   if [ -x "$bin/damacy" ] && timeout --kill-after=10 180 "$bin/damacy" demo --full --dir "$demo_dir" \
     --batches 1 --warmup 0 --executor cpu >/dev/null; then
-    demo_args=(--bench-args "--dataset $demo_dir/full/demo.zarr")
+    bench_args="$bench_args --dataset $demo_dir/full/demo.zarr"
   else
     echo "no demo volume (damacy demo --full failed or timed out): the demo rows are left out"
   fi
-  PYTHONUNBUFFERED=1 timeout --kill-after=10 400 python3 benches/gpu/compare.py --device cuda --bin "$bin/kernel_bench" --out "$out" --timeout 240 --nvcomp-timeout 140 "${demo_args[@]}"
+  PYTHONUNBUFFERED=1 timeout --kill-after=10 400 python3 benches/gpu/compare.py --device cuda --bin "$bin/kernel_bench" --out "$out" --timeout 240 --nvcomp-timeout 140 \
+    ${bench_args:+--bench-args "$bench_args"}
+  local rc=$?
+  # The GPU performance model's predictions of the same cases (issue 30), made beforehand on the
+  # build machine by crates/damacy-kernels/scripts/gpu_model.sh --report and carried in the
+  # bundle as gpu_model/*.json: measured vs predicted for this run, in one step.
+  if ls "$bundle"/gpu_model/gpu_model_*.json >/dev/null 2>&1 && [ -f "$out/kernel_bench.json" ]; then
+    local models=()
+    for m in "$bundle"/gpu_model/gpu_model_*.json; do models+=(--model "$m"); done
+    python3 crates/damacy-kernels/scripts/gpu_model_report.py --measured "$out/kernel_bench.json" "${models[@]}" \
+      --out "$out/gpu-model.md" || echo "gpu-model report failed (the run's rows stand)"
+  fi
+  return "$rc"
 }
 
 cold_start() {

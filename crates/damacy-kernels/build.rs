@@ -361,6 +361,13 @@ fn build_emulator(kernels: &Path, out: &Path) {
         // The instrumentation calls __tsan_* hooks that kernels/emu/runtime.cu defines; libtsan
         // is not linked. -g: call sites can be named with addr2line.
         build.flag("-fsanitize=thread").flag("-DDMC_EMU_COST=1").flag("-g");
+        // Loops of a constant trip count unrolled completely, as nvcc does, so that the host's
+        // basic blocks match the GPU's code line for line (the GPU performance model weighs
+        // each by its line's SASS instructions).
+        build
+            .flag("-fpeel-loops")
+            .flag("--param=max-completely-peel-times=32")
+            .flag("--param=max-completely-peeled-insns=2000");
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(kernels)
         .expect("kernels/ is readable")

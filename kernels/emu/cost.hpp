@@ -50,6 +50,23 @@ struct LaunchCost {
 };
 static_assert(sizeof(LaunchCost) == 48 + 8 * (5 + 18 + 15 + 9), "LaunchCost has no padding");
 
+// One warp of a launch, for the GPU performance model (issue 30): its block, its dynamic
+// instruction estimate and its memory requests (C ABI: a Rust twin in
+// crates/damacy-kernels/src/model/mod.rs; u64 and f64 fields only).
+struct WarpRec {
+    uint64_t block;  // linear block index (x fastest)
+    uint64_t warp;   // warp of the block
+    // basic blocks the warp ran (per call site, the most any lane ran between convergence
+    // points, summed: lanes of a converged warp run one basic block together)
+    uint64_t bbs;
+    // the same, each weighted by the SASS instructions per host basic block of its source
+    // line (kernels/emu/model weights, DAMACY_GPU_MODEL_SASS); = bbs without a weight table
+    double insts;
+    uint64_t g_load_cold, g_load_warm, g_store, g_sectors;  // global requests and sectors
+    uint64_t s_load, s_store, s_wavefronts;                 // shared requests, wavefronts
+};
+static_assert(sizeof(WarpRec) == 8 * 11, "WarpRec has no padding");
+
 struct Rec {
     uint64_t addr;
     uintptr_t pc;
@@ -62,6 +79,10 @@ struct WarpLog {
     std::vector<Rec> recs;
     std::unordered_map<uintptr_t, std::array<uint32_t, 32>> inst;
     uint64_t g_cold = 0, g_warm = 0, s_req = 0;
+    // GPU performance model (issue 30; crates/damacy-kernels/src/model/): the basic blocks each
+    // lane ran per call site since the warp last converged, and the warp's totals so far.
+    std::unordered_map<uintptr_t, std::array<uint32_t, 32>> bb;
+    WarpRec tot{};
 };
 
 struct ThreadCost {
@@ -72,11 +93,15 @@ struct ThreadCost {
     std::vector<uint64_t> scratch;
     // per call site (DAMACY_EMU_COST_SITES set): global requests, cold ones, shared requests
     std::unordered_map<uintptr_t, std::array<uint64_t, 3>> sites;
+    std::vector<WarpRec> warp_recs;  // the launch's warps, as their blocks end
+    // per basic block (DAMACY_EMU_COST_SITES set): warp runs and weighted instructions
+    std::unordered_map<uintptr_t, std::pair<uint64_t, double>> bb_sites;
 };
 
 struct Sink {
     std::mutex mu;
     std::vector<LaunchCost> launches;
+    std::vector<std::vector<WarpRec>> warps;  // per launch, beside `launches`
 };
 inline Sink& sink() {
     static Sink* s = new Sink();  // never destroyed: stream threads may outlive main
@@ -118,6 +143,63 @@ DMC_EMU_INTERNAL inline void record(const volatile void* p, uint64_t size, uint8
     WarpLog& L = c->warps[w];
     const uint32_t inst = L.inst[pc][lane]++;
     L.recs.push_back(Rec{(uint64_t)a, pc, inst, (uint32_t)size, (uint8_t)lane, kind, space});
+    tls_busy = 0;
+}
+
+// ---- The GPU performance model's instruction count (issue 30) ----
+// Every basic block of a kernel calls __sanitizer_cov_trace_pc (kernels/emu/runtime.cu), which
+// calls on_bb with its return address while a launch is recorded. A weight table maps those
+// call sites (offsets in the loaded binary) to SASS instructions per execution: made by
+// crates/damacy-kernels/scripts/gpu_model_sass.py from NVRTC's sm_90 cubins (nvdisasm line
+// info) joined with the binary's call sites (objdump + addr2line) by source line; the file it
+// wrote is named by DAMACY_GPU_MODEL_SASS. Without one every basic block weighs 1.
+struct Weights {
+    uintptr_t base = 0;
+    std::unordered_map<uintptr_t, float> w;  // by offset from `base`
+    bool loaded = false;
+};
+inline Weights& weights() {
+    static Weights* ws = [] {
+        Weights* x = new Weights();
+        Dl_info info{};
+        if (dladdr((void*)&weights, &info) != 0) x->base = (uintptr_t)info.dli_fbase;
+        const char* path = std::getenv("DAMACY_GPU_MODEL_SASS");
+        if (path != nullptr && *path != 0) {
+            if (FILE* f = std::fopen(path, "r")) {
+                unsigned long off = 0;
+                float wt = 0;
+                char line[256];
+                while (std::fgets(line, sizeof line, f) != nullptr)
+                    if (line[0] != '#' && std::sscanf(line, "%lx %f", &off, &wt) == 2) x->w[(uintptr_t)off] = wt;
+                std::fclose(f);
+                x->loaded = true;
+            } else {
+                std::fprintf(stderr, "damacy CUDA emulator: DAMACY_GPU_MODEL_SASS=%s cannot be opened\n", path);
+            }
+        }
+        return x;
+    }();
+    return *ws;
+}
+
+// SASS instructions of one execution of the basic block whose coverage call returns to `pc`:
+// the table's weight (0 for blocks of no kernel source line: the emulator's own code), or 1
+// without a table.
+DMC_EMU_INTERNAL inline double bb_weight(uintptr_t pc) {
+    Weights& ws = weights();
+    if (!ws.loaded) return 1.0;
+    auto it = ws.w.find(pc - ws.base);
+    return it == ws.w.end() ? 0.0 : (double)it->second;
+}
+
+// One basic block run by the current fiber's lane (from __sanitizer_cov_trace_pc).
+DMC_EMU_INTERNAL inline void on_bb(uintptr_t pc) {
+    if (tls_on == 0 || tls_busy != 0) return;
+    Block* b = tls_block;
+    if (b == nullptr || b->cur == nullptr) return;
+    tls_busy = 1;
+    Fiber* f = b->cur;
+    tls_cost->warps[f->linear / 32].bb[pc][f->linear & 31]++;
     tls_busy = 0;
 }
 
@@ -165,6 +247,9 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
         for (uint64_t s : u) cold |= c->footprint.insert(s).second;
         t.g_cold += cold;
         (cold ? L.g_cold : L.g_warm)++;
+        L.tot.g_sectors += u.size();
+        if (k == KIND_STORE) L.tot.g_store++;
+        else (cold ? L.tot.g_load_cold : L.tot.g_load_warm)++;
         if (sites_on()) {
             auto& e = c->sites[r[0].pc];
             e[0]++;
@@ -182,6 +267,8 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
         t.s_ideal[k] += (u.size() + 31) / 32;
         t.s_max_wavefronts = std::max(t.s_max_wavefronts, degree);
         L.s_req++;
+        (k == KIND_STORE ? L.tot.s_store : L.tot.s_load)++;
+        L.tot.s_wavefronts += degree;
         if (sites_on()) c->sites[r[0].pc][2]++;
     }
 }
@@ -209,6 +296,19 @@ DMC_EMU_INTERNAL inline void flush_warp(int w) {
         v.clear();
     }
     L.inst.clear();
+    for (const auto& [pc, lanes] : L.bb) {
+        uint32_t m = 0;
+        for (uint32_t n : lanes) m = std::max(m, n);
+        L.tot.bbs += m;
+        const double wi = m * bb_weight(pc);
+        L.tot.insts += wi;
+        if (sites_on()) {
+            auto& e = c->bb_sites[pc];
+            e.first += m;
+            e.second += wi;
+        }
+    }
+    L.bb.clear();
     tls_busy = busy;
 }
 
@@ -224,6 +324,10 @@ DMC_EMU_INTERNAL inline void flush_block(Block* b, bool end) {
         c->cur.max_warp_g_warm = std::max(c->cur.max_warp_g_warm, L.g_warm);
         c->cur.max_warp_s_req = std::max(c->cur.max_warp_s_req, L.s_req);
         L.g_cold = L.g_warm = L.s_req = 0;
+        L.tot.block = (uint64_t)b->bidx.x + (uint64_t)b->gdim.x * ((uint64_t)b->bidx.y + (uint64_t)b->gdim.y * b->bidx.z);
+        L.tot.warp = (uint64_t)w;
+        c->warp_recs.push_back(L.tot);
+        L.tot = WarpRec{};
     }
 }
 
@@ -249,10 +353,13 @@ DMC_EMU_INTERNAL inline void launch_begin(const char* kernel, dim3 grid, dim3 bl
     c->cur.block_threads = (uint64_t)block.x * block.y * block.z;
     c->cur.warps = (uint64_t)grid.x * grid.y * grid.z * ((c->cur.block_threads + 31) / 32);
     c->footprint.clear();
+    c->warp_recs.clear();
     for (WarpLog& L : c->warps) {
         L.recs.clear();
         L.inst.clear();
         L.g_cold = L.g_warm = L.s_req = 0;
+        L.bb.clear();
+        L.tot = WarpRec{};
     }
     tls_busy = 0;
     tls_on = 1;
@@ -276,9 +383,20 @@ DMC_EMU_INTERNAL inline void launch_end(size_t smem_bytes) {
         }
         c->sites.clear();
     }
+    if (sites_on() && !c->bb_sites.empty()) {
+        std::vector<std::pair<uintptr_t, std::pair<uint64_t, double>>> v(c->bb_sites.begin(), c->bb_sites.end());
+        std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second.second > y.second.second; });
+        Weights& ws = weights();
+        for (size_t i = 0; i < v.size() && i < 40; i++)
+            std::fprintf(stderr, "model-site %s 0x%lx runs %lu insts %.0f\n", c->cur.kernel,
+                         (unsigned long)(v[i].first - ws.base), (unsigned long)v[i].second.first, v[i].second.second);
+        c->bb_sites.clear();
+    }
     {
         std::lock_guard<std::mutex> lock(sink().mu);
         sink().launches.push_back(c->cur);
+        sink().warps.push_back(std::move(c->warp_recs));
+        c->warp_recs = {};
     }
     tls_busy = 0;
 }

@@ -59,6 +59,9 @@ dmc_emu_fiber_start:
 // the kernels without trace-pc (build.rs), so neither is called there and the fuzzers run the
 // sync schedule only (lockstep and preempt need this hook).
 extern "C" __attribute__((weak, no_sanitize_coverage, no_sanitize_thread)) void __sanitizer_cov_trace_pc(void) {
+#if DMC_EMU_COST
+    ::dmc_emu::cost::on_bb((uintptr_t)__builtin_return_address(0));  // the GPU model's count
+#endif
     if (__builtin_expect(::dmc_emu::tls_step_mode == 0, 1)) return;
     ::dmc_emu::Block* b = ::dmc_emu::tls_block;
     // lockstep: every lane steps one basic block, then the next lane; preempt: 1 in 16
@@ -135,7 +138,31 @@ extern "C" DMC_EMU_INTERNAL unsigned long long dmc_emu_cost_take(void* out, unsi
     const size_t n = s.launches.size() < cap ? s.launches.size() : (size_t)cap;
     for (size_t i = 0; i < n; i++) static_cast<::dmc_emu::cost::LaunchCost*>(out)[i] = s.launches[i];
     s.launches.erase(s.launches.begin(), s.launches.begin() + (long)n);
+    s.warps.erase(s.warps.begin(), s.warps.begin() + (long)n);
     return n;
+}
+
+// The GPU performance model (issue 30): sizeof(WarpRec), for the Rust twin's check.
+extern "C" unsigned long long dmc_emu_model_record_size(void) { return sizeof(::dmc_emu::cost::WarpRec); }
+
+// How many weights the SASS table (DAMACY_GPU_MODEL_SASS) holds; 0 without one.
+extern "C" DMC_EMU_INTERNAL unsigned long long dmc_emu_model_weights(void) {
+    ::dmc_emu::cost::Weights& w = ::dmc_emu::cost::weights();
+    return w.loaded ? (unsigned long long)w.w.size() : 0;
+}
+
+// The warps of the `i`-th launch not yet taken (0: the oldest, as dmc_emu_cost_take's order):
+// copies up to `cap` into `out`, returns how many the launch has (call again with a larger
+// `out` when that exceeds `cap`); 0 when there is no such launch.
+extern "C" DMC_EMU_INTERNAL unsigned long long dmc_emu_model_warps(unsigned long long i, void* out,
+                                                                   unsigned long long cap) {
+    ::dmc_emu::cost::Sink& s = ::dmc_emu::cost::sink();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (i >= s.warps.size()) return 0;
+    const std::vector<::dmc_emu::cost::WarpRec>& v = s.warps[(size_t)i];
+    const size_t n = v.size() < cap ? v.size() : (size_t)cap;
+    for (size_t k = 0; k < n; k++) static_cast<::dmc_emu::cost::WarpRec*>(out)[k] = v[k];
+    return v.size();
 }
 
 // The hooks gcc's -fsanitize=thread instrumentation calls; libtsan is not linked.
@@ -217,4 +244,7 @@ DMC_COST_ATOMIC(64, unsigned long long)
 #else
 extern "C" unsigned long long dmc_emu_cost_record_size(void) { return 0; }
 extern "C" unsigned long long dmc_emu_cost_take(void*, unsigned long long) { return 0; }
+extern "C" unsigned long long dmc_emu_model_record_size(void) { return 0; }
+extern "C" unsigned long long dmc_emu_model_weights(void) { return 0; }
+extern "C" unsigned long long dmc_emu_model_warps(unsigned long long, void*, unsigned long long) { return 0; }
 #endif

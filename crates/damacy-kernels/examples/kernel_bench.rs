@@ -8,7 +8,7 @@
 //! cargo run --release -p damacy-kernels --example kernel_bench -- \
 //!     [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
 //!     [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] \
-//!     [--batch-mib N] [--zstd-levels 0,3,9] [--dataset DEMO_DIR]
+//!     [--batch-mib N] [--zstd-levels 0,3,9] [--dataset DEMO_DIR] [--model h200|h100] [--model-mib N]
 //! ```
 //!
 //! Every decode case is one wave (`Decoder::decode_wave`) holding a whole batch (≥ 256 MiB of
@@ -35,7 +35,12 @@
 //! (several per chunk, their own decoded sizes): rows `zstd-demo-sharded-*` and `lz4-demo-blosc-*`.
 //!
 //! With `--device emulated` (feature `emulate`) the kernels run on the host emulator: the
-//! numbers are labelled `emulator` and say nothing about GPU speed. `benches/gpu/compare.py`
+//! numbers are labelled `emulator` and say nothing about GPU speed. `--model h200` (a cost build,
+//! `crates/damacy-kernels/scripts/gpu_model.sh`) adds the GPU performance model's predicted kernel
+//! time and GB/s of each case (`predicted_kernel_s`, `predicted_gbps`, `model` in the JSON),
+//! from the verification run alone (no timed runs); `--model-mib N` runs every k-th chunk of a
+//! decode case only (assemble cases run whole: their launch shape depends on the job count) (k the smallest that keeps the chunks run within N MiB) and stands each
+//! recorded launch for k (`model_sample` in the JSON). `benches/gpu/compare.py`
 //! runs this and `benches/gpu/nvcomp_decode.py` on the same streams and prints the ratios.
 #![allow(
     clippy::doc_markdown,
@@ -59,6 +64,12 @@ use sha2::{Digest, Sha256};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
+#[path = "gpu_model/hook.rs"]
+mod gpu_model;
+
+/// The GPU model's predictions of a case's timed runs: total seconds and per-launch terms.
+type Predicted = Vec<(f64, Value)>;
+
 /// Exit code when the requested device cannot be opened (no GPU, no NVRTC, feature missing).
 const EXIT_NO_DEVICE: u8 = 3;
 /// Row length of the generated 2-D fields, in elements.
@@ -66,7 +77,7 @@ const WIDTH: usize = 2048;
 
 const USAGE: &str = "usage: kernel_bench [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
 [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] [--batch-mib N] \
-[--zstd-levels 0,3,9] [--dataset DEMO_DIR]";
+[--zstd-levels 0,3,9] [--dataset DEMO_DIR] [--model h200|h100] [--model-mib N]";
 
 /// Every case name `--cases` takes (`demo` runs only with `--dataset`).
 const CASES: [&str; 6] = ["lz4", "zstd", "deflate", "shuffle", "assemble", "demo"];
@@ -87,6 +98,8 @@ struct Args {
     batch_mib: Option<usize>,
     zstd_levels: Vec<i32>,
     dataset: Option<PathBuf>,
+    model: Option<String>,
+    model_mib: Option<usize>,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -116,6 +129,8 @@ fn parse_args() -> Result<Args, String> {
         batch_mib: None,
         zstd_levels: vec![0, 3, 9],
         dataset: None,
+        model: None,
+        model_mib: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -141,6 +156,10 @@ fn parse_args() -> Result<Args, String> {
                         _ => Err(format!("--zstd-levels: {l:?} is not a zstd level (-7 to 22)")),
                     })
                     .collect::<Result<_, _>>()?;
+            }
+            "--model" => a.model = Some(value("--model")?),
+            "--model-mib" => {
+                a.model_mib = Some(value("--model-mib")?.parse().map_err(|e| format!("--model-mib: {e}"))?);
             }
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
@@ -374,6 +393,7 @@ fn human(bytes: usize) -> String {
 /// Kernel and wall times (seconds) of the timed decode runs.
 struct DecodeTimes {
     kernel: Vec<f64>,
+    predicted: Predicted,
     wall: Vec<f64>,
     stats: WaveStats,
 }
@@ -536,6 +556,8 @@ struct Bench {
     dump_index: Vec<Value>,
     json: Option<PathBuf>,
     small: bool,
+    model: Option<gpu_model::Model>,
+    model_mib: Option<usize>,
 }
 
 impl Bench {
@@ -557,6 +579,7 @@ impl Bench {
                 "kernel_time": "WaveStats::kernel_time: device time from the wave's first launch to the end of its last kernel",
                 "rows": self.rows,
                 "failures": self.failures,
+                "model_constants": self.model.as_ref().map(gpu_model::Model::constants),
             });
             std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
         }
@@ -596,9 +619,47 @@ impl Bench {
         Ok(wave.stats.clone())
     }
 
+    /// `--model`: the verification run of every k-th chunk, recorded and predicted (each
+    /// launch standing for k); no timed runs.
+    fn model_decode_case(
+        &mut self,
+        name: &str,
+        row: &mut Value,
+        inputs: &[ChunkInput<'_>],
+        expected: &[&[u8]],
+        decoded_bytes: usize,
+    ) {
+        let k = self.model_mib.map_or(1, |m| decoded_bytes.div_ceil((m << 20).max(1)).max(1));
+        let sub: Vec<ChunkInput<'_>> = inputs.iter().step_by(k).copied().collect();
+        let sub_expected: Vec<&[u8]> = expected.iter().step_by(k).copied().collect();
+        if let Some(m) = &self.model {
+            m.reset();
+        }
+        match self.verify(&sub, &sub_expected) {
+            Ok(stats) => {
+                row["verified"] = json!(true);
+                row["streams"] = json!({"lz4": stats.streams[0], "blosclz": stats.streams[1], "raw": stats.streams[2], "crc32c": stats.streams[3], "zstd": stats.streams[4], "inflate": stats.streams[5]});
+                row["launches"] = json!(stats.launches);
+                row["model_sample"] = json!({"every": k, "chunks": sub.len(), "of": inputs.len()});
+                if let Some(m) = &self.model {
+                    let p = m.collect_scaled(k);
+                    gpu_model::fill_row(row, &[p], decoded_bytes);
+                }
+            }
+            Err(e) => {
+                self.fail(name, &e);
+                row["verified"] = json!(false);
+            }
+        }
+    }
+
     fn time_decode(&mut self, inputs: &[ChunkInput<'_>]) -> Result<DecodeTimes, String> {
-        let mut t = DecodeTimes { kernel: Vec::new(), wall: Vec::new(), stats: WaveStats::default() };
+        let mut t =
+            DecodeTimes { kernel: Vec::new(), predicted: Vec::new(), wall: Vec::new(), stats: WaveStats::default() };
         for rep in 0..self.warmup + self.reps {
+            if let Some(m) = &self.model {
+                m.reset();
+            }
             let started = Instant::now();
             let wave = self.decoder.decode_wave(inputs).map_err(|e| e.to_string())?;
             let wall = started.elapsed().as_secs_f64();
@@ -608,6 +669,9 @@ impl Bench {
             if rep >= self.warmup {
                 t.kernel.push(wave.stats.kernel_time.as_secs_f64());
                 t.wall.push(wall);
+                if let Some(m) = &self.model {
+                    t.predicted.push(m.collect());
+                }
             }
             t.stats = wave.stats.clone();
         }
@@ -703,6 +767,10 @@ impl Bench {
     /// Verifies, times, and fills the timing fields of a decode case's row.
     fn finish_decode_case(&mut self, name: &str, row: &mut Value, inputs: &[ChunkInput<'_>], expected: &[&[u8]]) {
         let decoded_bytes: usize = expected.iter().map(|e| e.len()).sum();
+        if self.model.is_some() {
+            self.model_decode_case(name, row, inputs, expected, decoded_bytes);
+            return;
+        }
         match self.verify(inputs, expected) {
             Ok(stats) => {
                 row["verified"] = json!(true);
@@ -725,6 +793,7 @@ impl Bench {
                 row["wall_gbps"] = json!(gbps(decoded_bytes, w));
                 row["bytes_uploaded"] = json!(t.stats.bytes_uploaded);
                 row["reps"] = json!(t.kernel.len());
+                gpu_model::fill_row(row, &t.predicted, decoded_bytes);
                 if t.stats.bytes_decoded != decoded_bytes {
                     self.fail(name, &format!("stats.bytes_decoded {} != {decoded_bytes}", t.stats.bytes_decoded));
                 }
@@ -1133,6 +1202,27 @@ impl Bench {
                 "src_dtype": "uint16", "dst_dtype": if dsz == 2 { "uint16" } else { "float32" },
                 "read_bytes": n_crops * h * w * 2, "out_bytes": out_len,
             });
+            // --model: the jobs run once and predicted; no host check, no timed runs. Not
+            // sampled: the launch's shape depends on its job count (elements per thread).
+            if let Some(m) = &self.model {
+                let k = 1;
+                let sub: Vec<AssembleJob> = jobs.iter().step_by(k).cloned().collect();
+                m.reset();
+                let res = asm.run(&src, &mut dst, &sub).map_err(|e| e.to_string());
+                match res.and_then(|r| r.into_iter().find_map(Result::err).map_or(Ok(()), |e| Err(e.to_string()))) {
+                    Ok(()) => {
+                        row["verified"] = json!(true);
+                        row["model_sample"] = json!({"every": k, "crops": sub.len(), "of": n_crops});
+                        gpu_model::fill_row(&mut row, &[m.collect_scaled(k)], out_len);
+                    }
+                    Err(e) => {
+                        self.fail(&name, &e);
+                        row["verified"] = json!(false);
+                    }
+                }
+                self.rows.push(row);
+                continue;
+            }
             // Verify once against a host crop (and cast).
             let check = (|| -> Result<(), String> {
                 for (i, r) in asm.run(&src, &mut dst, &jobs).map_err(|e| e.to_string())?.into_iter().enumerate() {
@@ -1165,9 +1255,12 @@ impl Bench {
             }
             row["verified"] = json!(true);
             // Per rep: wall time of the call, and the device time of its kernels (timing events).
-            let mut time = |jobs: &[AssembleJob]| -> Res<(Vec<f64>, Vec<f64>)> {
-                let (mut v, mut k) = (Vec::new(), Vec::new());
+            let mut time = |jobs: &[AssembleJob]| -> Res<(Vec<f64>, Vec<f64>, Predicted)> {
+                let (mut v, mut k, mut p) = (Vec::new(), Vec::new(), Vec::new());
                 for rep in 0..self.warmup + self.reps {
+                    if let Some(m) = &self.model {
+                        m.reset();
+                    }
                     let t = Instant::now();
                     let res = asm.run(&src, &mut dst, jobs)?;
                     let s = t.elapsed().as_secs_f64();
@@ -1177,12 +1270,16 @@ impl Bench {
                     if rep >= self.warmup {
                         v.push(s);
                         k.push(asm.kernel_time().as_secs_f64());
+                        if let Some(m) = &self.model {
+                            p.push(m.collect());
+                        }
                     }
                 }
-                Ok((v, k))
+                Ok((v, k, p))
             };
             match (time(&jobs), time(&tiny)) {
-                (Ok((full, kernel)), Ok((small, _))) => {
+                (Ok((full, kernel, predicted)), Ok((small, _, _))) => {
+                    gpu_model::fill_row(&mut row, &predicted, out_len);
                     let (wall, base) = (median(&full), median(&small));
                     let kernel = median(&kernel);
                     row["kernel_s"] = json!(kernel);
@@ -1325,6 +1422,11 @@ fn run(args: &Args) -> Res<ExitCode> {
         dump_index: Vec::new(),
         json: args.json.clone(),
         small: args.small,
+        model: match &args.model {
+            Some(gpu) => Some(gpu_model::Model::new(gpu)?),
+            None => None,
+        },
+        model_mib: args.model_mib,
     };
     let started = Instant::now();
     let want = |c: &str| args.cases.iter().any(|x| x == c);
@@ -1404,6 +1506,7 @@ fn run(args: &Args) -> Res<ExitCode> {
         }
     }
     print!("{}", table(&b.rows, b.label));
+    print!("{}", gpu_model::table(&b.rows));
     if !b.failures.is_empty() {
         println!("\n{} case(s) FAILED verification; they report no numbers:", b.failures.len());
         for f in &b.failures {

@@ -48,6 +48,8 @@ mod error;
 pub mod images;
 mod kernel;
 mod launch;
+#[cfg(feature = "emulate")]
+pub mod model;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 mod source;

@@ -138,6 +138,34 @@ fn bank_conflicts_have_the_degree_of_the_stride() {
 
 mod common;
 
+/// The GPU performance model's figures (issue 30) of one kernel's launches in a workload, on
+/// the H200: the predicted time in µs (launches one after another; the launch cost included)
+/// and the estimated SASS instructions per byte. `None` without a SASS weight table
+/// (`DAMACY_GPU_MODEL_SASS`, which scripts/cost.sh makes): then the model's budgets are not
+/// checked, and DAMACY_GPU_MODEL_REQUIRED makes that a failure.
+fn model_metrics(
+    recorded: &[damacy_kernels::model::Launch],
+    kernel: &str,
+    bytes: u64,
+) -> Option<[(&'static str, f64); 2]> {
+    use damacy_kernels::model;
+    if model::weights_loaded() == 0 {
+        assert!(
+            std::env::var_os("DAMACY_GPU_MODEL_REQUIRED").is_none(),
+            "DAMACY_GPU_MODEL_REQUIRED is set but no SASS weight table is loaded (DAMACY_GPU_MODEL_SASS)"
+        );
+        return None;
+    }
+    let gpu = model::Gpu::h200();
+    let res = model::resources_from_env();
+    let mine: Vec<model::Launch> = recorded.iter().filter(|l| l.cost.kernel == kernel).cloned().collect();
+    let preds = model::predict_all(&gpu, &mine, &res);
+    let us: f64 = preds.iter().map(|p| p.total_s).sum::<f64>() * 1e6;
+    let insts: f64 = preds.iter().map(|p| p.insts).sum();
+    #[allow(clippy::cast_precision_loss)]
+    Some([("model_h200_us", us), ("model_insts_per_byte", insts / bytes.max(1) as f64)])
+}
+
 /// The metrics a budget bounds, for one kernel in one workload.
 fn metrics(c: &LaunchCost, bytes: u64) -> Vec<(&'static str, f64)> {
     let mut m = vec![
@@ -190,7 +218,11 @@ fn kernels_stay_within_their_budgets() {
     for case in common::cost_cases::cost_cases() {
         for (kernel, c) in cost::per_kernel(&case.launches) {
             let key = format!("{}/{kernel}", case.name);
-            let m = metrics(&c, case.bytes);
+            let mut m = metrics(&c, case.bytes);
+            let model = model_metrics(&case.recorded, &kernel, case.bytes);
+            if let Some(mm) = model {
+                m.extend(mm);
+            }
             let _ = writeln!(measured, "[\"{key}\"]");
             for (name, v) in &m {
                 let _ = writeln!(measured, "{name} = {v:.4}");
@@ -203,6 +235,7 @@ fn kernels_stay_within_their_budgets() {
             seen.insert(key.clone());
             for (name, limit) in b {
                 match m.iter().find(|(n, _)| n == name) {
+                    None if model.is_none() && name.starts_with("model_") => {}
                     Some((_, v)) if *v > *limit => {
                         failures.push(format!("{key}: {name} = {v:.4} exceeds the budget {limit}"));
                     }
@@ -223,4 +256,43 @@ fn kernels_stay_within_their_budgets() {
         "cost budgets (model numbers; see the README's cost model):\n{}\n\nmeasured now:\n{measured}",
         failures.join("\n")
     );
+}
+
+/// The GPU performance model's pipeline on a small case (issue 30): a batch of fixture LZ4
+/// chunks decoded, every warp recorded with instructions and loads, and a prediction made from
+/// them that is consistent with its own terms.
+#[test]
+fn the_gpu_model_predicts_a_small_lz4_batch_from_its_recorded_warps() {
+    use damacy_kernels::model;
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let device = damacy_kernels::Device::emulated(0);
+    let case = common::cost_cases::decode_case(&device, "lz4", "v3/blosc_lz4_byte_ts4_large", |b| {
+        damacy_kernels::ChunkInput::blosc(b)
+    });
+    let l =
+        case.recorded.iter().find(|l| l.cost.kernel == "dmc_lz4_decode").expect("the lz4 case launches dmc_lz4_decode");
+    // one record per warp of the grid; the warps that decoded a stream (they stored output)
+    // ran basic blocks weighing instructions, and loaded their input
+    let per_block = l.cost.block_threads.div_ceil(32);
+    assert_eq!(l.warps.len() as u64, l.cost.blocks * per_block);
+    let busy: Vec<&model::WarpRec> = l.warps.iter().filter(|w| w.g_store > 0).collect();
+    assert!(!busy.is_empty(), "no warp stored output");
+    assert!(busy.iter().all(|w| w.bbs > 0 && w.insts > 0.0 && w.g_load_cold > 0), "{busy:?}");
+    let gpu = model::Gpu::h200();
+    let res = model::resources_from_env();
+    let p = gpu.predict(l, res.get("dmc_lz4_decode"));
+    // the latency part is at least the longest warp's serial path; the total adds the rest
+    let longest = l.warps.iter().map(|w| gpu.warp_cycles(w)).fold(0.0, f64::max) / gpu.clock_hz;
+    assert!(p.latency_s >= longest - 1e-12 && longest > 0.0, "{} < {longest}", p.latency_s);
+    assert!((p.total_s - (p.latency_s + p.memory_s + p.launch_s)).abs() < 1e-12);
+    // a few chunks cannot fill 132 SMs: the serial path bounds it
+    assert_eq!(p.bound, model::Bound::SerialPath);
+    // the same launch standing for 4: 4 times the blocks, the same longest warp, no faster
+    let p4 = gpu.predict(&l.replicate(4), res.get("dmc_lz4_decode"));
+    assert_eq!(p4.blocks, 4 * p.blocks);
+    assert!((p4.longest_warp_s - p.longest_warp_s).abs() < 1e-12);
+    assert!(p4.total_s >= p.total_s);
 }

@@ -16,25 +16,34 @@ pub struct CostCase {
     pub bytes: u64,
     /// Every launch, in order.
     pub launches: Vec<LaunchCost>,
+    /// The same launches with their warps, for the GPU performance model (issue 30).
+    pub recorded: Vec<damacy_kernels::model::Launch>,
+}
+
+/// The launches recorded since the last reset: their memory totals and, with their warps, the
+/// model's record.
+fn take_recorded() -> (Vec<LaunchCost>, Vec<damacy_kernels::model::Launch>) {
+    let recorded = damacy_kernels::model::take();
+    (recorded.iter().map(|l| l.cost.clone()).collect(), recorded)
 }
 
 fn fixture_chunks(path: &str) -> Vec<Vec<u8>> {
     super::chunk_files(&super::fixtures_dir().join(path)).into_iter().map(|(_, b)| b).collect()
 }
 
-fn decode_case(device: &Device, name: &'static str, path: &str, input: fn(&[u8]) -> ChunkInput<'_>) -> CostCase {
+pub fn decode_case(device: &Device, name: &'static str, path: &str, input: fn(&[u8]) -> ChunkInput<'_>) -> CostCase {
     let chunks = fixture_chunks(path);
     assert!(!chunks.is_empty(), "fixture {path} has no chunks");
     let inputs: Vec<ChunkInput<'_>> = chunks.iter().map(|c| input(c)).collect();
     let mut dec = Decoder::new(device, super::small_config()).unwrap();
     cost::reset();
     let out = dec.decode_to_host(&inputs).unwrap();
-    let launches = cost::take();
+    let (launches, recorded) = take_recorded();
     let bytes = out.chunks.iter().map(|r| r.as_ref().map_or(0, Vec::len) as u64).sum();
     for (i, r) in out.chunks.iter().enumerate() {
         assert!(r.is_ok(), "{path} chunk {i}: {:?}", r.as_ref().err());
     }
-    CostCase { name, what: format!("fixture `{path}`, {} chunks", chunks.len()), bytes, launches }
+    CostCase { name, what: format!("fixture `{path}`, {} chunks", chunks.len()), bytes, launches, recorded }
 }
 
 /// `n` 300 × 300 crops at (100, 50) of a 512 × 512 u16 field, one after another into one
@@ -71,7 +80,7 @@ fn assemble_case(device: &Device, name: &'static str, dst: Dtype, n: u64) -> Cos
         r.unwrap();
     }
     device.synchronize_all().unwrap();
-    let launches = cost::take();
+    let (launches, recorded) = take_recorded();
     let mut host = vec![0u8; out_len];
     device.download(&out, 0, &mut host).unwrap();
     // every crop equals the field's crop at (100, 50), element by element
@@ -97,6 +106,7 @@ fn assemble_case(device: &Device, name: &'static str, dst: Dtype, n: u64) -> Cos
         what: format!("{what}{crop}×{crop} crop of a {rows}×{cols} u16 field → {dst:?}"),
         bytes: out_len as u64,
         launches,
+        recorded,
     }
 }
 
@@ -168,7 +178,7 @@ pub fn batch_case(
     let mut dec = Decoder::new(device, super::small_config()).unwrap();
     cost::reset();
     let out = dec.decode_to_host(&inputs).unwrap();
-    let launches = cost::take();
+    let (launches, recorded) = take_recorded();
     for (k, r) in out.chunks.iter().enumerate() {
         assert!(r.as_ref().is_ok_and(|d| *d == fields[k]), "{name} chunk {k}: not its field");
     }
@@ -180,6 +190,7 @@ pub fn batch_case(
         what: format!("{} {codec} chunks of {} KiB, {data} ({ratio:.2}:1; {note})", chunks.len(), size >> 10),
         bytes,
         launches,
+        recorded,
     }
 }
 

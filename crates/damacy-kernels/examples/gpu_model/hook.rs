@@ -1,0 +1,150 @@
+//! kernel_bench's hook into the GPU performance model (issue 30; `damacy_kernels::model`): in a
+//! cost build (`DAMACY_EMU_COST=1`, feature `emulate`) with `--model h200|h100`, each timed run's
+//! launches are predicted, and the rows get `predicted_kernel_s`, `predicted_gbps` and the
+//! per-launch terms (`model`). Elsewhere `Model::new` says why there is no model.
+
+use serde_json::{Value, json};
+
+#[cfg(feature = "emulate")]
+pub(crate) struct Model {
+    gpu: damacy_kernels::model::Gpu,
+    res: std::collections::BTreeMap<String, damacy_kernels::model::KernelResources>,
+}
+
+#[cfg(feature = "emulate")]
+impl Model {
+    /// The model of `gpu` (`h200`, `h100`), or why none can run.
+    pub(crate) fn new(gpu: &str) -> Result<Self, String> {
+        use damacy_kernels::model;
+        if !damacy_kernels::cost::enabled() {
+            return Err("--model needs a cost build: DAMACY_EMU_COST=1 (scripts/gpu_model.sh builds one)".into());
+        }
+        let gpu = match gpu {
+            "h200" => model::Gpu::h200(),
+            "h100" => model::Gpu::h100(),
+            other => return Err(format!("--model {other:?}: expected h200 or h100")),
+        };
+        if model::weights_loaded() == 0 {
+            eprintln!(
+                "kernel_bench: no SASS weight table (DAMACY_GPU_MODEL_SASS): the model counts host basic blocks \
+                 as instructions (scripts/gpu_model.sh makes the table)"
+            );
+        }
+        Ok(Self { gpu, res: model::resources_from_env() })
+    }
+
+    /// Forgets the launches recorded so far.
+    #[allow(clippy::unused_self)]
+    pub(crate) fn reset(&self) {
+        drop(damacy_kernels::model::take());
+    }
+
+    /// The predicted time of the launches recorded since [`Model::reset`] (one after another),
+    /// and their terms.
+    pub(crate) fn collect(&self) -> (f64, Value) {
+        self.collect_scaled(1)
+    }
+
+    /// As [`Model::collect`], each recorded launch standing for `k` (a sample of every k-th
+    /// chunk: its blocks and bytes repeated `k` times).
+    pub(crate) fn collect_scaled(&self, k: usize) -> (f64, Value) {
+        use damacy_kernels::model;
+        let launches: Vec<model::Launch> = model::take().iter().map(|l| l.replicate(k)).collect();
+        let preds = model::predict_all(&self.gpu, &launches, &self.res);
+        let total: f64 = preds.iter().map(|p| p.total_s).sum();
+        // the same launches at the 1.5 GHz Nsight Compute locks the H200's SM clock to
+        let ncu = self.gpu.clone().with_clock(1.5e9);
+        let at_ncu: f64 = model::predict_all(&ncu, &launches, &self.res).iter().map(|p| p.total_s).sum();
+        let detail: Vec<Value> = preds
+            .iter()
+            .map(|p| {
+                json!({
+                    "kernel": p.kernel, "gpu": self.gpu.name, "total_us": p.total_s * 1e6,
+                    "latency_us": p.latency_s * 1e6, "memory_us": p.memory_s * 1e6, "launch_us": p.launch_s * 1e6,
+                    "longest_warp_us": p.longest_warp_s * 1e6, "blocks": p.blocks, "warps": p.warps,
+                    "blocks_per_sm": p.occupancy.blocks_per_sm, "warps_per_sm": p.occupancy.warps_per_sm,
+                    "occupancy_limiter": p.occupancy.limiter.name(), "waves": p.waves,
+                    "sass_insts": p.insts, "mean_warp_insts": p.mean_warp_insts, "max_warp_insts": p.max_warp_insts,
+                    "bound": p.bound.name(),
+                })
+            })
+            .collect();
+        (total, json!({"launches": detail, "ncu_total_s": at_ncu}))
+    }
+
+    /// The model's constants and their sources (Markdown).
+    pub(crate) fn constants(&self) -> String {
+        self.gpu.sources()
+    }
+}
+
+#[cfg(not(feature = "emulate"))]
+pub(crate) struct Model;
+
+#[cfg(not(feature = "emulate"))]
+#[allow(clippy::unused_self)] // the emulate build's methods, without a model behind them
+impl Model {
+    pub(crate) fn new(_gpu: &str) -> Result<Self, String> {
+        Err("--model needs the emulator (feature `emulate`, a DAMACY_EMU_COST=1 build)".into())
+    }
+    #[allow(clippy::unused_self)]
+    pub(crate) fn reset(&self) {}
+    pub(crate) fn collect(&self) -> (f64, Value) {
+        (0.0, Value::Null)
+    }
+    pub(crate) fn collect_scaled(&self, _k: usize) -> (f64, Value) {
+        (0.0, Value::Null)
+    }
+    pub(crate) fn constants(&self) -> String {
+        String::new()
+    }
+}
+
+/// Sets a row's model fields from the predictions of its timed runs (the last one's terms).
+pub(crate) fn fill_row(row: &mut Value, predicted: &[(f64, Value)], bytes: usize) {
+    let Some((t, detail)) = predicted.last() else { return };
+    row["predicted_kernel_s"] = json!(t);
+    #[allow(clippy::cast_precision_loss)]
+    let gbps = if *t > 0.0 { bytes as f64 / t / 1e9 } else { 0.0 };
+    row["predicted_gbps"] = json!(gbps);
+    row["predicted_ncu_s"] = detail["ncu_total_s"].clone();
+    row["model"] = detail["launches"].clone();
+}
+
+/// The model's table: predicted µs and GB/s per case, and each launch's bound.
+pub(crate) fn table(rows: &[Value]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    if !rows.iter().any(|r| r.get("predicted_kernel_s").is_some()) {
+        return s;
+    }
+    let gpu = rows.iter().find_map(|r| r["model"][0]["gpu"].as_str()).unwrap_or("?");
+    let _ = writeln!(s, "\nGPU model ({gpu}; predicted kernel time of each case's wave, not a measurement):");
+    let _ = writeln!(s, "{:<28} {:>14} {:>14}  launches (kernel: µs, bound)", "case", "predicted µs", "predicted GB/s");
+    for r in rows.iter().filter(|r| r.get("predicted_kernel_s").is_some()) {
+        let launches: Vec<String> = r["model"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|l| {
+                        format!(
+                            "{}: {:.1}, {}",
+                            l["kernel"].as_str().unwrap_or("?"),
+                            l["total_us"].as_f64().unwrap_or(0.0),
+                            l["bound"].as_str().unwrap_or("?")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "{:<28} {:>14.1} {:>14.2}  {}",
+            r["name"].as_str().unwrap_or("?"),
+            r["predicted_kernel_s"].as_f64().unwrap_or(0.0) * 1e6,
+            r["predicted_gbps"].as_f64().unwrap_or(0.0),
+            launches.join("; ")
+        );
+    }
+    s
+}

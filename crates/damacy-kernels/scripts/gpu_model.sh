@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU performance model (issue 30; crates/damacy-kernels/src/model/). Builds kernel_bench as a
+# cost build (DAMACY_EMU_COST=1, feature emulate, release), makes the SASS weight table for that
+# binary (scripts/gpu_model_sass.py: NVRTC sm_90 cubins + nvdisasm line info joined with the
+# binary's basic blocks), and runs kernel_bench on the emulator with --model.
+#   gpu_model.sh [kernel_bench args]   e.g. --cases lz4 --sizes 64K --batch-mib 32 (prints the
+#                                      predicted kernel time and GB/s of each case)
+#   gpu_model.sh --report              the cases of the H200 run (--batch-mib 32 --sizes 64K,1M
+#                                      --zstd-levels 3) → benches/results/gpu-model.md
+#   gpu_model.sh --table               only (re)make the weight table; prints its path
+# Needs NVRTC (make nvrtc) and nvdisasm (make nvdisasm), objdump and addr2line (binutils).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export DAMACY_EMU_COST=1
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/cost"
+if [[ -z "${DAMACY_NVRTC_DIR:-}" ]]; then
+  for d in .nvrtc/*/nvidia/cu13/lib; do [[ -d "$d" ]] && export DAMACY_NVRTC_DIR="$PWD/$d"; done
+fi
+if [[ -z "${NVDISASM:-}" ]]; then
+  for d in .nvdisasm/*/nvidia/cu13/bin/nvdisasm; do [[ -x "$d" ]] && export NVDISASM="$PWD/$d"; done
+  NVDISASM="${NVDISASM:-$(command -v nvdisasm || true)}"
+fi
+[[ -n "${DAMACY_NVRTC_DIR:-}" ]] || { echo "gpu_model.sh: no NVRTC (make nvrtc)" >&2; exit 2; }
+[[ -n "${NVDISASM:-}" ]] || { echo "gpu_model.sh: no nvdisasm (make nvdisasm)" >&2; exit 2; }
+cargo build -q --release -p damacy-kernels --example kernel_bench --features emulate
+BIN="$CARGO_TARGET_DIR/release/examples/kernel_bench"
+TABLE="$CARGO_TARGET_DIR/gpu_model_sass.tsv"
+if [[ ! -f "$TABLE" || "$BIN" -nt "$TABLE" ]]; then
+  python3 crates/damacy-kernels/scripts/gpu_model_sass.py --binary "$BIN" --out "$TABLE" \
+    --nvrtc-dir "$DAMACY_NVRTC_DIR" --nvdisasm "$NVDISASM"
+fi
+export DAMACY_GPU_MODEL_SASS="$PWD/$TABLE"
+case "${1:-}" in
+  --table) echo "$DAMACY_GPU_MODEL_SASS"; exit 0 ;;
+  --report)
+    shift
+    H200="${H200_DIR:-/work/shared/gpu-h200-2026-11-28}"
+    MIB="${MODEL_MIB:-2}"
+    # four processes: LZ4, the copy/unshuffle cases, assemble (never sampled: its launch shape
+    # depends on the job count), zstd + deflate
+    run() {
+      "$BIN" --device emulated --model h200 --batch-mib 32 --sizes 64K,1M --zstd-levels 3 --reps 1 --warmup 0 \
+        --model-mib "$MIB" --cases "$1" --json "$CARGO_TARGET_DIR/gpu_model_$2.json" "${@:3}" \
+        > "$CARGO_TARGET_DIR/gpu_model_$2.log" 2>&1
+    }
+    run lz4 a "$@" & A=$!
+    run zstd,deflate b "$@" & B=$!
+    run assemble c "$@" & C=$!
+    run shuffle d "$@" & D=$!
+    wait $A; wait $B; wait $C; wait $D
+    cat "$CARGO_TARGET_DIR"/gpu_model_[abcd].log | grep -v '^\['
+    python3 crates/damacy-kernels/scripts/gpu_model_report.py --measured "$H200/kernel_bench.json" \
+      --model "$CARGO_TARGET_DIR/gpu_model_a.json" --model "$CARGO_TARGET_DIR/gpu_model_b.json" \
+      --model "$CARGO_TARGET_DIR/gpu_model_c.json" --model "$CARGO_TARGET_DIR/gpu_model_d.json" \
+      --ncu-kernels "$H200/ncu-kernels.txt" --ncu-zstd "$H200/ncu-zstd.txt" --model-mib "$MIB" \
+      --commit "$(git rev-parse --short HEAD)" --out benches/results/gpu-model.md
+    ;;
+  *) exec "$BIN" --device emulated --model "${GPU_MODEL:-h200}" --reps 1 --warmup 0 "$@" ;;
+esac

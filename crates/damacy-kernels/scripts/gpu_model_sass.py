@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""SASS instructions per host basic block, for the GPU performance model (issue 30).
+
+Compiles every kernel of kernels/ with NVRTC for sm_90 (the options the crate uses, plus
+-lineinfo and ptxas -v), counts the SASS instructions nvdisasm attributes to each source line,
+finds every basic block of the emulated kernels in BINARY (objdump: the calls of
+__sanitizer_cov_trace_pc; addr2line: their source lines), and joins the two by source line:
+
+    weight(call site) = SASS instructions of the line's bucket / host basic blocks of that bucket
+
+A bucket is a line that starts a host basic block, with the lines after it up to the next such
+line of the same file (straight-line code that the host compiled into the same block). The
+weight file (one "offset weight" line per call site, the offset being the return address of
+the call in BINARY, which is what the emulator's coverage hook sees) is what
+DAMACY_GPU_MODEL_SASS names; its "#res" lines give each kernel's registers and static shared
+memory from ptxas, for the model's occupancy.
+
+usage: gpu_model_sass.py --binary BIN --out FILE [--nvrtc-dir DIR] [--nvdisasm PATH] [--summary]
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import collections
+import ctypes
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+KERNELS = os.path.join(ROOT, "kernels")
+# the kernel files the crate compiles (src/kernel.rs)
+FILES = ["lz4.cu", "blosclz.cu", "memcpy.cu", "shuffle.cu", "crc32c.cu", "assemble.cu", "zstd.cu", "inflate.cu"]
+INCLUDE = '#include "common.cuh"'
+
+
+def nvrtc_compile(lib, name: str) -> tuple[bytes, str, dict[str, tuple[str, int]]]:
+    """The sm_90 cubin and ptxas log of kernels/NAME, and a map from the combined source's line
+    numbers (common.cuh inlined, as src/kernel.rs does) to (file, line)."""
+    raw = open(os.path.join(KERNELS, name)).read()
+    common = open(os.path.join(KERNELS, "common.cuh")).read()
+    src = raw.replace(INCLUDE, common)
+    lines = {}
+    raw_lines = raw.split("\n")
+    n_common = common.count("\n")
+    out = 1
+    for i, text in enumerate(raw_lines, start=1):
+        if INCLUDE in text:
+            for k in range(n_common + 1):
+                lines[out + k] = ("common.cuh", k + 1)
+            out += n_common  # the include line's own text continues on the last common line
+            continue
+        lines[out] = (name, i)
+        out += 1
+    prog = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0, None, None) != 0:
+        raise SystemExit(f"nvrtcCreateProgram failed for {name}")
+    opts = [b"--gpu-architecture=sm_90", b"--std=c++17", b"-lineinfo", b"--ptxas-options=-v"]
+    arr = (ctypes.c_char_p * len(opts))(*opts)
+    rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
+    n = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    buf = ctypes.create_string_buffer(n.value)
+    lib.nvrtcGetProgramLog(prog, buf)
+    log = buf.value.decode(errors="replace")
+    if rc != 0:
+        raise SystemExit(f"NVRTC failed on {name}:\n{log}")
+    lib.nvrtcGetCUBINSize(prog, ctypes.byref(n))
+    buf = ctypes.create_string_buffer(n.value)
+    lib.nvrtcGetCUBIN(prog, buf)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return buf.raw, log, lines
+
+
+def ptxas_resources(log: str) -> dict[str, tuple[int, int]]:
+    """kernel -> (registers, static shared memory bytes) from ptxas' verbose log."""
+    res, cur = {}, None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            cur = m.group(1)
+            continue
+        m = re.search(r"Used (\d+) registers", line)
+        if m and cur:
+            smem = re.search(r"(\d+) bytes smem", line)
+            res[cur] = (int(m.group(1)), int(smem.group(1)) if smem else 0)
+            cur = None
+    return res
+
+
+def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Counter, dict, dict[str, int]]:
+    """SASS instructions per (file, line) of one cubin, the inlined copies of each (file, line)
+    (distinct "inlined at" call sites: nvdisasm -gi), and the SASS instructions per kernel."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+        path = f.name
+    try:
+        text = subprocess.run([nvdisasm, "-gi", "-c", path], check=True, capture_output=True, text=True).stdout
+    finally:
+        os.unlink(path)
+    per_line: collections.Counter = collections.Counter()
+    copies: dict = collections.defaultdict(set)
+    per_fn: dict[str, int] = collections.Counter()
+    # Before an instruction whose location changes, nvdisasm -gi prints the inlining chain, one
+    # "//##" line per level, innermost first: the instruction belongs to the first one's line;
+    # the rest (the call sites it is inlined at) name its copy.
+    where, fn, chain = None, None, []
+    for line in text.splitlines():
+        m = re.match(r'\s*//## File "[^"]*", line (\d+)', line)
+        if m:
+            chain.append(lines.get(int(m.group(1))))
+            continue
+        m = re.match(r"^\.text\.(\w+):", line)
+        if m:
+            fn, where, chain = m.group(1), None, []
+            continue
+        if re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+\S", line):
+            if chain:
+                where = chain[0]
+                if where is not None:
+                    copies[where].add((fn, tuple(chain[1:])))
+                chain = []
+            per_fn[fn] += 1
+            if where is not None:
+                per_line[where] += 1
+    return per_line, copies, per_fn
+
+
+def host_sites(binary: str) -> tuple[list[tuple[int, str, int]], dict]:
+    """(return address, file, line) of every __sanitizer_cov_trace_pc call in a kernel source,
+    and the host copies of each (file, line): distinct (function, inlined-at location) pairs
+    (addr2line -i -f)."""
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", binary], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    calls = []
+    for i, line in enumerate(dis):
+        if "call" in line and "<__sanitizer_cov_trace_pc" in line:
+            m = re.match(r"\s*([0-9a-f]+):", line)
+            # the return address: the next instruction's address
+            for nxt in dis[i + 1:i + 4]:
+                n = re.match(r"\s*([0-9a-f]+):", nxt)
+                if n:
+                    calls.append((int(m.group(1), 16), int(n.group(1), 16)))
+                    break
+    if not calls:
+        return [], {}
+    out = subprocess.run(["addr2line", "-a", "-i", "-f", "-e", binary], input="\n".join(hex(c) for c, _ in calls),
+                         check=True, capture_output=True, text=True).stdout.splitlines()
+    # groups: "0xaddr", then (function, file:line) pairs, innermost first
+    groups, cur = [], None
+    for line in out:
+        if re.match(r"^0x[0-9a-f]+$", line):
+            cur = []
+            groups.append(cur)
+        elif cur is not None:
+            cur.append(line)
+    sites, copies = [], collections.defaultdict(set)
+    known = set(FILES) | {"common.cuh"}
+
+    def loc(text: str):
+        path, _, ln = text.rpartition(":")
+        ln = ln.split()[0] if ln else "0"
+        return (os.path.basename(path), int(ln)) if ln.isdigit() else (os.path.basename(path), 0)
+
+    for (_, ret), g in zip(calls, groups):
+        if len(g) < 2:
+            continue
+        where = loc(g[1])
+        if where[0] not in known or where[1] == 0:
+            continue
+        chain = tuple(loc(g[i]) for i in range(3, len(g), 2))  # the call sites it is inlined at
+        outer = g[-2]  # the outermost function: the copy's home
+        sites.append((ret, where[0], where[1]))
+        copies[where].add((outer, chain))
+    return sites, copies
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--nvrtc-dir", default=os.environ.get("DAMACY_NVRTC_DIR", ""))
+    ap.add_argument("--nvdisasm", default=os.environ.get("NVDISASM", "nvdisasm"))
+    ap.add_argument("--summary", action="store_true", help="print SASS and host blocks per kernel file")
+    a = ap.parse_args()
+    libdir = a.nvrtc_dir
+    if not libdir:
+        cands = sorted(d for d in (os.path.join(ROOT, ".nvrtc", v, "nvidia", "cu13", "lib")
+                                   for v in os.listdir(os.path.join(ROOT, ".nvrtc"))) if os.path.isdir(d))
+        libdir = cands[-1] if cands else ""
+    # libnvrtc opens its builtins library by name: preload it from the same folder
+    for f in sorted(os.listdir(libdir)):
+        if f.startswith("libnvrtc-builtins.so"):
+            ctypes.CDLL(os.path.join(libdir, f), mode=ctypes.RTLD_GLOBAL)
+    lib = ctypes.CDLL(os.path.join(libdir, next(f for f in sorted(os.listdir(libdir)) if f.startswith("libnvrtc.so"))))
+
+    sass: collections.Counter = collections.Counter()
+    gpu_copies: dict = collections.defaultdict(set)
+    resources: dict[str, tuple[int, int]] = {}
+    totals: dict[str, int] = {}
+    for name in FILES:
+        cubin, log, lines = nvrtc_compile(lib, name)
+        per_line, copies, per_fn = sass_lines(a.nvdisasm, cubin, lines)
+        sass.update(per_line)
+        for k, v in copies.items():
+            gpu_copies[k] |= v
+        resources.update(ptxas_resources(log))
+        totals.update(per_fn)
+
+    sites, host_copies = host_sites(a.binary)
+    if not sites:
+        raise SystemExit(f"no __sanitizer_cov_trace_pc call of a kernel source in {a.binary}")
+    # Both compilers copy a line once per inlined call (and the host may keep one out-of-line
+    # copy for several kernels): compare one copy with one copy. SASS per GPU copy of a line,
+    # summed over its bucket; host basic blocks per host copy of the bucket's first line.
+    per_line_sites = collections.Counter((f, ln) for _, f, ln in sites)
+    starts: dict[str, list[int]] = collections.defaultdict(list)
+    for (f, ln) in per_line_sites:
+        starts[f].append(ln)
+    for f in starts:
+        starts[f].sort()
+    bucket_sass: collections.Counter = collections.Counter()
+    unplaced = 0
+    for (f, ln), n in sass.items():
+        s = starts.get(f)
+        if not s:
+            unplaced += n
+            continue
+        k = bisect.bisect_right(s, ln) - 1
+        bucket_sass[(f, s[max(k, 0)])] += n / max(1, len(gpu_copies.get((f, ln), ())))
+    with open(a.out, "w") as out:
+        out.write("# SASS instructions per host basic block (crates/damacy-kernels/scripts/gpu_model_sass.py)\n")
+        out.write(f"# binary {os.path.abspath(a.binary)}\n")
+        for k, (regs, smem) in sorted(resources.items()):
+            out.write(f"#res {k} {regs} {smem} {totals.get(k, 0)}\n")
+        for ret, f, ln in sites:
+            per_copy = per_line_sites[(f, ln)] / max(1, len(host_copies.get((f, ln), ())))
+            w = bucket_sass[(f, ln)] / per_copy
+            out.write(f"{ret:x} {w:.4f}\n")
+    if a.summary:
+        by_file_sass = collections.Counter()
+        for (f, _), n in sass.items():
+            by_file_sass[f] += n
+        by_file_sites = collections.Counter(f for _, f, _ in sites)
+        for f in sorted(set(by_file_sass) | set(by_file_sites)):
+            print(f"{f:12} SASS {by_file_sass[f]:6}  host blocks {by_file_sites[f]:6}", file=sys.stderr)
+        print(f"SASS instructions on lines of no host block's file: {unplaced}", file=sys.stderr)
+        for k, (regs, smem) in sorted(resources.items()):
+            print(f"{k:24} {regs:3} registers {smem:6} B smem {totals.get(k, 0):6} SASS", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,589 @@
+//! The GPU performance model (issue 30): a kernel launch's time on an `sm_90` GPU (H200, H100)
+//! predicted from what the emulator observed while it ran the real `.cu` files.
+//!
+//! Inputs, per warp of a launch (a cost build: `DAMACY_EMU_COST=1`, see [`crate::cost`]):
+//! - **instructions**: every basic block a lane ran (gcc's `-fsanitize-coverage=trace-pc`
+//!   callback), grouped per call site across the lanes as one warp instruction stream (the k-th
+//!   run of a block by any lane is one run of the warp), each weighted by the SASS instructions
+//!   per host basic block of its source line: `scripts/gpu_model_sass.py` joins NVRTC's `sm_90`
+//!   cubins (nvdisasm line info) with the binary's coverage call sites (objdump, addr2line)
+//!   and writes the table `DAMACY_GPU_MODEL_SASS` names;
+//! - **memory**: global loads (first touch of a sector in the launch, or a re-touch), stores,
+//!   sectors, shared loads and stores and bank wavefronts (the cost recorder's warp requests).
+//!
+//! The time (see [`Gpu`] for every constant and its source):
+//! - a warp's **serial path**: `insts × cpi + cold loads × cold latency + warm loads × L1
+//!   latency + shared loads × shared latency` cycles: a warp issues in order and the decoders'
+//!   code is one dependent chain, so a lone warp waits out each load and each instruction's
+//!   dependent latency;
+//! - a block lasts as long as its longest warp; blocks go to SMs as the hardware's block
+//!   scheduler places them: the first `SMs × resident blocks` spread over the SMs, each later one
+//!   to the slot that frees first (**occupancy**: registers, shared memory, threads and blocks
+//!   per SM, [`Gpu::occupancy`]); an SM's time is at least its warps' instructions over its four
+//!   schedulers (one instruction per cycle each); the launch's latency part is the last SM's end;
+//! - the **memory** part: the launch's distinct sectors (each read or written once) at the
+//!   device's copy bandwidth, added to the latency part (a pipe's time is its latency plus
+//!   size over bandwidth);
+//! - plus a fixed launch cost; launches of a wave run one after another.
+//!
+//! Every number is the model's, not a GPU measurement; `benches/results/gpu-model.md` compares
+//! them with an H200's.
+
+use std::collections::{BTreeMap, BinaryHeap};
+
+use crate::cost::LaunchCost;
+
+unsafe extern "C" {
+    fn dmc_emu_model_record_size() -> u64;
+    fn dmc_emu_model_weights() -> u64;
+    fn dmc_emu_model_warps(i: u64, out: *mut WarpRec, cap: u64) -> u64;
+}
+
+/// One warp of a launch as the emulator recorded it (the C `dmc_emu::cost::WarpRec` of
+/// `kernels/emu/cost.hpp`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WarpRec {
+    /// Linear block index (x fastest).
+    pub block: u64,
+    /// Warp of the block.
+    pub warp: u64,
+    /// Host basic blocks the warp ran (lanes of one call site between convergence points
+    /// merged: their most).
+    pub bbs: u64,
+    /// The same, each weighted by its SASS instructions (= `bbs` without a weight table).
+    pub insts: f64,
+    /// Global loads whose sectors no earlier request of the launch touched.
+    pub g_load_cold: u64,
+    /// Global loads of sectors the launch touched before.
+    pub g_load_warm: u64,
+    /// Global store (and atomic) requests.
+    pub g_store: u64,
+    /// Global sectors of all its requests.
+    pub g_sectors: u64,
+    /// Shared-memory load requests.
+    pub s_load: u64,
+    /// Shared-memory store (and atomic) requests.
+    pub s_store: u64,
+    /// Shared-memory wavefronts of all its requests.
+    pub s_wavefronts: u64,
+}
+
+/// One recorded launch: the cost recorder's totals and its warps.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// The memory totals (and kernel name, grid, block size) of [`crate::cost`].
+    pub cost: LaunchCost,
+    /// Its warps, in the order their blocks ended.
+    pub warps: Vec<WarpRec>,
+}
+
+impl Launch {
+    /// The launch `k` times over: its blocks (and their warps) repeated with block indices
+    /// shifted by the recorded block count, its distinct bytes `k` times — what a launch of
+    /// `k` times the work looks like when the recorded one ran every k-th chunk of it.
+    #[must_use]
+    pub fn replicate(&self, k: usize) -> Self {
+        let k = k.max(1) as u64;
+        let n = self.cost.blocks.max(self.warps.iter().map(|w| w.block + 1).max().unwrap_or(0));
+        let mut cost = self.cost.clone();
+        cost.blocks = n * k;
+        cost.footprint_sectors *= k;
+        let warps =
+            (0..k).flat_map(|i| self.warps.iter().map(move |w| WarpRec { block: w.block + i * n, ..*w })).collect();
+        Self { cost, warps }
+    }
+}
+
+/// How many call sites the SASS weight table holds (0: none loaded, the model counts host
+/// basic blocks instead of SASS instructions).
+#[must_use]
+pub fn weights_loaded() -> u64 {
+    // SAFETY: no arguments; the C side reads its own table.
+    unsafe { dmc_emu_model_weights() }
+}
+
+/// The launches recorded since the last [`take`] (or [`crate::cost::take`]), with their warps.
+///
+/// # Panics
+/// When the C warp record and [`WarpRec`] differ in size: a build defect.
+#[must_use]
+pub fn take() -> Vec<Launch> {
+    if !crate::cost::enabled() {
+        return Vec::new();
+    }
+    // SAFETY: no arguments.
+    let size = unsafe { dmc_emu_model_record_size() };
+    assert_eq!(
+        usize::try_from(size).ok(),
+        Some(std::mem::size_of::<WarpRec>()),
+        "kernels/emu/cost.hpp's WarpRec and src/model/mod.rs's differ: change both together"
+    );
+    // every recorded launch has at least one warp: 0 is the end of the record
+    let mut warps = Vec::new();
+    for i in 0u64.. {
+        let mut buf = vec![WarpRec::default(); 1024];
+        // SAFETY: `buf` has room for `buf.len()` records; the C side writes at most that many.
+        let n = usize::try_from(unsafe { dmc_emu_model_warps(i, buf.as_mut_ptr(), buf.len() as u64) }).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        if n > buf.len() {
+            buf = vec![WarpRec::default(); n];
+            // SAFETY: as above, with room for all `n`.
+            unsafe { dmc_emu_model_warps(i, buf.as_mut_ptr(), buf.len() as u64) };
+        }
+        buf.truncate(n);
+        warps.push(buf);
+    }
+    let launches = crate::cost::take();
+    launches.into_iter().zip(warps).map(|(cost, warps)| Launch { cost, warps }).collect()
+}
+
+/// A kernel's resources from ptxas (registers per thread, static shared memory per block).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelResources {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory per block, bytes.
+    pub smem_bytes: u32,
+    /// SASS instructions of the kernel's code (static).
+    pub sass_instructions: u32,
+}
+
+/// The `#res kernel registers smem sass` lines of a SASS weight table (the file
+/// `scripts/gpu_model_sass.py` writes).
+#[must_use]
+pub fn parse_resources(table: &str) -> BTreeMap<String, KernelResources> {
+    let mut m = BTreeMap::new();
+    for line in table.lines() {
+        let mut it = line.split_whitespace();
+        if it.next() != Some("#res") {
+            continue;
+        }
+        let (Some(k), Some(r), Some(s)) = (it.next(), it.next(), it.next()) else { continue };
+        let (Ok(r), Ok(s)) = (r.parse(), s.parse()) else { continue };
+        let sass = it.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+        m.insert(k.to_string(), KernelResources { registers: r, smem_bytes: s, sass_instructions: sass });
+    }
+    m
+}
+
+/// The resources of the table `DAMACY_GPU_MODEL_SASS` names (empty without one).
+#[must_use]
+pub fn resources_from_env() -> BTreeMap<String, KernelResources> {
+    std::env::var_os("DAMACY_GPU_MODEL_SASS")
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|t| parse_resources(&t))
+        .unwrap_or_default()
+}
+
+/// An `sm_90` GPU and the model's constants. Sources: [`Gpu::h200`] and [`Gpu::sources`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Gpu {
+    /// Name for reports.
+    pub name: &'static str,
+    /// Streaming multiprocessors.
+    pub sms: u32,
+    /// SM clock while the kernels run, Hz.
+    pub clock_hz: f64,
+    /// Warp schedulers per SM (each issues one instruction per cycle).
+    pub schedulers: u32,
+    /// Resident warps per SM.
+    pub max_warps: u32,
+    /// Resident blocks per SM.
+    pub max_blocks: u32,
+    /// Registers per SM (split evenly over the schedulers).
+    pub registers: u32,
+    /// A warp's registers are allocated in units of this many.
+    pub reg_unit: u32,
+    /// Shared memory per SM for blocks, bytes.
+    pub smem_bytes: u32,
+    /// Shared memory the driver reserves per block, bytes.
+    pub smem_reserved: u32,
+    /// Shared memory allocation unit, bytes.
+    pub smem_unit: u32,
+    /// Cycles per instruction of a lone warp on dependent code (the serial path's ALU term).
+    pub cpi: f64,
+    /// Cycles of a global load that brings sectors the launch did not touch before.
+    pub cold_latency: f64,
+    /// Cycles of a global load of sectors the launch touched before (an L1 hit: one warp per
+    /// chunk re-reads what it read or wrote).
+    pub warm_latency: f64,
+    /// Cycles of a shared-memory load.
+    pub shared_latency: f64,
+    /// The bandwidth of a device-to-device copy, bytes moved (read + written) per second.
+    pub copy_bytes_per_s: f64,
+    /// Fixed cost of a launch as event timing sees it, seconds.
+    pub launch_s: f64,
+}
+
+impl Gpu {
+    /// The NVIDIA H200 (SXM, 141 GB of `HBM3e`) the 2026-11-28 run measured.
+    #[must_use]
+    pub fn h200() -> Self {
+        Self {
+            name: "H200",
+            sms: 132,
+            clock_hz: 1.98e9,
+            schedulers: 4,
+            max_warps: 64,
+            max_blocks: 32,
+            registers: 65536,
+            reg_unit: 256,
+            smem_bytes: 228 * 1024,
+            smem_reserved: 1024,
+            smem_unit: 128,
+            cpi: 4.0,
+            cold_latency: 600.0,
+            warm_latency: 35.0,
+            shared_latency: 30.0,
+            copy_bytes_per_s: 2.0 * 1489.5e9,
+            launch_s: 3e-6,
+        }
+    }
+
+    /// The NVIDIA H100 SXM5: the H200's SM (same clocks, same occupancy rules); its HBM3 moves
+    /// 3.35 TB/s against the H200's 4.8 TB/s, so its copy bandwidth is the H200's scaled by
+    /// 3.35 / 4.8 (not measured).
+    #[must_use]
+    pub fn h100() -> Self {
+        Self { name: "H100", copy_bytes_per_s: 2.0 * 1489.5e9 * 3.35 / 4.8, ..Self::h200() }
+    }
+
+    /// The same GPU at another SM clock (ncu locks the clock to the base 1.5 GHz on an H200).
+    #[must_use]
+    pub fn with_clock(mut self, hz: f64) -> Self {
+        self.clock_hz = hz;
+        self
+    }
+
+    /// Where each constant comes from, as Markdown bullet lines.
+    #[must_use]
+    pub fn sources(&self) -> String {
+        format!(
+            "- {} SMs, 4 schedulers per SM, 64 warps / 32 blocks / 65536 registers (allocated per warp in units of 256, per scheduler) / 228 KiB shared memory per SM (1 KiB reserved per block, 128-byte units): NVIDIA's Hopper tuning guide and CUDA occupancy rules (datasheet); Nsight's block limits in ncu-kernels.txt agree (lz4 12 blocks by registers, assemble 5)\n\
+             - clock {:.2} GHz: the H200's boost clock (datasheet); the ncu rows are predicted at the 1.50 GHz ncu locked (its `SM Frequency`)\n\
+             - cpi {:.1} cycles per instruction of a lone warp: the dependent-issue latency of sm_90's integer and logic pipes (published microbenchmarks of Hopper: 4 cycles for IADD3/LOP3/IMAD chains) — **not** fitted; a serial decoder issues mostly dependent instructions\n\
+             - cold load {:.0} cycles (first touch of a sector in the launch: L2 or HBM), warm load {:.0} cycles (L1 hit), shared load {:.0} cycles: published Hopper microbenchmarks (L1 ≈ 33–40, shared ≈ 30, L2 ≈ 260, HBM ≈ 480–600 cycles), rounded; not fitted\n\
+             - copy bandwidth {:.2} TB/s of bytes moved: the device-to-device copy the H200 run measured (1489.5 GB/s copied, README of gpu-h200-2026-11-28): a microbenchmark of the run, not a kernel row\n\
+             - launch {:.0} µs: an empty kernel between two events (commonly 2–4 µs; not measured in the run: `benches/gpu/model_cal.py` measures it)\n",
+            self.sms,
+            self.clock_hz / 1e9,
+            self.cpi,
+            self.cold_latency,
+            self.warm_latency,
+            self.shared_latency,
+            self.copy_bytes_per_s / 1e12,
+            self.launch_s * 1e6,
+        )
+    }
+
+    /// Resident blocks per SM for blocks of `threads` threads using `registers` registers per
+    /// thread and `smem` bytes of shared memory per block, and what limits them.
+    #[must_use]
+    pub fn occupancy(&self, threads: u32, registers: u32, smem: u32) -> Occupancy {
+        let warps = threads.div_ceil(32).max(1);
+        let mut best = (self.max_blocks, Limiter::Blocks);
+        let mut limit = |n: u32, why: Limiter| {
+            if n < best.0 {
+                best = (n, why);
+            }
+        };
+        limit(self.max_warps / warps, Limiter::Warps);
+        // registers: a warp's allocation, rounded up to the unit, comes from one scheduler's
+        // quarter of the register file; a block's warps spread over the schedulers
+        let per_warp = (registers.max(1) * 32).div_ceil(self.reg_unit) * self.reg_unit;
+        let per_scheduler = (self.registers / self.schedulers) / per_warp;
+        limit((per_scheduler * self.schedulers) / warps, Limiter::Registers);
+        if smem > 0 {
+            let per_block = (smem + self.smem_reserved).div_ceil(self.smem_unit) * self.smem_unit;
+            limit(self.smem_bytes / per_block, Limiter::SharedMemory);
+        }
+        Occupancy { blocks_per_sm: best.0, warps_per_sm: best.0 * warps, limiter: best.1 }
+    }
+
+    /// A warp's serial path in cycles (see the module documentation).
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)]
+    pub fn warp_cycles(&self, w: &WarpRec) -> f64 {
+        w.insts * self.cpi
+            + w.g_load_cold as f64 * self.cold_latency
+            + w.g_load_warm as f64 * self.warm_latency
+            + w.s_load as f64 * self.shared_latency
+    }
+
+    /// The predicted time of one launch; `res` are the kernel's registers and shared memory
+    /// (`None`: 32 registers, the emulator's shared memory).
+    #[must_use]
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    pub fn predict(&self, l: &Launch, res: Option<&KernelResources>) -> Prediction {
+        let c = &l.cost;
+        let threads = u32::try_from(c.block_threads).unwrap_or(u32::MAX);
+        let reg_count = res.map_or(32, |r| r.registers);
+        let smem = u32::try_from(c.smem_bytes).unwrap_or(u32::MAX).max(res.map_or(0, |r| r.smem_bytes));
+        let occ = self.occupancy(threads, reg_count, smem);
+        // per block: its longest warp, and its instructions
+        let mut blocks: BTreeMap<u64, (f64, f64, f64)> = BTreeMap::new();
+        let mut longest = (0.0f64, 0u64);
+        for w in &l.warps {
+            let t = self.warp_cycles(w);
+            let e = blocks.entry(w.block).or_insert((0.0, 0.0, 0.0));
+            e.0 = e.0.max(t);
+            e.1 += w.insts;
+            e.2 += 1.0;
+            if t > longest.0 {
+                longest = (t, w.block);
+            }
+        }
+        let n_blocks = c.blocks.max(blocks.len() as u64);
+        let sms = self.sms as usize;
+        let slots = (occ.blocks_per_sm.max(1) as usize) * sms;
+        // list scheduling: the first `slots` blocks spread over the SMs round robin, each later
+        // block to the slot that frees first; per SM its end and its instructions
+        let mut sm_end = vec![0.0f64; sms];
+        let mut sm_insts = vec![0.0f64; sms];
+        let mut heap: BinaryHeap<std::cmp::Reverse<(u64, usize)>> = BinaryHeap::new();
+        let scale = 1e6; // cycles as integers of a micro-cycle for the heap's order
+        for b in 0..n_blocks {
+            let (dur, insts, _) = blocks.get(&b).copied().unwrap_or((0.0, 0.0, 0.0));
+            let (start, sm) = if (b as usize) < slots {
+                (0.0, (b as usize) % sms)
+            } else {
+                let std::cmp::Reverse((t, sm)) = heap.pop().unwrap_or(std::cmp::Reverse((0, 0)));
+                (t as f64 / scale, sm)
+            };
+            let end = start + dur;
+            sm_end[sm] = sm_end[sm].max(end);
+            sm_insts[sm] += insts;
+            heap.push(std::cmp::Reverse(((end * scale) as u64, sm)));
+        }
+        let issue = |i: f64| i / f64::from(self.schedulers);
+        let latency_cycles = sm_end.iter().zip(&sm_insts).map(|(&e, &i)| e.max(issue(i))).fold(0.0, f64::max);
+        let issue_cycles = sm_insts.iter().copied().map(issue).fold(0.0, f64::max);
+        let bytes = c.footprint_sectors as f64 * 32.0;
+        let memory_s = bytes / self.copy_bytes_per_s;
+        let latency_s = latency_cycles / self.clock_hz;
+        let insts: f64 = l.warps.iter().map(|w| w.insts).sum();
+        let bound = if memory_s > latency_s {
+            Bound::Memory
+        } else if issue_cycles >= 0.8 * latency_cycles {
+            Bound::Issue
+        } else if (n_blocks as usize) < slots / 2 || longest.0 > 2.0 * mean_block(&blocks) {
+            Bound::SerialPath
+        } else {
+            Bound::Latency
+        };
+        let mean_warp = if l.warps.is_empty() { 0.0 } else { insts / l.warps.len() as f64 };
+        Prediction {
+            kernel: c.kernel.clone(),
+            total_s: latency_s + memory_s + self.launch_s,
+            latency_s,
+            memory_s,
+            launch_s: self.launch_s,
+            longest_warp_s: longest.0 / self.clock_hz,
+            occupancy: occ,
+            blocks: n_blocks,
+            waves: n_blocks as f64 / slots as f64,
+            warps: l.warps.len() as u64,
+            insts,
+            mean_warp_insts: mean_warp,
+            max_warp_insts: l.warps.iter().map(|w| w.insts).fold(0.0, f64::max),
+            bound,
+        }
+    }
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn mean_block(blocks: &BTreeMap<u64, (f64, f64, f64)>) -> f64 {
+    if blocks.is_empty() { 0.0 } else { blocks.values().map(|v| v.0).sum::<f64>() / blocks.len() as f64 }
+}
+
+/// What limits the resident blocks per SM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limiter {
+    /// 32 blocks per SM.
+    Blocks,
+    /// 64 warps per SM.
+    Warps,
+    /// The register file.
+    Registers,
+    /// Shared memory.
+    SharedMemory,
+}
+
+impl Limiter {
+    /// A short name for reports.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Limiter::Blocks => "blocks",
+            Limiter::Warps => "warps",
+            Limiter::Registers => "registers",
+            Limiter::SharedMemory => "shared memory",
+        }
+    }
+}
+
+/// Resident blocks and warps per SM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Resident blocks per SM.
+    pub blocks_per_sm: u32,
+    /// Resident warps per SM.
+    pub warps_per_sm: u32,
+    /// What limits them.
+    pub limiter: Limiter,
+}
+
+/// What bounds a launch's predicted time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// The launch's bytes at the copy bandwidth exceed its latency part.
+    Memory,
+    /// The SMs' schedulers: the busiest SM's instructions over 4 schedulers come near its end.
+    Issue,
+    /// One warp's serial path: too few blocks to fill the GPU, or the longest warp far above
+    /// the mean block (imbalance: the tail of the last wave).
+    SerialPath,
+    /// Latency with the GPU full (waves of blocks).
+    Latency,
+}
+
+impl Bound {
+    /// A short name for reports.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Memory => "memory",
+            Bound::Issue => "issue",
+            Bound::SerialPath => "serial path",
+            Bound::Latency => "latency (full GPU)",
+        }
+    }
+}
+
+/// The model's prediction for one launch (not GPU time).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Prediction {
+    /// The kernel.
+    pub kernel: String,
+    /// `latency_s + memory_s + launch_s`.
+    pub total_s: f64,
+    /// The last SM's end: list-scheduled blocks of their longest warp's serial path, or its
+    /// instructions over its schedulers.
+    pub latency_s: f64,
+    /// The launch's distinct bytes at the copy bandwidth.
+    pub memory_s: f64,
+    /// The fixed launch cost.
+    pub launch_s: f64,
+    /// The longest warp's serial path.
+    pub longest_warp_s: f64,
+    /// Resident blocks per SM.
+    pub occupancy: Occupancy,
+    /// Blocks of the launch.
+    pub blocks: u64,
+    /// Blocks over resident slots (`SMs × blocks per SM`).
+    pub waves: f64,
+    /// Warps recorded.
+    pub warps: u64,
+    /// SASS instructions (estimated) of all warps.
+    pub insts: f64,
+    /// Mean instructions per warp.
+    pub mean_warp_insts: f64,
+    /// The most instructions of one warp.
+    pub max_warp_insts: f64,
+    /// What bounds it.
+    pub bound: Bound,
+}
+
+/// Predictions of `launches` on `gpu`, with resources per kernel name.
+#[must_use]
+pub fn predict_all(gpu: &Gpu, launches: &[Launch], res: &BTreeMap<String, KernelResources>) -> Vec<Prediction> {
+    launches.iter().map(|l| gpu.predict(l, res.get(&l.cost.kernel))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn occupancy_matches_hand_computed_cases() {
+        let g = Gpu::h200();
+        // lz4: 128 threads, 40 registers: 1280 registers per warp, 12 warps per scheduler,
+        // 48 per SM, 12 blocks (ncu: "Block Limit Registers 12")
+        let o = g.occupancy(128, 40, 0);
+        assert_eq!((o.blocks_per_sm, o.warps_per_sm, o.limiter), (12, 48, Limiter::Registers));
+        // assemble: 256 threads, 48 registers, 240 B static shared: 1536 per warp, 10 per
+        // scheduler, 40 warps, 5 blocks (ncu: 5 by registers, 12 by shared memory at 16 KiB)
+        let o = g.occupancy(256, 48, 240);
+        assert_eq!((o.blocks_per_sm, o.warps_per_sm, o.limiter), (5, 40, Limiter::Registers));
+        // zstd: 64 threads, 96 registers: 3072 per warp, 5 per scheduler, 20 warps, 10 blocks
+        let o = g.occupancy(64, 96, 12264);
+        assert_eq!((o.blocks_per_sm, o.warps_per_sm, o.limiter), (10, 20, Limiter::Registers));
+        // 256 threads, 32 registers: 64 warps, 8 blocks (the warp limit)
+        let o = g.occupancy(256, 32, 0);
+        assert_eq!((o.blocks_per_sm, o.warps_per_sm, o.limiter), (8, 64, Limiter::Warps));
+        // 32 threads, 16 registers: 32 blocks (the block limit), 32 warps
+        let o = g.occupancy(32, 16, 0);
+        assert_eq!((o.blocks_per_sm, o.warps_per_sm, o.limiter), (32, 32, Limiter::Blocks));
+        // 64 KiB of shared memory: (65536 + 1024) per block, 3 fit in 228 KiB
+        let o = g.occupancy(128, 32, 65536);
+        assert_eq!((o.blocks_per_sm, o.limiter), (3, Limiter::SharedMemory));
+        // 255 registers: 8160 → 8192 per warp, 2 per scheduler, 8 warps: one block of 256
+        let o = g.occupancy(256, 255, 0);
+        assert_eq!((o.blocks_per_sm, o.warps_per_sm, o.limiter), (1, 8, Limiter::Registers));
+    }
+
+    fn warp(block: u64, insts: f64, cold: u64) -> WarpRec {
+        WarpRec { block, insts, g_load_cold: cold, ..WarpRec::default() }
+    }
+
+    fn launch(threads: u64, warps: Vec<WarpRec>) -> Launch {
+        let cost = LaunchCost {
+            kernel: "k".into(),
+            block_threads: threads,
+            blocks: warps.iter().map(|w| w.block + 1).max().unwrap_or(0),
+            ..LaunchCost::default()
+        };
+        Launch { cost, warps }
+    }
+
+    #[test]
+    fn one_wave_takes_the_longest_warp_and_a_second_wave_adds_the_slot_that_frees_first() {
+        let g = Gpu { launch_s: 0.0, ..Gpu::h200() };
+        let res = KernelResources { registers: 32, smem_bytes: 0, sass_instructions: 0 };
+        // 132 blocks of one warp, one with 10x the instructions: that warp's path
+        let mut w: Vec<WarpRec> = (0..132).map(|b| warp(b, 1000.0, 0)).collect();
+        w[7].insts = 10_000.0;
+        let p = g.predict(&launch(32, w), Some(&res));
+        assert!((p.latency_s * g.clock_hz - 40_000.0).abs() < 1.0, "{}", p.latency_s * g.clock_hz);
+        assert_eq!(p.bound, Bound::SerialPath);
+        // 32 blocks per SM resident (32 threads, 32 regs): 132 * 32 slots; one more block
+        // than slots runs after the first to end (1000 insts = 4000 cycles): 8000 cycles on
+        // SM 0, whose 33 warps issue 33 000 instructions over 4 schedulers: 8250 cycles
+        let n = 132 * 32 + 1;
+        let w: Vec<WarpRec> = (0..n).map(|b| warp(b, 1000.0, 0)).collect();
+        let p = g.predict(&launch(32, w), Some(&res));
+        assert!((p.latency_s * g.clock_hz - 8250.0).abs() < 1.0, "{}", p.latency_s * g.clock_hz);
+        // 132 one-warp blocks of 100 instructions, one per SM: 400 cycles of serial path
+        let w: Vec<WarpRec> = (0..132).map(|b| warp(b, 100.0, 0)).collect();
+        let p = g.predict(&launch(32, w), Some(&res));
+        assert!((p.latency_s * g.clock_hz - 400.0).abs() < 1.0);
+        assert!((p.waves - 1.0 / 32.0).abs() < 1e-9, "{}", p.waves);
+        // loads add their latency to a warp's path
+        let p = g.predict(&launch(32, vec![warp(0, 100.0, 2)]), Some(&res));
+        assert!((p.latency_s * g.clock_hz - (400.0 + 2.0 * g.cold_latency)).abs() < 1.0);
+    }
+
+    #[test]
+    fn the_resource_lines_of_a_weight_table_parse() {
+        let t = "# header\n#res dmc_lz4_decode 40 0 2400\n#res dmc_zstd_decode 96 12264 9000\n4a0 3.5\n";
+        let r = parse_resources(t);
+        assert_eq!(r["dmc_lz4_decode"], KernelResources { registers: 40, smem_bytes: 0, sass_instructions: 2400 });
+        assert_eq!(r["dmc_zstd_decode"].smem_bytes, 12264);
+        assert_eq!(r.len(), 2);
+    }
+}
