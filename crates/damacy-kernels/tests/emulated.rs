@@ -772,7 +772,17 @@ fn bit_unshuffle_reference(src: &[u8], ts: usize) -> Vec<u8> {
 /// a source buffer of exactly its size (under ASan a read past it fails), into a destination
 /// with a u64 backing (8-byte aligned) at `dst_mis`; returns the block's bytes and whether the
 /// zeros around it stayed.
-fn launch_unshuffle(data: &[u8], ts: usize, mode: u64, src_mis: usize, dst_mis: usize, sched: u64) -> (Vec<u8>, bool) {
+/// The job runs on a grid of `parts` blocks (grid.y): every part takes its tiles and its share
+/// of the copies.
+fn launch_unshuffle_parts(
+    data: &[u8],
+    ts: usize,
+    mode: u64,
+    src_mis: usize,
+    dst_mis: usize,
+    sched: u64,
+    parts: u32,
+) -> (Vec<u8>, bool) {
     let len = data.len();
     let mut src = vec![0u8; src_mis + len];
     src[src_mis..].copy_from_slice(data);
@@ -786,7 +796,7 @@ fn launch_unshuffle(data: &[u8], ts: usize, mode: u64, src_mis: usize, dst_mis: 
     let rc = unsafe {
         dmc_emu_dmc_unshuffle(
             1,
-            1,
+            parts,
             256,
             sched,
             src.as_ptr(),
@@ -802,6 +812,29 @@ fn launch_unshuffle(data: &[u8], ts: usize, mode: u64, src_mis: usize, dst_mis: 
     assert_eq!(status[0], 0, "status");
     let outside = dst[..dst_mis].iter().chain(&dst[dst_mis + len..]).all(|&b| b == 0);
     (dst[dst_mis..dst_mis + len].to_vec(), outside)
+}
+
+/// Blocks of whole 16-element tiles (the 16-byte load phase and, for typesizes 2 and 4, the
+/// 16-byte permute stores) split over 1 to 9 parts, byte and bit mode, at aligned and unaligned
+/// destinations: equal to the reference.
+#[test]
+fn unshuffle_of_aligned_blocks_split_over_parts_matches_reference() {
+    for (i, &(ts, len)) in [(2usize, 65_536usize), (4, 65_536), (8, 40_960), (2, 16_384 + 32), (4, 48_000), (3, 30_000)]
+        .iter()
+        .enumerate()
+    {
+        let data = test_data(len, 0, i as u64 + 11);
+        for parts in [1u32, 2, 5, 9] {
+            for dst_mis in [0usize, 8, 3] {
+                let (got, outside) = launch_unshuffle_parts(&data, ts, 1, 0, dst_mis, 0, parts);
+                assert!(got == unshuffle_reference(&data, ts), "byte ts {ts} len {len} parts {parts} dst+{dst_mis}");
+                assert!(outside, "byte ts {ts} len {len} parts {parts}: wrote outside the block");
+                let (got, outside) = launch_unshuffle_parts(&data, ts, 2, 0, dst_mis, 0, parts);
+                assert!(got == bit_unshuffle_reference(&data, ts), "bit ts {ts} len {len} parts {parts} dst+{dst_mis}");
+                assert!(outside, "bit ts {ts} len {len} parts {parts}: wrote outside the block");
+            }
+        }
+    }
 }
 
 proptest! {
@@ -824,8 +857,9 @@ proptest! {
         let src_mis = if seed & 1 == 0 { 0 } else { src_mis };
         let dst_mis = if seed & 2 == 0 { 0 } else { dst_mis };
         let sched = if seed & 4 == 0 { 0 } else { seed | 1 };
-        let (got, outside) = launch_unshuffle(&data, ts, 1, src_mis, dst_mis, sched);
-        prop_assert!(got == want, "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
+        let parts = 1 + ((seed >> 8) % 4) as u32;
+        let (got, outside) = launch_unshuffle_parts(&data, ts, 1, src_mis, dst_mis, sched, parts);
+        prop_assert!(got == want, "ts {} len {} src+{} dst+{} parts {}", ts, len, src_mis, dst_mis, parts);
         prop_assert!(outside, "wrote outside the block");
     }
 
@@ -849,8 +883,9 @@ proptest! {
         let data = test_data(len, 0, seed);
         let want = bit_unshuffle_reference(&data, ts);
         let sched = if seed & 4 == 0 { 0 } else { seed | 1 };
-        let (got, outside) = launch_unshuffle(&data, ts, 2, src_mis, dst_mis, sched);
-        prop_assert!(got == want, "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
+        let parts = 1 + ((seed >> 8) % 4) as u32;
+        let (got, outside) = launch_unshuffle_parts(&data, ts, 2, src_mis, dst_mis, sched, parts);
+        prop_assert!(got == want, "ts {} len {} src+{} dst+{} parts {}", ts, len, src_mis, dst_mis, parts);
         prop_assert!(outside, "wrote outside the block");
     }
 }
