@@ -101,6 +101,10 @@ typedef long long dmc_i64;
 // Copy (or fill) whole rows with 16-byte words (assemble.cu's wide path); the host sets it only
 // for jobs without a cast or byte swap whose innermost axis is contiguous; the kernel checks it.
 #define DMC_ASM_WIDE 4
+// Convert whole rows 8 elements at a time (assemble.cu's vector cast path); the host sets it only
+// for jobs with a 1- or 2-byte integer source cast to float32, bfloat16 or float16 (or a 2-byte
+// integer byte swap alone) whose innermost axis is contiguous in both; the kernel checks it.
+#define DMC_ASM_VEC 8
 
 // ---- Device wire formats ----
 // Every struct below has a `#[repr(C)]` twin in crates/damacy-kernels/src/wire.rs. The crate's

@@ -224,11 +224,32 @@ impl AssembleJob {
         .then_some(items)
     }
 
+    /// The kernel's work items for this job on its vector cast path: groups of 8 destination
+    /// elements of its rows (`Some`), or `None`. It takes jobs (not fills, not on the wide path)
+    /// whose dtypes are a pair [`vec_pair`] names and whose merged innermost axis is contiguous
+    /// in both buffers and at least [`VEC_MIN_ROW_ELEMS`] long; the kernel checks this again
+    /// (and that the destination's elements are aligned), taking the element path where it
+    /// does not hold.
+    fn vec_items(&self, axes: &[(u64, i64, i64)]) -> Option<u64> {
+        let &(len, s, d) = axes.last()?;
+        let groups = (len + 14) / 8; // the 8-element groups a row can touch, at most
+        let items = (self.n_elems() / len.max(1)).checked_mul(groups)?;
+        (self.fill_bits.is_none()
+            && vec_pair(self.src_dtype, self.dst_dtype, self.big_endian)
+            && d == 1
+            && s == 1
+            && len >= VEC_MIN_ROW_ELEMS
+            && len < 1 << 28
+            && u32::try_from(items).is_ok())
+        .then_some(items)
+    }
+
     /// The job's device descriptor (`struct dmc_assemble_job`) and its work items; the job was
     /// validated (rank at most [`MAX_RANK`], strides of the same rank).
     fn desc(&self) -> (AssembleJobDesc, u64) {
         let axes = self.merged_axes();
         let wide = self.wide_items(&axes);
+        let vec = if wide.is_some() { None } else { self.vec_items(&axes) };
         let r = axes.len().min(MAX_RANK);
         let mut d = AssembleJobDesc {
             src_off: self.src_offset as u64,
@@ -241,7 +262,8 @@ impl AssembleJob {
             dst_dtype: code(self.dst_dtype),
             flags: if self.big_endian { c::DMC_ASM_BYTESWAP } else { 0 }
                 | if self.fill_bits.is_some() { c::DMC_ASM_FILL } else { 0 }
-                | if wide.is_some() { c::DMC_ASM_WIDE } else { 0 },
+                | if wide.is_some() { c::DMC_ASM_WIDE } else { 0 }
+                | if vec.is_some() { c::DMC_ASM_VEC } else { 0 },
             ..AssembleJobDesc::default()
         };
         for (k, &(n, s, t)) in axes.iter().take(r).enumerate() {
@@ -249,9 +271,20 @@ impl AssembleJob {
             d.src_stride[k] = s;
             d.dst_stride[k] = t;
         }
-        (d, wide.unwrap_or_else(|| self.n_elems()))
+        (d, wide.or(vec).unwrap_or_else(|| self.n_elems()))
     }
 }
+
+/// The dtype pairs of the kernel's vector cast path (`dmc_asm_vec_any` in kernels/assemble.cu):
+/// a 1- or 2-byte integer to float32, bfloat16 or float16, and a 2-byte integer byte swap alone.
+fn vec_pair(src: Dtype, dst: Dtype, big_endian: bool) -> bool {
+    matches!((src, dst), (Dtype::U8 | Dtype::I8 | Dtype::U16 | Dtype::I16, Dtype::F32 | Dtype::BF16 | Dtype::F16))
+        || (big_endian && src == dst && matches!(src, Dtype::U16 | Dtype::I16))
+}
+
+/// Rows shorter than this (in elements) stay on the element path: a row's first and last
+/// groups store element by element, which a short row does not repay.
+const VEC_MIN_ROW_ELEMS: u64 = 8;
 
 /// Rows shorter than this (in bytes) stay on the element path: a row's head and tail words
 /// take up to eight narrow stores, which a short row does not repay.

@@ -416,7 +416,12 @@ impl WideCase {
                 if self.big_endian {
                     e.reverse();
                 }
-                e.resize(osz, 0); // the casts tested here widen unsigned integers
+                if self.dtype != self.out {
+                    let mut b = [0u8; 8];
+                    b[..sz].copy_from_slice(&e);
+                    let bits = self.dtype.convert_bits(self.out, u64::from_le_bytes(b));
+                    e = bits.to_le_bytes()[..osz].to_vec();
+                }
                 if let Some(f) = self.fill {
                     e = f.to_le_bytes()[..osz].to_vec();
                 }
@@ -454,12 +459,13 @@ impl WideCase {
 /// differ in alignment, and elements are not aligned), rows whose length is no multiple of 16
 /// bytes, two jobs meeting inside a 16-byte word, rows that end with the source buffer and the
 /// destination's 0xA5 between and around the rows untouched. Fills (aligned: wide; unaligned:
-/// the element path), byte swaps and casts (the element path) in the same harness.
+/// the element path), byte swaps and casts (the vector cast path for 1- and 2-byte integers to
+/// f32/bf16/f16 and 2-byte swaps, else the element path) in the same harness.
 #[test]
 fn assemble_wide_rows_match_the_reference_at_every_offset() {
     let device = Device::emulated(0x71DE);
     let mut cases = Vec::new();
-    for dtype in [Dtype::U8, Dtype::I16, Dtype::F32, Dtype::U64] {
+    for dtype in [Dtype::U8, Dtype::I16, Dtype::U16, Dtype::F32, Dtype::U64] {
         let sz = dtype.size() as u64;
         let cols = 160 / sz + 3; // rows of 163 .. 184 bytes
         // (c0, w): a crop inside the row, rows just longer than 32 and 64 bytes, and full rows
@@ -482,6 +488,17 @@ fn assemble_wide_rows_match_the_reference_at_every_offset() {
                         fill: None,
                     };
                     cases.push(base);
+                    // the vector cast path (8 elements per item) at every source and
+                    // destination offset, big-endian too
+                    if matches!(dtype, Dtype::U8 | Dtype::I16 | Dtype::U16) {
+                        for out in [Dtype::F32, Dtype::BF16, Dtype::F16] {
+                            cases.push(WideCase { out, ..base });
+                            cases.push(WideCase { out, big_endian: true, ..base });
+                        }
+                    }
+                    if dtype == Dtype::U16 {
+                        cases.push(WideCase { big_endian: true, ..base });
+                    }
                     if src_pad == 0 {
                         cases.push(WideCase { fill: Some(0x1122_3344_5566_7788), ..base });
                         cases.push(WideCase { big_endian: true, ..base });
