@@ -461,27 +461,35 @@ __device__ __forceinline__ bool dmc_asm_vec(const dmc_u8* __restrict__ src, dmc_
 DMC_UNROLL
             for (dmc_u32 q = 0; q < 4; q++) v.w[q] = __byte_perm(v.w[q], 0u, 0x2301u);
         }
-        dmc_u32 o[8];
-DMC_UNROLL
-        for (dmc_u32 i = 0; i < 8; i++) o[i] = (dmc_u32)dmc_convert(dmc_asm_lane<SSZ>(v, i), S, D);
         dmc_u8* gp = (dmc_u8*)((d0 & ~(dmc_u64)(8u * DSZ - 1u)) + (dmc_u64)g * 8u * DSZ);
         if (k0 >= 0 && k0 + 8 <= (dmc_i64)len) {
-            if (DSZ == 4) {
-                dmc_store16(gp, dmc_u32x4{{o[0], o[1], o[2], o[3]}});
-                dmc_store16(gp + 16, dmc_u32x4{{o[4], o[5], o[6], o[7]}});
-            } else {
-                dmc_store16(gp, dmc_u32x4{{o[0] | (o[1] << 16), o[2] | (o[3] << 16), o[4] | (o[5] << 16),
-                                           o[6] | (o[7] << 16)}});
+            // a whole group: converted 4 (f32) or 8 (16-bit) elements at a time, each 16 bytes
+            // stored as soon as built (fewer live registers than all 8 first)
+DMC_UNROLL
+            for (dmc_u32 h = 0; h < 8; h += 16 / DSZ) {
+                dmc_u32x4 o;
+DMC_UNROLL
+                for (dmc_u32 q = 0; q < 4; q++) {
+                    if (DSZ == 4) {
+                        o.w[q] = (dmc_u32)dmc_convert(dmc_asm_lane<SSZ>(v, h + q), S, D);
+                    } else {
+                        o.w[q] = (dmc_u32)dmc_convert(dmc_asm_lane<SSZ>(v, 2 * q), S, D) |
+                                 ((dmc_u32)dmc_convert(dmc_asm_lane<SSZ>(v, 2 * q + 1), S, D) << 16);
+                    }
+                }
+                dmc_store16(gp + h * DSZ, o);
             }
         } else {
+            // a row's first or last group: the slots it covers, one element store each
 DMC_UNROLL
             for (dmc_u32 i = 0; i < 8; i++) {
                 const dmc_i64 k = k0 + (dmc_i64)i;
                 if (k < 0 || k >= (dmc_i64)len) continue;
+                const dmc_u32 o = (dmc_u32)dmc_convert(dmc_asm_lane<SSZ>(v, i), S, D);
                 if (DSZ == 4) {
-                    *(dmc_u32*)(gp + 4 * i) = o[i];
+                    *(dmc_u32*)(gp + 4 * i) = o;
                 } else {
-                    *(dmc_u16*)(gp + 2 * i) = (dmc_u16)o[i];
+                    *(dmc_u16*)(gp + 2 * i) = (dmc_u16)o;
                 }
             }
         }

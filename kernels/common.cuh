@@ -408,10 +408,13 @@ __device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_
 // its first and last 16-byte boundary go in rounds of DMC_COPY_UNROLL * nt words, round k to part
 // k mod parts; a thread loads its DMC_COPY_UNROLL words of a round (nt apart: each load
 // instruction of a warp reads 512 contiguous bytes) before it stores them, so that many 16-byte
-// loads are in flight per thread. A word is one aligned 16-byte store, from the aligned 16-byte
+// loads are in flight per thread (U of them). A word is one aligned 16-byte store, from the aligned 16-byte
 // source vector (src shares dst's alignment) or the two it straddles, shifted together; source
 // vectors reaching outside [src, src + len) load single bytes. Part 0 copies the bytes before the
 // first boundary, the last part those after the last one, one per thread.
+// U: words in flight per thread (DMC_COPY_UNROLL unless the caller's register budget is tight:
+// dmc_unshuffle's launch bounds leave 32 registers).
+template <dmc_u32 U = DMC_COPY_UNROLL>
 __device__ __forceinline__ void dmc_range_copy(dmc_u8* __restrict__ dst, const dmc_u8* __restrict__ src,
                                                dmc_u32 len, dmc_u32 part, dmc_u32 parts, dmc_u32 t,
                                                dmc_u32 nt) {
@@ -426,11 +429,11 @@ __device__ __forceinline__ void dmc_range_copy(dmc_u8* __restrict__ dst, const d
     const dmc_u8* a = s - sh;
     const dmc_u8* end = src + len;
     dmc_u8* d = dst + head;
-    const dmc_u32 round = DMC_COPY_UNROLL * nt;
+    const dmc_u32 round = U * nt;
     for (dmc_u32 w0 = part * round; w0 < words; w0 += parts * round) {
-        dmc_u32x4 v[DMC_COPY_UNROLL];
+        dmc_u32x4 v[U];
 DMC_UNROLL
-        for (dmc_u32 k = 0; k < DMC_COPY_UNROLL; k++) {
+        for (dmc_u32 k = 0; k < U; k++) {
             const dmc_u32 w = w0 + k * nt + t;
             v[k] = dmc_u32x4{{0, 0, 0, 0}};
             if (w < words) {
@@ -439,7 +442,7 @@ DMC_UNROLL
             }
         }
 DMC_UNROLL
-        for (dmc_u32 k = 0; k < DMC_COPY_UNROLL; k++) {
+        for (dmc_u32 k = 0; k < U; k++) {
             const dmc_u32 w = w0 + k * nt + t;
             if (w < words) dmc_store16(d + 16 * w, v[k]);
         }

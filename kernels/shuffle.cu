@@ -10,7 +10,7 @@
 // shared memory hold: `ts` rows of T bytes, plus padding in the generic case). Per tile:
 //   1. load: the tile's segment of every plane goes to its shared row. When the planes are
 //      16-byte aligned (block and n a multiple of 16) and the rows unpadded, as aligned 16-byte
-//      words, DMC_COPY_UNROLL loads in flight per thread. Else a flat (row, word)
+//      words, DMC_UNSHUFFLE_UNROLL loads in flight per thread. Else a flat (row, word)
 //      index strides over the threads, so a warp reads 128 contiguous global bytes as aligned
 //      4-byte words (a plane that does not start 4-byte aligned, n % 4 != 0 or an unaligned
 //      block, takes two aligned loads per word, shifted together; only the words at the two
@@ -43,6 +43,9 @@
 
 // Static shared memory of the byte unshuffle tile: 16 KiB (8 blocks of 256 threads fit an SM).
 #define DMC_UNSHUFFLE_TILE_WORDS 4096
+// 16-byte loads in flight per thread in the load phase (the launch bounds leave 32 registers:
+// 8 blocks of 256 threads per SM, 64 KiB of loads in flight per SM).
+#define DMC_UNSHUFFLE_UNROLL 2
 
 // The 4 bytes at p (any alignment) as a little-endian word, from aligned 4-byte loads that stay
 // inside [lo, hi): one load when p is aligned, two (shifted together) when not; bytes at or past
@@ -215,18 +218,18 @@ DMC_UNROLL
             const dmc_u32 cw = (cnt + 3) / 4;
             if (vec16 && (row_words & 3u) == 0) {
                 // cnt is a multiple of 16 (n and e0 are): cw / 4 whole 16-byte words per row,
-                // DMC_COPY_UNROLL loads in flight per thread before their shared stores
+                // DMC_UNSHUFFLE_UNROLL loads in flight per thread before their shared stores
                 const dmc_u32 rq = row_words / 4, cq = cw / 4, all = ts * rq;
-                for (dmc_u32 f0 = 0; f0 < all; f0 += DMC_COPY_UNROLL * nt) {
-                    dmc_u32x4 v[DMC_COPY_UNROLL];
+                for (dmc_u32 f0 = 0; f0 < all; f0 += DMC_UNSHUFFLE_UNROLL * nt) {
+                    dmc_u32x4 v[DMC_UNSHUFFLE_UNROLL];
 DMC_UNROLL
-                    for (dmc_u32 k = 0; k < DMC_COPY_UNROLL; k++) {
+                    for (dmc_u32 k = 0; k < DMC_UNSHUFFLE_UNROLL; k++) {
                         const dmc_u32 f = f0 + k * nt + t, r = f / rq, q = f - r * rq;
                         v[k] = dmc_u32x4{{0, 0, 0, 0}};
                         if (f < all && q < cq) v[k] = dmc_load16(src + (dmc_u64)r * n + e0 + 16 * q);
                     }
 DMC_UNROLL
-                    for (dmc_u32 k = 0; k < DMC_COPY_UNROLL; k++) {
+                    for (dmc_u32 k = 0; k < DMC_UNSHUFFLE_UNROLL; k++) {
                         const dmc_u32 f = f0 + k * nt + t, r = f / rq, q = f - r * rq;
                         if (f < all && q < cq) dmc_store16(tile + 4 * f, v[k]);
                     }
@@ -294,10 +297,10 @@ dmc_unshuffle(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __
         // element i is bit (i % 8) of byte (k*8+b)*(n/8) + i/8. Leftover bytes are stored as
         // they are.
         dmc_unshuffle_tiled(src, src + j.len, dst, ts, n, j.mode == DMC_SHUFFLE_BIT, part, parts);
-        dmc_range_copy(dst + body, src + body, j.len - body, part, parts, t, blockDim.x);
+        dmc_range_copy<1>(dst + body, src + body, j.len - body, part, parts, t, blockDim.x);
     } else {
         // bit mode with an element count that is not a multiple of 8: blosc stores the block as is
-        dmc_range_copy(dst, src, j.len, part, parts, t, blockDim.x);
+        dmc_range_copy<1>(dst, src, j.len, part, parts, t, blockDim.x);
     }
 }
 
