@@ -1,8 +1,8 @@
 // assemble.cu — crop + fill + byte order + transpose + dtype cast into the batch tensor.
 // Mapping: grid.y = job (one region of one decoded chunk, or one fill region), grid.x blocks ×
 // DMC_ASSEMBLE_THREADS threads stride over the job's work items. The block loads the job into
-// shared memory once (not a copy per thread, which would be local memory). Two paths, chosen per job
-// (uniform over its blocks) from the job's flags:
+// shared memory once (not a copy per thread, which would be local memory). Three paths, chosen per
+// job (uniform over its blocks) from the job's flags:
 // - element path (any job): an item is one element of the region in C order; the thread maps it
 //   through the job's source and destination strides (so any axis permutation is a stride
 //   choice), loads, swaps bytes, converts and stores one element: one load and one store of
@@ -19,6 +19,14 @@
 //   16-byte word (or two, shifted, when source and destination differ in alignment); a word
 //   the row covers only in part (the row's head and tail) stores the covered bytes as at most
 //   one aligned store of each width 8, 4, 2, 1 going up and again going down.
+// - vector cast path (DMC_ASM_VEC, set by the host for jobs with a u8/i8/u16/i16 source cast to
+//   f32/bf16/f16, or a 2-byte byte swap alone, whose innermost axis is contiguous in both
+//   buffers; checked again here, with the destination's elements aligned, else the element
+//   path): an item is a group of 8 destination element slots (aligned to 8 × their size) that a
+//   row touches; a thread loads the group's source elements as one 16-byte window (two aligned
+//   16-byte loads shifted together), converts 8 elements with dmc_convert at compile-time
+//   dtypes (one instance per pair: the same bits as the element path) and stores one (16-bit)
+//   or two (f32) aligned 16-byte words; a row's first and last groups store element by element.
 #include "common.cuh"
 
 __device__ __forceinline__ dmc_u32 dmc_dtype_size(dmc_u32 d) {

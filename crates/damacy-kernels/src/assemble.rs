@@ -418,7 +418,12 @@ impl Assembler {
     /// [`Assembler::finish`], which reports those the kernel failed. Jobs of one call must
     /// write disjoint bytes. When the table is full, the statuses of the jobs queued so far
     /// are read back first (one wait).
-    pub fn queue(&mut self, src: &DeviceBuffer, dst: &mut DeviceBuffer, jobs: &[AssembleJob]) -> Result<Vec<Result<()>>> {
+    pub fn queue(
+        &mut self,
+        src: &DeviceBuffer,
+        dst: &mut DeviceBuffer,
+        jobs: &[AssembleJob],
+    ) -> Result<Vec<Result<()>>> {
         self.queue_from(Some(src), dst, jobs)
     }
 
@@ -627,6 +632,35 @@ mod tests {
         assert_eq!(wide(&job(&[4, 17], &[40, 1], &[1, 4], Dtype::U16, Dtype::U16)), None);
         assert_eq!(wide(&job(&[4, 15], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16)), None);
         assert_eq!(job(&[4, 15], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16).desc().1, 60);
+    }
+
+    #[test]
+    fn the_vector_path_takes_contiguous_rows_of_small_integers_cast_to_floats() {
+        let vec = |j: &AssembleJob| {
+            let (d, items) = j.desc();
+            (d.flags & c::DMC_ASM_VEC != 0).then_some(items)
+        };
+        // 4 rows of 17 u16 → f32: up to ceil((17 + 7) / 8) = 3 groups each
+        let rows = job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::F32);
+        assert_eq!(vec(&rows), Some(4 * 3));
+        assert_eq!(rows.desc().0.flags & c::DMC_ASM_WIDE, 0);
+        for (s, d) in [(Dtype::I16, Dtype::BF16), (Dtype::U8, Dtype::F16), (Dtype::I8, Dtype::F32)] {
+            assert!(vec(&job(&[4, 17], &[40, 1], &[20, 1], s, d)).is_some(), "{s:?} -> {d:?}");
+        }
+        // a 2-byte byte swap alone; big-endian casts too
+        assert!(
+            vec(&AssembleJob { big_endian: true, ..job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16) })
+                .is_some()
+        );
+        assert!(vec(&AssembleJob { big_endian: true, ..rows.clone() }).is_some());
+        // no swap and no cast: the wide path; other pairs, strided or short rows, fills: neither
+        assert_eq!(vec(&job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16)), None);
+        assert_eq!(vec(&job(&[4, 17], &[40, 1], &[20, 1], Dtype::U32, Dtype::F32)), None);
+        assert_eq!(vec(&job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::F64)), None);
+        assert_eq!(vec(&job(&[4, 17], &[1, 4], &[20, 1], Dtype::U16, Dtype::F32)), None);
+        assert_eq!(vec(&job(&[4, 17], &[40, 1], &[1, 4], Dtype::U16, Dtype::F32)), None);
+        assert_eq!(vec(&job(&[4, 7], &[40, 1], &[20, 1], Dtype::U16, Dtype::F32)), None);
+        assert_eq!(vec(&AssembleJob { fill_bits: Some(0), ..rows.clone() }), None);
     }
 
     #[test]

@@ -1516,3 +1516,26 @@ fn merge_stats(a: &mut WaveStats, b: &WaveStats) {
         a.streams[k] += b.streams[k];
     }
 }
+
+#[cfg(test)]
+mod launch_shape_tests {
+    use super::*;
+
+    #[test]
+    fn memory_bound_launches_spread_long_jobs_over_blocks() {
+        let part = c::DMC_MEMCPY_PART_BYTES;
+        // one-warp-per-stream kernels: grid.y 1
+        assert_eq!(parts_per_job(1 << 20, 0, 32), 1);
+        // 32 streams of 1 MiB: 64 parts each (2048 blocks); 1024 of 32 KiB: 2 each
+        assert_eq!(parts_per_job(1 << 20, part, 32), (1 << 20) / part);
+        assert_eq!(parts_per_job(32 << 10, part, 1024), 2);
+        // short and empty streams: one block; a part per started 16 KiB
+        assert_eq!(parts_per_job(100, part, 7), 1);
+        assert_eq!(parts_per_job(0, part, 7), 1);
+        assert_eq!(parts_per_job(part + 1, part, 7), 2);
+        // capped per job and in all, never below one
+        assert_eq!(parts_per_job(u32::MAX, part, 1), c::DMC_MAX_BLOCKS_PER_JOB);
+        assert_eq!(parts_per_job(u32::MAX, part, 1024), MAX_WAVE_BLOCKS / 1024);
+        assert_eq!(parts_per_job(u32::MAX, part, 1 << 20), 1);
+    }
+}

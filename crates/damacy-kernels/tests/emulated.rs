@@ -836,9 +836,8 @@ fn launch_unshuffle_parts(
 /// destinations: equal to the reference.
 #[test]
 fn unshuffle_of_aligned_blocks_split_over_parts_matches_reference() {
-    for (i, &(ts, len)) in [(2usize, 65_536usize), (4, 65_536), (8, 40_960), (2, 16_384 + 32), (4, 48_000), (3, 30_000)]
-        .iter()
-        .enumerate()
+    for (i, &(ts, len)) in
+        [(2usize, 65_536usize), (4, 65_536), (8, 40_960), (2, 16_384 + 32), (4, 48_000), (3, 30_000)].iter().enumerate()
     {
         let data = test_data(len, 0, i as u64 + 11);
         for parts in [1u32, 2, 5, 9] {

@@ -3,7 +3,8 @@
 //! shuffle jobs and initial status words the kernels read. Pure: nothing here touches a device.
 
 use super::{
-    ALIGN, ChunkPlan, N_SLOTS, SLOT_CRC, SLOT_INFLATE, SLOT_RAW, SLOT_ZSTD, StreamInfo, align_up, codec_slot, push_table,
+    ALIGN, ChunkPlan, N_SLOTS, SLOT_CRC, SLOT_INFLATE, SLOT_RAW, SLOT_ZSTD, StreamInfo, align_up, codec_slot,
+    push_table,
 };
 use crate::blosc::Shuffle;
 use crate::consts as c;
@@ -127,7 +128,11 @@ impl Builder {
                 codec: SLOT_CRC as u32,
                 flags: crc,
             };
-            self.push(SLOT_CRC, desc, StreamInfo { chunk: idx, slot: SLOT_CRC, src: (0, p.payload_len as u32), expected: crc });
+            self.push(
+                SLOT_CRC,
+                desc,
+                StreamInfo { chunk: idx, slot: SLOT_CRC, src: (0, p.payload_len as u32), expected: crc },
+            );
         }
         for s in &p.streams {
             let slot = codec_slot(s.codec);
