@@ -57,12 +57,12 @@ pub mod zstd;
 pub use assemble::{AssembleJob, Assembler, assemble};
 pub use blosc::{BloscCodec, BloscHeader, FrameErrorKind, Shuffle};
 pub use decode::{
-    BatchDecoded, ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, QueuedWave,
-    WaveFootprint, WavePlan, WaveSchedule, WaveStats,
+    BatchDecoded, ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, QueuedWave, WaveFootprint,
+    WavePlan, WaveSchedule, WaveStats,
 };
+pub use device::{Device, DeviceBuffer, DeviceKind};
 #[cfg(feature = "emulate")]
 pub use device::ScheduleEntry;
-pub use device::{Device, DeviceBuffer, DeviceKind};
 pub use dtype::{CastKind, Dtype, OutputDtype};
 pub use error::{Error, Result, StreamStatus};
 pub use images::{ImageOrigin, KernelImages};

@@ -229,25 +229,19 @@ impl EmuStream {
     /// Both ranges stay valid, and untouched by anyone else, until the copy ran.
     pub(super) unsafe fn enqueue_copy(&self, from: u64, to: u64, len: usize) -> Result<()> {
         // SAFETY: the caller's contract.
-        self.enqueue_as(
-            "copy",
-            Box::new(move || unsafe {
-                std::ptr::copy_nonoverlapping(from as usize as *const u8, to as usize as *mut u8, len);
-                Ok(())
-            }),
-        )
+        self.enqueue_as("copy", Box::new(move || unsafe {
+            std::ptr::copy_nonoverlapping(from as usize as *const u8, to as usize as *mut u8, len);
+            Ok(())
+        }))
     }
 
     pub(super) fn record(&self) -> Result<std::sync::Arc<Signal>> {
         let signal = std::sync::Arc::new(Signal::default());
         let (s, err) = (signal.clone(), self.error.clone());
-        self.enqueue_as(
-            "record",
-            Box::new(move || {
-                s.set(err.lock().ok().and_then(|e| e.clone()));
-                Ok(())
-            }),
-        )?;
+        self.enqueue_as("record", Box::new(move || {
+            s.set(err.lock().ok().and_then(|e| e.clone()));
+            Ok(())
+        }))?;
         Ok(signal)
     }
 
