@@ -238,8 +238,7 @@ impl AssembleJob {
             && vec_pair(self.src_dtype, self.dst_dtype, self.big_endian)
             && d == 1
             && s == 1
-            && len >= VEC_MIN_ROW_ELEMS
-            && len < 1 << 28
+            && (VEC_MIN_ROW_ELEMS..1 << 28).contains(&len)
             && u32::try_from(items).is_ok())
         .then_some(items)
     }
