@@ -1,8 +1,8 @@
 // assemble.cu — crop + fill + byte order + transpose + dtype cast into the batch tensor.
 // Mapping: grid.y = job (one region of one decoded chunk, or one fill region), grid.x blocks ×
 // DMC_ASSEMBLE_THREADS threads stride over the job's work items. The block loads the job into
-// shared memory once (not a copy per thread, which would be local memory). Two paths, chosen per job
-// (uniform over its blocks) from the job's flags:
+// shared memory once (not a copy per thread, which would be local memory). Three paths, chosen per
+// job (uniform over its blocks) from the job's flags:
 // - element path (any job): an item is one element of the region in C order; the thread maps it
 //   through the job's source and destination strides (so any axis permutation is a stride
 //   choice), loads, swaps bytes, converts and stores one element: one load and one store of
@@ -19,6 +19,14 @@
 //   16-byte word (or two, shifted, when source and destination differ in alignment); a word
 //   the row covers only in part (the row's head and tail) stores the covered bytes as at most
 //   one aligned store of each width 8, 4, 2, 1 going up and again going down.
+// - vector cast path (DMC_ASM_VEC, set by the host for jobs with a u8/i8/u16/i16 source cast to
+//   f32/bf16/f16, or a 2-byte byte swap alone, whose innermost axis is contiguous in both
+//   buffers; checked again here, with the destination's elements aligned, else the element
+//   path): an item is a group of 8 destination element slots (aligned to 8 × their size) that a
+//   row touches; a thread loads the group's source elements as one 16-byte window (two aligned
+//   16-byte loads shifted together), converts 8 elements with dmc_convert at compile-time
+//   dtypes (one instance per pair: the same bits as the element path) and stores one (16-bit)
+//   or two (f32) aligned 16-byte words; a row's first and last groups store element by element.
 #include "common.cuh"
 
 __device__ __forceinline__ dmc_u32 dmc_dtype_size(dmc_u32 d) {
@@ -402,6 +410,127 @@ __device__ __forceinline__ bool dmc_asm_wide(const dmc_u8* __restrict__ src, dmc
     return bad;
 }
 
+// ---- The vector cast path ----
+
+// Element i (< 16 / SSZ) of the little-endian elements of SSZ (1 or 2) bytes in v; i is a
+// constant once the caller's loop is unrolled, so the selects fold away.
+template <dmc_u32 SSZ>
+__device__ __forceinline__ dmc_u32 dmc_asm_lane(const dmc_u32x4& v, dmc_u32 i) {
+    if (SSZ == 1) return (dmc_asm_word(v, i >> 2) >> (8 * (i & 3u))) & 0xffu;
+    return (dmc_asm_word(v, i >> 1) >> (16 * (i & 1u))) & 0xffffu;
+}
+
+// The vector cast path of `job` for source dtype S (1 or 2 bytes) and destination dtype D
+// (2 or 4 bytes), both compile-time, so dmc_convert folds to the one conversion (the same
+// function as the element path: the same bits). Rows of `len` elements, contiguous in both
+// buffers, the destination's elements aligned to their size; an item is a group of 8
+// destination element slots aligned to 8·DSZ bytes that a row touches (row r's item g is the
+// g-th group from the one holding the row's first element; `ng` per row, `items` in all).
+// Per item: one 16-byte source window from the group's first element (two aligned 16-byte loads
+// shifted together; single bytes at the source buffer's ends; bytes outside the row are loaded
+// and dropped), bytes swapped in each 2-byte element when the job says so, 8 conversions, and
+// one (bf16/f16) or two (f32) aligned 16-byte stores, or single element stores for the slots a
+// row's first and last groups cover. Returns whether an item lay outside the buffers.
+template <dmc_u32 S, dmc_u32 D>
+__device__ __forceinline__ bool dmc_asm_vec(const dmc_u8* __restrict__ src, dmc_u64 src_total,
+                                            dmc_u8* __restrict__ dst, dmc_u64 dst_total,
+                                            const dmc_assemble_job* j, dmc_u32 len, dmc_u32 ng,
+                                            dmc_u32 items) {
+    constexpr dmc_u32 SSZ = (S == DMC_DTYPE_U8 || S == DMC_DTYPE_I8) ? 1u : 2u;
+    constexpr dmc_u32 DSZ = D == DMC_DTYPE_F32 ? 4u : 2u;
+    const bool swap = SSZ == 2 && (j->flags & DMC_ASM_BYTESWAP) != 0;
+    const dmc_i32 top = (dmc_i32)j->rank - 2;  // the rows' axes: 0..=top
+    const dmc_i64 src_off = (dmc_i64)j->src_off, dst_off = (dmc_i64)j->dst_off;
+    const dmc_u8* src_end = src + src_total;
+    bool bad = false;
+    const dmc_u32 step = gridDim.x * blockDim.x;
+    for (dmc_u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < items; e += step) {
+        const dmc_u32 row = e / ng;
+        const dmc_u32 g = e - row * ng;
+        dmc_i64 so, dof;  // the row's first element
+        dmc_asm_offsets(j, row, top, &so, &dof);
+        const dmc_i64 dpos = dst_off + dof * (dmc_i64)DSZ;
+        const dmc_i64 spos = src_off + so * (dmc_i64)SSZ;
+        if (dpos < 0 || !dmc_in_bounds((dmc_u64)dpos, (dmc_u64)len * DSZ, dst_total) || spos < 0 ||
+            !dmc_in_bounds((dmc_u64)spos, (dmc_u64)len * SSZ, src_total)) {
+            bad = true;
+            continue;
+        }
+        const dmc_u64 d0 = (dmc_u64)(dst + dpos);  // aligned to DSZ (checked by the caller)
+        const dmc_u32 lead = (dmc_u32)(d0 & (8u * DSZ - 1u)) / DSZ;  // slots before the row's first
+        const dmc_i64 k0 = (dmc_i64)g * 8 - (dmc_i64)lead;  // the row element in slot 0
+        if (k0 >= (dmc_i64)len) continue;  // the row ends before this group
+        const dmc_u64 s = (dmc_u64)(src + spos) + (dmc_u64)(k0 * (dmc_i64)SSZ);
+        const dmc_u8* sa = (const dmc_u8*)(s & ~(dmc_u64)15);
+        const dmc_u32 sh = (dmc_u32)(s & 15u);
+        dmc_u32x4 v = dmc_asm_load16(sa, src, src_end);
+        if (sh != 0) v = dmc_shift16(v, dmc_asm_load16(sa + 16, src, src_end), sh);
+        if (swap) {
+DMC_UNROLL
+            for (dmc_u32 q = 0; q < 4; q++) v.w[q] = __byte_perm(v.w[q], 0u, 0x2301u);
+        }
+        dmc_u8* gp = (dmc_u8*)((d0 & ~(dmc_u64)(8u * DSZ - 1u)) + (dmc_u64)g * 8u * DSZ);
+        if (k0 >= 0 && k0 + 8 <= (dmc_i64)len) {
+            // a whole group: converted 4 (f32) or 8 (16-bit) elements at a time, each 16 bytes
+            // stored as soon as built (fewer live registers than all 8 first)
+DMC_UNROLL
+            for (dmc_u32 h = 0; h < 8; h += 16 / DSZ) {
+                dmc_u32x4 o;
+DMC_UNROLL
+                for (dmc_u32 q = 0; q < 4; q++) {
+                    if (DSZ == 4) {
+                        o.w[q] = (dmc_u32)dmc_convert(dmc_asm_lane<SSZ>(v, h + q), S, D);
+                    } else {
+                        o.w[q] = (dmc_u32)dmc_convert(dmc_asm_lane<SSZ>(v, 2 * q), S, D) |
+                                 ((dmc_u32)dmc_convert(dmc_asm_lane<SSZ>(v, 2 * q + 1), S, D) << 16);
+                    }
+                }
+                dmc_store16(gp + h * DSZ, o);
+            }
+        } else {
+            // a row's first or last group: the slots it covers, one element store each
+DMC_UNROLL
+            for (dmc_u32 i = 0; i < 8; i++) {
+                const dmc_i64 k = k0 + (dmc_i64)i;
+                if (k < 0 || k >= (dmc_i64)len) continue;
+                const dmc_u32 o = (dmc_u32)dmc_convert(dmc_asm_lane<SSZ>(v, i), S, D);
+                if (DSZ == 4) {
+                    *(dmc_u32*)(gp + 4 * i) = o;
+                } else {
+                    *(dmc_u16*)(gp + 2 * i) = (dmc_u16)o;
+                }
+            }
+        }
+    }
+    return bad;
+}
+
+// The vector cast path for the job's dtypes: 1 (an item failed) or 0 when they are a pair it
+// has, -1 when not (the caller takes the element path). The pairs: u8, i8, u16, i16 → f32,
+// bf16, f16, and u16 → u16, i16 → i16 (a byte swap alone). Keep in step with the host's
+// `vec_pair` (crates/damacy-kernels/src/assemble.rs).
+__device__ __forceinline__ int dmc_asm_vec_any(const dmc_u8* __restrict__ src, dmc_u64 src_total,
+                                               dmc_u8* __restrict__ dst, dmc_u64 dst_total,
+                                               const dmc_assemble_job* j, dmc_u32 len, dmc_u32 ng,
+                                               dmc_u32 items) {
+    const dmc_u32 s = j->src_dtype, d = j->dst_dtype;
+#define DMC_ASM_VEC_PAIR(S, D)                                                                    \
+    if (s == (S) && d == (D)) return dmc_asm_vec<(S), (D)>(src, src_total, dst, dst_total, j, len, ng, items) ? 1 : 0;
+#define DMC_ASM_VEC_TO_FLOATS(S)                                                                  \
+    DMC_ASM_VEC_PAIR(S, DMC_DTYPE_F32)                                                            \
+    DMC_ASM_VEC_PAIR(S, DMC_DTYPE_BF16)                                                           \
+    DMC_ASM_VEC_PAIR(S, DMC_DTYPE_F16)
+    DMC_ASM_VEC_TO_FLOATS(DMC_DTYPE_U16)
+    DMC_ASM_VEC_TO_FLOATS(DMC_DTYPE_I16)
+    DMC_ASM_VEC_TO_FLOATS(DMC_DTYPE_U8)
+    DMC_ASM_VEC_TO_FLOATS(DMC_DTYPE_I8)
+    DMC_ASM_VEC_PAIR(DMC_DTYPE_U16, DMC_DTYPE_U16)
+    DMC_ASM_VEC_PAIR(DMC_DTYPE_I16, DMC_DTYPE_I16)
+#undef DMC_ASM_VEC_TO_FLOATS
+#undef DMC_ASM_VEC_PAIR
+    return -1;
+}
+
 // The element path of `job` (see the top of the file). NAT: every element's source and
 // destination address is aligned to its size (one access per element), else byte accesses; two
 // instances, so the aligned one has no per-access branch (a per-access branch took the kernel
@@ -495,6 +624,25 @@ dmc_assemble(const dmc_u8* __restrict__ src, dmc_u64 src_total, dmc_u8* __restri
                              (dmc_u32)(rows * nw)))
                 status[jid] = DMC_STATUS_BAD_DESCRIPTOR;
             return;
+        }
+    }
+    if ((j->flags & DMC_ASM_VEC) && !fill && rank >= 1) {
+        // The vector cast path needs: contiguous rows in both buffers (innermost strides 1),
+        // rows below 2^28 elements, items within 32 bits, the destination's elements aligned to
+        // their size, and a dtype pair it has (dmc_asm_vec_any). Else the element path below.
+        const dmc_u64 len = j->shape[rank - 1];
+        const dmc_u64 ng = (len + 14) / 8;  // ceil((len + 7) / 8): the groups a row can touch
+        const dmc_u64 rows = len ? j->n_elems / len : 0;
+        const bool ok = len > 0 && len < (1ull << 28) && j->dst_stride[rank - 1] == 1 &&
+                        j->src_stride[rank - 1] == 1 && rows * len == j->n_elems &&
+                        rows * ng <= 0xFFFFFFFFull && ((dmc_u64)(dst + j->dst_off) & (dsz - 1)) == 0;
+        if (ok) {
+            const int r = dmc_asm_vec_any(src, src_total, dst, dst_total, j, (dmc_u32)len, (dmc_u32)ng,
+                                          (dmc_u32)(rows * ng));
+            if (r >= 0) {
+                if (r > 0) status[jid] = DMC_STATUS_BAD_DESCRIPTOR;
+                return;
+            }
         }
     }
     // Every element's address is the job's base plus a multiple of the element size, so one

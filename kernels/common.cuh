@@ -29,6 +29,14 @@ typedef long long dmc_i64;
 #define DMC_ASSEMBLE_MAX_RANK 8
 // Upper bound on the x dimension of a 2-D grid (blocks per job) used by grid-stride kernels.
 #define DMC_MAX_BLOCKS_PER_JOB 1024
+// Bytes one block of dmc_memcpy (and of dmc_unshuffle's copies) moves per round of
+// dmc_range_copy: DMC_MEMCPY_THREADS threads × DMC_COPY_UNROLL 16-byte words in flight each.
+// The launcher gives a stream one block per this many bytes (grid.y), capped.
+#define DMC_COPY_UNROLL 4
+#define DMC_MEMCPY_PART_BYTES 16384
+// Bytes of a blosc block one block of dmc_unshuffle takes per tile (at most; the launcher gives
+// a job one block per this many bytes, grid.y, capped).
+#define DMC_UNSHUFFLE_PART_BYTES 16384
 
 // ---- Per-stream status codes (written by every decode kernel) ----
 #define DMC_STATUS_OK 0
@@ -93,6 +101,10 @@ typedef long long dmc_i64;
 // Copy (or fill) whole rows with 16-byte words (assemble.cu's wide path); the host sets it only
 // for jobs without a cast or byte swap whose innermost axis is contiguous; the kernel checks it.
 #define DMC_ASM_WIDE 4
+// Convert whole rows 8 elements at a time (assemble.cu's vector cast path); the host sets it only
+// for jobs with a 1- or 2-byte integer source cast to float32, bfloat16 or float16 (or a 2-byte
+// integer byte swap alone) whose innermost axis is contiguous in both; the kernel checks it.
+#define DMC_ASM_VEC 8
 
 // ---- Device wire formats ----
 // Every struct below has a `#[repr(C)]` twin in crates/damacy-kernels/src/wire.rs. The crate's
@@ -393,6 +405,52 @@ DMC_UNROLL
 __device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_u32x4& hi, dmc_u32 sh) {
     dmc_u32 x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
     return dmc_shift16_words(x, sh);
+}
+
+// Copies part `part` of `parts` of len bytes src -> dst with the block's threads (t of nt; every
+// block of the parts calls it with the same src, dst, len, parts). dst's 16-byte words between
+// its first and last 16-byte boundary go in rounds of DMC_COPY_UNROLL * nt words, round k to part
+// k mod parts; a thread loads its DMC_COPY_UNROLL words of a round (nt apart: each load
+// instruction of a warp reads 512 contiguous bytes) before it stores them, so that many 16-byte
+// loads are in flight per thread (U of them). A word is one aligned 16-byte store, from the aligned 16-byte
+// source vector (src shares dst's alignment) or the two it straddles, shifted together; source
+// vectors reaching outside [src, src + len) load single bytes. Part 0 copies the bytes before the
+// first boundary, the last part those after the last one, one per thread.
+// U: words in flight per thread (DMC_COPY_UNROLL unless the caller's register budget is tight:
+// dmc_unshuffle's launch bounds leave 32 registers).
+template <dmc_u32 U = DMC_COPY_UNROLL>
+__device__ __forceinline__ void dmc_range_copy(dmc_u8* __restrict__ dst, const dmc_u8* __restrict__ src,
+                                               dmc_u32 len, dmc_u32 part, dmc_u32 parts, dmc_u32 t,
+                                               dmc_u32 nt) {
+    const dmc_u32 head = dmc_min_u32((0u - (dmc_u32)(dmc_u64)dst) & 15u, len);
+    const dmc_u32 words = (len - head) / 16;
+    const dmc_u32 body_end = head + 16 * words;
+    if (part == 0 && t < head) dst[t] = src[t];
+    if (part + 1 == parts)
+        for (dmc_u32 i = body_end + t; i < len; i += nt) dst[i] = src[i];
+    const dmc_u8* s = src + head;
+    const dmc_u32 sh = (dmc_u32)((dmc_u64)s & 15u);
+    const dmc_u8* a = s - sh;
+    const dmc_u8* end = src + len;
+    dmc_u8* d = dst + head;
+    const dmc_u32 round = U * nt;
+    for (dmc_u32 w0 = part * round; w0 < words; w0 += parts * round) {
+        dmc_u32x4 v[U];
+DMC_UNROLL
+        for (dmc_u32 k = 0; k < U; k++) {
+            const dmc_u32 w = w0 + k * nt + t;
+            v[k] = dmc_u32x4{{0, 0, 0, 0}};
+            if (w < words) {
+                v[k] = dmc_load16_in(a + 16 * w, src, end);
+                if (sh != 0) v[k] = dmc_shift16(v[k], dmc_load16_in(a + 16 * w + 16, src, end), sh);
+            }
+        }
+DMC_UNROLL
+        for (dmc_u32 k = 0; k < U; k++) {
+            const dmc_u32 w = w0 + k * nt + t;
+            if (w < words) dmc_store16(d + 16 * w, v[k]);
+        }
+    }
 }
 
 // Byte m (< DMC_LZ_PATTERN_DIST) of a match pattern held by the warp as in dmc_lz_match_copy:

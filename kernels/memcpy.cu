@@ -1,6 +1,10 @@
 // memcpy.cu — raw copy of streams (blosc memcpyed frames and stored splits, zarr `bytes`).
-// Mapping: one block per stream (blockIdx.x), DMC_MEMCPY_THREADS threads stride over its bytes,
-// 4-byte words when source and destination share their alignment.
+// Mapping: grid (streams of `ids`, parts per stream): block (x, y) copies part y of stream
+// ids[x] with dmc_range_copy (common.cuh): rounds of DMC_MEMCPY_PART_BYTES (DMC_MEMCPY_THREADS
+// threads × DMC_COPY_UNROLL aligned 16-byte words each, all loaded before any is stored), round k
+// of a stream to part k mod gridDim.y. The launcher sizes grid.y from the wave's longest stream
+// (one part per DMC_MEMCPY_PART_BYTES, capped), so a few long streams still spread over the SMs
+// (32 streams of 1 MiB: 2048 blocks, not 32). Block (x, 0)'s thread 0 writes the status.
 #include "common.cuh"
 
 extern "C" __global__ void __launch_bounds__(DMC_MEMCPY_THREADS)
@@ -12,23 +16,11 @@ dmc_memcpy(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __res
     const dmc_u32 sid = ids[blockIdx.x];
     const dmc_stream s = streams[sid];
     const dmc_u32 t = threadIdx.x;
-    if (!dmc_stream_ok(s, sid, src_total, dst_total, t == 0, status, actual)) return;
-    const dmc_u8* src = src_base + s.src_off;
-    dmc_u8* dst = dst_base + s.dst_off;
+    const bool lead = blockIdx.y == 0 && t == 0;
+    if (!dmc_stream_ok(s, sid, src_total, dst_total, lead, status, actual)) return;
     const dmc_u32 n = dmc_min_u32(s.src_len, s.dst_len);
-    const dmc_u32 mis = (dmc_u32)(((dmc_u64)src) & 3u);
-    if (mis == (dmc_u32)(((dmc_u64)dst) & 3u)) {
-        const dmc_u32 head = dmc_min_u32((4u - mis) & 3u, n);
-        if (t < head) dst[t] = src[t];
-        const dmc_u32 words = (n - head) / 4;
-        const dmc_u32* sw = (const dmc_u32*)(src + head);
-        dmc_u32* dw = (dmc_u32*)(dst + head);
-        for (dmc_u32 i = t; i < words; i += blockDim.x) dw[i] = sw[i];
-        for (dmc_u32 i = head + words * 4 + t; i < n; i += blockDim.x) dst[i] = src[i];
-    } else {
-        for (dmc_u32 i = t; i < n; i += blockDim.x) dst[i] = src[i];
-    }
-    if (t == 0) {
+    dmc_range_copy(dst_base + s.dst_off, src_base + s.src_off, n, blockIdx.y, gridDim.y, t, blockDim.x);
+    if (lead) {
         status[sid] = (s.src_len == s.dst_len) ? DMC_STATUS_OK
                       : (s.src_len > s.dst_len) ? DMC_STATUS_DST_OVERFLOW
                                                 : DMC_STATUS_SRC_TRUNCATED;

@@ -1,17 +1,24 @@
 // shuffle.cu — blosc byte unshuffle and bitunshuffle of decoded blocks.
-// Mapping: one block per blosc block (job, blockIdx.x), DMC_SHUFFLE_THREADS threads.
+// Mapping: grid (jobs, parts per job): block (x, y) takes job x's tiles y, y + gridDim.y, …
+// (DMC_SHUFFLE_THREADS threads; the launcher sizes grid.y from the wave's longest job, one part
+// per DMC_UNSHUFFLE_PART_BYTES, capped, so 64 jobs of 512 KiB run as 2048 blocks, not 64), and
+// part y of its copies (dmc_range_copy). Block (x, 0) reports a bad descriptor.
 //
 // Byte mode (issue 14: through shared memory, wide loads and stores). Byte b of element i is
 // stored at b*n + i: the block is `ts` byte planes of n bytes. The block walks the elements in
 // tiles of T elements (T a multiple of 16, as many as DMC_UNSHUFFLE_TILE_WORDS words of static
 // shared memory hold: `ts` rows of T bytes, plus padding in the generic case). Per tile:
-//   1. load: the tile's segment of every plane goes to its shared row; a flat (row, word)
+//   1. load: the tile's segment of every plane goes to its shared row. When the planes are
+//      16-byte aligned (block and n a multiple of 16) and the rows unpadded, as aligned 16-byte
+//      words, DMC_UNSHUFFLE_UNROLL loads in flight per thread. Else a flat (row, word)
 //      index strides over the threads, so a warp reads 128 contiguous global bytes as aligned
 //      4-byte words (a plane that does not start 4-byte aligned, n % 4 != 0 or an unaligned
 //      block, takes two aligned loads per word, shifted together; only the words at the two
 //      ends of the block load single bytes) and writes 32 consecutive shared words: no bank
 //      conflicts;
-//   2. assemble and store: for ts 2, 4 and 8 with an 8-byte-aligned destination, a thread
+//   2. assemble and store: for ts 2 and 4 with a 16-byte-aligned destination, a thread builds
+//      16 output bytes with byte permutes and stores one 16-byte word (dmc_unshuffle_store16);
+//      for ts 2, 4 and 8 with an 8-byte-aligned destination, a thread
 //      builds 8 output bytes (8/ts whole elements) from ts shared reads of 8/ts bytes each (a
 //      warp request reads one row, contiguous: conflict-free) and stores them as one 8-byte word
 //      (a warp writes 256 contiguous bytes). Other typesizes (or a destination that is not
@@ -30,12 +37,15 @@
 // (two 16-byte stores, their order swapped for every other 4 groups so that a warp request hits
 // every bank equally, or 8 words when the padded rows are not 16-byte aligned); phase 2 is the
 // byte mode's. Bit mode with n not a multiple of 8 copies the block as it is.
-// Copies as they are (leftover bytes, blocks stored as they are): dmc_block_copy, aligned
-// 16-byte stores from pairs of aligned 16-byte loads.
+// Copies as they are (leftover bytes, blocks stored as they are): dmc_range_copy (common.cuh),
+// aligned 16-byte stores from pairs of aligned 16-byte loads.
 #include "common.cuh"
 
 // Static shared memory of the byte unshuffle tile: 16 KiB (8 blocks of 256 threads fit an SM).
 #define DMC_UNSHUFFLE_TILE_WORDS 4096
+// 16-byte loads in flight per thread in the load phase (the launch bounds leave 32 registers:
+// 8 blocks of 256 threads per SM, 64 KiB of loads in flight per SM).
+#define DMC_UNSHUFFLE_UNROLL 2
 
 // The 4 bytes at p (any alignment) as a little-endian word, from aligned 4-byte loads that stay
 // inside [lo, hi): one load when p is aligned, two (shifted together) when not; bytes at or past
@@ -63,26 +73,6 @@ __device__ __forceinline__ dmc_u64 dmc_transpose8x8(dmc_u64 x) {
     x ^= t ^ (t << 14);
     t = (x ^ (x >> 28)) & 0x00000000f0f0f0f0ull;
     return x ^ t ^ (t << 28);
-}
-
-// Copies len bytes src -> dst with the block's threads: the bytes before dst's first 16-byte
-// boundary and after its last one per thread, the middle as aligned 16-byte stores, each from
-// the two aligned 16-byte source vectors it straddles (one when src shares dst's alignment),
-// shifted together; source vectors reaching outside [src, src + len) load single bytes.
-__device__ __forceinline__ void dmc_block_copy(dmc_u8* __restrict__ dst, const dmc_u8* __restrict__ src,
-                                               dmc_u32 len, dmc_u32 t, dmc_u32 nt) {
-    const dmc_u32 head = dmc_min_u32((0u - (dmc_u32)(dmc_u64)dst) & 15u, len);
-    const dmc_u32 body = (len - head) & ~15u;
-    if (t < head) dst[t] = src[t];
-    for (dmc_u32 i = head + body + t; i < len; i += nt) dst[i] = src[i];
-    const dmc_u8* s = src + head;
-    const dmc_u32 sh = (dmc_u32)((dmc_u64)s & 15u);
-    const dmc_u8* a = s - sh;
-    for (dmc_u32 w = t; w < body / 16; w += nt) {
-        dmc_u32x4 v = dmc_load16_in(a + 16 * w, src, src + len);
-        if (sh != 0) v = dmc_shift16(v, dmc_load16_in(a + 16 * w + 16, src, src + len), sh);
-        dmc_store16(dst + head + 16 * w, v);
-    }
 }
 
 // The 8 output bytes of group g (elements g*8/TS ..) from the TS shared rows (`row_words` apart);
@@ -115,8 +105,47 @@ __device__ __forceinline__ void dmc_unshuffle_store8(const dmc_u32* tile, dmc_u3
         for (dmc_u32 b = 0; b < TS; b++) out[i * TS + b] = tb[b * row_words * 4 + i];
 }
 
+// Phase 2 for TS in {2, 4} with a 16-byte aligned `out`: a thread builds 16 output bytes
+// (16/TS whole elements) from TS shared reads (TS 2: two 8-byte reads, one per row, words 2g and
+// 2g + 1; TS 4: one word of each of the 4 rows: a warp request reads contiguous words of one row,
+// conflict-free) interleaved with byte permutes, and stores them as one aligned 16-byte word
+// (a warp writes 512 contiguous bytes).
+template <dmc_u32 TS>
+__device__ __forceinline__ void dmc_unshuffle_store16(const dmc_u32* tile, dmc_u32 row_words, dmc_u32 cnt,
+                                                      dmc_u8* out, dmc_u32 t, dmc_u32 nt) {
+    constexpr dmc_u32 E = 16 / TS;
+    const dmc_u32 groups = cnt / E;
+    for (dmc_u32 g = t; g < groups; g += nt) {
+        dmc_u32x4 o;
+        if (TS == 2) {
+            // out bytes 2i + b = row b's byte i
+            const dmc_u32 a0 = tile[2 * g], a1 = tile[2 * g + 1];
+            const dmc_u32 b0 = tile[row_words + 2 * g], b1 = tile[row_words + 2 * g + 1];
+            o.w[0] = __byte_perm(a0, b0, 0x5140u);
+            o.w[1] = __byte_perm(a0, b0, 0x7362u);
+            o.w[2] = __byte_perm(a1, b1, 0x5140u);
+            o.w[3] = __byte_perm(a1, b1, 0x7362u);
+        } else {
+            // out word i = byte i of rows 0..3 (a 4×4 byte transpose)
+            const dmc_u32 r0 = tile[g], r1 = tile[row_words + g];
+            const dmc_u32 r2 = tile[2 * row_words + g], r3 = tile[3 * row_words + g];
+            const dmc_u32 t0 = __byte_perm(r0, r1, 0x5140u), t1 = __byte_perm(r2, r3, 0x5140u);
+            const dmc_u32 u0 = __byte_perm(r0, r1, 0x7362u), u1 = __byte_perm(r2, r3, 0x7362u);
+            o.w[0] = __byte_perm(t0, t1, 0x5410u);
+            o.w[1] = __byte_perm(t0, t1, 0x7632u);
+            o.w[2] = __byte_perm(u0, u1, 0x5410u);
+            o.w[3] = __byte_perm(u0, u1, 0x7632u);
+        }
+        dmc_store16(out + 16 * g, o);
+    }
+    const dmc_u8* tb = (const dmc_u8*)tile;
+    for (dmc_u32 i = groups * E + t; i < cnt; i += nt)
+        for (dmc_u32 b = 0; b < TS; b++) out[i * TS + b] = tb[b * row_words * 4 + i];
+}
+
 __device__ __forceinline__ void dmc_unshuffle_tiled(const dmc_u8* __restrict__ src, const dmc_u8* src_end,
-                                                    dmc_u8* __restrict__ dst, dmc_u32 ts, dmc_u32 n, bool bits) {
+                                                    dmc_u8* __restrict__ dst, dmc_u32 ts, dmc_u32 n, bool bits,
+                                                    dmc_u32 part, dmc_u32 parts) {
     __shared__ __align__(16) dmc_u32 tile[DMC_UNSHUFFLE_TILE_WORDS];
     const dmc_u32 t = threadIdx.x, nt = blockDim.x;
     const bool fast8 = (ts == 2 || ts == 4 || ts == 8) && (((dmc_u64)dst) & 7u) == 0;
@@ -129,7 +158,7 @@ __device__ __forceinline__ void dmc_unshuffle_tiled(const dmc_u8* __restrict__ s
     const dmc_u32 tile_words = cap & ~(align - 1);  // T / 4
     if (tile_words == 0) {
         // typesize too large for a tile: direct gather
-        for (dmc_u32 o = t; o < n * ts; o += nt) {
+        for (dmc_u32 o = part * nt + t; o < n * ts; o += parts * nt) {
             const dmc_u32 i = o / ts, k = o - i * ts;
             if (bits) {
                 const dmc_u8* p = src + (dmc_u64)(k * 8) * (n / 8) + (i >> 3);
@@ -144,7 +173,10 @@ __device__ __forceinline__ void dmc_unshuffle_tiled(const dmc_u8* __restrict__ s
     }
     const dmc_u32 tile_elems = tile_words * 4;
     const dmc_u8* tb = (const dmc_u8*)tile;
-    for (dmc_u32 e0 = 0; e0 < n; e0 += tile_elems) {
+    const bool fast16 = (ts == 2 || ts == 4) && (((dmc_u64)dst) & 15u) == 0;
+    // byte mode, 16-byte aligned planes: the load phase moves aligned 16-byte words
+    const bool vec16 = !bits && ((((dmc_u64)src) | n) & 15u) == 0;
+    for (dmc_u32 e0 = part * tile_elems; e0 < n; e0 += parts * tile_elems) {
         const dmc_u32 cnt = dmc_min_u32(tile_elems, n - e0);
         const dmc_u32 row_words = ((cnt + 3) / 4 + align - 1) / align * align + pad;
         if (bits) {
@@ -187,15 +219,38 @@ DMC_UNROLL
         } else {
             // 1. load the tile's segment of every plane into its row, a word per thread
             const dmc_u32 cw = (cnt + 3) / 4;
-            for (dmc_u32 f = t; f < ts * row_words; f += nt) {
-                const dmc_u32 r = f / row_words, w = f - r * row_words;
-                if (w < cw) tile[f] = dmc_load_word_any(src + r * n + e0 + 4 * w, src, src_end);
+            if (vec16 && (row_words & 3u) == 0) {
+                // cnt is a multiple of 16 (n and e0 are): cw / 4 whole 16-byte words per row,
+                // DMC_UNSHUFFLE_UNROLL loads in flight per thread before their shared stores
+                const dmc_u32 rq = row_words / 4, cq = cw / 4, all = ts * rq;
+                for (dmc_u32 f0 = 0; f0 < all; f0 += DMC_UNSHUFFLE_UNROLL * nt) {
+                    dmc_u32x4 v[DMC_UNSHUFFLE_UNROLL];
+DMC_UNROLL
+                    for (dmc_u32 k = 0; k < DMC_UNSHUFFLE_UNROLL; k++) {
+                        const dmc_u32 f = f0 + k * nt + t, r = f / rq, q = f - r * rq;
+                        v[k] = dmc_u32x4{{0, 0, 0, 0}};
+                        if (f < all && q < cq) v[k] = dmc_load16(src + (dmc_u64)r * n + e0 + 16 * q);
+                    }
+DMC_UNROLL
+                    for (dmc_u32 k = 0; k < DMC_UNSHUFFLE_UNROLL; k++) {
+                        const dmc_u32 f = f0 + k * nt + t, r = f / rq, q = f - r * rq;
+                        if (f < all && q < cq) dmc_store16(tile + 4 * f, v[k]);
+                    }
+                }
+            } else {
+                for (dmc_u32 f = t; f < ts * row_words; f += nt) {
+                    const dmc_u32 r = f / row_words, w = f - r * row_words;
+                    if (w < cw) tile[f] = dmc_load_word_any(src + r * n + e0 + 4 * w, src, src_end);
+                }
             }
         }
         __syncthreads();
         // 2. assemble whole elements, store words
         dmc_u8* out = dst + (dmc_u64)e0 * ts;
-        if (fast8) {
+        if (fast16) {
+            if (ts == 2) dmc_unshuffle_store16<2>(tile, row_words, cnt, out, t, nt);
+            else dmc_unshuffle_store16<4>(tile, row_words, cnt, out, t, nt);
+        } else if (fast8) {
             if (ts == 2) dmc_unshuffle_store8<2>(tile, row_words, cnt, out, t, nt);
             else if (ts == 4) dmc_unshuffle_store8<4>(tile, row_words, cnt, out, t, nt);
             else dmc_unshuffle_store8<8>(tile, row_words, cnt, out, t, nt);
@@ -230,9 +285,10 @@ dmc_unshuffle(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __
     if (blockIdx.x >= n_jobs) return;
     const dmc_shuffle_job j = jobs[blockIdx.x];
     const dmc_u32 t = threadIdx.x;
+    const dmc_u32 part = blockIdx.y, parts = gridDim.y;
     if (!dmc_in_bounds(j.src_off, j.len, src_total) || !dmc_in_bounds(j.dst_off, j.len, dst_total) ||
         j.typesize == 0) {
-        if (t == 0) status[j.stream] = DMC_STATUS_BAD_DESCRIPTOR;
+        if (t == 0 && part == 0) status[j.stream] = DMC_STATUS_BAD_DESCRIPTOR;
         return;
     }
     const dmc_u8* src = src_base + j.src_off;
@@ -244,11 +300,11 @@ dmc_unshuffle(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __
         // byte mode: byte b of element i is stored at b*n + i; bit mode: bit b of byte k of
         // element i is bit (i % 8) of byte (k*8+b)*(n/8) + i/8. Leftover bytes are stored as
         // they are.
-        dmc_unshuffle_tiled(src, src + j.len, dst, ts, n, j.mode == DMC_SHUFFLE_BIT);
-        dmc_block_copy(dst + body, src + body, j.len - body, t, blockDim.x);
+        dmc_unshuffle_tiled(src, src + j.len, dst, ts, n, j.mode == DMC_SHUFFLE_BIT, part, parts);
+        dmc_range_copy<1>(dst + body, src + body, j.len - body, part, parts, t, blockDim.x);
     } else {
         // bit mode with an element count that is not a multiple of 8: blosc stores the block as is
-        dmc_block_copy(dst, src, j.len, t, blockDim.x);
+        dmc_range_copy<1>(dst, src, j.len, part, parts, t, blockDim.x);
     }
 }
 

@@ -224,11 +224,31 @@ impl AssembleJob {
         .then_some(items)
     }
 
+    /// The kernel's work items for this job on its vector cast path: groups of 8 destination
+    /// elements of its rows (`Some`), or `None`. It takes jobs (not fills, not on the wide path)
+    /// whose dtypes are a pair [`vec_pair`] names and whose merged innermost axis is contiguous
+    /// in both buffers and at least [`VEC_MIN_ROW_ELEMS`] long; the kernel checks this again
+    /// (and that the destination's elements are aligned), taking the element path where it
+    /// does not hold.
+    fn vec_items(&self, axes: &[(u64, i64, i64)]) -> Option<u64> {
+        let &(len, s, d) = axes.last()?;
+        let groups = (len + 14) / 8; // the 8-element groups a row can touch, at most
+        let items = (self.n_elems() / len.max(1)).checked_mul(groups)?;
+        (self.fill_bits.is_none()
+            && vec_pair(self.src_dtype, self.dst_dtype, self.big_endian)
+            && d == 1
+            && s == 1
+            && (VEC_MIN_ROW_ELEMS..1 << 28).contains(&len)
+            && u32::try_from(items).is_ok())
+        .then_some(items)
+    }
+
     /// The job's device descriptor (`struct dmc_assemble_job`) and its work items; the job was
     /// validated (rank at most [`MAX_RANK`], strides of the same rank).
     fn desc(&self) -> (AssembleJobDesc, u64) {
         let axes = self.merged_axes();
         let wide = self.wide_items(&axes);
+        let vec = if wide.is_some() { None } else { self.vec_items(&axes) };
         let r = axes.len().min(MAX_RANK);
         let mut d = AssembleJobDesc {
             src_off: self.src_offset as u64,
@@ -241,7 +261,8 @@ impl AssembleJob {
             dst_dtype: code(self.dst_dtype),
             flags: if self.big_endian { c::DMC_ASM_BYTESWAP } else { 0 }
                 | if self.fill_bits.is_some() { c::DMC_ASM_FILL } else { 0 }
-                | if wide.is_some() { c::DMC_ASM_WIDE } else { 0 },
+                | if wide.is_some() { c::DMC_ASM_WIDE } else { 0 }
+                | if vec.is_some() { c::DMC_ASM_VEC } else { 0 },
             ..AssembleJobDesc::default()
         };
         for (k, &(n, s, t)) in axes.iter().take(r).enumerate() {
@@ -249,9 +270,20 @@ impl AssembleJob {
             d.src_stride[k] = s;
             d.dst_stride[k] = t;
         }
-        (d, wide.unwrap_or_else(|| self.n_elems()))
+        (d, wide.or(vec).unwrap_or_else(|| self.n_elems()))
     }
 }
+
+/// The dtype pairs of the kernel's vector cast path (`dmc_asm_vec_any` in kernels/assemble.cu):
+/// a 1- or 2-byte integer to float32, bfloat16 or float16, and a 2-byte integer byte swap alone.
+fn vec_pair(src: Dtype, dst: Dtype, big_endian: bool) -> bool {
+    matches!((src, dst), (Dtype::U8 | Dtype::I8 | Dtype::U16 | Dtype::I16, Dtype::F32 | Dtype::BF16 | Dtype::F16))
+        || (big_endian && src == dst && matches!(src, Dtype::U16 | Dtype::I16))
+}
+
+/// Rows shorter than this (in elements) stay on the element path: a row's first and last
+/// groups store element by element, which a short row does not repay.
+const VEC_MIN_ROW_ELEMS: u64 = 8;
 
 /// Rows shorter than this (in bytes) stay on the element path: a row's head and tail words
 /// take up to eight narrow stores, which a short row does not repay.
@@ -599,6 +631,35 @@ mod tests {
         assert_eq!(wide(&job(&[4, 17], &[40, 1], &[1, 4], Dtype::U16, Dtype::U16)), None);
         assert_eq!(wide(&job(&[4, 15], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16)), None);
         assert_eq!(job(&[4, 15], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16).desc().1, 60);
+    }
+
+    #[test]
+    fn the_vector_path_takes_contiguous_rows_of_small_integers_cast_to_floats() {
+        let vec = |j: &AssembleJob| {
+            let (d, items) = j.desc();
+            (d.flags & c::DMC_ASM_VEC != 0).then_some(items)
+        };
+        // 4 rows of 17 u16 → f32: up to ceil((17 + 7) / 8) = 3 groups each
+        let rows = job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::F32);
+        assert_eq!(vec(&rows), Some(4 * 3));
+        assert_eq!(rows.desc().0.flags & c::DMC_ASM_WIDE, 0);
+        for (s, d) in [(Dtype::I16, Dtype::BF16), (Dtype::U8, Dtype::F16), (Dtype::I8, Dtype::F32)] {
+            assert!(vec(&job(&[4, 17], &[40, 1], &[20, 1], s, d)).is_some(), "{s:?} -> {d:?}");
+        }
+        // a 2-byte byte swap alone; big-endian casts too
+        assert!(
+            vec(&AssembleJob { big_endian: true, ..job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16) })
+                .is_some()
+        );
+        assert!(vec(&AssembleJob { big_endian: true, ..rows.clone() }).is_some());
+        // no swap and no cast: the wide path; other pairs, strided or short rows, fills: neither
+        assert_eq!(vec(&job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::U16)), None);
+        assert_eq!(vec(&job(&[4, 17], &[40, 1], &[20, 1], Dtype::U32, Dtype::F32)), None);
+        assert_eq!(vec(&job(&[4, 17], &[40, 1], &[20, 1], Dtype::U16, Dtype::F64)), None);
+        assert_eq!(vec(&job(&[4, 17], &[1, 4], &[20, 1], Dtype::U16, Dtype::F32)), None);
+        assert_eq!(vec(&job(&[4, 17], &[40, 1], &[1, 4], Dtype::U16, Dtype::F32)), None);
+        assert_eq!(vec(&job(&[4, 7], &[40, 1], &[20, 1], Dtype::U16, Dtype::F32)), None);
+        assert_eq!(vec(&AssembleJob { fill_bits: Some(0), ..rows.clone() }), None);
     }
 
     #[test]

@@ -805,15 +805,33 @@ pub struct BatchDecoded {
     pub stats: WaveStats,
 }
 
-/// The stream-decoding launches of a wave, in order: codec slot, streams per block, launcher.
+/// The stream-decoding launches of a wave, in order: codec slot, streams per block, bytes per
+/// block along grid.y (0: one block per stream group, grid.y = 1; else [`parts_per_job`]),
+/// launcher.
 type StreamLauncher = unsafe fn(&Device, &Stream, StreamArgs, (u32, u32), &[&DeviceBuffer]) -> Result<()>;
-const STREAM_LAUNCHES: [(usize, u32, StreamLauncher); 5] = [
-    (SLOT_LZ4, c::DMC_LZ4_WARPS_PER_BLOCK, launch_streams::<Lz4DecodeArgs>),
-    (SLOT_BLOSCLZ, c::DMC_BLOSCLZ_WARPS_PER_BLOCK, launch_streams::<BloscLzDecodeArgs>),
-    (SLOT_ZSTD, c::DMC_ZSTD_WARPS_PER_BLOCK, launch_streams::<ZstdDecodeArgs>),
-    (SLOT_INFLATE, c::DMC_INFLATE_WARPS_PER_BLOCK, launch_streams::<InflateDecodeArgs>),
-    (SLOT_RAW, 1, launch_streams::<MemcpyArgs>),
+const STREAM_LAUNCHES: [(usize, u32, u32, StreamLauncher); 5] = [
+    (SLOT_LZ4, c::DMC_LZ4_WARPS_PER_BLOCK, 0, launch_streams::<Lz4DecodeArgs>),
+    (SLOT_BLOSCLZ, c::DMC_BLOSCLZ_WARPS_PER_BLOCK, 0, launch_streams::<BloscLzDecodeArgs>),
+    (SLOT_ZSTD, c::DMC_ZSTD_WARPS_PER_BLOCK, 0, launch_streams::<ZstdDecodeArgs>),
+    (SLOT_INFLATE, c::DMC_INFLATE_WARPS_PER_BLOCK, 0, launch_streams::<InflateDecodeArgs>),
+    (SLOT_RAW, 1, c::DMC_MEMCPY_PART_BYTES, launch_streams::<MemcpyArgs>),
 ];
+
+/// The most blocks a memory-bound launch of a wave (memcpy, unshuffle) gets: ~31 waves of
+/// 256-thread blocks on 132 SMs; past it, blocks take several rounds each.
+const MAX_WAVE_BLOCKS: u32 = 1 << 15;
+
+/// grid.y of a launch whose `n` jobs (streams or shuffle jobs) each spread over blocks: one per
+/// `part_bytes` of the longest job (`longest` bytes), at most [`c::DMC_MAX_BLOCKS_PER_JOB`] and at
+/// most [`MAX_WAVE_BLOCKS`] in all (at least one); 1 when `part_bytes` is 0. The kernels take
+/// any grid.y: a part with nothing to do returns.
+fn parts_per_job(longest: u32, part_bytes: u32, n: u32) -> u32 {
+    if part_bytes == 0 {
+        return 1;
+    }
+    let cap = (MAX_WAVE_BLOCKS / n.max(1)).clamp(1, c::DMC_MAX_BLOCKS_PER_JOB);
+    longest.div_ceil(part_bytes).clamp(1, cap)
+}
 
 /// A batched decoder bound to one device; owns its wave buffers.
 ///
@@ -1338,16 +1356,18 @@ impl Decoder {
             unsafe { crc.launch(&self.device, compute, (n_crc, 1), &uses[..1])? };
             launches += 1;
         }
-        for &(codec, per_block, launcher) in &STREAM_LAUNCHES {
+        for &(codec, per_block, part_bytes, launcher) in &STREAM_LAUNCHES {
             let (at, n_ids) = tables.ids[codec];
             if n_ids == 0 {
                 continue;
             }
             let a = StreamArgs { ids: inp.ptr(at)?, n_ids, ..args };
+            let gx = n_ids.div_ceil(per_block);
+            let gy = parts_per_job(tables.longest[codec], part_bytes, gx);
             // SAFETY: all pointers address the slot's input and output, passed as `uses` (so
             // they outlive the launch); every stream's range lies inside `src_total` and the
             // output by construction, and the kernels re-check each descriptor against them.
-            unsafe { launcher(&self.device, compute, a, (n_ids.div_ceil(per_block), 1), &uses)? };
+            unsafe { launcher(&self.device, compute, a, (gx, gy), &uses)? };
             launches += 1;
         }
         let (jobs_at, n_jobs) = tables.jobs;
@@ -1363,9 +1383,10 @@ impl Decoder {
                 n_jobs,
                 status: args.status,
             };
+            let gy = parts_per_job(tables.longest_job, c::DMC_UNSHUFFLE_PART_BYTES, n_jobs);
             // SAFETY: the job table and the output are the slot's buffers, passed as `uses`;
             // each job's ranges lie inside the output, and the kernel re-checks them.
-            unsafe { unshuffle.launch(&self.device, compute, (n_jobs, 1), &uses)? };
+            unsafe { unshuffle.launch(&self.device, compute, (n_jobs, gy), &uses)? };
             launches += 1;
         }
         Ok(((started, compute.record(true)?), launches))
@@ -1493,5 +1514,28 @@ fn merge_stats(a: &mut WaveStats, b: &WaveStats) {
     a.decompress_parse += b.decompress_parse;
     for k in 0..N_SLOTS {
         a.streams[k] += b.streams[k];
+    }
+}
+
+#[cfg(test)]
+mod launch_shape_tests {
+    use super::*;
+
+    #[test]
+    fn memory_bound_launches_spread_long_jobs_over_blocks() {
+        let part = c::DMC_MEMCPY_PART_BYTES;
+        // one-warp-per-stream kernels: grid.y 1
+        assert_eq!(parts_per_job(1 << 20, 0, 32), 1);
+        // 32 streams of 1 MiB: 64 parts each (2048 blocks); 1024 of 32 KiB: 2 each
+        assert_eq!(parts_per_job(1 << 20, part, 32), (1 << 20) / part);
+        assert_eq!(parts_per_job(32 << 10, part, 1024), 2);
+        // short and empty streams: one block; a part per started 16 KiB
+        assert_eq!(parts_per_job(100, part, 7), 1);
+        assert_eq!(parts_per_job(0, part, 7), 1);
+        assert_eq!(parts_per_job(part + 1, part, 7), 2);
+        // capped per job and in all, never below one
+        assert_eq!(parts_per_job(u32::MAX, part, 1), c::DMC_MAX_BLOCKS_PER_JOB);
+        assert_eq!(parts_per_job(u32::MAX, part, 1024), MAX_WAVE_BLOCKS / 1024);
+        assert_eq!(parts_per_job(u32::MAX, part, 1 << 20), 1);
     }
 }

@@ -11,9 +11,9 @@ pub enum Kernel {
     Lz4Decode,
     /// `blosclz.cu`: `BloscLZ` decode, one warp per stream.
     BloscLzDecode,
-    /// `memcpy.cu`: raw copy, one block per stream.
+    /// `memcpy.cu`: raw copy, grid (streams, parts per stream).
     Memcpy,
-    /// `shuffle.cu`: byte unshuffle and bitunshuffle, one block per blosc block.
+    /// `shuffle.cu`: byte unshuffle and bitunshuffle, grid (blosc blocks, parts per block).
     Unshuffle,
     /// `crc32c.cu`: CRC32C verification, one block per stream.
     Crc32c,

@@ -250,12 +250,12 @@ kernel_launchers! {
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
         streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
     );
-    /// `dmc_memcpy` (memcpy.cu): one block per stream of `ids`.
+    /// `dmc_memcpy` (memcpy.cu): grid (streams of `ids`, parts per stream).
     MemcpyArgs => Memcpy "dmc_memcpy" (
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
         streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
     );
-    /// `dmc_unshuffle` (shuffle.cu): one block per job.
+    /// `dmc_unshuffle` (shuffle.cu): grid (jobs, parts per job).
     UnshuffleArgs => Unshuffle "dmc_unshuffle" (
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
         jobs: DevPtr<ShuffleJobDesc>, n_jobs: u32, status: DevPtr<u32>,

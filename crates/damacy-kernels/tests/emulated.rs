@@ -416,7 +416,12 @@ impl WideCase {
                 if self.big_endian {
                     e.reverse();
                 }
-                e.resize(osz, 0); // the casts tested here widen unsigned integers
+                if self.dtype != self.out {
+                    let mut b = [0u8; 8];
+                    b[..sz].copy_from_slice(&e);
+                    let bits = self.dtype.convert_bits(self.out, u64::from_le_bytes(b));
+                    e = bits.to_le_bytes()[..osz].to_vec();
+                }
                 if let Some(f) = self.fill {
                     e = f.to_le_bytes()[..osz].to_vec();
                 }
@@ -454,12 +459,13 @@ impl WideCase {
 /// differ in alignment, and elements are not aligned), rows whose length is no multiple of 16
 /// bytes, two jobs meeting inside a 16-byte word, rows that end with the source buffer and the
 /// destination's 0xA5 between and around the rows untouched. Fills (aligned: wide; unaligned:
-/// the element path), byte swaps and casts (the element path) in the same harness.
+/// the element path), byte swaps and casts (the vector cast path for 1- and 2-byte integers to
+/// f32/bf16/f16 and 2-byte swaps, else the element path) in the same harness.
 #[test]
 fn assemble_wide_rows_match_the_reference_at_every_offset() {
     let device = Device::emulated(0x71DE);
     let mut cases = Vec::new();
-    for dtype in [Dtype::U8, Dtype::I16, Dtype::F32, Dtype::U64] {
+    for dtype in [Dtype::U8, Dtype::I16, Dtype::U16, Dtype::F32, Dtype::U64] {
         let sz = dtype.size() as u64;
         let cols = 160 / sz + 3; // rows of 163 .. 184 bytes
         // (c0, w): a crop inside the row, rows just longer than 32 and 64 bytes, and full rows
@@ -482,6 +488,17 @@ fn assemble_wide_rows_match_the_reference_at_every_offset() {
                         fill: None,
                     };
                     cases.push(base);
+                    // the vector cast path (8 elements per item) at every source and
+                    // destination offset, big-endian too
+                    if matches!(dtype, Dtype::U8 | Dtype::I16 | Dtype::U16) {
+                        for out in [Dtype::F32, Dtype::BF16, Dtype::F16] {
+                            cases.push(WideCase { out, ..base });
+                            cases.push(WideCase { out, big_endian: true, ..base });
+                        }
+                    }
+                    if dtype == Dtype::U16 {
+                        cases.push(WideCase { big_endian: true, ..base });
+                    }
                     if src_pad == 0 {
                         cases.push(WideCase { fill: Some(0x1122_3344_5566_7788), ..base });
                         cases.push(WideCase { big_endian: true, ..base });
@@ -772,7 +789,17 @@ fn bit_unshuffle_reference(src: &[u8], ts: usize) -> Vec<u8> {
 /// a source buffer of exactly its size (under ASan a read past it fails), into a destination
 /// with a u64 backing (8-byte aligned) at `dst_mis`; returns the block's bytes and whether the
 /// zeros around it stayed.
-fn launch_unshuffle(data: &[u8], ts: usize, mode: u64, src_mis: usize, dst_mis: usize, sched: u64) -> (Vec<u8>, bool) {
+/// The job runs on a grid of `parts` blocks (grid.y): every part takes its tiles and its share
+/// of the copies.
+fn launch_unshuffle_parts(
+    data: &[u8],
+    ts: usize,
+    mode: u64,
+    src_mis: usize,
+    dst_mis: usize,
+    sched: u64,
+    parts: u32,
+) -> (Vec<u8>, bool) {
     let len = data.len();
     let mut src = vec![0u8; src_mis + len];
     src[src_mis..].copy_from_slice(data);
@@ -786,7 +813,7 @@ fn launch_unshuffle(data: &[u8], ts: usize, mode: u64, src_mis: usize, dst_mis: 
     let rc = unsafe {
         dmc_emu_dmc_unshuffle(
             1,
-            1,
+            parts,
             256,
             sched,
             src.as_ptr(),
@@ -802,6 +829,28 @@ fn launch_unshuffle(data: &[u8], ts: usize, mode: u64, src_mis: usize, dst_mis: 
     assert_eq!(status[0], 0, "status");
     let outside = dst[..dst_mis].iter().chain(&dst[dst_mis + len..]).all(|&b| b == 0);
     (dst[dst_mis..dst_mis + len].to_vec(), outside)
+}
+
+/// Blocks of whole 16-element tiles (the 16-byte load phase and, for typesizes 2 and 4, the
+/// 16-byte permute stores) split over 1 to 9 parts, byte and bit mode, at aligned and unaligned
+/// destinations: equal to the reference.
+#[test]
+fn unshuffle_of_aligned_blocks_split_over_parts_matches_reference() {
+    for (i, &(ts, len)) in
+        [(2usize, 65_536usize), (4, 65_536), (8, 40_960), (2, 16_384 + 32), (4, 48_000), (3, 30_000)].iter().enumerate()
+    {
+        let data = test_data(len, 0, i as u64 + 11);
+        for parts in [1u32, 2, 5, 9] {
+            for dst_mis in [0usize, 8, 3] {
+                let (got, outside) = launch_unshuffle_parts(&data, ts, 1, 0, dst_mis, 0, parts);
+                assert!(got == unshuffle_reference(&data, ts), "byte ts {ts} len {len} parts {parts} dst+{dst_mis}");
+                assert!(outside, "byte ts {ts} len {len} parts {parts}: wrote outside the block");
+                let (got, outside) = launch_unshuffle_parts(&data, ts, 2, 0, dst_mis, 0, parts);
+                assert!(got == bit_unshuffle_reference(&data, ts), "bit ts {ts} len {len} parts {parts} dst+{dst_mis}");
+                assert!(outside, "bit ts {ts} len {len} parts {parts}: wrote outside the block");
+            }
+        }
+    }
 }
 
 proptest! {
@@ -824,8 +873,9 @@ proptest! {
         let src_mis = if seed & 1 == 0 { 0 } else { src_mis };
         let dst_mis = if seed & 2 == 0 { 0 } else { dst_mis };
         let sched = if seed & 4 == 0 { 0 } else { seed | 1 };
-        let (got, outside) = launch_unshuffle(&data, ts, 1, src_mis, dst_mis, sched);
-        prop_assert!(got == want, "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
+        let parts = 1 + ((seed >> 8) % 4) as u32;
+        let (got, outside) = launch_unshuffle_parts(&data, ts, 1, src_mis, dst_mis, sched, parts);
+        prop_assert!(got == want, "ts {} len {} src+{} dst+{} parts {}", ts, len, src_mis, dst_mis, parts);
         prop_assert!(outside, "wrote outside the block");
     }
 
@@ -849,8 +899,9 @@ proptest! {
         let data = test_data(len, 0, seed);
         let want = bit_unshuffle_reference(&data, ts);
         let sched = if seed & 4 == 0 { 0 } else { seed | 1 };
-        let (got, outside) = launch_unshuffle(&data, ts, 2, src_mis, dst_mis, sched);
-        prop_assert!(got == want, "ts {} len {} src+{} dst+{}", ts, len, src_mis, dst_mis);
+        let parts = 1 + ((seed >> 8) % 4) as u32;
+        let (got, outside) = launch_unshuffle_parts(&data, ts, 2, src_mis, dst_mis, sched, parts);
+        prop_assert!(got == want, "ts {} len {} src+{} dst+{} parts {}", ts, len, src_mis, dst_mis, parts);
         prop_assert!(outside, "wrote outside the block");
     }
 }

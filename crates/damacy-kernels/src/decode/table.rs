@@ -70,6 +70,10 @@ pub(super) struct WaveTables {
     pub(super) first_stream: Vec<u32>,
     /// Streams per codec slot (`WaveStats::streams`).
     pub(super) per_codec: [usize; N_SLOTS],
+    /// Per codec slot: the decoded length of its longest stream (launch sizing).
+    pub(super) longest: [u32; N_SLOTS],
+    /// The length of the longest shuffle job (launch sizing).
+    pub(super) longest_job: u32,
 }
 
 impl WaveTables {
@@ -177,12 +181,15 @@ pub(super) fn build(wave: &[(usize, ChunkPlan)], layout: &WaveLayout, scratch_ba
         }
     }
     let n_streams = b.infos.len();
+    let mut longest = [0u32; N_SLOTS];
     for (k, v) in b.ids.iter_mut().enumerate() {
         per_codec[k] += v.len();
         // Longest first: one warp (or block) per stream, so the long ones start at once and
         // the short ones fill in behind them.
         v.sort_by_key(|&sid| std::cmp::Reverse(b.descs[sid as usize].dst_len));
+        longest[k] = v.first().map_or(0, |&sid| b.descs[sid as usize].dst_len);
     }
+    let longest_job = b.jobs.iter().map(|j| j.len).max().unwrap_or(0);
     let mut status_init = vec![c::DMC_STATUS_PENDING; n_streams];
     let mut sizes = vec![0u32; n_streams];
     for &(sid, len) in &b.known {
@@ -205,5 +212,5 @@ pub(super) fn build(wave: &[(usize, ChunkPlan)], layout: &WaveLayout, scratch_ba
     // back as one range, size word `i` at `n_streams + i`).
     status_init.extend_from_slice(&sizes);
     let status_at = base + push_table(&mut bytes, &status_init);
-    WaveTables { bytes, descs_at, ids, jobs, status_at, infos: b.infos, first_stream, per_codec }
+    WaveTables { bytes, descs_at, ids, jobs, status_at, infos: b.infos, first_stream, per_codec, longest, longest_job }
 }
