@@ -68,8 +68,8 @@ pub struct StatsSnapshot {
     /// Decode waves the device executor ran (a batch streams through one or more).
     pub device_waves: u64,
     /// Host-output batches of the device executor that the device could not assemble (a
-    /// region larger than a lane's batch buffer, or a strided output): decoded on the device,
-    /// copied back per chunk and scattered on the host.
+    /// strided output, or a batch larger than a lane's batch buffer when no buffer of its size
+    /// could be allocated): decoded on the device, copied back per chunk and scattered on the host.
     pub batches_host_scattered: u64,
     /// Bytes of decoded shard indexes held by the cache when the snapshot was taken.
     pub index_cache_bytes: u64,

@@ -197,6 +197,10 @@ impl std::ops::DerefMut for TakenLane<'_> {
 struct Lane {
     engine: Engine,
     batch: DeviceBuffer,
+    /// A buffer of a whole host batch, for `read_host` batches larger than `batch` whose windows
+    /// would decode shared units again: allocated on the first such batch (outside the budgets,
+    /// like the caller's own buffer on the device route), grown when a larger one comes, kept.
+    whole: Option<DeviceBuffer>,
 }
 
 /// A lane's streams and what runs on them.
@@ -253,7 +257,7 @@ impl Lane {
         let batch = device
             .alloc(budget.batch_bytes)
             .map_err(|e| Error::device(format!("allocating the batch buffer of {name}"), e))?;
-        Ok(Self { engine: Engine { decoder, compute, assembler }, batch })
+        Ok(Self { engine: Engine { decoder, compute, assembler }, batch, whole: None })
     }
 }
 
@@ -484,7 +488,7 @@ impl DeviceExecutor {
         batch: &Fetched<'_>,
         queue: &Mutex<Vec<(Window, &mut [u8])>>,
     ) -> Result<()> {
-        let Lane { engine, batch: buffer } = lane;
+        let Lane { engine, batch: buffer, .. } = lane;
         let poisoned = || Error::invalid("device executor: a lane's thread panicked");
         loop {
             let Some((window, out)) = queue.lock().map_err(|_| poisoned())?.pop() else { return Ok(()) };
@@ -498,6 +502,30 @@ impl DeviceExecutor {
                 return r;
             }
         }
+    }
+
+    /// A dense host batch that no window plan serves: decoded and assembled on the device in one
+    /// buffer of the batch's size (each unit decoded once) and copied down once. `Ok(false)` when
+    /// the device cannot hold such a buffer (the caller scatters on the host).
+    fn read_whole(&self, lane: &mut Lane, ctx: &Ctx<'_>, batch: &Fetched<'_>, out: &mut [u8]) -> Result<bool> {
+        let plan = batch.plan;
+        if lane.whole.as_ref().is_none_or(|b| b.len() < out.len()) {
+            lane.whole = None; // freed before the larger one is allocated
+            match self.device.alloc(out.len()) {
+                Ok(b) => lane.whole = Some(b),
+                Err(_) => return Ok(false),
+            }
+        }
+        let Lane { engine, whole, .. } = lane;
+        let Some(buffer) = whole.as_mut() else { return Ok(false) };
+        let started = Instant::now();
+        let window = Window { targets: 0..plan.targets.len(), lo: 0, base: 0 };
+        engine.run(ctx, &batch.job(window), buffer)?;
+        self.device
+            .download_on(engine.assembler.stream(), buffer, 0, out)
+            .map_err(|e| Error::device("copying a batch to the host", e))?;
+        ctx.stats.add_decode(started.elapsed());
+        Ok(true)
     }
 
     /// Decode every input to the host (wave by wave, on `lane`) and scatter each unit into
@@ -719,6 +747,9 @@ impl Executor for DeviceExecutor {
             windows = plan_windows(1);
         }
         let Some(windows) = windows else {
+            if spans.is_some() && self.read_whole(&mut lanes[0], ctx, &batch, out)? {
+                return Ok(());
+            }
             return Self::decode_to_host_and_scatter(&mut lanes[0], ctx, &batch, out);
         };
         let started = Instant::now();
