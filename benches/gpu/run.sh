@@ -381,6 +381,16 @@ main() {
     esac
   done
   echo
+  # Under the device tool ($OUT set) only a few files come back: everything but the markdown
+  # reports, the logs and tarballs goes into one tarball.
+  if [ -n "${OUT:-}" ]; then
+    local extra
+    extra="$(cd "$out" && ls -A | grep -vE '\.(md|log|tar\.gz)$' || true)"
+    if [ -n "$extra" ]; then
+      # shellcheck disable=SC2086 # one name per line, no spaces (names this script chose)
+      (cd "$out" && tar czf gpu-run-files.tar.gz $extra && rm -rf $extra) && echo "packed into gpu-run-files.tar.gz:" $extra
+    fi
+  fi
   ls -l "$out"
   if [ ${#failed[@]} -gt 0 ]; then
     echo "=== FAILED steps: ${failed[*]} ($SECONDS s in all)"
