@@ -20,8 +20,8 @@
 //! lane's batch buffer and copied down once — in windows of whole regions when the batch is
 //! larger than the buffer (units shared by two windows decode in each). What the device cannot
 //! assemble — a region larger than the buffer on its own, a strided output, or windows that
-//! would decode the shared units more than 1.25 times over — is decoded on the device, copied
-//! back per unit and scattered on the host (counted in `StatsSnapshot::batches_host_scattered`).
+//! would decode the batch's units twice over — is decoded on the device, copied back per unit
+//! and scattered on the host (counted in `StatsSnapshot::batches_host_scattered`).
 
 use std::ops::Range;
 use std::sync::{Condvar, Mutex};
@@ -51,6 +51,9 @@ const ASSEMBLE_TABLE_BYTES: u64 = Assembler::device_bytes(ASSEMBLE_JOBS) as u64;
 const ASSEMBLE_PINNED_BYTES: u64 = ASSEMBLE_TABLE_BYTES + 4 * ASSEMBLE_JOBS as u64;
 /// Streams per decode wave.
 const WAVE_STREAMS: u64 = 64 << 10;
+/// The largest decoded wave (the decoder's wave buffers are limited to 4 GiB, and a wave of a
+/// GiB already fills any device; a larger budget leaves the rest unused).
+const MAX_WAVE: u64 = 1 << 30;
 /// The largest staging ring of a lane: pieces of at most 8 MiB keep copies large enough to
 /// run at full speed, and more pinned memory would not make the uploads faster.
 const MAX_STAGING: u64 = 32 << 20;
@@ -83,7 +86,7 @@ impl Budget {
         // Per slot: the encoded wave (src, half the decoded size), its tables (meta) and twice
         // the decoded wave (dst and its unshuffle scratch).
         let mib = 1u64 << 20;
-        let dst = (per_slot.saturating_sub(meta) * 2 / 5) / mib * mib;
+        let dst = (per_slot.saturating_sub(meta) * 2 / 5).min(MAX_WAVE) / mib * mib;
         let src = dst / 2;
         let staging = host.saturating_sub(ASSEMBLE_PINNED_BYTES + status_streams * 8).min(MAX_STAGING) / mib * mib;
         if dst < 4 * mib {
@@ -608,6 +611,43 @@ fn windows(spans: &[Range<usize>], cap: usize) -> Option<Vec<(Window, usize)>> {
     Some(out)
 }
 
+/// Windows, each with the end of its last byte in the output.
+type Windows = Vec<(Window, usize)>;
+
+/// The windows a host output of `spans` is assembled in, with the lanes to use (at most
+/// `lanes`): a few windows per lane, else one per lane, else windows of a whole buffer on one
+/// lane — the first whose units shared by several windows (which decode in each) add at most a
+/// quarter to the decoding; failing that, the one that adds least, if that is less than
+/// decoding every unit twice; else `None` (decode each unit once and scatter on the host).
+fn choose_windows(
+    plan: &BatchPlan,
+    spans: &[Range<usize>],
+    buffer_len: usize,
+    lanes: usize,
+) -> Option<(Windows, usize)> {
+    let largest = spans.iter().map(ExactSizeIterator::len).max().unwrap_or(0);
+    let split = |pieces: usize| windows(spans, buffer_len.min(plan.nbytes.div_ceil(pieces).max(largest)));
+    let mut candidates = Vec::new();
+    if lanes > 1 {
+        candidates.push((split(4 * lanes), lanes));
+        candidates.push((split(lanes), lanes));
+    }
+    candidates.push((split(1), 1));
+    let units = plan.units.len().max(1);
+    let mut best: Option<(Windows, usize, usize)> = None;
+    for (w, n) in candidates {
+        let Some(w) = w else { continue };
+        let decodes = decodes_over(plan, &w);
+        if 4 * decodes <= 5 * units {
+            return Some((w, n));
+        }
+        if decodes < 2 * units && best.as_ref().is_none_or(|b| decodes < b.2) {
+            best = Some((w, n, decodes));
+        }
+    }
+    best.map(|(w, n, _)| (w, n))
+}
+
 /// How many unit decodes `windows` take: each unit once per window its targets fall in.
 fn decodes_over(plan: &BatchPlan, windows: &[(Window, usize)]) -> usize {
     let mut window_of = vec![0usize; plan.targets.len()];
@@ -731,27 +771,14 @@ impl Executor for DeviceExecutor {
             }
         }
         let buffer_len = lanes[0].batch.len();
-        // Windows of at most a lane's buffer and a `n`th of the batch. Units shared by several
-        // windows decode in each: past a quarter more decoding than the batch's units, fewer
-        // windows, and in the end decoding each unit once and scattering on the host, win.
-        let plan_windows = |n: usize| -> Option<Vec<(Window, usize)>> {
-            let spans = spans.as_ref()?;
-            let largest = spans.iter().map(ExactSizeIterator::len).max().unwrap_or(0);
-            let w = windows(spans, buffer_len.min(plan.nbytes.div_ceil(n).max(largest)))?;
-            (4 * decodes_over(plan, &w) <= 5 * plan.units.len()).then_some(w)
-        };
-        let n = lanes.len();
-        let mut windows = if n > 1 { plan_windows(4 * n).or_else(|| plan_windows(n)) } else { plan_windows(1) };
-        if windows.is_none() && n > 1 {
+        let Some((windows, n)) = spans.as_ref().and_then(|s| choose_windows(plan, s, buffer_len, lanes.len())) else {
             lanes.truncate(1);
-            windows = plan_windows(1);
-        }
-        let Some(windows) = windows else {
             if spans.is_some() && self.read_whole(&mut lanes[0], ctx, &batch, out)? {
                 return Ok(());
             }
             return Self::decode_to_host_and_scatter(&mut lanes[0], ctx, &batch, out);
         };
+        lanes.truncate(n);
         let started = Instant::now();
         // Each window with its part of `out`, the first last (popped first).
         let mut parts: Vec<(Window, &mut [u8])> = Vec::with_capacity(windows.len());
@@ -944,7 +971,13 @@ mod tests {
 
     #[test]
     fn budgets_split_within_their_limits() {
-        for (dev, host) in [(64u64 << 20, 16u64 << 20), (1 << 30, 256 << 20), (8 << 30, 1 << 30), (1 << 30, 16 << 20)] {
+        for (dev, host) in [
+            (64u64 << 20, 16u64 << 20),
+            (1 << 30, 256 << 20),
+            (8 << 30, 1 << 30),
+            (1 << 30, 16 << 20),
+            (64 << 30, 1 << 30),
+        ] {
             for wanted in [1, 2, 4, 8] {
                 let (lanes, b) = Budget::lanes(dev, host, wanted).unwrap();
                 assert!((1..=wanted).contains(&lanes));
@@ -953,6 +986,7 @@ mod tests {
                 let pinned = b.decode.host_bytes() as u64 + ASSEMBLE_PINNED_BYTES;
                 assert!(pinned * lanes as u64 <= host, "{lanes} × {pinned} > {host}");
                 assert!(b.decode.wave_dst_bytes >= 4 << 20 && b.decode.wave_src_bytes >= 2 << 20, "{b:?}");
+                assert!(b.decode.wave_dst_bytes <= 1 << 30, "{b:?}");
                 b.decode.validate().unwrap();
             }
         }
