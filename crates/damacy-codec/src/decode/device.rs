@@ -615,9 +615,9 @@ fn windows(spans: &[Range<usize>], cap: usize) -> Option<Vec<(Window, usize)>> {
 type Windows = Vec<(Window, usize)>;
 
 /// The windows a host output of `spans` is assembled in, with the lanes to use (at most
-/// `lanes`): a few windows per lane, else one per lane, else windows of a whole buffer on one
-/// lane — the first whose units shared by several windows (which decode in each) add at most a
-/// quarter to the decoding; failing that, the one that adds least, if that is less than
+/// `lanes`): a few windows per lane (even load) if units shared by several windows (which
+/// decode in each) add at most 5 % to the decoding, else one per lane or windows of a whole
+/// buffer on one lane if they add at most a quarter; failing that, the one that adds least, if that is less than
 /// decoding every unit twice; else `None` (decode each unit once and scatter on the host).
 fn choose_windows(
     plan: &BatchPlan,
@@ -627,18 +627,19 @@ fn choose_windows(
 ) -> Option<(Windows, usize)> {
     let largest = spans.iter().map(ExactSizeIterator::len).max().unwrap_or(0);
     let split = |pieces: usize| windows(spans, buffer_len.min(plan.nbytes.div_ceil(pieces).max(largest)));
+    // (windows, lanes, the most extra decoding taken at once, in twentieths of the units)
     let mut candidates = Vec::new();
     if lanes > 1 {
-        candidates.push((split(4 * lanes), lanes));
-        candidates.push((split(lanes), lanes));
+        candidates.push((split(4 * lanes), lanes, 1));
+        candidates.push((split(lanes), lanes, 5));
     }
-    candidates.push((split(1), 1));
+    candidates.push((split(1), 1, 5));
     let units = plan.units.len().max(1);
     let mut best: Option<(Windows, usize, usize)> = None;
-    for (w, n) in candidates {
+    for (w, n, extra) in candidates {
         let Some(w) = w else { continue };
         let decodes = decodes_over(plan, &w);
-        if 4 * decodes <= 5 * units {
+        if 20 * decodes <= (20 + extra) * units {
             return Some((w, n));
         }
         if decodes < 2 * units && best.as_ref().is_none_or(|b| decodes < b.2) {
