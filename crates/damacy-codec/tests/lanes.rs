@@ -218,3 +218,54 @@ fn one_read_batch_keeps_the_free_lanes_busy() {
         assert!(log.iter().any(|e| e.stream == lane && e.kind == "launch"), "{lane} ran no kernel");
     }
 }
+
+/// A batch read while two lanes are free is split by units over both, into one buffer: the
+/// fills (here of a plane whose chunk is missing) are written before either lane's copies, on
+/// host and device outputs, and each unit is decoded once.
+#[test]
+fn a_batch_split_over_lanes_writes_its_fills_before_every_lanes_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    write_array(dir.path());
+    std::fs::remove_file(dir.path().join("planes/c/5/0/0")).unwrap();
+    let reader = reader(2, 256 << 20);
+    let array = open(&reader, dir.path());
+    // Regions of two planes each, overlapping by one: every region but the first and last
+    // shares its units with its neighbours, and the two around plane 5 are partly filled.
+    let regions: Vec<Region> = (0..PLANES - 1).map(|z| Region::new(vec![z, 0, 0], vec![2, SIDE, SIDE])).collect();
+    let mut planes: Vec<Vec<u8>> =
+        (0..PLANES).map(|z| plane(z).into_iter().flat_map(u16::to_le_bytes).collect()).collect();
+    planes[5] = vec![0; PLANE_BYTES];
+    let want: Vec<u8> =
+        (0..PLANES - 1).flat_map(|z| [planes[z as usize].clone(), planes[z as usize + 1].clone()].concat()).collect();
+    let device = reader.device().unwrap().clone();
+    for round in 0..3 {
+        device.set_schedule_log(true);
+        let before = reader.stats();
+        let batch = reader.read_batch(&array, &regions).unwrap();
+        assert!(batch.bytes() == want.as_slice(), "host output, round {round}");
+        let stats = reader.stats().since(&before);
+        assert_eq!((stats.units_decoded, stats.units_filled), (PLANES - 1, 1), "{stats:?}");
+        assert_eq!(read_device(&reader, &array, &regions).unwrap(), want, "device output, round {round}");
+        device.set_schedule_log(false);
+        let log = device.schedule_log();
+        for lane in ["lane 0 compute", "lane 1 compute"] {
+            assert!(log.iter().any(|e| e.stream == lane && e.kind == "launch"), "{lane} ran no kernel");
+        }
+        // Per batch (host, then device output): one lane launched the fills; the other lane's
+        // assembly waited for them before its first copy.
+        let fills: Vec<_> = log.iter().filter(|e| e.kind == "launch" && e.label == "assemble fills").collect();
+        let waits: Vec<_> =
+            log.iter().filter(|e| e.kind == "wait" && e.label == "wait for the batch's fills").collect();
+        assert_eq!((fills.len(), waits.len()), (2, 2), "round {round}: {log:#?}");
+        for (fill, wait) in fills.iter().zip(&waits) {
+            assert_ne!(fill.stream, wait.stream);
+            assert!(wait.end >= fill.end, "round {round}: the wait ended before the fills: {log:#?}");
+            let first_copy = log
+                .iter()
+                .filter(|e| e.stream == wait.stream && e.kind == "launch" && e.start >= wait.start)
+                .map(|e| e.start)
+                .min();
+            assert!(first_copy.is_some_and(|t| t >= wait.end), "round {round}: {log:#?}");
+        }
+    }
+}

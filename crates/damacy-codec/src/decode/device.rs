@@ -16,11 +16,17 @@
 //! host queues wave k+1 while the device decodes wave k and assembles wave k−1. Statuses of
 //! every wave and every assemble job are read back once, at the end of the batch.
 //!
+//! A batch also takes the lanes that are **free** when it starts: its units are dealt to them
+//! by encoded size (largest first, each to the least loaded lane), every lane decodes its own
+//! and writes their copies into one buffer — disjoint bytes — after the batch's fills, which
+//! the first lane queues before the others start. So one `read_batch` in a loop keeps every
+//! lane busy, and each unit is decoded once.
+//!
 //! Outputs: a caller's device buffer is written in place. A host output is assembled in the
-//! lane's batch buffer and copied down once — in windows of whole regions when the batch is
-//! larger than the buffer (units shared by two windows decode in each). What the device cannot
-//! assemble — a region larger than the buffer on its own, a strided output, or windows that
-//! would decode the batch's units twice over — is decoded on the device, copied back per unit
+//! first lane's batch buffer (or, larger, its whole-batch buffer) and copied down once; on one
+//! lane, a batch larger than the batch buffer is assembled in windows of whole regions (units
+//! shared by two windows decode in each). What the device cannot assemble — a strided output,
+//! or a batch the device has no memory for — is decoded on the device, copied back per unit
 //! and scattered on the host (counted in `StatsSnapshot::batches_host_scattered`).
 
 use std::ops::Range;
@@ -29,7 +35,7 @@ use std::time::Instant;
 
 use damacy_kernels::assemble::{AssembleJob, Assembler};
 use damacy_kernels::decode::{ChunkInput, DecodeConfig, Decoder};
-use damacy_kernels::device::{Device, DeviceBuffer, Stream};
+use damacy_kernels::device::{Device, DeviceBuffer, Event, Stream};
 use zarrs_storage::Bytes;
 
 use super::{Ctx, Executor};
@@ -226,6 +232,11 @@ struct LaneJob<'a> {
     /// Units whose key turned out missing (fill).
     missing: &'a [usize],
     window: Window,
+    /// Whether this pass queues the window's fills (false when another lane's pass did).
+    fills: bool,
+    /// An event the lane's assembly waits for before its first job (the fills of another lane,
+    /// the caller's prior work).
+    after: Option<&'a Event>,
 }
 
 /// Which targets one pass writes and where: output byte `o` of those targets goes to byte
@@ -284,9 +295,14 @@ impl Engine {
         if let Some((i, e)) = schedule.take_rejected().into_iter().next() {
             return Err(Error::decode_from(plan.unit_location(job.units[i]), e));
         }
-        let (fills, _) = assemble_jobs(job, &[]);
-        self.assembler.stream().set_label("assemble fills");
-        check_jobs(self.assembler.queue_fills(dst, &fills), plan)?;
+        if let Some(after) = job.after {
+            let asm = self.assembler.stream();
+            asm.set_label("wait for the batch's fills");
+            asm.wait(after).map_err(|e| Error::device("ordering assembly after the batch's fills", e))?;
+        }
+        if job.fills {
+            self.queue_fills(job, dst)?;
+        }
         for k in 0..schedule.waves() {
             let wave =
                 self.decoder.queue_wave(&job.inputs, &schedule, k).map_err(|e| Error::device("decoding a batch", e))?;
@@ -302,6 +318,13 @@ impl Engine {
             ctx.stats.add_device_waves(1);
         }
         Ok(())
+    }
+
+    /// Queues the fills of `job`'s window on the assemble stream.
+    fn queue_fills(&mut self, job: &LaneJob<'_>, dst: &mut DeviceBuffer) -> Result<()> {
+        let (fills, _) = assemble_jobs(job, &[]);
+        self.assembler.stream().set_label("assemble fills");
+        check_jobs(self.assembler.queue_fills(dst, &fills), job.plan)
     }
 
     /// Reads every wave's and every assemble job's statuses back (one wait each, at the end):
@@ -410,16 +433,44 @@ impl<'p> Fetched<'p> {
         Ok(Self { plan, chain, enc, expected })
     }
 
-    /// The lane job of the units that meet `window`'s targets.
+    /// The lane job of the units that meet `window`'s targets (with its fills).
     fn job(&self, window: Window) -> LaneJob<'_> {
-        let verify = self.plan.array.options().validate_checksums;
         let units = &self.plan.units;
         let t = window.targets.clone();
         let all = t.start == 0 && t.end == self.plan.targets.len();
-        let (units, inputs) = self.enc.inputs(self.chain, self.expected, verify, |u| {
-            all || units[u].targets.iter().any(|x| t.contains(&(*x as usize)))
-        });
-        LaneJob { plan: self.plan, chain: self.chain, units, inputs, missing: &self.enc.missing, window }
+        self.job_of(window, |u| all || units[u].targets.iter().any(|x| t.contains(&(*x as usize))))
+    }
+
+    /// The lane job of the units `keep` selects (by plan unit), into `window` (with its fills).
+    fn job_of(&self, window: Window, keep: impl Fn(usize) -> bool) -> LaneJob<'_> {
+        let verify = self.plan.array.options().validate_checksums;
+        let (units, inputs) = self.enc.inputs(self.chain, self.expected, verify, keep);
+        LaneJob {
+            plan: self.plan,
+            chain: self.chain,
+            units,
+            inputs,
+            missing: &self.enc.missing,
+            window,
+            fills: true,
+            after: None,
+        }
+    }
+
+    /// The units with bytes dealt to `lanes` lanes, largest encoded first, each to the lane
+    /// with the fewest encoded bytes so far (so the lanes' decoding is even): per plan unit,
+    /// its lane.
+    fn deal(&self, lanes: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.enc.units.len()).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(self.enc.bytes[k].len()));
+        let mut load = vec![0usize; lanes];
+        let mut lane_of = vec![usize::MAX; self.plan.units.len()];
+        for k in order {
+            let l = (0..lanes).min_by_key(|&l| load[l]).unwrap_or(0);
+            load[l] += self.enc.bytes[k].len();
+            lane_of[self.enc.units[k]] = l;
+        }
+        lane_of
     }
 }
 
@@ -755,21 +806,31 @@ fn assemble_jobs(job: &LaneJob<'_>, decoded: &[(usize, usize)]) -> (Vec<Assemble
 }
 
 impl Executor for DeviceExecutor {
-    /// Decodes and assembles on the device, in a lane's batch buffer, and copies each window of
-    /// whole regions down once. A batch of several regions also takes the lanes that are free:
-    /// its windows (a few per lane) go to whichever lane is free next, so one `read_batch`
-    /// keeps several lanes busy and evenly so.
+    /// Decodes and assembles on the device and copies the batch down once (per window when it
+    /// is assembled in windows). A batch that more than one lane can take now is split by
+    /// units over those lanes ([`DeviceExecutor::read_split`]), in the first lane's batch
+    /// buffer, or else its whole-batch buffer; a batch on one lane is assembled in windows of
+    /// whole regions (see the module docs).
     fn read_host(&self, ctx: &Ctx<'_>, plan: &BatchPlan, out: &mut [u8]) -> Result<()> {
         let batch = Fetched::new(ctx, plan)?;
         let mut lanes = vec![self.lanes.take()?];
         let spans = if plan.dense { target_spans(plan) } else { None };
-        if let Some(spans) = &spans {
-            while lanes.len() < self.lanes.count.min(spans.len()) {
-                match self.lanes.try_take() {
-                    Some(lane) => lanes.push(lane),
-                    None => break,
-                }
-            }
+        if spans.is_some() {
+            self.take_free_lanes(&mut lanes, batch.enc.units.len());
+        }
+        if lanes.len() > 1 && self.split_buffer(&mut lanes[0], out.len()) {
+            let started = Instant::now();
+            let buffer = lanes[0].whole.as_ref().filter(|_| out.len() > lanes[0].batch.len());
+            let buffer = buffer.unwrap_or(&lanes[0].batch);
+            let (ptr, len) = (buffer.device_ptr(), buffer.len());
+            self.read_split(&mut lanes, ctx, &batch, (ptr, len, 0), None)?;
+            let Lane { engine, batch: small, whole } = &mut *lanes[0];
+            let buffer = whole.as_ref().filter(|_| out.len() > small.len()).unwrap_or(small);
+            self.device
+                .download_on(engine.assembler.stream(), buffer, 0, out)
+                .map_err(|e| Error::device("copying a batch to the host", e))?;
+            ctx.stats.add_decode(started.elapsed());
+            return Ok(());
         }
         let buffer_len = lanes[0].batch.len();
         let Some((windows, n)) = spans.as_ref().and_then(|s| choose_windows(plan, s, buffer_len, lanes.len())) else {
@@ -808,8 +869,9 @@ impl Executor for DeviceExecutor {
     }
 
     /// Decodes and assembles into the caller's buffer, stream-ordered with `stream`: the
-    /// lane's writes wait for the work queued there before the call, and work queued there
-    /// after the call sees the batch.
+    /// lanes' writes wait for the work queued there before the call, and work queued there
+    /// after the call sees the batch. Lanes that are free now join the batch
+    /// ([`DeviceExecutor::read_split`]).
     fn read_device(
         &self,
         ctx: &Ctx<'_>,
@@ -818,18 +880,107 @@ impl Executor for DeviceExecutor {
         stream: &Stream,
     ) -> Result<()> {
         let batch = Fetched::new(ctx, plan)?;
-        let mut lane = self.lanes.take()?;
-        let engine = &mut lane.engine;
+        let mut lanes = vec![self.lanes.take()?];
+        self.take_free_lanes(&mut lanes, batch.enc.units.len());
         let started = Instant::now();
-        let asm = engine.assembler.stream().clone();
         let before = stream.record(false).map_err(|e| Error::device("recording the caller's stream", e))?;
-        asm.wait(&before).map_err(|e| Error::device("ordering the batch after the caller's stream", e))?;
-        let window = Window { targets: 0..plan.targets.len(), lo: 0, base: offset };
-        engine.run(ctx, &batch.job(window), buffer)?;
-        let ready = asm.record(false).map_err(|e| Error::device("recording a batch event", e))?;
-        stream.wait(&ready).map_err(|e| Error::device("ordering the caller's stream after the batch", e))?;
+        let ready =
+            self.read_split(&mut lanes, ctx, &batch, (buffer.device_ptr(), buffer.len(), offset), Some(before))?;
+        for event in &ready {
+            stream.wait(event).map_err(|e| Error::device("ordering the caller's stream after the batch", e))?;
+        }
         ctx.stats.add_decode(started.elapsed());
         Ok(())
+    }
+}
+
+impl DeviceExecutor {
+    /// Adds the lanes free now to `lanes`, up to one per unit to decode.
+    fn take_free_lanes<'a>(&'a self, lanes: &mut Vec<TakenLane<'a>>, units: usize) {
+        while lanes.len() < self.lanes.count.min(units) {
+            match self.lanes.try_take() {
+                Some(lane) => lanes.push(lane),
+                None => break,
+            }
+        }
+    }
+
+    /// Whether `lane` has a buffer of `len` bytes for a split batch: its batch buffer, or its
+    /// whole-batch buffer (allocated, or grown, now if the device has the memory).
+    fn split_buffer(&self, lane: &mut Lane, len: usize) -> bool {
+        if len <= lane.batch.len() || lane.whole.as_ref().is_some_and(|b| b.len() >= len) {
+            return true;
+        }
+        lane.whole = None; // freed before the larger one is allocated
+        lane.whole = self.device.alloc(len).ok();
+        lane.whole.is_some()
+    }
+
+    /// Decodes `batch` on `lanes` side by side into the device memory `dst` = (address,
+    /// length, base: where output byte 0 goes), which the caller keeps alive and does not
+    /// touch until this returns. The units are dealt to the lanes by encoded size
+    /// ([`Fetched::deal`]); the first lane queues the fills, and every lane's assembly waits
+    /// for them (and for `before`), then writes the copies of its own units — disjoint bytes.
+    /// Returns when every lane's statuses are read back, with an event per lane after its
+    /// last write.
+    fn read_split(
+        &self,
+        lanes: &mut [TakenLane<'_>],
+        ctx: &Ctx<'_>,
+        batch: &Fetched<'_>,
+        (ptr, len, base): (u64, usize, usize),
+        before: Option<Event>,
+    ) -> Result<Vec<Event>> {
+        let plan = batch.plan;
+        let lane_of = batch.deal(lanes.len());
+        let window = || Window { targets: 0..plan.targets.len(), lo: 0, base };
+        // SAFETY (each view): the memory outlives the views (the caller's contract); the lanes
+        // write disjoint bytes of it (one copy per unit and target; the fills before, ordered
+        // by the event below), and every write is finished when the views drop (each lane's
+        // statuses are read back before it returns).
+        let view = || unsafe { self.device.borrow_memory(ptr, len) };
+        let mut first = batch.job_of(window(), |u| lane_of[u] == 0);
+        let filled = {
+            let engine = &mut lanes[0].engine;
+            let r = before
+                .as_ref()
+                .map_or(Ok(()), |e| engine.assembler.stream().wait(e))
+                .map_err(|e| Error::device("ordering the batch after the caller's stream", e))
+                .and_then(|()| engine.queue_fills(&first, &mut view()))
+                .and_then(|()| {
+                    engine.assembler.stream().record(false).map_err(|e| Error::device("recording the batch's fills", e))
+                });
+            if r.is_err() {
+                engine.assembler.abandon();
+            }
+            r?
+        };
+        first.fills = false;
+        let run = |lane: &mut Lane, job: LaneJob<'_>| -> Result<Event> {
+            let engine = &mut lane.engine;
+            engine.run(ctx, &job, &mut view())?;
+            engine.assembler.stream().record(false).map_err(|e| Error::device("recording a lane's batch", e))
+        };
+        let (head, rest) = lanes.split_first_mut().ok_or_else(|| Error::invalid("device executor: no lane"))?;
+        if rest.is_empty() {
+            return Ok(vec![run(head, first)?]);
+        }
+        std::thread::scope(|s| {
+            let others: Vec<_> = rest
+                .iter_mut()
+                .enumerate()
+                .map(|(k, lane)| {
+                    let mut job = batch.job_of(window(), |u| lane_of[u] == k + 1);
+                    (job.fills, job.after) = (false, Some(&filled));
+                    s.spawn(move || run(lane, job))
+                })
+                .collect();
+            let mut ready = vec![run(head, first)];
+            ready.extend(others.into_iter().map(|r| {
+                r.join().unwrap_or_else(|_| Err(Error::invalid("device executor: a lane's thread panicked")))
+            }));
+            ready.into_iter().collect()
+        })
     }
 }
 
