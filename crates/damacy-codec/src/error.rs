@@ -150,11 +150,35 @@ pub enum Error {
     /// A configured memory budget is too small for what was asked.
     #[error("out of memory: {0}")]
     OutOfMemory(String),
+    /// Something inside damacy failed that no argument or input explains: a thread that
+    /// panicked, a lock a panic poisoned, a thread that could not be spawned, an I/O driver
+    /// that stopped. A bug or an exhausted system resource; `what` says what and where.
+    #[error("internal error: {what}")]
+    Internal {
+        /// What failed, and where.
+        what: String,
+        /// The underlying error, when there is one (a spawn's `io::Error`, a panic's message).
+        #[source]
+        source: Option<Source>,
+    },
 }
 
 impl Error {
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::InvalidArgument(message.into())
+    }
+
+    /// An internal failure (see [`Error::Internal`]) with no underlying error.
+    pub(crate) fn internal(what: impl Into<String>) -> Self {
+        Self::Internal { what: what.into(), source: None }
+    }
+
+    /// An internal failure that keeps its underlying error.
+    pub(crate) fn internal_from<E: std::error::Error + Send + Sync + 'static>(
+        what: impl Into<String>,
+        source: E,
+    ) -> Self {
+        Self::Internal { what: what.into(), source: Some(Arc::new(source)) }
     }
 
     /// A decode error with a message only.

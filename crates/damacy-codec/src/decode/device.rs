@@ -158,7 +158,8 @@ struct TakenLane<'a> {
 
 impl LanePool {
     fn take(&self) -> Result<TakenLane<'_>> {
-        let poisoned = || Error::invalid("device executor: a previous batch panicked");
+        let poisoned =
+            || Error::internal("device executor: the lane pool's lock was poisoned by a batch that panicked");
         let mut free = self.free.lock().map_err(|_| poisoned())?;
         loop {
             if let Some(lane) = free.pop() {
@@ -543,7 +544,8 @@ impl DeviceExecutor {
         queue: &Mutex<Vec<(Window, &mut [u8])>>,
     ) -> Result<()> {
         let Lane { engine, batch: buffer, .. } = lane;
-        let poisoned = || Error::invalid("device executor: a lane's thread panicked");
+        let poisoned =
+            || Error::internal("device executor: the window queue's lock was poisoned by a lane that panicked");
         loop {
             let Some((window, out)) = queue.lock().map_err(|_| poisoned())?.pop() else { return Ok(()) };
             let r = engine.run(ctx, &batch.job(window), buffer).and_then(|()| {
@@ -860,7 +862,7 @@ impl Executor for DeviceExecutor {
                 let runs: Vec<_> =
                     lanes.iter_mut().map(|lane| s.spawn(|| self.run_windows(lane, ctx, &batch, &queue))).collect();
                 runs.into_iter().try_for_each(|r| {
-                    r.join().unwrap_or_else(|_| Err(Error::invalid("device executor: a lane's thread panicked")))
+                    r.join().unwrap_or_else(|_| Err(Error::internal("device executor: a lane's thread panicked")))
                 })
             })?;
         }
@@ -977,7 +979,7 @@ impl DeviceExecutor {
                 .collect();
             let mut ready = vec![run(head, first)];
             ready.extend(others.into_iter().map(|r| {
-                r.join().unwrap_or_else(|_| Err(Error::invalid("device executor: a lane's thread panicked")))
+                r.join().unwrap_or_else(|_| Err(Error::internal("device executor: a lane's thread panicked")))
             }));
             ready.into_iter().collect()
         })
