@@ -12,7 +12,6 @@ use zarrs_storage::byte_range::ByteRange;
 
 use crate::array::{ArrayMeta, ShardLayout};
 use crate::error::{Error, Location, Result, StorageErrorKind};
-use crate::remote::Remote;
 use crate::stats::Stats;
 use crate::store::Store;
 
@@ -61,12 +60,12 @@ impl ShardIndexCache {
     /// The index of shard `shard` of `array`, from the cache or fetched (once, however many
     /// callers ask concurrently). Blocks the calling thread while it fetches.
     pub fn get(&self, store: &Store, array: &ArrayMeta, shard: &[u64]) -> Result<Arc<ShardIndex>> {
+        let index = self.get_async(store, array, shard);
         match store.remote() {
-            Some(remote) => crate::store::block_on(self.get_remote(remote, store, array, shard))?,
-            None => crate::store::park_on(self.get_with(store, array, shard, async {
-                let layout = layout(array)?;
-                fetch_index(store, array, layout, shard, &self.stats)
-            })),
+            Some(_) => crate::store::block_on(index)?,
+            // A local (or caller-built) store is read synchronously inside the future, which
+            // needs no I/O runtime.
+            None => crate::store::park_on(index),
         }
     }
 
@@ -81,24 +80,18 @@ impl ShardIndexCache {
     ) -> Result<Vec<Arc<ShardIndex>>> {
         use rayon::prelude::*;
         match store.remote() {
-            Some(remote) => crate::store::block_on(futures::future::try_join_all(
-                shards.iter().map(|s| self.get_remote(remote, store, array, s)),
+            Some(_) => crate::store::block_on(futures::future::try_join_all(
+                shards.iter().map(|s| self.get_async(store, array, s)),
             ))?,
             None => pool.install(|| shards.par_iter().map(|s| self.get(store, array, s)).collect()),
         }
     }
 
-    async fn get_remote(
-        &self,
-        remote: &Remote,
-        store: &Store,
-        array: &ArrayMeta,
-        shard: &[u64],
-    ) -> Result<Arc<ShardIndex>> {
+    /// [`ShardIndexCache::get`] as a future, the one path of both stores.
+    async fn get_async(&self, store: &Store, array: &ArrayMeta, shard: &[u64]) -> Result<Arc<ShardIndex>> {
         // Boxed: opendal's request futures are large.
         Box::pin(self.get_with(store, array, shard, async {
-            let layout = layout(array)?;
-            Box::pin(fetch_index_remote(remote, store, array, layout, shard, &self.stats)).await
+            Box::pin(fetch_index(store, array, layout(array)?, shard, &self.stats)).await
         }))
         .await
     }
@@ -165,10 +158,9 @@ fn truncated(store: &Store, array: &ArrayMeta, shard: &[u64], size: u64, source:
     }
 }
 
-/// A remote shard's index: one ranged request (two for an index at the end, whose position
-/// needs the object's size).
-async fn fetch_index_remote(
-    remote: &Remote,
+/// A shard's index: one ranged request (for a remote store's index at the end, two: its
+/// position needs the object's size), asynchronous on a remote store, synchronous on the others.
+async fn fetch_index(
     store: &Store,
     array: &ArrayMeta,
     layout: &ShardLayout,
@@ -177,68 +169,38 @@ async fn fetch_index_remote(
 ) -> Result<ShardIndex> {
     let key = array.chunk_key(shard);
     let size = layout.index_encoded_size;
+    let at = |r| index_location(store, array, shard, r);
     let started = Instant::now();
     stats.add_index_fetches(1);
-    let range = if layout.index_at_start {
-        0..size
-    } else {
+    let got = if let Some(remote) = store.remote() {
+        let range = if layout.index_at_start {
+            0..size
+        } else {
+            stats.add_storage_requests(1);
+            match remote.size(key.as_str()).await {
+                Ok(Some(n)) if n >= size => n - size..n,
+                Ok(Some(_)) => return Err(truncated(store, array, shard, size, None)),
+                Ok(None) => return Ok(None),
+                Err(e) => return Err(Error::opendal(at(None), e)),
+            }
+        };
         stats.add_storage_requests(1);
-        match remote.size(key.as_str()).await {
-            Ok(Some(n)) if n >= size => n - size..n,
-            Ok(Some(_)) => return Err(truncated(store, array, shard, size, None)),
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(Error::opendal(index_location(store, array, shard, None), e)),
-        }
-    };
-    stats.add_storage_requests(1);
-    let got = remote.read(key.as_str(), Some(range.clone())).await;
-    stats.add_io(started.elapsed());
-    let bytes = match got {
-        Ok(Some(b)) => b,
-        Ok(None) => return Ok(None),
-        Err(e) => {
-            let e = Error::opendal(index_location(store, array, shard, Some(range)), e);
-            if e.storage_kind() == Some(StorageErrorKind::RangeNotSatisfied) {
-                return Err(truncated(store, array, shard, size, Some(e)));
-            }
-            return Err(e);
-        }
-    };
-    decode_index(store, array, layout, shard, &bytes, stats).map(Some)
-}
-
-fn fetch_index(
-    store: &Store,
-    array: &ArrayMeta,
-    layout: &ShardLayout,
-    shard: &[u64],
-    stats: &Stats,
-) -> Result<ShardIndex> {
-    let key = array.chunk_key(shard);
-    let size = layout.index_encoded_size;
-    let (range, described) = if layout.index_at_start {
-        (ByteRange::FromStart(0, Some(size)), 0..size)
+        remote.read(key.as_str(), Some(range.clone())).await.map_err(|e| Error::opendal(at(Some(range)), e))
     } else {
-        (ByteRange::Suffix(size), 0..size)
+        let range = if layout.index_at_start { ByteRange::FromStart(0, Some(size)) } else { ByteRange::Suffix(size) };
+        stats.add_storage_requests(1);
+        store.storage().get_partial(&key, range).map_err(|e| Error::storage(at(Some(0..size)), e))
     };
-    let started = Instant::now();
-    stats.add_storage_requests(1);
-    stats.add_index_fetches(1);
-    let got = store.storage().get_partial(&key, range);
     stats.add_io(started.elapsed());
-    let bytes = match got {
-        Ok(Some(b)) => b,
-        Ok(None) => return Ok(None),
-        Err(e) => {
-            let e = Error::storage(index_location(store, array, shard, Some(described)), e);
-            // A shard smaller than its index is a truncated shard, not a storage failure.
-            if e.storage_kind() == Some(StorageErrorKind::RangeNotSatisfied) {
-                return Err(truncated(store, array, shard, size, Some(e)));
-            }
-            return Err(e);
+    match got {
+        Ok(Some(bytes)) => decode_index(store, array, layout, shard, &bytes, stats).map(Some),
+        Ok(None) => Ok(None),
+        // A shard smaller than its index is a truncated shard, not a storage failure.
+        Err(e) if e.storage_kind() == Some(StorageErrorKind::RangeNotSatisfied) => {
+            Err(truncated(store, array, shard, size, Some(e)))
         }
-    };
-    decode_index(store, array, layout, shard, &bytes, stats).map(Some)
+        Err(e) => Err(e),
+    }
 }
 
 /// Check and decode the bytes of a shard index.
