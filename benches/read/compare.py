@@ -287,13 +287,15 @@ def build_rust(env: dict) -> str:
     raise SystemExit("cargo did not report the read bench's executable")
 
 
-def run_rust(exe: str, data: Path, crops_path: Path, threads: int, env: dict, arrays: list[str] = ()) -> list[dict]:
-    """The Rust bench's JSON records; ``arrays`` picks arrays by name (all when empty)."""
+def run_rust(exe: str, data: Path, crops_path: Path, threads: int, env: dict, arrays: list[str] = (),
+             stderr=None) -> list[dict]:
+    """The Rust bench's JSON records; ``arrays`` picks arrays by name (all when empty); ``stderr``: where the
+    bench's stderr goes (inherited when ``None``)."""
     env = {**env, "DAMACY_BENCH_DATA": str(data), "DAMACY_BENCH_CROPS": str(crops_path),
            "DAMACY_BENCH_THREADS": str(threads)}
     with LoadWindow() as w:
         proc = subprocess.run([exe, "--bench", *arrays], cwd=ROOT / "crates" / "damacy-codec", env=env, check=True,
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=stderr, text=True)
     lines = []
     for line in proc.stdout.splitlines():
         line = line.strip()

@@ -127,12 +127,47 @@ http {{
             os.kill(int(pid_file.read_text()), 15)
 
 
+class RunLogs:
+    """Every run's stderr (the read bench's, ``damacy bench``'s, each proxy's), kept in a file of its own under
+    ``folder`` (numbered in run order), so a failure in any of many runs can be read afterwards; a run that fails
+    has the end of its stderr printed too."""
+
+    folder: Path | None = None
+    count = 0
+
+    @classmethod
+    def open(cls, label: str):
+        if cls.folder is None:
+            return None
+        cls.count += 1
+        cls.folder.mkdir(parents=True, exist_ok=True)
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+        return open(cls.folder / f"{cls.count:03d}-{name}.stderr", "w")
+
+    @staticmethod
+    def run(label: str, fn):
+        """``fn(stderr)`` with ``stderr`` a fresh log file; on a failed run, the log's tail on our stderr."""
+        log = RunLogs.open(label)
+        try:
+            return fn(log)
+        except subprocess.CalledProcessError:
+            if log is not None:
+                log.flush()
+                tail = Path(log.name).read_text(errors="replace").splitlines()[-40:]
+                print(f"remote: {label} failed; its stderr ({log.name}) ends:", *tail, sep="\n", file=sys.stderr)
+            raise
+        finally:
+            if log is not None:
+                log.close()
+
+
 class FaultProxy:
     """The tests' proxy (``fault_proxy`` example) adding ``ms`` to every answer of ``upstream``."""
 
     def __init__(self, exe: str, upstream: str, ms: int) -> None:
+        self.log = RunLogs.open(f"fault_proxy-{ms}ms")
         self.proc = subprocess.Popen([exe, upstream, str(ms)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
+                                     stderr=self.log, text=True)
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
         if not self.url.startswith("http://127.0.0.1:"):
@@ -142,6 +177,8 @@ class FaultProxy:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
+        if self.log is not None:
+            self.log.close()
 
 
 def upload(endpoint: str, data: Path) -> float:
@@ -190,9 +227,10 @@ def run_pipeline(cli: str, uri: str, batches: int, batch_size: int, seed: int, e
     """``damacy bench`` on one array: a Pipeline (what users get: the CLI's defaults of 2 batches read
     at once, read-ahead) streaming the same seeded crop plan wherever the array is, CPU executor,
     ``threads`` threads (2, as the engine rows, unless pinned to one core); the median of ``rounds`` timed runs."""
-    proc = subprocess.run([cli, "bench", uri, "--executor", "cpu", "--threads", str(threads), "--batch", str(batch_size),
-                           "--batches", str(batches), "--rounds", str(rounds), "--warmup", "2", "--seed", str(seed), "--json"],
-                          cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True)
+    args = [cli, "bench", uri, "--executor", "cpu", "--threads", str(threads), "--batch", str(batch_size),
+            "--batches", str(batches), "--rounds", str(rounds), "--warmup", "2", "--seed", str(seed), "--json"]
+    proc = RunLogs.run(f"damacy-bench-{uri}", lambda log: subprocess.run(
+        args, cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, stderr=log, text=True))
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -207,7 +245,9 @@ def run_damacy(exe: str, data: Path, crops_path: Path, env: dict, store_url: str
     results = []
     for name in local.ARRAYS:
         with ServerCpu(list(servers), len(crops["batches"])) as cpu:
-            rows = [r for r in local.run_rust(exe, data, crops_path, threads, env, [name]) if r.get("kind") == "result"]
+            records = RunLogs.run(f"read-bench-{name}-{store_url or 'local'}",
+                                  lambda log: local.run_rust(exe, data, crops_path, threads, env, [name], stderr=log))
+            rows = [r for r in records if r.get("kind") == "result"]
         results += [{**r, "server_cpu_ms_per_batch": cpu.ms_per_batch, "server_busy": cpu.busy} for r in rows]
     return results
 
@@ -336,11 +376,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1,
                     help="timed runs of each Pipeline row (damacy bench --rounds), the median reported")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--logs", type=Path, default=None,
+                    help="folder for every run's stderr, one file per run (default: logs/ in the bench's state folder)")
     args = ap.parse_args()
 
     manifest = make_data.make(args.data, tuple(make_data.DEFAULT_SHAPE))
     state = Path(os.environ.get("TMPDIR", "/tmp")) / f"damacy-remote-bench-{os.getpid()}"
     state.mkdir(parents=True, exist_ok=True)
+    RunLogs.folder = args.logs or state / "logs"
     crops = local.make_crops(manifest["shape"], args.batches, 1, args.batch_size, args.seed)
     crops_path = state / "crops.json"
     crops_path.write_text(json.dumps(crops))
@@ -443,6 +486,7 @@ def main() -> None:
     out = ROOT / "benches" / "results" / "remote.md"
     out.write_text(md)
     print(f"wrote {out}", file=sys.stderr)
+    print(f"remote: every run's stderr is in {RunLogs.folder}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -152,6 +152,9 @@ pub(crate) struct Remote {
     bytes: Arc<Semaphore>,
     byte_units: u32,
     counters: Arc<Counters>,
+    /// The jitter of each backoff, a fraction in `[0, 1)` of its ceiling ([`jitter_unit`];
+    /// fixed by tests).
+    jitter: fn() -> f64,
 }
 
 impl std::fmt::Debug for Remote {
@@ -223,6 +226,7 @@ impl Remote {
             byte_units,
             policy,
             counters: Arc::new(Counters::default()),
+            jitter: jitter_unit,
         }
     }
 
@@ -329,7 +333,7 @@ impl Remote {
         let base = self.policy.backoff_base.as_secs_f64();
         let cap = self.policy.backoff_max.as_secs_f64();
         let ceiling = (base * 2f64.powi(i32::try_from(n).unwrap_or(i32::MAX).min(60))).min(cap);
-        Duration::from_secs_f64(ceiling * jitter_unit())
+        Duration::from_secs_f64(ceiling * (self.jitter)())
     }
 
     /// When to send a duplicate of a request still unanswered: the observed p95, once enough
@@ -369,17 +373,20 @@ impl Remote {
     }
 
     /// One request, duplicated after the observed p95 when hedging is on and a request slot is
-    /// free: the first good answer wins, the other request is dropped.
+    /// free: the first good answer wins, the other request is dropped. `sent` counts the
+    /// requests sent (one or two).
     async fn attempt_hedged<T, F, Fut>(
         &self,
         permit: OwnedSemaphorePermit,
         call: &F,
         timeout: Duration,
+        sent: &mut usize,
     ) -> Result<T, opendal::Error>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, opendal::Error>>,
     {
+        *sent += 1;
         let first = self.attempt(permit, call, timeout);
         let Some(after) = self.hedge_after().filter(|a| *a < timeout) else { return first.await };
         let first = pin!(first);
@@ -390,6 +397,7 @@ impl Remote {
         };
         let Ok(second_permit) = self.requests.clone().try_acquire_owned() else { return first.await };
         self.counters.hedges.fetch_add(1, Relaxed);
+        *sent += 1;
         let second = self.attempt(second_permit, call, timeout.saturating_sub(after));
         match select(first, pin!(second)).await {
             Either::Left((Ok(v), _)) => Ok(v),
@@ -409,7 +417,10 @@ impl Remote {
     }
 
     /// Run `call` until it succeeds, fails for good, runs out of retries or passes the
-    /// deadline (counted from the first request sent).
+    /// deadline (counted from the first request sent). Retries, the backoff and the deadline
+    /// are this call's own: nothing is shared with the store's other reads but the request
+    /// permits and the counters. The error names the requests this call sent (hedges
+    /// included: `retries + 1` attempts may send more) and the time it spent backing off.
     async fn run<T, F, Fut>(&self, what: &str, call: F, hedge: bool) -> Result<T, opendal::Error>
     where
         F: Fn() -> Fut,
@@ -417,7 +428,8 @@ impl Remote {
     {
         let mut deadline = None;
         let mut started = None;
-        let mut attempt = 0usize;
+        let mut backed_off = Duration::ZERO;
+        let (mut attempt, mut sent) = (0usize, 0usize);
         loop {
             let permit = self
                 .requests
@@ -430,8 +442,9 @@ impl Remote {
             let deadline = *deadline.get_or_insert(now + self.policy.deadline);
             let timeout = self.policy.request_timeout.min(deadline.saturating_duration_since(now));
             let answer = if hedge {
-                self.attempt_hedged(permit, &call, timeout).await
+                self.attempt_hedged(permit, &call, timeout, &mut sent).await
             } else {
+                sent += 1;
                 self.attempt(permit, &call, timeout).await
             };
             let e = match answer {
@@ -456,17 +469,19 @@ impl Remote {
                 return Err(opendal::Error::new(
                     kind,
                     format!(
-                        "{}: gave up on {what} after {} requests in {:.1?} ({why})",
+                        "{}: gave up on {what} after {sent} requests in {:.1?}, {:.1?} of it backing off ({why})",
                         self.url,
-                        attempt + 1,
-                        started.elapsed()
+                        started.elapsed(),
+                        backed_off,
                     ),
                 )
                 .set_source(e)
                 .set_persistent());
             }
             self.counters.retries.fetch_add(1, Relaxed);
+            let slept = Instant::now();
             tokio::time::sleep(delay).await;
+            backed_off += slept.elapsed();
             attempt += 1;
         }
     }
@@ -620,5 +635,71 @@ mod tests {
         });
         assert_eq!(remote.stats().bytes_in_flight_max, 8 << 20);
         assert_eq!(remote.counters.bytes_in_flight.load(Relaxed), 0);
+    }
+
+    /// Reads that fail at once, concurrently, each retry by itself: every read sends exactly
+    /// `retries + 1` requests and backs off the documented amount (fixed here at each
+    /// ceiling: 10, 20, 40, 40 ms), however many other reads fail beside it.
+    #[test]
+    fn each_read_retries_and_backs_off_by_itself() {
+        let mut p = policy();
+        p.retries = 4;
+        p.backoff_base = Duration::from_millis(10);
+        p.backoff_max = Duration::from_millis(40);
+        p.max_requests = 64;
+        let mut remote = memory_remote(p);
+        remote.jitter = || 1.0 - f64::EPSILON;
+        let sent = AtomicU64::new(0);
+        let reads = 16;
+        let failed = block_on(futures::future::join_all((0..reads).map(|i| {
+            let (remote, sent) = (&remote, &sent);
+            async move {
+                let started = Instant::now();
+                let err = remote
+                    .run(
+                        &format!("read {i}"),
+                        || async {
+                            sent.fetch_add(1, Relaxed);
+                            Err::<(), _>(opendal::Error::new(ErrorKind::Unexpected, "503").set_temporary())
+                        },
+                        false,
+                    )
+                    .await
+                    .unwrap_err();
+                (err.to_string(), started.elapsed())
+            }
+        })));
+        for (i, (err, took)) in failed.iter().enumerate() {
+            assert!(err.contains(&format!("gave up on read {i} after 5 requests")), "{err}");
+            assert!(err.contains("(4 retries exhausted)"), "{err}");
+            assert!(*took >= Duration::from_millis(109), "read {i} gave up after {took:?}: {err}");
+        }
+        assert_eq!(sent.load(Relaxed), reads * 5);
+        let s = remote.stats();
+        assert_eq!((s.requests, s.retries, s.failures), (reads * 5, reads * 4, reads));
+    }
+
+    /// A read's error counts the hedges it sent with its requests.
+    #[test]
+    fn a_failed_read_counts_its_hedges() {
+        let mut p = policy();
+        p.hedge = true;
+        p.retries = 1;
+        let remote = memory_remote(p);
+        for _ in 0..HEDGE_MIN_SAMPLES {
+            block_on(remote.run("x", || async { Ok(()) }, true)).unwrap();
+        }
+        // Every request fails, slowly enough to be hedged.
+        let err = block_on(remote.run(
+            "slow",
+            || async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Err::<(), _>(opendal::Error::new(ErrorKind::Unexpected, "503").set_temporary())
+            },
+            true,
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("gave up on slow after 4 requests"), "{err}");
+        assert_eq!(remote.stats().hedges, 2);
     }
 }

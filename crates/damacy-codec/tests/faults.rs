@@ -187,3 +187,37 @@ fn a_store_that_stays_down_fails_within_the_deadline() {
         }
     }
 }
+
+/// Retries are each read's own: reads failing at once through one store (a proxy answering
+/// every request 503) each send exactly `retries + 1` requests and say so, and the store's
+/// counters and the proxy agree; no read is cut short by the others' retries.
+#[test]
+fn each_read_retries_by_itself() {
+    let Ok(upstream) = Service::Http.upstream() else {
+        eprintln!("skipped: DAMACY_TEST_HTTP_URL is not set (run `tests/services/services.sh start`)");
+        return;
+    };
+    let retries = 3;
+    let base = Duration::from_millis(5);
+    let options = StoreOptions::default().with_retries(retries).with_backoff(base, Duration::from_millis(20));
+    let unavailable = Proxy::start(&upstream, Faults { mode: Mode::Unavailable, ..Faults::default() });
+    let store = Service::Http.open(&unavailable.url(), options);
+    let reader = Reader::new(ReaderConfig::default()).unwrap();
+    let paths: Vec<String> = manifest().into_iter().take(8).map(|e| e.path).collect();
+    let errors: Vec<String> = std::thread::scope(|s| {
+        let opened: Vec<_> = paths
+            .iter()
+            .map(|p| s.spawn(|| reader.open_array(&store, p, ArrayOptions::default()).unwrap_err().to_string()))
+            .collect();
+        opened.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let n = paths.len() as u64;
+    for err in &errors {
+        assert!(err.contains(&format!("after {} requests", retries + 1)), "{err}");
+        assert!(err.contains(&format!("({retries} retries exhausted)")), "{err}");
+    }
+    let s = store.stats().unwrap();
+    let per_read = retries as u64 + 1;
+    assert_eq!((s.requests, s.retries, s.failures), (n * per_read, n * retries as u64, n), "{s:?}");
+    assert_eq!(unavailable.counts().requests.load(std::sync::atomic::Ordering::Relaxed), n * per_read);
+}
