@@ -543,13 +543,7 @@ mod tests {
         let tries = AtomicU64::new(0);
         let got = block_on(remote.run(
             "x",
-            || async {
-                if tries.fetch_add(1, Relaxed) < 2 {
-                    Err(opendal::Error::new(ErrorKind::Unexpected, "503").set_temporary())
-                } else {
-                    Ok(7)
-                }
-            },
+            || async { if tries.fetch_add(1, Relaxed) < 2 { Err(unavailable()) } else { Ok(7) } },
             false,
         ));
         assert_eq!(got.unwrap(), 7);
@@ -591,15 +585,24 @@ mod tests {
         assert!(s.timeouts >= 2 && s.failures == 1, "{s:?}");
     }
 
-    #[test]
-    fn hedges_after_the_observed_p95() {
-        let mut p = policy();
+    /// A remote that hedges, its latency histogram filled with fast answers.
+    fn hedging_remote(mut p: Policy) -> Remote {
         p.hedge = true;
         let remote = memory_remote(p);
-        // Fill the histogram with fast answers.
         for _ in 0..HEDGE_MIN_SAMPLES {
             block_on(remote.run("x", || async { Ok(()) }, true)).unwrap();
         }
+        remote
+    }
+
+    /// A failure that may pass.
+    fn unavailable() -> opendal::Error {
+        opendal::Error::new(ErrorKind::Unexpected, "503").set_temporary()
+    }
+
+    #[test]
+    fn hedges_after_the_observed_p95() {
+        let remote = hedging_remote(policy());
         // The first request hangs; its duplicate answers.
         let calls = AtomicU64::new(0);
         let got = block_on(remote.run(
@@ -642,12 +645,8 @@ mod tests {
     /// ceiling: 10, 20, 40, 40 ms), however many other reads fail beside it.
     #[test]
     fn each_read_retries_and_backs_off_by_itself() {
-        let mut p = policy();
-        p.retries = 4;
-        p.backoff_base = Duration::from_millis(10);
-        p.backoff_max = Duration::from_millis(40);
-        p.max_requests = 64;
-        let mut remote = memory_remote(p);
+        let (backoff_base, backoff_max) = (Duration::from_millis(10), Duration::from_millis(40));
+        let mut remote = memory_remote(Policy { retries: 4, backoff_base, backoff_max, max_requests: 64, ..policy() });
         remote.jitter = || 1.0 - f64::EPSILON;
         let sent = AtomicU64::new(0);
         let reads = 16;
@@ -660,7 +659,7 @@ mod tests {
                         &format!("read {i}"),
                         || async {
                             sent.fetch_add(1, Relaxed);
-                            Err::<(), _>(opendal::Error::new(ErrorKind::Unexpected, "503").set_temporary())
+                            Err::<(), _>(unavailable())
                         },
                         false,
                     )
@@ -683,18 +682,14 @@ mod tests {
     #[test]
     fn a_failed_read_counts_its_hedges() {
         let mut p = policy();
-        p.hedge = true;
         p.retries = 1;
-        let remote = memory_remote(p);
-        for _ in 0..HEDGE_MIN_SAMPLES {
-            block_on(remote.run("x", || async { Ok(()) }, true)).unwrap();
-        }
+        let remote = hedging_remote(p);
         // Every request fails, slowly enough to be hedged.
         let err = block_on(remote.run(
             "slow",
             || async {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                Err::<(), _>(opendal::Error::new(ErrorKind::Unexpected, "503").set_temporary())
+                Err::<(), _>(unavailable())
             },
             true,
         ))

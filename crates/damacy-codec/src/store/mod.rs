@@ -2,7 +2,7 @@
 //! `gs://`, `az://`, `http(s)://` and `memory://`.
 //!
 //! One module per job: [`options`] parses URLs and options, [`operator`] builds a remote
-//! store's opendal operator, [`runtime`] bridges the synchronous engine and the async requests
+//! store's opendal operator, [`mod@runtime`] bridges the synchronous engine and the async requests
 //! (the process's I/O runtime), and [`adapters`] adapts stores to zarrs' storage traits.
 
 mod adapters;
