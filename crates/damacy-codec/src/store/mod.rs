@@ -115,8 +115,9 @@ impl Store {
 
     /// Wrap a zarrs async storage handle (e.g. `zarrs_opendal`'s `AsyncOpendalStore`) for the
     /// synchronous engine: each read blocks the engine thread that issued it on the store's
-    /// future, with damacy's I/O runtime entered (so tokio-based stores find a reactor). Call the
-    /// engine from a thread of its own (the `_async` entry points do), never on an async worker.
+    /// future, with damacy's I/O runtime entered (so tokio-based stores find a reactor). From
+    /// async code, call the engine through the `_async` entry points (they run it on the I/O
+    /// runtime's blocking pool), not on an async worker.
     #[must_use]
     pub fn from_async_readable(name: &str, storage: Arc<dyn zarrs_storage::AsyncReadableStorageTraits>) -> Self {
         use zarrs_storage::storage_adapter::async_to_sync::AsyncToSyncStorageAdapter;
