@@ -548,16 +548,28 @@ impl DeviceExecutor {
             || Error::internal("device executor: the window queue's lock was poisoned by a lane that panicked");
         loop {
             let Some((window, out)) = queue.lock().map_err(|_| poisoned())?.pop() else { return Ok(()) };
+            let started = Instant::now();
             let r = engine.run(ctx, &batch.job(window), buffer).and_then(|()| {
-                self.device
-                    .download_on(engine.assembler.stream(), buffer, 0, out)
-                    .map_err(|e| Error::device("copying a batch to the host", e))
+                ctx.stats.add_decode(started.elapsed());
+                self.download(engine, buffer, out, ctx)
             });
             if r.is_err() {
                 queue.lock().map_err(|_| poisoned())?.clear();
                 return r;
             }
         }
+    }
+
+    /// Copies the first `out.len()` bytes of `buffer` down into `out` after the lane's
+    /// assembly (counted in `download` and `bytes_downloaded`).
+    fn download(&self, engine: &Engine, buffer: &DeviceBuffer, out: &mut [u8], ctx: &Ctx<'_>) -> Result<()> {
+        let started = Instant::now();
+        self.device
+            .download_on(engine.assembler.stream(), buffer, 0, out)
+            .map_err(|e| Error::device("copying a batch to the host", e))?;
+        ctx.stats.add_download(started.elapsed());
+        ctx.stats.add_bytes_downloaded(out.len() as u64);
+        Ok(())
     }
 
     /// A dense host batch that no window plan serves: decoded and assembled on the device in one
@@ -577,10 +589,8 @@ impl DeviceExecutor {
         let started = Instant::now();
         let window = Window { targets: 0..plan.targets.len(), lo: 0, base: 0 };
         engine.run(ctx, &batch.job(window), buffer)?;
-        self.device
-            .download_on(engine.assembler.stream(), buffer, 0, out)
-            .map_err(|e| Error::device("copying a batch to the host", e))?;
         ctx.stats.add_decode(started.elapsed());
+        self.download(engine, buffer, out, ctx)?;
         Ok(true)
     }
 
@@ -826,13 +836,10 @@ impl Executor for DeviceExecutor {
             let buffer = buffer.unwrap_or(&lanes[0].batch);
             let (ptr, len) = (buffer.device_ptr(), buffer.len());
             self.read_split(&mut lanes, ctx, &batch, (ptr, len, 0), None)?;
+            ctx.stats.add_decode(started.elapsed());
             let Lane { engine, batch: small, whole } = &mut *lanes[0];
             let buffer = whole.as_ref().filter(|_| out.len() > small.len()).unwrap_or(small);
-            self.device
-                .download_on(engine.assembler.stream(), buffer, 0, out)
-                .map_err(|e| Error::device("copying a batch to the host", e))?;
-            ctx.stats.add_decode(started.elapsed());
-            return Ok(());
+            return self.download(engine, buffer, out, ctx);
         }
         let buffer_len = lanes[0].batch.len();
         let Some((windows, n)) = spans.as_ref().and_then(|s| choose_windows(plan, s, buffer_len, lanes.len())) else {
@@ -843,7 +850,6 @@ impl Executor for DeviceExecutor {
             return Self::decode_to_host_and_scatter(&mut lanes[0], ctx, &batch, out);
         };
         lanes.truncate(n);
-        let started = Instant::now();
         // Each window with its part of `out`, the first last (popped first).
         let mut parts: Vec<(Window, &mut [u8])> = Vec::with_capacity(windows.len());
         let (mut rest, mut at) = (out, 0usize);
@@ -866,7 +872,6 @@ impl Executor for DeviceExecutor {
                 })
             })?;
         }
-        ctx.stats.add_decode(started.elapsed());
         Ok(())
     }
 
