@@ -588,14 +588,7 @@ impl DeviceExecutor {
         let Some(buffer) = whole.as_mut() else { return Ok(false) };
         let started = Instant::now();
         let window = Window { targets: 0..plan.targets.len(), lo: 0, base: 0 };
-        let out_pages = &mut *out;
-        std::thread::scope(|s| {
-            let decoding = s.spawn(|| engine.run(ctx, &batch.job(window), buffer));
-            prefault(out_pages, ctx.compute);
-            decoding
-                .join()
-                .unwrap_or_else(|_| Err(Error::internal("device executor: a batch's decode thread panicked")))
-        })?;
+        prefaulting(out, ctx.compute, || engine.run(ctx, &batch.job(window), buffer))?;
         ctx.stats.add_decode(started.elapsed());
         self.download(engine, buffer, out, ctx)?;
         Ok(true)
@@ -639,6 +632,20 @@ impl DeviceExecutor {
         count_decoded(ctx.stats, chunks.len(), chunks.iter().map(Vec::len).sum());
         Ok(())
     }
+}
+
+/// Runs `decode` on a thread of its own while the pages of `out` are faulted in on `pool`
+/// ([`prefault`]), so that the device-to-host copy after it does not fault them one at a time.
+fn prefaulting<T: Send>(
+    out: &mut [u8],
+    pool: &rayon::ThreadPool,
+    decode: impl FnOnce() -> Result<T> + Send,
+) -> Result<T> {
+    std::thread::scope(|s| {
+        let decoding = s.spawn(decode);
+        prefault(out, pool);
+        decoding.join().unwrap_or_else(|_| Err(Error::internal("device executor: a batch's decode thread panicked")))
+    })
 }
 
 /// Faults the pages of `out` in (a read and a write back of one byte per 4 KiB, so contents are
@@ -863,16 +870,7 @@ impl Executor for DeviceExecutor {
             let buffer = lanes[0].whole.as_ref().filter(|_| out.len() > lanes[0].batch.len());
             let buffer = buffer.unwrap_or(&lanes[0].batch);
             let (ptr, len) = (buffer.device_ptr(), buffer.len());
-            // The output's pages are faulted in on the compute pool while the lanes decode,
-            // not one at a time by the device-to-host copy.
-            let out_pages = &mut *out;
-            std::thread::scope(|s| {
-                let decoding = s.spawn(|| self.read_split(&mut lanes, ctx, &batch, (ptr, len, 0), None));
-                prefault(out_pages, ctx.compute);
-                decoding
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::internal("device executor: a batch's decode thread panicked")))
-            })?;
+            prefaulting(out, ctx.compute, || self.read_split(&mut lanes, ctx, &batch, (ptr, len, 0), None))?;
             ctx.stats.add_decode(started.elapsed());
             let Lane { engine, batch: small, whole } = &mut *lanes[0];
             let buffer = whole.as_ref().filter(|_| out.len() > small.len()).unwrap_or(small);
