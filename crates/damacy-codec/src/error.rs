@@ -279,8 +279,9 @@ pub(crate) fn opendal_kind(e: &opendal::Error) -> StorageErrorKind {
 
 /// The source of a storage error whose read the I/O driver never answered: the driver (the
 /// task on the I/O runtime that issues a batch's remote reads) stopped first, which only a
-/// panic in the HTTP stack does. Find it with [`std::error::Error::source`] and
-/// `downcast_ref::<IoDriverStopped>()`.
+/// panic in the HTTP stack does. It is the error's [`std::error::Error::source`], shared like
+/// every source: `source().and_then(|s| s.downcast_ref::<Source>())` and then
+/// `downcast_ref::<IoDriverStopped>()` find it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IoDriverStopped;
 
@@ -311,5 +312,17 @@ mod tests {
         assert_eq!(io_kind(&wrapped), StorageErrorKind::NotFound);
         let op = opendal::Error::new(opendal::ErrorKind::Unexpected, "503").set_temporary();
         assert_eq!(opendal_kind(&op), StorageErrorKind::Transient);
+    }
+
+    #[test]
+    fn a_stopped_io_driver_is_a_storage_error_with_its_own_source() {
+        let at = Location { key: Some("c/0".into()), byte_range: Some(4..8), ..Location::array("s3://b", "/a") };
+        let e = Error::io_driver_stopped(at.clone());
+        assert_eq!(e.storage_kind(), Some(StorageErrorKind::Other));
+        assert!(matches!(&e, Error::Storage { location, .. } if **location == at));
+        let source = std::error::Error::source(&e).expect("the driver's error is the source");
+        let shared = source.downcast_ref::<Source>().expect("sources are shared");
+        assert!(shared.downcast_ref::<IoDriverStopped>().is_some());
+        assert!(e.to_string().contains("I/O driver stopped"), "{e}");
     }
 }
