@@ -38,14 +38,15 @@ use damacy_kernels::decode::{ChunkInput, DecodeConfig, Decoder};
 use damacy_kernels::device::{Device, DeviceBuffer, Event, Stream};
 use zarrs_storage::Bytes;
 
-use super::{Ctx, Executor};
+use super::Executor;
 use crate::assemble::{Converter, Scatter};
 use crate::codec::{ChainRoute, DeviceChain, DeviceCodec};
 use crate::config::{ExecutorKind, ReaderConfig};
+use crate::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::fetch::fetch_all;
-use crate::plan::{BatchPlan, UnitSource, meet};
-use crate::region::c_strides;
+use crate::plan::{BatchPlan, UnitSource};
+use crate::region::{c_strides, meet};
 use crate::stats::Stats;
 
 /// Jobs a lane's assemble table holds; more jobs in a batch cost one extra status read-back
@@ -927,7 +928,7 @@ impl Executor for DeviceExecutor {
         let started = Instant::now();
         let before = stream.record(false).map_err(|e| Error::device("recording the caller's stream", e))?;
         let ready =
-            self.read_split(&mut lanes, ctx, &batch, (buffer.device_ptr(), buffer.len(), offset), Some(before))?;
+            self.read_split(&mut lanes, ctx, &batch, (buffer.device_ptr(), buffer.len(), offset), Some(&before))?;
         for event in &ready {
             stream.wait(event).map_err(|e| Error::device("ordering the caller's stream after the batch", e))?;
         }
@@ -971,7 +972,7 @@ impl DeviceExecutor {
         ctx: &Ctx<'_>,
         batch: &Fetched<'_>,
         (ptr, len, base): (u64, usize, usize),
-        before: Option<Event>,
+        before: Option<&Event>,
     ) -> Result<Vec<Event>> {
         let plan = batch.plan;
         let lane_of = batch.deal(lanes.len());
@@ -985,7 +986,6 @@ impl DeviceExecutor {
         let filled = {
             let engine = &mut lanes[0].engine;
             let r = before
-                .as_ref()
                 .map_or(Ok(()), |e| engine.assembler.stream().wait(e))
                 .map_err(|e| Error::device("ordering the batch after the caller's stream", e))
                 .and_then(|()| engine.queue_fills(&first, &mut view()))
@@ -1003,7 +1003,9 @@ impl DeviceExecutor {
             engine.run(ctx, &job, &mut view())?;
             engine.assembler.stream().record(false).map_err(|e| Error::device("recording a lane's batch", e))
         };
-        let (head, rest) = lanes.split_first_mut().ok_or_else(|| Error::invalid("device executor: no lane"))?;
+        let (head, rest) = lanes
+            .split_first_mut()
+            .ok_or_else(|| Error::internal("device executor: a split batch was given no lane"))?;
         if rest.is_empty() {
             return Ok(vec![run(head, first)?]);
         }
