@@ -200,3 +200,27 @@ def test_read_chunks_into_checks_the_output():
         reader.read_chunks_into(array, [chunk], f, [5, 4, 3], list(f.strides))
     with pytest.raises(damacy.InvalidArgument, match="outside|reaches"):
         reader.read_chunks_into(array, [chunk], out, [5, 4, 3], [1000, 6, 2])
+
+
+@pytest.mark.parametrize("kind, cls", [
+    ("invalid_argument", damacy.InvalidArgument),
+    ("unsupported", damacy.Unsupported),
+    ("not_found", damacy.NotFound),
+    ("storage", damacy.StorageError),
+    ("io_driver_stopped", damacy.StorageError),
+    ("decode", damacy.DecodeError),
+    ("metadata", damacy.DecodeError),
+    ("device", damacy.DeviceError),
+    ("out_of_memory", damacy.OutOfMemory),
+    ("internal", damacy.Error),
+])
+def test_each_engine_error_kind_maps_to_its_class(kind, cls):
+    """Every kind of engine error raises its own class; an internal failure (a panic, a poisoned
+    lock, a thread that could not start) is the base ``damacy.Error``, no subclass."""
+    with pytest.raises(damacy.Error) as info:
+        damacy._damacy._engine_error_for_tests(kind)
+    assert type(info.value) is cls, (kind, type(info.value))
+    if kind == "storage":
+        assert info.value.kind == "permission_denied"
+    if kind == "io_driver_stopped":
+        assert info.value.kind == "other" and "I/O driver stopped" in str(info.value)

@@ -652,6 +652,31 @@ def _raw_bits(batch) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint16).reshape(batch.info.shape)
 
 
+def test_config_lanes_reach_the_device_executor(arrays):
+    """``Config.lanes``: validated like the other counts, ``None`` by default (one lane per
+    worker); two lanes under one worker on the emulator: the executor says so, and a batch split
+    over both lanes is right."""
+    assert damacy.Config(batch_size=1).lanes is None
+    with pytest.raises(damacy.InvalidArgument, match="lanes"):
+        damacy.Config(batch_size=1, lanes=0)
+    with pytest.raises(TypeError, match="lanes"):
+        damacy.Config(batch_size=1, lanes="2")
+    path, data = arrays["sharded_zstd"]
+    try:
+        p = damacy.Pipeline(cfg(batch_size=3, executor="emulated", lanes=2, device_buffer_bytes=128 << 20,
+                                host_buffer_bytes=32 << 20))
+    except damacy.Unsupported as e:
+        pytest.skip(f"this wheel has no kernel emulator (build it with --features emulate): {e}")
+    with p:
+        assert "2 lanes" in p.executor, p.executor
+        wanted = [np.s_[0:4, 0:8, 0:10], np.s_[9:13, 3:11, 5:15], np.s_[30:34, 10:18, 10:20]]
+        p.push(damacy.Sample(path, r) for r in wanted)
+        with p.pop(timeout=60) as batch:
+            got = np.from_dlpack(batch).copy()
+    for g, r in zip(got, wanted, strict=True):
+        np.testing.assert_array_equal(g, data[r])
+
+
 @pytest.mark.parametrize("executor", ["cpu", "emulated"])
 def test_reference_loader_bf16_example_runs_on_uint16(arrays, executor, monkeypatch):
     """The reference loader's torchrun example, ``Config(batch_size=8, dtype="bf16",

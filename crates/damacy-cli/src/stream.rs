@@ -324,6 +324,14 @@ fn bench_runs(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: boo
                 "device_waves": engine_runs.last().and_then(|r| r.reader_stats).map(|s| s.device_waves),
                 "batches_host_scattered":
                     engine_runs.last().and_then(|r| r.reader_stats).map(|s| s.batches_host_scattered),
+                // Where the engine's time went (the last round; summed over threads and lanes).
+                "stages_s": engine_runs.last().and_then(|r| r.reader_stats).map(|s| serde_json::json!({
+                    "io": s.io.as_secs_f64(), "parse": s.decompress_parse.as_secs_f64(),
+                    "decode": s.decode.as_secs_f64(), "assemble": s.assemble.as_secs_f64(),
+                    "download": s.download.as_secs_f64(),
+                })),
+                "bytes_downloaded": engine_runs.last().and_then(|r| r.reader_stats).map(|s| s.bytes_downloaded),
+                "seconds": engine_runs.last().map(|r| r.seconds),
             })),
             "ratio": e.map(|e| p / e),
             "cold_start": cold.map(|c| serde_json::json!({
@@ -361,6 +369,17 @@ fn bench_runs(uris: &[String], knobs: &Knobs, rounds: usize, compare_engine: boo
                 "engine alone: {} device waves, {} of {} batches decoded to the host and scattered there (the device could not hold them)",
                 s.device_waves, s.batches_host_scattered, s.batches
             );
+            if s.bytes_downloaded > 0 {
+                println!(
+                    "engine alone, last round: {:.2} s; io {:.2} s, decode {:.2} s, device-to-host copies {:.2} s for {:.2} GB ({:.1} GB/s) (summed over threads and lanes)",
+                    engine_runs.last().map_or(0.0, |r| r.seconds),
+                    s.io.as_secs_f64(),
+                    s.decode.as_secs_f64(),
+                    s.download.as_secs_f64(),
+                    s.bytes_downloaded as f64 / 1e9,
+                    s.bytes_downloaded as f64 / 1e9 / s.download.as_secs_f64().max(1e-9)
+                );
+            }
         }
     }
     println!("{}", last.stats);

@@ -3,8 +3,8 @@
 //! assemble jobs built by [`device_jobs`].
 
 use crate::dtype::Dtype;
-use crate::plan::{Axes, BatchPlan, FillBox, meet};
-use crate::region::c_strides;
+use crate::plan::{BatchPlan, UnitSource};
+use crate::region::{Axes, FillBox, c_strides, meet};
 
 /// Converts runs of elements from the array's type to the output's type.
 #[derive(Debug, Clone, Copy)]
@@ -223,7 +223,7 @@ impl<'a> Scatter<'a> {
         use rayon::prelude::*;
         let mut partial = vec![false; self.plan.targets.len()];
         for unit in &self.plan.units {
-            if unit.source == crate::plan::UnitSource::Fill {
+            if unit.source == UnitSource::Fill {
                 for &t in &unit.targets {
                     partial[t as usize] = true;
                 }

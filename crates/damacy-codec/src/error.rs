@@ -3,6 +3,11 @@
 //! Kinds a caller acts on are variants or [`StorageErrorKind`]s, decided from the store's own
 //! error kinds (`std::io::ErrorKind`, opendal's `ErrorKind`), never from message text; the
 //! underlying error stays reachable through [`std::error::Error::source`].
+//!
+//! There are no `From` conversions (`#[from]`): every underlying error needs context that a
+//! conversion cannot supply — a storage or decode error the [`Location`] of what was read, a
+//! kernel error (with its stream status) what damacy was doing or which unit failed — so each is
+//! built by the constructor that takes that context.
 
 use std::fmt;
 use std::ops::Range;
@@ -151,8 +156,8 @@ pub enum Error {
     #[error("out of memory: {0}")]
     OutOfMemory(String),
     /// Something inside damacy failed that no argument or input explains: a thread that
-    /// panicked, a lock a panic poisoned, a thread that could not be spawned, an I/O driver
-    /// that stopped. A bug or an exhausted system resource; `what` says what and where.
+    /// panicked, a lock a panic poisoned, a thread that could not be spawned. A bug or an
+    /// exhausted system resource; `what` says what and where.
     #[error("internal error: {what}")]
     Internal {
         /// What failed, and where.
@@ -199,6 +204,14 @@ impl Error {
     pub(crate) fn storage(location: Location, source: zarrs_storage::StorageError) -> Self {
         let kind = storage_kind(&source);
         Self::Storage { kind, location: Box::new(location), source: Arc::new(source) }
+    }
+
+    /// A read that the I/O driver never answered because the driver stopped (its task died:
+    /// a panic in the HTTP stack). A storage error of kind [`StorageErrorKind::Other`] at the
+    /// read's location, its source an [`IoDriverStopped`]: the read failed as a read (callers
+    /// that catch storage errors still catch it), and the source says why.
+    pub(crate) fn io_driver_stopped(location: Location) -> Self {
+        Self::Storage { kind: StorageErrorKind::Other, location: Box::new(location), source: Arc::new(IoDriverStopped) }
     }
 
     /// A storage error classified from opendal's error.
@@ -264,6 +277,22 @@ pub(crate) fn opendal_kind(e: &opendal::Error) -> StorageErrorKind {
     }
 }
 
+/// The source of a storage error whose read the I/O driver never answered: the driver (the
+/// task on the I/O runtime that issues a batch's remote reads) stopped first, which only a
+/// panic in the HTTP stack does. It is the error's [`std::error::Error::source`], shared like
+/// every source: `source().and_then(|s| s.downcast_ref::<Source>())` and then
+/// `downcast_ref::<IoDriverStopped>()` find it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoDriverStopped;
+
+impl fmt::Display for IoDriverStopped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the I/O driver stopped before this read was answered")
+    }
+}
+
+impl std::error::Error for IoDriverStopped {}
+
 /// The codec crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -283,5 +312,17 @@ mod tests {
         assert_eq!(io_kind(&wrapped), StorageErrorKind::NotFound);
         let op = opendal::Error::new(opendal::ErrorKind::Unexpected, "503").set_temporary();
         assert_eq!(opendal_kind(&op), StorageErrorKind::Transient);
+    }
+
+    #[test]
+    fn a_stopped_io_driver_is_a_storage_error_with_its_own_source() {
+        let at = Location { key: Some("c/0".into()), byte_range: Some(4..8), ..Location::array("s3://b", "/a") };
+        let e = Error::io_driver_stopped(at.clone());
+        assert_eq!(e.storage_kind(), Some(StorageErrorKind::Other));
+        assert!(matches!(&e, Error::Storage { location, .. } if **location == at));
+        let source = std::error::Error::source(&e).expect("the driver's error is the source");
+        let shared = source.downcast_ref::<Source>().expect("sources are shared");
+        assert!(shared.downcast_ref::<IoDriverStopped>().is_some());
+        assert!(e.to_string().contains("I/O driver stopped"), "{e}");
     }
 }

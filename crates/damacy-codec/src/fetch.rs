@@ -2,7 +2,6 @@
 //! synchronously by the thread that will decode the bytes; remote stores asynchronously on the
 //! I/O runtime with many reads in flight, each read handed to a decode thread as it arrives.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
@@ -10,40 +9,15 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use rayon::prelude::*;
+use zarrs_storage::Bytes;
 use zarrs_storage::byte_range::ByteRange;
-use zarrs_storage::{Bytes, StoreKey};
 
-use crate::decode::Ctx;
+use crate::ctx::Ctx;
 use crate::error::{Error, Location, Result};
-use crate::plan::{BatchPlan, ReadRequest};
+use crate::plan::{BatchPlan, ReadRequest, ReadTask};
 use crate::remote::Reservation;
 use crate::stats::Stats;
 use crate::store::Store;
-
-/// Merge sorted ranges whose gaps are at most `max_gap`, never beyond `max_size` bytes.
-/// Returns the merged ranges and, for each input range, the merged range it falls in.
-#[must_use]
-pub fn coalesce(ranges: &[Range<u64>], max_gap: u64, max_size: u64) -> (Vec<Range<u64>>, Vec<usize>) {
-    let mut order: Vec<usize> = (0..ranges.len()).collect();
-    order.sort_by_key(|&i| (ranges[i].start, ranges[i].end));
-    let mut merged: Vec<Range<u64>> = Vec::new();
-    let mut owner = vec![0usize; ranges.len()];
-    for i in order {
-        let r = &ranges[i];
-        if let Some(last) = merged.last_mut() {
-            let gap_ok = r.start <= last.end.saturating_add(max_gap);
-            let new_end = last.end.max(r.end);
-            if gap_ok && new_end - last.start <= max_size {
-                last.end = new_end;
-                owner[i] = merged.len() - 1;
-                continue;
-            }
-        }
-        merged.push(r.clone());
-        owner[i] = merged.len() - 1;
-    }
-    (merged, owner)
-}
 
 /// The largest read (bytes) the thread receiving remote reads decodes itself rather than hands
 /// to the compute pool, which bounds how long later arrivals wait for it (decoding 1 MiB of
@@ -56,51 +30,6 @@ struct Decoding<'a>(&'a std::sync::atomic::AtomicUsize);
 impl Drop for Decoding<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// One storage read: a whole key, or one coalesced byte range of it, and the requests it
-/// serves.
-#[derive(Debug, Clone)]
-pub(crate) struct ReadTask {
-    pub(crate) key: StoreKey,
-    /// The range read, `None` for the whole key.
-    pub(crate) range: Option<Range<u64>>,
-    /// Indexes (into the planned requests) of the requests this read serves.
-    pub(crate) requests: Vec<usize>,
-}
-
-/// Group requests into reads: one per whole key, and per key the ranges coalesced (gaps up to
-/// `max_gap`, reads up to `max_size` bytes).
-pub(crate) fn plan_reads(requests: &[ReadRequest], max_gap: u64, max_size: u64) -> Vec<ReadTask> {
-    let mut by_key: HashMap<&StoreKey, (Vec<usize>, Vec<usize>)> = HashMap::new();
-    for (i, r) in requests.iter().enumerate() {
-        let entry = by_key.entry(&r.key).or_default();
-        if r.range.is_some() { entry.1.push(i) } else { entry.0.push(i) }
-    }
-    let mut tasks = Vec::new();
-    for (key, (whole, ranged)) in by_key {
-        if !whole.is_empty() {
-            tasks.push(ReadTask { key: key.clone(), range: None, requests: whole });
-        }
-        let ranges: Vec<Range<u64>> = ranged.iter().filter_map(|&i| requests[i].range.clone()).collect();
-        let (merged, owner) = coalesce(&ranges, max_gap, max_size);
-        let first = tasks.len();
-        tasks.extend(merged.into_iter().map(|m| ReadTask { key: key.clone(), range: Some(m), requests: Vec::new() }));
-        for (&i, &m) in ranged.iter().zip(&owner) {
-            tasks[first + m].requests.push(i);
-        }
-    }
-    tasks
-}
-
-fn location(store: &Store, array: &str, key: &StoreKey, range: Option<Range<u64>>) -> Location {
-    Location {
-        store: store.url().to_owned(),
-        array: array.to_owned(),
-        key: Some(key.to_string()),
-        byte_range: range,
-        ..Location::default()
     }
 }
 
@@ -180,8 +109,6 @@ impl Pieces {
 
 /// The bytes of each request one read serves, cut out of what the read returned on demand.
 pub(crate) struct Parts<'a> {
-    store: &'a Store,
-    array: &'a str,
     task: &'a ReadTask,
     requests: &'a [ReadRequest],
     got: Got<'a>,
@@ -209,7 +136,7 @@ impl Parts<'_> {
         let hi = (range.end - base) as usize;
         if hi > len {
             return Err(Error::decode(
-                location(self.store, self.array, &self.task.key, Some(range.clone())),
+                Location { byte_range: Some(range.clone()), ..self.task.location.clone() },
                 format!(
                     "truncated object: {} bytes requested, {} available",
                     range.end - range.start,
@@ -273,13 +200,7 @@ fn account(stats: &Stats, task: &ReadTask, requests: &[ReadRequest], got: Option
 }
 
 /// One read through the store's synchronous interface.
-fn read_sync(
-    store: &Store,
-    array: &str,
-    task: &ReadTask,
-    requests: &[ReadRequest],
-    stats: &Stats,
-) -> Result<Option<Bytes>> {
+fn read_sync(store: &Store, task: &ReadTask, requests: &[ReadRequest], stats: &Stats) -> Result<Option<Bytes>> {
     let started = Instant::now();
     stats.add_storage_requests(1);
     let storage = store.storage();
@@ -287,7 +208,7 @@ fn read_sync(
         None => storage.get(&task.key),
         Some(r) => storage.get_partial(&task.key, ByteRange::FromStart(r.start, Some(r.end - r.start))),
     }
-    .map_err(|e| Error::storage(location(store, array, &task.key, task.range.clone()), e));
+    .map_err(|e| Error::storage(task.location.clone(), e));
     stats.add_io(started.elapsed());
     let got = got?;
     account(stats, task, requests, got.as_ref().map(Bytes::len));
@@ -349,9 +270,7 @@ fn read_local(
 /// One read of a local store into the reading thread's buffer, handed to `on_read` while the
 /// buffer is borrowed.
 fn read_local_reused(
-    store: &Store,
     root: &std::path::Path,
-    array: &str,
     task: &ReadTask,
     requests: &[ReadRequest],
     stats: &Stats,
@@ -364,11 +283,11 @@ fn read_local_reused(
     let got = read_local(root, task, &mut buf, &mut path);
     stats.add_io(started.elapsed());
     let result = match got {
-        Err(e) => Err(Error::storage(location(store, array, &task.key, task.range.clone()), e.into())),
+        Err(e) => Err(Error::storage(task.location.clone(), e.into())),
         Ok(n) => {
             account(stats, task, requests, n);
             let got = n.map_or(Got::Missing, |n| Got::Borrowed(&buf[..n]));
-            on_read(&Parts { store, array, task, requests, got })
+            on_read(&Parts { task, requests, got })
         }
     };
     if buf.capacity() > READ_BUF_KEEP {
@@ -391,19 +310,16 @@ pub(crate) fn for_each_read(
     on_read: impl Fn(&ReadTask, &Parts<'_>) -> Result<()> + Sync,
 ) -> Result<()> {
     let (store, stats) = (plan.array.store(), ctx.stats);
-    let array = plan.array.path.as_str();
     let requests = &plan.requests;
     if let Some(remote) = store.remote() {
         return for_each_remote_read(plan, ctx, remote, on_read);
     }
     ctx.compute.install(|| {
         plan.reads.par_iter().try_for_each(|task| match store.local_root() {
-            Some(root) if reuse => {
-                read_local_reused(store, root, array, task, requests, stats, |parts| on_read(task, parts))
-            }
+            Some(root) if reuse => read_local_reused(root, task, requests, stats, |parts| on_read(task, parts)),
             _ => {
-                let got = read_sync(store, array, task, requests, stats)?.map_or(Got::Missing, Got::Owned);
-                on_read(task, &Parts { store, array, task, requests, got })
+                let got = read_sync(store, task, requests, stats)?.map_or(Got::Missing, Got::Owned);
+                on_read(task, &Parts { task, requests, got })
             }
         })
     })
@@ -423,8 +339,6 @@ fn for_each_remote_read(
     on_read: impl Fn(&ReadTask, &Parts<'_>) -> Result<()> + Sync,
 ) -> Result<()> {
     let (stats, pool, in_flight) = (ctx.stats, ctx.compute, ctx.in_flight);
-    let store = plan.array.store();
-    let array = plan.array.path.as_str();
     let requests = &plan.requests;
     let runtime = crate::store::runtime()?;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -460,7 +374,7 @@ fn for_each_remote_read(
     let decode = |i: usize, got: Option<Pieces>, reservation: Reservation| {
         let task = &plan.reads[i];
         let got = got.map_or(Got::Missing, Got::Pieces);
-        if let Err(e) = on_read(task, &Parts { store, array, task, requests, got }) {
+        if let Err(e) = on_read(task, &Parts { task, requests, got }) {
             fail(e);
         }
         drop(reservation);
@@ -484,7 +398,7 @@ fn for_each_remote_read(
                         arrived.push((i, got, reservation));
                     }
                     Err(e) => {
-                        fail(Error::opendal(location(store, array, &task.key, task.range.clone()), e));
+                        fail(Error::opendal(task.location.clone(), e));
                         left = 0;
                     }
                 }
@@ -516,18 +430,31 @@ fn for_each_remote_read(
     // first, is kept); otherwise the driver's task died (a panic in the HTTP stack), and the
     // batch must not come back silently unfilled.
     if let Some(i) = answered.iter().position(|a| !a) {
-        let task = &plan.reads[i];
-        let e = opendal::Error::new(
-            opendal::ErrorKind::Unexpected,
-            "the I/O runtime stopped before this read was answered",
-        );
-        fail(Error::opendal(location(store, array, &task.key, task.range.clone()), e));
+        fail(Error::io_driver_stopped(plan.reads[i].location.clone()));
     }
     driver.abort();
-    match first_error.into_inner().map_err(|_| Error::invalid("a read thread panicked"))? {
+    let poisoned =
+        |_| Error::internal("fetch: the batch's first-error slot was poisoned by a read thread that panicked");
+    match first_error.into_inner().map_err(poisoned)? {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// [`for_each_read`] request by request, for the CPU executor: `on_request(unit, bytes)` for
+/// each request of each read as soon as the read's bytes are there (`None` for a missing key),
+/// the bytes lent from the thread's reused buffer (a local store) or the remote answer's pieces.
+pub(crate) fn for_each_request(
+    plan: &BatchPlan,
+    ctx: &Ctx<'_>,
+    on_request: impl Fn(usize, Option<&[u8]>) -> Result<()> + Sync,
+) -> Result<()> {
+    for_each_read(plan, ctx, true, |task, parts| {
+        for (k, &i) in task.requests.iter().enumerate() {
+            parts.with_slice(k, |bytes| on_request(plan.requests[i].unit, bytes))?;
+        }
+        Ok(())
+    })
 }
 
 /// Every request's bytes (`None` for a missing key), in request order.
@@ -542,7 +469,8 @@ pub(crate) fn fetch_all(plan: &BatchPlan, ctx: &Ctx<'_>) -> Result<Vec<Option<By
         }
         Ok(())
     })?;
-    out.into_iter().map(|m| m.into_inner().map_err(|_| Error::invalid("a read thread panicked"))).collect()
+    let poisoned = |_| Error::internal("fetch: a request's bytes slot was poisoned by a read thread that panicked");
+    out.into_iter().map(|m| m.into_inner().map_err(poisoned)).collect()
 }
 
 #[cfg(test)]
@@ -550,79 +478,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn coalesce_merges_close_ranges() {
-        let ranges = vec![100..200, 0..50, 60..90, 1000..1100];
-        let (merged, owner) = coalesce(&ranges, 20, 1 << 20);
-        assert_eq!(merged, vec![0..200, 1000..1100]);
-        assert_eq!(owner, vec![0, 0, 0, 1]);
-    }
-
-    #[test]
-    fn coalesce_respects_size_cap() {
-        let ranges = vec![0..100, 100..200, 200..300];
-        let (merged, owner) = coalesce(&ranges, 0, 200);
-        assert_eq!(merged, vec![0..200, 200..300]);
-        assert_eq!(owner, vec![0, 0, 1]);
-    }
-
-    #[test]
-    fn reads_serve_every_request_once() {
-        let key = |k: &str| StoreKey::new(k).unwrap();
-        let requests = vec![
-            ReadRequest { key: key("a"), range: Some(0..10), unit: 0 },
-            ReadRequest { key: key("b"), range: None, unit: 0 },
-            ReadRequest { key: key("a"), range: Some(12..20), unit: 0 },
-            ReadRequest { key: key("a"), range: Some(5000..5010), unit: 0 },
-            ReadRequest { key: key("b"), range: None, unit: 0 },
-        ];
-        let tasks = plan_reads(&requests, 16, 1 << 20);
-        assert_eq!(tasks.len(), 3, "{tasks:?}");
-        let mut served: Vec<usize> = tasks.iter().flat_map(|t| t.requests.clone()).collect();
-        served.sort_unstable();
-        assert_eq!(served, vec![0, 1, 2, 3, 4]);
-        let a0 = tasks.iter().find(|t| t.requests.contains(&0)).unwrap();
-        assert_eq!(a0.range, Some(0..20));
-        assert!(a0.requests.contains(&2));
-    }
-
-    proptest::proptest! {
-        /// A merged read holds every range it serves, is at most `max_size` long unless it is a
-        /// single range, and reads no unwanted gap wider than `max_gap`.
-        #[test]
-        fn coalescing_never_reads_more_than_the_policy_allows(
-            raw in proptest::collection::vec((0u64..1 << 20, 1u64..1 << 16), 1..60),
-            max_gap in 0u64..1 << 17,
-            max_size in 1u64..1 << 20,
-        ) {
-            let ranges: Vec<Range<u64>> = raw.iter().map(|&(s, n)| s..s + n).collect();
-            let (merged, owner) = coalesce(&ranges, max_gap, max_size);
-            for (r, &m) in ranges.iter().zip(&owner) {
-                proptest::prop_assert!(merged[m].start <= r.start && r.end <= merged[m].end);
-            }
-            for (m, read) in merged.iter().enumerate() {
-                let mut mine: Vec<&Range<u64>> = ranges.iter().zip(&owner).filter(|(_, o)| **o == m).map(|(r, _)| r).collect();
-                mine.sort_by_key(|r| r.start);
-                proptest::prop_assert!(mine.len() == 1 || read.end - read.start <= max_size);
-                proptest::prop_assert_eq!(read.start, mine[0].start);
-                let mut covered = mine[0].end;
-                for r in &mine[1..] {
-                    proptest::prop_assert!(r.start <= covered + max_gap, "a gap wider than {}", max_gap);
-                    covered = covered.max(r.end);
-                }
-                proptest::prop_assert_eq!(read.end, covered);
-            }
-        }
-    }
-
-    #[test]
     fn local_reads_reuse_the_buffer_and_report_short_and_missing_files() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("c/0")).unwrap();
         std::fs::write(dir.path().join("c/0/1"), (0u8..100).collect::<Vec<u8>>()).unwrap();
         let task = |key: &str, range: Option<Range<u64>>| ReadTask {
-            key: StoreKey::new(key).unwrap(),
+            key: zarrs_storage::StoreKey::new(key).unwrap(),
             range,
             requests: Vec::new(),
+            location: Location::default(),
         };
         let (mut buf, mut path) = (Vec::new(), std::path::PathBuf::new());
         assert_eq!(read_local(dir.path(), &task("c/0/1", None), &mut buf, &mut path).unwrap(), Some(100));
@@ -636,14 +500,6 @@ mod tests {
         assert_eq!(read_local(dir.path(), &task("c/0/2", None), &mut buf, &mut path).unwrap(), None);
         let err = read_local(dir.path(), &task("c/0", None), &mut buf, &mut path).unwrap_err();
         assert!(err.kind() != std::io::ErrorKind::NotFound, "a folder is not a missing chunk: {err}");
-    }
-
-    #[test]
-    fn coalesce_keeps_overlaps_inside() {
-        let ranges = vec![0..100, 50..80];
-        let (merged, owner) = coalesce(&ranges, 0, 1000);
-        assert_eq!(merged, vec![0..100]);
-        assert_eq!(owner, vec![0, 0]);
     }
 
     #[test]

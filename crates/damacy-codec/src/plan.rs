@@ -4,7 +4,9 @@
 //! for, each with where its elements go in the output: a byte offset and byte strides), the
 //! *units* (chunks, or inner chunks of shards, each decoded once however many targets touch
 //! it), and the *requests* (the byte range of each unit that has bytes), coalesced into
-//! *reads*. Error locations are built from these only when an error happens.
+//! *reads*. Planning also owns the coalescing of byte ranges ([`coalesce`], [`plan_reads`]) and
+//! each read's [`Location`], built once here and carried to every error of that read; a unit's
+//! location ([`BatchPlan::unit_location`]) is built from the plan only when a decode fails.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -15,84 +17,8 @@ use zarrs_storage::StoreKey;
 use crate::array::{ArrayHandle, OutOfBounds};
 use crate::dtype::Dtype;
 use crate::error::{Error, Location, Result};
-use crate::fetch::{ReadTask, plan_reads};
-use crate::region::{Region, c_strides};
+use crate::region::{FillBox, Region, Target, c_strides, meet};
 use crate::shard_index::{ShardIndex, ShardIndexCache};
-
-/// A strided box of the array and where its elements go: element `i` (a multi-index below
-/// `count`) is array element `start + i·step` and output byte `dst_offset + Σ i·dst_strides`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Target {
-    pub(crate) start: Vec<u64>,
-    pub(crate) step: Vec<u64>,
-    pub(crate) count: Vec<u64>,
-    pub(crate) dst_offset: usize,
-    pub(crate) dst_strides: Vec<isize>,
-    /// The box of the output to fill with the fill value before units are copied, when the
-    /// target was clipped to the array (the requested box, of which `count` is the part inside).
-    pub(crate) padded: Option<FillBox>,
-}
-
-/// A box of the output: byte offset, extent and byte strides.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FillBox {
-    pub(crate) dst_offset: usize,
-    pub(crate) count: Vec<u64>,
-    pub(crate) dst_strides: Vec<isize>,
-}
-
-impl Target {
-    /// The output box of the whole target (padding included).
-    pub(crate) fn fill_box(&self) -> FillBox {
-        self.padded.clone().unwrap_or_else(|| FillBox {
-            dst_offset: self.dst_offset,
-            count: self.count.clone(),
-            dst_strides: self.dst_strides.clone(),
-        })
-    }
-}
-
-/// Where a target meets a unit: along each axis, the first target index inside the unit, how
-/// many, and the element of the unit it starts at.
-/// Inline up to [`INLINE_RANK`] axes: no heap allocation per unit and target on the read path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Meet {
-    pub(crate) first: Axes<u64>,
-    pub(crate) count: Axes<u64>,
-    pub(crate) src_start: Axes<u64>,
-}
-
-/// Arrays of at most this rank keep per-axis scratch values inline (on the stack).
-pub(crate) const INLINE_RANK: usize = 8;
-
-/// Per-axis values, inline up to [`INLINE_RANK`] axes.
-pub(crate) type Axes<T> = smallvec::SmallVec<[T; INLINE_RANK]>;
-
-/// The part of target `t` inside the unit with origin `origin` and shape `shape`.
-#[allow(clippy::many_single_char_names)] // the arithmetic reads as the formula in the doc
-pub(crate) fn meet(t: &Target, origin: &[u64], shape: &[u64]) -> Option<Meet> {
-    let rank = t.start.len();
-    let mut m = Meet {
-        first: Axes::with_capacity(rank),
-        count: Axes::with_capacity(rank),
-        src_start: Axes::with_capacity(rank),
-    };
-    for a in 0..rank {
-        let (st, step, n, o, s) = (t.start[a], t.step[a], t.count[a], origin[a], shape[a]);
-        if o + s <= st {
-            return None;
-        }
-        let lo = if o > st { (o - st).div_ceil(step) } else { 0 };
-        let hi = n.min((o + s - st).div_ceil(step));
-        if lo >= hi {
-            return None;
-        }
-        m.first.push(lo);
-        m.count.push(hi - lo);
-        m.src_start.push(st + lo * step - o);
-    }
-    Some(m)
-}
 
 /// Where a unit's bytes come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,7 +262,7 @@ pub(crate) fn build(
         });
     }
     let (requests, indexes) = locate(array, &unit_shape, &mut units, index_cache, pool)?;
-    let reads = plan_reads(&requests, max_gap, max_size);
+    let reads = plan_reads(&Location::array(array.store().url(), &array.path), &requests, max_gap, max_size);
     Ok(BatchPlan {
         array: array.clone(),
         targets,
@@ -349,6 +275,76 @@ pub(crate) fn build(
         dense: true,
         _indexes: indexes,
     })
+}
+
+/// Merge sorted ranges whose gaps are at most `max_gap`, never beyond `max_size` bytes.
+/// Returns the merged ranges and, for each input range, the merged range it falls in.
+#[must_use]
+pub fn coalesce(ranges: &[Range<u64>], max_gap: u64, max_size: u64) -> (Vec<Range<u64>>, Vec<usize>) {
+    let mut order: Vec<usize> = (0..ranges.len()).collect();
+    order.sort_by_key(|&i| (ranges[i].start, ranges[i].end));
+    let mut merged: Vec<Range<u64>> = Vec::new();
+    let mut owner = vec![0usize; ranges.len()];
+    for i in order {
+        let r = &ranges[i];
+        if let Some(last) = merged.last_mut() {
+            let gap_ok = r.start <= last.end.saturating_add(max_gap);
+            let new_end = last.end.max(r.end);
+            if gap_ok && new_end - last.start <= max_size {
+                last.end = new_end;
+                owner[i] = merged.len() - 1;
+                continue;
+            }
+        }
+        merged.push(r.clone());
+        owner[i] = merged.len() - 1;
+    }
+    (merged, owner)
+}
+
+/// One storage read: a whole key, or one coalesced byte range of it, and the requests it
+/// serves.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadTask {
+    pub(crate) key: StoreKey,
+    /// The range read, `None` for the whole key.
+    pub(crate) range: Option<Range<u64>>,
+    /// Indexes (into the planned requests) of the requests this read serves.
+    pub(crate) requests: Vec<usize>,
+    /// Where the read lies (store, array, key, range), built once with the plan: every error of
+    /// the read (a failed read, a truncated object) names it.
+    pub(crate) location: Location,
+}
+
+impl ReadTask {
+    fn new(array: &Location, key: &StoreKey, range: Option<Range<u64>>, requests: Vec<usize>) -> Self {
+        let location = Location { key: Some(key.to_string()), byte_range: range.clone(), ..array.clone() };
+        Self { key: key.clone(), range, requests, location }
+    }
+}
+
+/// Group requests into reads: one per whole key, and per key the ranges coalesced (gaps up to
+/// `max_gap`, reads up to `max_size` bytes). `array` locates the array read (store and path).
+pub(crate) fn plan_reads(array: &Location, requests: &[ReadRequest], max_gap: u64, max_size: u64) -> Vec<ReadTask> {
+    let mut by_key: HashMap<&StoreKey, (Vec<usize>, Vec<usize>)> = HashMap::new();
+    for (i, r) in requests.iter().enumerate() {
+        let entry = by_key.entry(&r.key).or_default();
+        if r.range.is_some() { entry.1.push(i) } else { entry.0.push(i) }
+    }
+    let mut tasks = Vec::new();
+    for (key, (whole, ranged)) in by_key {
+        if !whole.is_empty() {
+            tasks.push(ReadTask::new(array, key, None, whole));
+        }
+        let ranges: Vec<Range<u64>> = ranged.iter().filter_map(|&i| requests[i].range.clone()).collect();
+        let (merged, owner) = coalesce(&ranges, max_gap, max_size);
+        let first = tasks.len();
+        tasks.extend(merged.into_iter().map(|m| ReadTask::new(array, key, Some(m), Vec::new())));
+        for (&i, &m) in ranged.iter().zip(&owner) {
+            tasks[first + m].requests.push(i);
+        }
+    }
+    tasks
 }
 
 /// Bytes of one slab of a plain `bytes` chunk ([`raw_slabs`]).
@@ -454,55 +450,78 @@ fn locate(
 mod tests {
     use super::*;
 
-    fn target(start: &[u64], step: &[u64], count: &[u64]) -> Target {
-        Target {
-            start: start.to_vec(),
-            step: step.to_vec(),
-            count: count.to_vec(),
-            dst_offset: 0,
-            dst_strides: vec![0; start.len()],
-            padded: None,
+    #[test]
+    fn coalesce_merges_close_ranges() {
+        let ranges = vec![100..200, 0..50, 60..90, 1000..1100];
+        let (merged, owner) = coalesce(&ranges, 20, 1 << 20);
+        assert_eq!(merged, vec![0..200, 1000..1100]);
+        assert_eq!(owner, vec![0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn coalesce_respects_size_cap() {
+        let ranges = vec![0..100, 100..200, 200..300];
+        let (merged, owner) = coalesce(&ranges, 0, 200);
+        assert_eq!(merged, vec![0..200, 200..300]);
+        assert_eq!(owner, vec![0, 0, 1]);
+    }
+
+    #[test]
+    fn reads_serve_every_request_once() {
+        let key = |k: &str| StoreKey::new(k).unwrap();
+        let requests = vec![
+            ReadRequest { key: key("a"), range: Some(0..10), unit: 0 },
+            ReadRequest { key: key("b"), range: None, unit: 0 },
+            ReadRequest { key: key("a"), range: Some(12..20), unit: 0 },
+            ReadRequest { key: key("a"), range: Some(5000..5010), unit: 0 },
+            ReadRequest { key: key("b"), range: None, unit: 0 },
+        ];
+        let array = Location::array("file:///s", "/a");
+        let tasks = plan_reads(&array, &requests, 16, 1 << 20);
+        assert_eq!(tasks.len(), 3, "{tasks:?}");
+        let mut served: Vec<usize> = tasks.iter().flat_map(|t| t.requests.clone()).collect();
+        served.sort_unstable();
+        assert_eq!(served, vec![0, 1, 2, 3, 4]);
+        let a0 = tasks.iter().find(|t| t.requests.contains(&0)).unwrap();
+        assert_eq!(a0.range, Some(0..20));
+        assert!(a0.requests.contains(&2));
+        assert_eq!(a0.location, Location { key: Some("a".into()), byte_range: Some(0..20), ..array.clone() });
+    }
+
+    proptest::proptest! {
+        /// A merged read holds every range it serves, is at most `max_size` long unless it is a
+        /// single range, and reads no unwanted gap wider than `max_gap`.
+        #[test]
+        fn coalescing_never_reads_more_than_the_policy_allows(
+            raw in proptest::collection::vec((0u64..1 << 20, 1u64..1 << 16), 1..60),
+            max_gap in 0u64..1 << 17,
+            max_size in 1u64..1 << 20,
+        ) {
+            let ranges: Vec<Range<u64>> = raw.iter().map(|&(s, n)| s..s + n).collect();
+            let (merged, owner) = coalesce(&ranges, max_gap, max_size);
+            for (r, &m) in ranges.iter().zip(&owner) {
+                proptest::prop_assert!(merged[m].start <= r.start && r.end <= merged[m].end);
+            }
+            for (m, read) in merged.iter().enumerate() {
+                let mut mine: Vec<&Range<u64>> = ranges.iter().zip(&owner).filter(|(_, o)| **o == m).map(|(r, _)| r).collect();
+                mine.sort_by_key(|r| r.start);
+                proptest::prop_assert!(mine.len() == 1 || read.end - read.start <= max_size);
+                proptest::prop_assert_eq!(read.start, mine[0].start);
+                let mut covered = mine[0].end;
+                for r in &mine[1..] {
+                    proptest::prop_assert!(r.start <= covered + max_gap, "a gap wider than {}", max_gap);
+                    covered = covered.max(r.end);
+                }
+                proptest::prop_assert_eq!(read.end, covered);
+            }
         }
     }
 
     #[test]
-    fn meets_with_steps() {
-        // Elements 3, 6, 9, 12, 15 along one axis; a unit covering [8, 16).
-        let t = target(&[3], &[3], &[5]);
-        assert_eq!(
-            meet(&t, &[8], &[8]),
-            Some(Meet {
-                first: smallvec::smallvec![2],
-                count: smallvec::smallvec![3],
-                src_start: smallvec::smallvec![1]
-            })
-        );
-        assert_eq!(meet(&t, &[16], &[8]), None);
-        assert_eq!(meet(&t, &[0], &[3]), None, "element 3 lies in the next unit");
-        // Step larger than the unit: a unit between two selected elements is not met.
-        let sparse = target(&[0], &[10], &[3]);
-        assert_eq!(meet(&sparse, &[4], &[4]), None);
-        assert_eq!(
-            meet(&sparse, &[8], &[4]),
-            Some(Meet {
-                first: smallvec::smallvec![1],
-                count: smallvec::smallvec![1],
-                src_start: smallvec::smallvec![2]
-            })
-        );
-    }
-
-    #[test]
-    fn meets_plain_boxes() {
-        let t = target(&[3, 7], &[1, 1], &[6, 2]);
-        let m = meet(&t, &[4, 8], &[4, 4]).unwrap();
-        assert_eq!(
-            m,
-            Meet {
-                first: smallvec::smallvec![1, 1],
-                count: smallvec::smallvec![4, 1],
-                src_start: smallvec::smallvec![0, 0]
-            }
-        );
+    fn coalesce_keeps_overlaps_inside() {
+        let ranges = vec![0..100, 50..80];
+        let (merged, owner) = coalesce(&ranges, 0, 1000);
+        assert_eq!(merged, vec![0..100]);
+        assert_eq!(owner, vec![0, 0]);
     }
 }

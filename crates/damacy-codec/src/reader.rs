@@ -7,14 +7,15 @@ use std::sync::Arc;
 use crate::array::{ArrayHandle, ArrayMeta, ArrayOptions, normalize_path};
 use crate::codec::ChainRoute;
 use crate::config::ReaderConfig;
+use crate::ctx::Ctx;
+use crate::decode::Executor;
 use crate::decode::cpu::CpuExecutor;
 use crate::decode::device::{DeviceExecutor, Selected};
-use crate::decode::{Ctx, Executor};
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::output::{AlignedBytes, Batch, DeviceArrayMut, HostArrayMut, Output, reach};
-use crate::plan::{self, BatchPlan, Target};
-use crate::region::Region;
+use crate::plan::{self, BatchPlan};
+use crate::region::{Region, Target};
 use crate::remote::{Remote, StoreStats};
 use crate::shard_index::ShardIndexCache;
 use crate::stats::{Stats, StatsSnapshot};
@@ -113,7 +114,7 @@ impl Reader {
                 .num_threads(n)
                 .thread_name(move |i| format!("damacy-{name}-{i}"))
                 .build()
-                .map_err(|e| Error::invalid(format!("cannot start {n} {name} threads: {e}")))
+                .map_err(|e| Error::internal_from(format!("reader: cannot start {n} {name} threads"), e))
         };
         let (device, executor_note) = match DeviceExecutor::select(&config)? {
             Selected::Device(d) => {

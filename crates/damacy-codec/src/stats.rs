@@ -23,10 +23,12 @@ pub struct Stats {
     index_fetches: AtomicU64,
     device_waves: AtomicU64,
     batches_host_scattered: AtomicU64,
+    bytes_downloaded: AtomicU64,
     io_ns: AtomicU64,
     decode_ns: AtomicU64,
     assemble_ns: AtomicU64,
     device_parse_ns: AtomicU64,
+    download_ns: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -71,6 +73,9 @@ pub struct StatsSnapshot {
     /// strided output, or a batch larger than a lane's batch buffer when no buffer of its size
     /// could be allocated): decoded on the device, copied back per chunk and scattered on the host.
     pub batches_host_scattered: u64,
+    /// Bytes the device executor copied from the device into host outputs (`read_batch`,
+    /// `Output::Host`): the assembled batches, once each.
+    pub bytes_downloaded: u64,
     /// Bytes of decoded shard indexes held by the cache when the snapshot was taken.
     pub index_cache_bytes: u64,
     /// Time spent waiting on storage, summed over the threads that read.
@@ -82,6 +87,9 @@ pub struct StatsSnapshot {
     /// Host parse of the device route (blosc headers into stream tables),
     /// `decompress_parse`.
     pub decompress_parse: Duration,
+    /// Time the device executor spent copying assembled host outputs down
+    /// (`bytes_downloaded`), summed over the lanes; not part of `decode`.
+    pub download: Duration,
 }
 
 macro_rules! counters {
@@ -115,6 +123,7 @@ counters!(
     index_fetches => add_index_fetches,
     device_waves => add_device_waves,
     batches_host_scattered => add_batches_host_scattered,
+    bytes_downloaded => add_bytes_downloaded,
 );
 
 fn nanos(d: Duration) -> u64 {
@@ -142,6 +151,11 @@ impl Stats {
         self.device_parse_ns.fetch_add(nanos(d), Relaxed);
     }
 
+    /// Add time spent copying assembled host outputs down from the device.
+    pub fn add_download(&self, d: Duration) {
+        self.download_ns.fetch_add(nanos(d), Relaxed);
+    }
+
     /// Copy the counters.
     #[must_use]
     pub fn snapshot(&self) -> StatsSnapshot {
@@ -163,11 +177,13 @@ impl Stats {
             index_fetches: self.index_fetches.load(Relaxed),
             device_waves: self.device_waves.load(Relaxed),
             batches_host_scattered: self.batches_host_scattered.load(Relaxed),
+            bytes_downloaded: self.bytes_downloaded.load(Relaxed),
             index_cache_bytes: 0,
             io: Duration::from_nanos(self.io_ns.load(Relaxed)),
             decode: Duration::from_nanos(self.decode_ns.load(Relaxed)),
             assemble: Duration::from_nanos(self.assemble_ns.load(Relaxed)),
             decompress_parse: Duration::from_nanos(self.device_parse_ns.load(Relaxed)),
+            download: Duration::from_nanos(self.download_ns.load(Relaxed)),
         }
     }
 }
@@ -204,11 +220,13 @@ impl StatsSnapshot {
             index_fetches: self.index_fetches - earlier.index_fetches,
             device_waves: self.device_waves - earlier.device_waves,
             batches_host_scattered: self.batches_host_scattered - earlier.batches_host_scattered,
+            bytes_downloaded: self.bytes_downloaded - earlier.bytes_downloaded,
             index_cache_bytes: self.index_cache_bytes,
             io: self.io.saturating_sub(earlier.io),
             decode: self.decode.saturating_sub(earlier.decode),
             assemble: self.assemble.saturating_sub(earlier.assemble),
             decompress_parse: self.decompress_parse.saturating_sub(earlier.decompress_parse),
+            download: self.download.saturating_sub(earlier.download),
         }
     }
 }

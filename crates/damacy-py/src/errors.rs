@@ -126,6 +126,38 @@ pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> PyResult<T>) -> PyResult<
     }
 }
 
+/// An engine error of `kind`, raised as its Python exception: shows (in tests) which class each
+/// kind of engine error maps to (`tests/python/test_errors.py`).
+#[pyfunction]
+pub(crate) fn _engine_error_for_tests(kind: &str) -> PyResult<()> {
+    use std::sync::Arc;
+    let location = || Box::new(damacy::Location::array("file:///s", "/a"));
+    let source = || -> Arc<dyn std::error::Error + Send + Sync> { Arc::new(std::io::Error::other("the source")) };
+    let e = match kind {
+        "invalid_argument" => CodecError::InvalidArgument("bad".into()),
+        "not_found" => CodecError::NotFound("nothing".into()),
+        "storage" => {
+            CodecError::Storage { kind: StorageErrorKind::PermissionDenied, location: location(), source: source() }
+        }
+        "io_driver_stopped" => CodecError::Storage {
+            kind: StorageErrorKind::Other,
+            location: location(),
+            source: Arc::new(damacy::IoDriverStopped),
+        },
+        "decode" => CodecError::Decode { location: location(), message: "corrupt".into(), source: Some(source()) },
+        "metadata" => CodecError::Metadata { path: "/a".into(), message: "not zarr".into(), source: None },
+        "unsupported" => CodecError::Unsupported("a codec".into()),
+        "device" => CodecError::Device {
+            context: "decoding".into(),
+            source: Arc::new(damacy::DeviceError::NoDevice("none here".into())),
+        },
+        "out_of_memory" => CodecError::OutOfMemory("too small".into()),
+        "internal" => CodecError::Internal { what: "a lock was poisoned".into(), source: Some(source()) },
+        other => return Err(InvalidArgument::new_err(format!("no engine error kind {other}"))),
+    };
+    Err(codec_err(&e))
+}
+
 /// Registers the exception classes on the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

@@ -28,5 +28,6 @@ fn _damacy(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pipeline::register(m)?;
     sampler::register(m)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_engine_error_for_tests, m)?)?;
     Ok(())
 }

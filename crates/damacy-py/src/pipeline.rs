@@ -57,6 +57,7 @@ pub(crate) struct ConfigArgs {
     arrays_per_sample: usize,
     reads_in_flight: usize,
     n_workers: usize,
+    lanes: Option<usize>,
     lookahead: Option<usize>,
     depth: usize,
     validate_checksums: bool,
@@ -119,6 +120,7 @@ impl ConfigArgs {
         c.device = self.device;
         c.max_gpu_memory_bytes = self.max_gpu_memory_bytes;
         c.lookahead = self.lookahead;
+        c.lanes = self.lanes;
         c.shard_index_cache_bytes = self.shard_index_cache_bytes;
         if let Some((endpoint, region, key, secret, anonymous, retries)) = self.store_options {
             let mut o = StoreOptions::default().with_anonymous(anonymous);

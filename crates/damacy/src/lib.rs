@@ -35,8 +35,8 @@ pub use damacy_codec::zarrs_storage;
 pub use damacy_codec::{
     ArrayHandle, ArrayMeta, ArrayOptions, AxisSelection, BATCH_ALIGN, BatchPlan, CastKind, ChainRoute, ChunkSelection,
     Coalescing, CodecRoute, Device, DeviceArrayMut, DeviceBuffer, DeviceChain, DeviceCodec, DeviceError, DeviceKind,
-    Dtype, Element, Event, ExecutorKind, HostArrayMut, Location, OutOfBounds, Output, OutputDtype, Reader,
-    ReaderConfig, Region, Route, ShardLayout, StatsSnapshot, StorageErrorKind, Store, StoreKind, StoreOptions,
+    Dtype, Element, Event, ExecutorKind, HostArrayMut, IoDriverStopped, Location, OutOfBounds, Output, OutputDtype,
+    Reader, ReaderConfig, Region, Route, ShardLayout, StatsSnapshot, StorageErrorKind, Store, StoreKind, StoreOptions,
     StoreStats, Stream, UnknownDtype, c_strides, describe, index_routes, normalize_path, routes,
 };
 pub use damacy_sampler as sampler;
@@ -115,6 +115,20 @@ impl Error {
     /// An invalid argument (a configuration value, a call out of order).
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::Codec(damacy_codec::Error::InvalidArgument(message.into()))
+    }
+
+    /// A failure inside damacy that no argument explains (a panic, poisoned state, a thread
+    /// that could not be spawned): the engine's [`CodecError::Internal`].
+    pub(crate) fn internal(what: impl Into<String>) -> Self {
+        Error::Codec(damacy_codec::Error::Internal { what: what.into(), source: None })
+    }
+
+    /// [`Error::internal`] that keeps its underlying error.
+    pub(crate) fn internal_from<E: std::error::Error + Send + Sync + 'static>(
+        what: impl Into<String>,
+        source: E,
+    ) -> Self {
+        Error::Codec(damacy_codec::Error::Internal { what: what.into(), source: Some(std::sync::Arc::new(source)) })
     }
 }
 

@@ -587,8 +587,8 @@ async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T, Error> + Se
         .spawn(move || {
             let _ = tx.send(f());
         })
-        .map_err(|e| invalid(format!("cannot start a thread for an async read: {e}")))?;
-    rx.await.map_err(|_| invalid("an async read's thread ended without a result".to_owned()))?
+        .map_err(|e| Error::internal_from("zarrs_ext: cannot start a thread for an async read", e))?;
+    rx.await.map_err(|_| Error::internal("zarrs_ext: an async read's thread ended without a result (it panicked)"))?
 }
 
 /// The future of an async read: owns what it needs, so it can be spawned.

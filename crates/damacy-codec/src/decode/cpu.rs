@@ -13,11 +13,12 @@ use std::time::Instant;
 
 use zarrs::array::{ArrayToBytesCodecTraits, CodecOptions};
 
-use super::{Ctx, Executor};
+use super::Executor;
 use crate::array::ArrayMeta;
 use crate::assemble::Scatter;
+use crate::ctx::Ctx;
 use crate::error::{Error, Result, Source};
-use crate::fetch::for_each_read;
+use crate::fetch::for_each_request;
 use crate::plan::{BatchPlan, UnitSource};
 use crate::stats::Stats;
 
@@ -303,22 +304,16 @@ impl Executor for CpuExecutor {
         ctx.compute.install(|| scatter.prefill());
         stats.add_assemble(started.elapsed());
         stats.add_units_filled(plan.units.iter().filter(|u| u.source == UnitSource::Fill).count() as u64);
-        for_each_read(plan, ctx, true, |task, parts| {
-            for (k, &i) in task.requests.iter().enumerate() {
-                let u = plan.requests[i].unit;
-                parts.with_slice(k, |bytes| match bytes {
-                    None => {
-                        stats.add_units_filled(1);
-                        scatter.fill(u);
-                        Ok(())
-                    }
-                    Some(bytes) => {
-                        let needed = scatter.needed_elements(u);
-                        decode_scratch(&decoder, plan, u, bytes, needed, stats, |decoded| scatter.unit(u, decoded))
-                    }
-                })?;
+        for_each_request(plan, ctx, |u, bytes| match bytes {
+            None => {
+                stats.add_units_filled(1);
+                scatter.fill(u);
+                Ok(())
             }
-            Ok(())
+            Some(bytes) => {
+                let needed = scatter.needed_elements(u);
+                decode_scratch(&decoder, plan, u, bytes, needed, stats, |decoded| scatter.unit(u, decoded))
+            }
         })
     }
 }

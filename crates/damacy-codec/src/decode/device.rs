@@ -38,14 +38,15 @@ use damacy_kernels::decode::{ChunkInput, DecodeConfig, Decoder};
 use damacy_kernels::device::{Device, DeviceBuffer, Event, Stream};
 use zarrs_storage::Bytes;
 
-use super::{Ctx, Executor};
+use super::Executor;
 use crate::assemble::{Converter, Scatter};
 use crate::codec::{ChainRoute, DeviceChain, DeviceCodec};
 use crate::config::{ExecutorKind, ReaderConfig};
+use crate::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::fetch::fetch_all;
-use crate::plan::{BatchPlan, UnitSource, meet};
-use crate::region::c_strides;
+use crate::plan::{BatchPlan, UnitSource};
+use crate::region::{c_strides, meet};
 use crate::stats::Stats;
 
 /// Jobs a lane's assemble table holds; more jobs in a batch cost one extra status read-back
@@ -548,16 +549,28 @@ impl DeviceExecutor {
             || Error::internal("device executor: the window queue's lock was poisoned by a lane that panicked");
         loop {
             let Some((window, out)) = queue.lock().map_err(|_| poisoned())?.pop() else { return Ok(()) };
+            let started = Instant::now();
             let r = engine.run(ctx, &batch.job(window), buffer).and_then(|()| {
-                self.device
-                    .download_on(engine.assembler.stream(), buffer, 0, out)
-                    .map_err(|e| Error::device("copying a batch to the host", e))
+                ctx.stats.add_decode(started.elapsed());
+                self.download(engine, buffer, out, ctx)
             });
             if r.is_err() {
                 queue.lock().map_err(|_| poisoned())?.clear();
                 return r;
             }
         }
+    }
+
+    /// Copies the first `out.len()` bytes of `buffer` down into `out` after the lane's
+    /// assembly (counted in `download` and `bytes_downloaded`).
+    fn download(&self, engine: &Engine, buffer: &DeviceBuffer, out: &mut [u8], ctx: &Ctx<'_>) -> Result<()> {
+        let started = Instant::now();
+        self.device
+            .download_on(engine.assembler.stream(), buffer, 0, out)
+            .map_err(|e| Error::device("copying a batch to the host", e))?;
+        ctx.stats.add_download(started.elapsed());
+        ctx.stats.add_bytes_downloaded(out.len() as u64);
+        Ok(())
     }
 
     /// A dense host batch that no window plan serves: decoded and assembled on the device in one
@@ -576,11 +589,9 @@ impl DeviceExecutor {
         let Some(buffer) = whole.as_mut() else { return Ok(false) };
         let started = Instant::now();
         let window = Window { targets: 0..plan.targets.len(), lo: 0, base: 0 };
-        engine.run(ctx, &batch.job(window), buffer)?;
-        self.device
-            .download_on(engine.assembler.stream(), buffer, 0, out)
-            .map_err(|e| Error::device("copying a batch to the host", e))?;
+        prefaulting(out, ctx.compute, || engine.run(ctx, &batch.job(window), buffer))?;
         ctx.stats.add_decode(started.elapsed());
+        self.download(engine, buffer, out, ctx)?;
         Ok(true)
     }
 
@@ -622,6 +633,41 @@ impl DeviceExecutor {
         count_decoded(ctx.stats, chunks.len(), chunks.iter().map(Vec::len).sum());
         Ok(())
     }
+}
+
+/// Runs `decode` on a thread of its own while the pages of `out` are faulted in on `pool`
+/// ([`prefault`]), so that the device-to-host copy after it does not fault them one at a time.
+fn prefaulting<T: Send>(
+    out: &mut [u8],
+    pool: &rayon::ThreadPool,
+    decode: impl FnOnce() -> Result<T> + Send,
+) -> Result<T> {
+    std::thread::scope(|s| {
+        let decoding = s.spawn(decode);
+        prefault(out, pool);
+        decoding.join().unwrap_or_else(|_| Err(Error::internal("device executor: a batch's decode thread panicked")))
+    })
+}
+
+/// Faults the pages of `out` in (a read and a write back of one byte per 4 KiB, so contents are
+/// kept) on `pool`, in pieces of 2 MiB. A host output the reader just allocated is zeroed
+/// memory the kernel maps on first touch; touched by the device-to-host copy instead, its
+/// faults would run one at a time on the copying thread (a GiB takes ~0.6 s on one core).
+fn prefault(out: &mut [u8], pool: &rayon::ThreadPool) {
+    use rayon::prelude::*;
+    const PAGE: usize = 4 << 10;
+    pool.install(|| {
+        out.par_chunks_mut(2 << 20).for_each(|piece| {
+            for page in piece.chunks_mut(PAGE) {
+                // SAFETY: `page[0]` is a valid, initialised byte of an exclusive borrow; the
+                // volatile pair keeps the compiler from dropping a store of the value it read.
+                unsafe {
+                    let p = page.as_mut_ptr();
+                    std::ptr::write_volatile(p, std::ptr::read_volatile(p));
+                }
+            }
+        });
+    });
 }
 
 /// The byte range of the output each target of a dense plan covers (padding included), or
@@ -825,14 +871,11 @@ impl Executor for DeviceExecutor {
             let buffer = lanes[0].whole.as_ref().filter(|_| out.len() > lanes[0].batch.len());
             let buffer = buffer.unwrap_or(&lanes[0].batch);
             let (ptr, len) = (buffer.device_ptr(), buffer.len());
-            self.read_split(&mut lanes, ctx, &batch, (ptr, len, 0), None)?;
+            prefaulting(out, ctx.compute, || self.read_split(&mut lanes, ctx, &batch, (ptr, len, 0), None))?;
+            ctx.stats.add_decode(started.elapsed());
             let Lane { engine, batch: small, whole } = &mut *lanes[0];
             let buffer = whole.as_ref().filter(|_| out.len() > small.len()).unwrap_or(small);
-            self.device
-                .download_on(engine.assembler.stream(), buffer, 0, out)
-                .map_err(|e| Error::device("copying a batch to the host", e))?;
-            ctx.stats.add_decode(started.elapsed());
-            return Ok(());
+            return self.download(engine, buffer, out, ctx);
         }
         let buffer_len = lanes[0].batch.len();
         let Some((windows, n)) = spans.as_ref().and_then(|s| choose_windows(plan, s, buffer_len, lanes.len())) else {
@@ -843,7 +886,6 @@ impl Executor for DeviceExecutor {
             return Self::decode_to_host_and_scatter(&mut lanes[0], ctx, &batch, out);
         };
         lanes.truncate(n);
-        let started = Instant::now();
         // Each window with its part of `out`, the first last (popped first).
         let mut parts: Vec<(Window, &mut [u8])> = Vec::with_capacity(windows.len());
         let (mut rest, mut at) = (out, 0usize);
@@ -866,7 +908,6 @@ impl Executor for DeviceExecutor {
                 })
             })?;
         }
-        ctx.stats.add_decode(started.elapsed());
         Ok(())
     }
 
@@ -887,7 +928,7 @@ impl Executor for DeviceExecutor {
         let started = Instant::now();
         let before = stream.record(false).map_err(|e| Error::device("recording the caller's stream", e))?;
         let ready =
-            self.read_split(&mut lanes, ctx, &batch, (buffer.device_ptr(), buffer.len(), offset), Some(before))?;
+            self.read_split(&mut lanes, ctx, &batch, (buffer.device_ptr(), buffer.len(), offset), Some(&before))?;
         for event in &ready {
             stream.wait(event).map_err(|e| Error::device("ordering the caller's stream after the batch", e))?;
         }
@@ -931,7 +972,7 @@ impl DeviceExecutor {
         ctx: &Ctx<'_>,
         batch: &Fetched<'_>,
         (ptr, len, base): (u64, usize, usize),
-        before: Option<Event>,
+        before: Option<&Event>,
     ) -> Result<Vec<Event>> {
         let plan = batch.plan;
         let lane_of = batch.deal(lanes.len());
@@ -945,7 +986,6 @@ impl DeviceExecutor {
         let filled = {
             let engine = &mut lanes[0].engine;
             let r = before
-                .as_ref()
                 .map_or(Ok(()), |e| engine.assembler.stream().wait(e))
                 .map_err(|e| Error::device("ordering the batch after the caller's stream", e))
                 .and_then(|()| engine.queue_fills(&first, &mut view()))
@@ -963,7 +1003,9 @@ impl DeviceExecutor {
             engine.run(ctx, &job, &mut view())?;
             engine.assembler.stream().record(false).map_err(|e| Error::device("recording a lane's batch", e))
         };
-        let (head, rest) = lanes.split_first_mut().ok_or_else(|| Error::invalid("device executor: no lane"))?;
+        let (head, rest) = lanes
+            .split_first_mut()
+            .ok_or_else(|| Error::internal("device executor: a split batch was given no lane"))?;
         if rest.is_empty() {
             return Ok(vec![run(head, first)?]);
         }

@@ -6,25 +6,12 @@
 
 use damacy_kernels::device::{DeviceBuffer, Stream};
 
+use crate::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::plan::BatchPlan;
-use crate::stats::Stats;
 
 pub(crate) mod cpu;
 pub(crate) mod device;
-
-/// What an executor runs a batch with: the reader's counters and threads.
-pub(crate) struct Ctx<'a> {
-    pub(crate) stats: &'a Stats,
-    /// Decode and assemble threads (and the local store's reads, fused with decoding).
-    pub(crate) compute: &'a rayon::ThreadPool,
-    /// Reads a remote store keeps in flight.
-    pub(crate) in_flight: usize,
-    /// Remote reads queued on `compute` or being decoded by it or by a batch's own thread, over
-    /// every batch of the reader: a batch's thread decodes a read itself only while this leaves
-    /// a compute thread idle.
-    pub(crate) decoding: &'a std::sync::atomic::AtomicUsize,
-}
 
 /// Runs a planned batch: fetch (through [`crate::fetch`]), decode, and assemble into the output.
 pub(crate) trait Executor: Send + Sync {

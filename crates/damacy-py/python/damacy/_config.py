@@ -161,6 +161,11 @@ class Config:
         Chunk reads a remote store keeps in flight per batch.
     n_workers [2]
         Batches read at the same time; while one decodes, the next is read.
+    lanes [None]
+        Device lanes: batches the device executor decodes side by side, each with its own
+        streams, pinned staging and device scratch (an equal share of the two buffer budgets).
+        A batch also takes the lanes free when it starts and is split over them. ``None``: one
+        per worker.
     lookahead [None]
         Samples pulled from the pushed iterable ahead of the reads; ``None``:
         ``(n_workers + 1) × batch_size``. The iterable is never pulled further ahead, so an
@@ -201,6 +206,7 @@ class Config:
     n_compute_threads: int = int(_DEFAULTS["n_compute_threads"])
     reads_in_flight: int = int(_DEFAULTS["reads_in_flight"])
     n_workers: int = int(_DEFAULTS["n_workers"])
+    lanes: int | None = None
     lookahead: int | None = None
     depth: int = int(_DEFAULTS["depth"])
     validate_checksums: bool = bool(_DEFAULTS["validate_checksums"])
@@ -221,7 +227,7 @@ class Config:
                      "reads_in_flight", "n_workers", "depth"):
             put(name, _int(name, getattr(self, name)))
         put("device", _device(self.device))
-        for name in ("max_gpu_memory_bytes", "lookahead", "shard_index_cache_bytes"):
+        for name in ("max_gpu_memory_bytes", "lanes", "lookahead", "shard_index_cache_bytes"):
             if getattr(self, name) is not None:
                 put(name, _int(name, getattr(self, name)))
         if self.sample_shape is not None:

@@ -96,7 +96,7 @@ impl Slot {
     }
 }
 
-pub(crate) fn device_error(context: &str, e: damacy_kernels::Error) -> Error {
+pub(crate) fn device_error(context: &str, e: damacy_codec::DeviceError) -> Error {
     Error::Codec(CodecError::Device { context: context.to_owned(), source: Arc::new(e) })
 }
 

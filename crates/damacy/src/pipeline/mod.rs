@@ -114,10 +114,9 @@ impl Pipeline {
             config,
         });
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name)
-                .spawn(f)
-                .map_err(|e| Error::invalid(format!("cannot start a pipeline thread: {e}; lower Config.n_workers")))
+            std::thread::Builder::new().name(name).spawn(f).map_err(|e| {
+                Error::internal_from("pipeline: cannot start a pipeline thread; lower Config.n_workers", e)
+            })
         };
         let mut pipeline = Self {
             shared: shared.clone(),
@@ -128,11 +127,18 @@ impl Pipeline {
         };
         let s = shared.clone();
         let feeder = spawn("damacy-feeder".into(), Box::new(move || s.run_feeder()))?;
-        *pipeline.feeder.get_mut().map_err(|_| Error::invalid("poisoned"))? = Some(feeder);
+        *pipeline
+            .feeder
+            .get_mut()
+            .map_err(|_| Error::internal("pipeline: the feeder thread's handle was poisoned"))? = Some(feeder);
         for i in 0..shared.config.n_workers {
             let s = shared.clone();
             let h = spawn(format!("damacy-worker-{i}"), Box::new(move || s.run_worker()))?;
-            pipeline.workers.get_mut().map_err(|_| Error::invalid("poisoned"))?.push(h);
+            pipeline
+                .workers
+                .get_mut()
+                .map_err(|_| Error::internal("pipeline: the worker threads' handles were poisoned"))?
+                .push(h);
         }
         Ok(pipeline)
     }
@@ -286,7 +292,11 @@ impl Pipeline {
                 .shared
                 .ready_cv
                 .wait_timeout(st, (deadline - now).min(POLL))
-                .map_err(|_| Error::invalid("poisoned"))?
+                .map_err(|_| {
+                    Error::internal(
+                        "pipeline: the pipeline's state was poisoned by a panic in one of its threads while pop waited",
+                    )
+                })?
                 .0;
             drop(st);
             if interrupted() {

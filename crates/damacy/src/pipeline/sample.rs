@@ -183,7 +183,7 @@ impl ArrayCache {
 }
 
 fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, Error> {
-    m.lock().map_err(|_| Error::invalid("the array cache was poisoned by a panic in another thread"))
+    m.lock().map_err(|_| Error::internal("pipeline: the array cache was poisoned by a panic in another thread"))
 }
 
 #[cfg(test)]

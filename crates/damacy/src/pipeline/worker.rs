@@ -119,7 +119,9 @@ pub(crate) struct Shared {
 }
 
 fn poisoned() -> Error {
-    Error::invalid("the pipeline's state was poisoned by a panic in one of its threads; build a new pipeline")
+    Error::internal(
+        "pipeline: the pipeline's state was poisoned by a panic in one of its threads; build a new pipeline",
+    )
 }
 
 impl Shared {
