@@ -205,7 +205,7 @@ impl Reader {
         ArrayHandle::new(store.clone(), (*meta).clone(), options)
     }
 
-    /// [`Reader::open_array`] for async callers: runs on a thread of its own, so a tokio
+    /// [`Reader::open_array`] for async callers: runs on the I/O runtime's blocking pool, so a tokio
     /// worker is never blocked.
     pub async fn open_array_async(&self, store: &Store, path: &str, options: ArrayOptions) -> Result<ArrayHandle> {
         let (reader, store, path) = (self.clone(), store.clone(), path.to_owned());
@@ -360,7 +360,7 @@ impl Reader {
         Ok(Batch::new(data, plan.shape, array.out_dtype()))
     }
 
-    /// [`Reader::read_batch`] for async callers: runs on a thread of its own, so a tokio worker
+    /// [`Reader::read_batch`] for async callers: runs on the I/O runtime's blocking pool, so a tokio worker
     /// is never blocked.
     pub async fn read_batch_async(&self, array: &ArrayHandle, regions: Vec<Region>) -> Result<Batch> {
         let (reader, array) = (self.clone(), array.clone());
