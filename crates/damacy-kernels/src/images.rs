@@ -8,7 +8,7 @@
 //! device loads its kernels from them with `cuModuleLoadData`: no NVRTC call, no NVRTC library
 //! needed on the machine. An `sm_8`x device takes the `sm_80` cubin, `sm_90` its own, a newer
 //! architecture the `compute_90` PTX (compiled by the driver). NVRTC runs at run time (through the
-//! kernel cache, [`crate::cache`]) only
+//! kernel cache, `KernelCache`) only
 //! - for an architecture no shipped image serves (below `sm_80`),
 //! - when the driver is older than the NVRTC that built the images (a CUDA 12 driver cannot load
 //!   NVRTC 13's cubins),

@@ -86,7 +86,7 @@ pub(crate) fn binding(requested: Option<usize>, current: Option<usize>, count: u
 }
 
 /// A CUDA device: a retained primary context, one non-blocking stream, loaded kernels.
-pub struct CudaBackend {
+pub(crate) struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     /// Every stream made by [`CudaBackend::new_stream`] that is still alive, for
