@@ -4,7 +4,6 @@
 use crate::kernel::Kernel;
 
 /// ELF `e_machine` of NVIDIA CUDA objects.
-#[cfg_attr(not(feature = "cuda"), allow(unreachable_pub))] // re-exported by `cache` (CUDA builds)
 pub(crate) const EM_CUDA: u16 = 190;
 
 const ELF64_EHDR: usize = 64;

@@ -26,13 +26,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-// Built with neither backend (e.g. `default-features = false`), the crate type-checks but no
-// `Device` can exist: the backend-specific code paths are then unused.
-#![cfg_attr(
-    not(any(feature = "emulate", feature = "cuda")),
-    allow(unused_variables, dead_code, unused_imports, unreachable_code, clippy::unnecessary_wraps)
-)]
-
 // The modules are private: the public surface is re-exported below. Six namespaces stay
 // public because they are coherent sets of names that read badly at the root: `consts` (the
 // `DMC_*` constants generated from `kernels/common.cuh`), `images` (the shipped kernel images),
