@@ -43,7 +43,7 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     /// The CUDA device ordinal; `None` on the emulator.
     fn cuda_ordinal(&self) -> Option<usize>;
     fn describe(&self) -> String;
-    /// A new stream; `name` (never empty) is its name in the emulator's schedule log.
+    /// A new stream, named `name` in the emulator's schedule log ("stream N" when empty).
     fn new_stream(&self, name: &str) -> Result<Stream>;
     /// An event recorded on a foreign `CUstream`; `default` is the device's default stream.
     ///
