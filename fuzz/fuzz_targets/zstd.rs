@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use damacy_fuzz::emulated_decoder as decoder;
 use damacy_kernels::ChunkInput;
-use damacy_kernels::zstd::parse;
+use damacy_kernels::parse_zstd as parse;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,4 +1,4 @@
 //! Data types: one [`Dtype`] for the whole workspace, defined beside the kernels that read and
-//! write it (`damacy_kernels::dtype`).
+//! write it (`damacy_kernels::Dtype`).
 
-pub use damacy_kernels::dtype::{CastKind, Dtype, OutputDtype, UnknownDtype};
+pub use damacy_kernels::{CastKind, Dtype, OutputDtype, UnknownDtype};

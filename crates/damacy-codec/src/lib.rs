@@ -43,7 +43,7 @@ pub use array::{ArrayHandle, ArrayMeta, ArrayOptions, OutOfBounds, ShardLayout, 
 pub use codec::{ChainRoute, DeviceChain, DeviceCodec, classify};
 pub use config::{ExecutorKind, MIN_DEVICE_BUFFER_BYTES, MIN_HOST_BUFFER_BYTES, ReaderConfig};
 pub use damacy_kernels::Error as DeviceError;
-pub use damacy_kernels::device::{Device, DeviceBuffer, DeviceKind, Event, Stream};
+pub use damacy_kernels::{Device, DeviceBuffer, DeviceKind, Event, Stream};
 pub use dtype::{CastKind, Dtype, OutputDtype, UnknownDtype};
 pub use error::{Error, IoDriverStopped, Location, Result, Source, StorageErrorKind};
 pub use output::{BATCH_ALIGN, Batch, DeviceArrayMut, Element, HostArrayMut, Output};

@@ -5,7 +5,7 @@
 use std::alloc::Layout;
 use std::ptr::NonNull;
 
-use damacy_kernels::device::{DeviceBuffer, Stream};
+use damacy_kernels::{DeviceBuffer, Stream};
 
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};

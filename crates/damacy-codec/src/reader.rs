@@ -20,7 +20,7 @@ use crate::remote::{Remote, StoreStats};
 use crate::shard_index::ShardIndexCache;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::store::Store;
-use damacy_kernels::device::Stream;
+use damacy_kernels::Stream;
 
 /// Reads batches of regions of zarr arrays: owns the caches, the thread pools, the executor
 /// (and its device buffers) and the counters. Cheap to clone (clones share everything).

@@ -56,8 +56,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use damacy_kernels::blosc::{StreamCodec, plan_frame};
 use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Shuffle, WaveStats};
+use damacy_kernels::{StreamCodec, plan_frame};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

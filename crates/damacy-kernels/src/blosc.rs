@@ -10,7 +10,7 @@
 //! last one.
 
 /// Length of the blosc1 header.
-pub const HEADER_LEN: usize = 16;
+pub(crate) const HEADER_LEN: usize = 16;
 /// Largest typesize that splits (c-blosc `MAX_SPLITS`).
 const MAX_SPLITS: u32 = 16;
 /// Smallest per-split element count that splits (c-blosc `MIN_BUFFERSIZE`).

@@ -1,35 +1,4 @@
-//! The compiled-kernel cache: NVRTC output kept in memory for the life of the process and,
-//! optionally, on disk between processes. Devices whose architecture the shipped images serve
-//! ([`crate::images`]) do not use it; it holds what NVRTC compiles at run time for the others.
-//!
-//! An image is keyed by the kernel, the 64-bit hash of its self-contained source
-//! ([`Kernel::source`]), the target architecture `sm_XY` and the NVRTC version; a change to any
-//! of them is a different entry. The CUDA backend goes through [`KernelCache::global`], whose
-//! disk folder comes from the environment (see [`default_dir`]). Tests and tools make their own
-//! instance with [`KernelCache::new`].
-//!
-//! The disk layer is best effort and never trusted:
-//! - a missing, unreadable or read-only folder only costs a compile, never an error;
-//! - files are written to a unique temporary file in the same folder and renamed into place, so
-//!   a reader sees the old file or the new one, never a partial one;
-//! - a file is loaded only when it passes [`check_cubin`] (an ELF64 CUDA object whose headers and
-//!   sections lie inside the file and that names the kernel's entry point); anything else is
-//!   counted as rejected, recompiled and overwritten.
-//!
-//! Within one instance, concurrent requests for one key compile once: the first caller reads or
-//! compiles while later callers wait for its result (requests for other keys go on in parallel).
-//!
-//! ```no_run
-//! use damacy_kernels::Kernel;
-//! use damacy_kernels::cache::KernelCache;
-//!
-//! let cache = KernelCache::new(Some(std::env::temp_dir().join("my-kernel-cache")));
-//! let cubin = cache.image(Kernel::Memcpy, (9, 0))?; // compiles, writes the file
-//! let again = cache.image(Kernel::Memcpy, (9, 0))?; // from memory
-//! assert!(std::sync::Arc::ptr_eq(&cubin, &again));
-//! assert_eq!(cache.stats().compiles, 1);
-//! # Ok::<(), damacy_kernels::Error>(())
-//! ```
+//! The compiled-kernel cache ([`KernelCache`], whose documentation has the guarantees).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -41,21 +10,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use crate::cubin::{EM_CUDA, check_cubin};
+use crate::cubin::check_cubin;
 use crate::error::{Error, Result};
 use crate::images::ImageOrigin;
 use crate::kernel::Kernel;
 use crate::nvrtc;
 
 /// Environment variable naming the disk cache folder (highest priority).
-pub const DIR_ENV: &str = "DAMACY_KERNEL_CACHE_DIR";
+pub(crate) const DIR_ENV: &str = "DAMACY_KERNEL_CACHE_DIR";
 
 /// Environment variable that turns the disk layer off when set to `off` or `0` (any case).
-pub const SWITCH_ENV: &str = "DAMACY_KERNEL_CACHE";
+pub(crate) const SWITCH_ENV: &str = "DAMACY_KERNEL_CACHE";
 
 /// Files larger than this (64 MiB) are rejected without being read; damacy's CUBINs are tens of
 /// kilobytes.
-pub const MAX_IMAGE_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_IMAGE_BYTES: u64 = 64 << 20;
 
 /// The default disk cache folder, from the environment: `None` when `DAMACY_KERNEL_CACHE` is
 /// `off` or `0`; else `DAMACY_KERNEL_CACHE_DIR`; else `$XDG_CACHE_HOME/damacy/kernels` (when
@@ -104,7 +73,7 @@ pub struct CacheStats {
     /// NVRTC compilations that succeeded.
     pub compiles: u64,
     /// Entries found at a key's path that were not loaded: not a regular file, unreadable,
-    /// larger than [`MAX_IMAGE_BYTES`], or failing [`check_cubin`].
+    /// larger than 64 MiB, or failing [`check_cubin`].
     pub rejected_files: u64,
     /// Images written to disk (temporary file renamed into place).
     pub disk_writes: u64,
@@ -159,7 +128,40 @@ fn arch_name((major, minor): (i32, i32)) -> String {
 type Slot = Arc<Mutex<Option<Arc<Vec<u8>>>>>;
 
 /// A cache of compiled kernel images (CUBIN): a memory layer owned by the instance and an
-/// optional disk layer in one folder. See the [module documentation](self) for the guarantees.
+/// optional disk layer in one folder.
+///
+/// The compiled-kernel cache: NVRTC output kept in memory for the life of the process and,
+/// optionally, on disk between processes. Devices whose architecture the shipped images serve
+/// ([`crate::images`]) do not use it; it holds what NVRTC compiles at run time for the others.
+///
+/// An image is keyed by the kernel, the 64-bit hash of its self-contained source
+/// ([`Kernel::source`]), the target architecture `sm_XY` and the NVRTC version; a change to any
+/// of them is a different entry. The CUDA backend goes through [`KernelCache::global`], whose
+/// disk folder comes from the environment (see [`default_kernel_cache_dir`](crate::default_kernel_cache_dir)).
+/// Tests and tools make their own instance with [`KernelCache::new`].
+///
+/// The disk layer is best effort and never trusted:
+/// - a missing, unreadable or read-only folder only costs a compile, never an error;
+/// - files are written to a unique temporary file in the same folder and renamed into place, so
+///   a reader sees the old file or the new one, never a partial one;
+/// - a file is loaded only when it passes [`check_cubin`] (an ELF64 CUDA object whose headers and
+///   sections lie inside the file and that names the kernel's entry point); anything else is
+///   counted as rejected, recompiled and overwritten.
+///
+/// Within one instance, concurrent requests for one key compile once: the first caller reads or
+/// compiles while later callers wait for its result (requests for other keys go on in parallel).
+///
+/// ```no_run
+/// use damacy_kernels::Kernel;
+/// use damacy_kernels::KernelCache;
+///
+/// let cache = KernelCache::new(Some(std::env::temp_dir().join("my-kernel-cache")));
+/// let cubin = cache.image(Kernel::Memcpy, (9, 0))?; // compiles, writes the file
+/// let again = cache.image(Kernel::Memcpy, (9, 0))?; // from memory
+/// assert!(std::sync::Arc::ptr_eq(&cubin, &again));
+/// assert_eq!(cache.stats().compiles, 1);
+/// # Ok::<(), damacy_kernels::Error>(())
+/// ```
 ///
 /// The CUDA backend uses [`KernelCache::global`]; every other instance is independent (its own
 /// memory layer and statistics), which is what tests use to observe the disk layer.

@@ -4,8 +4,7 @@
 use crate::kernel::Kernel;
 
 /// ELF `e_machine` of NVIDIA CUDA objects.
-#[cfg_attr(not(feature = "cuda"), allow(unreachable_pub))] // re-exported by `cache` (CUDA builds)
-pub const EM_CUDA: u16 = 190;
+pub(crate) const EM_CUDA: u16 = 190;
 
 const ELF64_EHDR: usize = 64;
 const ELF64_PHDR: usize = 56;

@@ -8,7 +8,7 @@
 //! device loads its kernels from them with `cuModuleLoadData`: no NVRTC call, no NVRTC library
 //! needed on the machine. An `sm_8`x device takes the `sm_80` cubin, `sm_90` its own, a newer
 //! architecture the `compute_90` PTX (compiled by the driver). NVRTC runs at run time (through the
-//! kernel cache, [`crate::cache`]) only
+//! kernel cache, `KernelCache`) only
 //! - for an architecture no shipped image serves (below `sm_80`),
 //! - when the driver is older than the NVRTC that built the images (a CUDA 12 driver cannot load
 //!   NVRTC 13's cubins),
@@ -34,6 +34,8 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+// The image log is a backend's (built with neither, there is none).
+#[cfg(any(feature = "emulate", feature = "cuda"))]
 use std::sync::{Mutex, PoisonError};
 
 pub use crate::cubin::{check_cubin, cubin_sm};
@@ -128,7 +130,7 @@ pub fn nvrtc_compiles() -> u64 {
     NVRTC_COMPILES.load(Ordering::Relaxed)
 }
 
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+#[cfg(feature = "cuda")]
 pub(crate) fn count_nvrtc_compile() {
     NVRTC_COMPILES.fetch_add(1, Ordering::Relaxed);
 }
@@ -263,18 +265,20 @@ impl fmt::Display for KernelImages {
 }
 
 /// A device's record of its loaded kernels.
+#[cfg(any(feature = "emulate", feature = "cuda"))]
 #[derive(Debug, Default)]
 pub(crate) struct ImageLog(Mutex<KernelImages>);
 
+#[cfg(any(feature = "emulate", feature = "cuda"))]
 impl ImageLog {
     /// A log that starts with `fallback` as the reason shipped images are not used.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    #[cfg(feature = "cuda")]
     pub(crate) fn with_fallback(fallback: Option<String>) -> Self {
         Self(Mutex::new(KernelImages { loaded: Vec::new(), fallback }))
     }
 
     /// Whether `kernel` was loaded already.
-    #[cfg_attr(not(feature = "emulate"), allow(dead_code))]
+    #[cfg(feature = "emulate")]
     pub(crate) fn has(&self, kernel: Kernel) -> bool {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).loaded.iter().any(|(k, _)| *k == kernel)
     }
@@ -305,7 +309,7 @@ impl ImageLog {
 /// The emulator's lookup of `kernel`: the shipped image an `sm_90` device would load, checked
 /// like a file of the kernel cache (a whole ELF CUDA object for `sm_90` naming the kernel's entry
 /// point); host code only when there is none.
-#[cfg_attr(not(feature = "emulate"), allow(dead_code))]
+#[cfg(feature = "emulate")]
 pub(crate) fn emulated_lookup(kernel: Kernel) -> (ImageOrigin, Option<String>) {
     match select(kernel, EMULATED_ARCH) {
         Ok(image) => match check_shipped(image, kernel) {
@@ -319,6 +323,7 @@ pub(crate) fn emulated_lookup(kernel: Kernel) -> (ImageOrigin, Option<String>) {
 /// Checks a shipped image before it is handed to the driver: a cubin must pass
 /// [`crate::cubin::check_cubin`] and be for its target's architecture; PTX must be NUL-terminated
 /// text that defines the kernel's entry point.
+#[cfg(any(feature = "emulate", feature = "cuda", test))]
 pub(crate) fn check_shipped(image: &ShippedImage, kernel: Kernel) -> Result<(), String> {
     let bytes = image.image;
     let what = || format!("the shipped {} image of {}", image.target, image.file);

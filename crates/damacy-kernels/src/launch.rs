@@ -96,34 +96,43 @@ impl<T: CType + 'static> KernelParam for DevPtr<T> {
 }
 
 /// The typed argument list of one kernel.
-pub(crate) trait KernelArgs: Copy + Send + std::fmt::Debug + 'static {
-    /// The kernel these arguments are for.
-    const KERNEL: Kernel;
+pub(crate) trait KernelArgs: DynKernelArgs + Copy + 'static {
     /// The parameter kinds, in order.
     const PARAMS: &'static [Param];
+
+    /// Launches the kernel on `stream` on a `grid.0 × grid.1` grid of
+    /// `block_threads()`-thread blocks of its kernel; `uses` are the buffers the pointers
+    /// address, which then wait for this launch before they are freed.
+    ///
+    /// # Safety
+    /// As [`crate::Device::launch_on`].
+    unsafe fn launch(self, device: &Device, stream: &Stream, grid: (u32, u32), uses: &[&DeviceBuffer]) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { device.launch_on(stream, grid, self, uses) }
+    }
+}
+
+/// A launcher's arguments as a trait object: what a device backend launches.
+pub(crate) trait DynKernelArgs: Send + std::fmt::Debug {
+    /// The kernel these arguments are for.
+    #[cfg(any(feature = "emulate", feature = "cuda"))]
+    fn kernel(&self) -> Kernel;
+
+    /// A copy, for the emulator's stream worker to own until it runs the launch.
+    #[cfg(feature = "emulate")]
+    fn boxed(&self) -> Box<dyn DynKernelArgs>;
 
     /// Runs the kernel on the host emulator, on the calling thread; the launcher's return code
     /// (0 on success).
     ///
     /// # Safety
-    /// As [`crate::device::Device::launch_on`].
+    /// As [`crate::Device::launch_on`].
     #[cfg(feature = "emulate")]
     unsafe fn run_emulated(&self, grid: (u32, u32), block: u32, seed: u64) -> i32;
 
     /// Pushes the arguments, in order, onto a CUDA launch.
     #[cfg(feature = "cuda")]
     fn push_args<'a>(&'a self, launch: &mut cudarc::driver::LaunchArgs<'a>);
-
-    /// Launches the kernel on `stream` on a `grid.0 × grid.1` grid of
-    /// `Self::KERNEL.block_threads()`-thread blocks; `uses` are the buffers the pointers
-    /// address, which then wait for this launch before they are freed.
-    ///
-    /// # Safety
-    /// As [`crate::device::Device::launch_on`].
-    unsafe fn launch(self, device: &Device, stream: &Stream, grid: (u32, u32), uses: &[&DeviceBuffer]) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { device.launch_on(stream, grid, self, uses) }
-    }
 }
 
 const fn str_eq(a: &str, b: &str) -> bool {
@@ -184,6 +193,8 @@ macro_rules! kernel_launchers {
     )*) => {$(
         $(#[$meta])*
         #[derive(Clone, Copy, Debug)]
+        // Only a backend reads the arguments: built with neither, they are written, never read.
+        #[cfg_attr(not(any(feature = "emulate", feature = "cuda")), allow(dead_code))]
         pub(crate) struct $args {
             $(
                 #[doc = concat!("Parameter `", stringify!($field), "`.")]
@@ -204,8 +215,19 @@ macro_rules! kernel_launchers {
         );
 
         impl KernelArgs for $args {
-            const KERNEL: Kernel = Kernel::$kernel;
             const PARAMS: &'static [Param] = &[$(<$ty as KernelParam>::PARAM),*];
+        }
+
+        impl DynKernelArgs for $args {
+            #[cfg(any(feature = "emulate", feature = "cuda"))]
+            fn kernel(&self) -> Kernel {
+                Kernel::$kernel
+            }
+
+            #[cfg(feature = "emulate")]
+            fn boxed(&self) -> Box<dyn DynKernelArgs> {
+                Box::new(*self)
+            }
 
             #[cfg(feature = "emulate")]
             unsafe fn run_emulated(&self, grid: (u32, u32), block: u32, seed: u64) -> i32 {

@@ -26,24 +26,23 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-// Built with neither backend (e.g. `default-features = false`), the crate type-checks but no
-// `Device` can exist: the backend-specific code paths are then unused.
-#![cfg_attr(
-    not(any(feature = "emulate", feature = "cuda")),
-    allow(unused_variables, dead_code, unused_imports, unreachable_code, clippy::unnecessary_wraps)
-)]
-
-pub mod assemble;
-pub mod blosc;
+// The modules are private: the public surface is re-exported below. Six namespaces stay
+// public because they are coherent sets of names that read badly at the root: `consts` (the
+// `DMC_*` constants generated from `kernels/common.cuh`), `images` (the shipped kernel images),
+// `nvrtc` (the run-time compiler: `load`, `compile`, `version`), `cuda` (probing the driver
+// before a `Device` exists) and, with the emulator, `cost` and `model` (its cost counters and the
+// GPU performance model built on them).
+mod assemble;
+mod blosc;
 #[cfg(feature = "cuda")]
-pub mod cache;
+mod cache;
 pub mod consts;
 #[cfg(feature = "emulate")]
 pub mod cost;
 mod cubin;
-pub mod decode;
-pub mod device;
-pub mod dtype;
+mod decode;
+mod device;
+mod dtype;
 mod error;
 pub mod images;
 mod kernel;
@@ -54,19 +53,26 @@ pub mod model;
 pub mod nvrtc;
 mod source;
 mod wire;
-pub mod zstd;
+mod zstd;
 
 pub use assemble::{AssembleJob, Assembler, assemble};
-pub use blosc::{BloscCodec, BloscHeader, FrameErrorKind, Shuffle};
+pub use blosc::{
+    BloscCodec, BloscHeader, FrameError, FrameErrorKind, FramePlan, FrameShuffle, FrameStream, Shuffle, StreamCodec,
+    plan_frame,
+};
+#[cfg(feature = "cuda")]
+pub use cache::{CacheStats, KernelCache, default_dir as default_kernel_cache_dir};
 pub use decode::{
     BatchDecoded, ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, QueuedWave,
     WaveFootprint, WavePlan, WaveSchedule, WaveStats,
 };
 #[cfg(feature = "emulate")]
 pub use device::ScheduleEntry;
-pub use device::{Device, DeviceBuffer, DeviceKind};
-pub use dtype::{CastKind, Dtype, OutputDtype};
+#[cfg(feature = "cuda")]
+pub use device::cuda;
+pub use device::{Device, DeviceBuffer, DeviceKind, Event, PinnedBuffer, Stream};
+pub use dtype::{CastKind, Dtype, OutputDtype, UnknownDtype};
 pub use error::{Error, Result, StreamStatus};
 pub use images::{ImageOrigin, KernelImages};
 pub use kernel::Kernel;
-pub use zstd::{ZstdModes, ZstdParseError, ZstdPlan};
+pub use zstd::{ZstdFrame, ZstdJob, ZstdModes, ZstdParseError, ZstdPlan, parse as parse_zstd};

@@ -9,7 +9,7 @@
 //! `nvidia/cuda_nvrtc/lib` folder of the CUDA 12 wheel) or from the workspace's `.nvrtc/` folder
 //! that `make nvrtc` fills (straight in it or in a versioned subfolder such as
 //! `.nvrtc/13.0.88/`), so no `LD_LIBRARY_PATH` is needed. Of the libraries found it loads the
-//! newest one whose cubins the installed driver can load ([`choose`]).
+//! newest one whose cubins the installed driver can load (`choose`).
 
 use std::ffi::{CString, c_char, c_int};
 use std::path::PathBuf;
@@ -74,7 +74,7 @@ fn find_libraries(dirs: &[PathBuf]) -> Vec<Library> {
 /// into: compile checks, the emulator) or when none qualifies, the first. `None` when nothing
 /// was found.
 #[must_use]
-pub fn choose(majors: &[i32], driver: Option<i32>) -> Option<usize> {
+pub(crate) fn choose(majors: &[i32], driver: Option<i32>) -> Option<usize> {
     if majors.is_empty() {
         return None;
     }
@@ -169,7 +169,7 @@ fn loaded() -> &'static std::result::Result<Loaded, String> {
 /// Makes libnvrtc loadable by cudarc, choosing among the NVRTC libraries found (in
 /// `DAMACY_NVRTC_DIR`, then the workspace's `.nvrtc/`) the newest one whose cubins the
 /// installed driver loads: with a CUDA 12 driver and both the CUDA 13 and the CUDA 12 wheels
-/// installed, NVRTC 12 ([`choose`]). Returns the reason when none can be found.
+/// installed, NVRTC 12 (`choose`). Returns the reason when none can be found.
 pub fn load() -> std::result::Result<(), String> {
     loaded().as_ref().map(|_| ()).map_err(Clone::clone)
 }
@@ -194,7 +194,7 @@ pub fn version() -> Result<(i32, i32)> {
 /// loads what NVRTC `nvrtc` (major, minor) builds: the kernels are compiled to `sm_XY` cubins,
 /// which a driver of the same CUDA major version loads (minor version compatibility) and a
 /// driver of an older major version does not. The error says what to install instead.
-pub fn driver_accepts(driver: i32, nvrtc: (i32, i32)) -> std::result::Result<(), String> {
+pub(crate) fn driver_accepts(driver: i32, nvrtc: (i32, i32)) -> std::result::Result<(), String> {
     let (major, minor) = (driver / 1000, (driver % 1000) / 10);
     if nvrtc.0 <= major {
         return Ok(());
@@ -267,12 +267,6 @@ pub fn compile(kernel: Kernel, arch: &str, extra_options: &[&str]) -> Result<Com
             Ok(Compiled { image: ptx.iter().map(|&c| c as u8).collect(), log })
         }
     }
-}
-
-/// The NVRTC log as one string with the program name, for messages.
-#[must_use]
-pub fn describe_log(kernel: Kernel, arch: &str, log: &str) -> String {
-    format!("{} for {arch}:\n{log}", kernel.file())
 }
 
 #[cfg(test)]

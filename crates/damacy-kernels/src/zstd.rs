@@ -17,7 +17,7 @@
 //! let device = Device::emulated(0);
 //! let mut decoder = Decoder::new(&device, DecodeConfig::default())?;
 //! let frame: Vec<u8> = std::fs::read("chunk.zst")?;
-//! let plan = damacy_kernels::zstd::parse(&frame, None)?;
+//! let plan = damacy_kernels::parse_zstd(&frame, None)?;
 //! println!("{} frames, {} jobs", plan.frames.len(), plan.jobs.len());
 //! let out = decoder.decode_to_host(&[ChunkInput::zstd(&frame).with_checksum_verification()])?;
 //! let bytes: &Vec<u8> = out.chunks[0].as_ref().map_err(|e| e.to_string())?;
@@ -354,7 +354,7 @@ fn parse_frame(bytes: &[u8], at: usize, modes: &mut ZstdModes) -> Result<ZstdFra
 }
 
 /// The largest decoded chunk the host parse accepts (the kernel's 32-bit sizes).
-pub const MAX_DECODED_LEN: usize = u32::MAX as usize;
+pub(crate) const MAX_DECODED_LEN: usize = u32::MAX as usize;
 
 /// Parses a chunk of zstd frames into frames and device jobs. `expected_len` is the decoded
 /// size the caller expects; it is required when a frame omits its content size.

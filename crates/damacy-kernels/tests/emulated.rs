@@ -201,9 +201,9 @@ proptest! {
 fn blosc_zstd_errors_name_the_chunk_and_the_stream() {
     let d = test_data(40_000, 3, 5);
     let good = blosc_compress(&d, 5, 1, 4, "zstd", 8192);
-    let plan = damacy_kernels::blosc::plan_frame(&good).unwrap();
+    let plan = damacy_kernels::plan_frame(&good).unwrap();
     let first = plan.streams[0];
-    assert_eq!(first.codec, damacy_kernels::blosc::StreamCodec::Zstd);
+    assert_eq!(first.codec, damacy_kernels::StreamCodec::Zstd);
     let at = first.src_off as usize;
     // Not a zstd frame: the magic number of the first split is broken.
     let mut magic = good.clone();

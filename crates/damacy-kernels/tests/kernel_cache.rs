@@ -1,4 +1,4 @@
-//! The compiled-kernel cache ([`damacy_kernels::cache::KernelCache`]) against real NVRTC output,
+//! The compiled-kernel cache ([`damacy_kernels::KernelCache`]) against real NVRTC output,
 //! no GPU needed: which layer answers (memory, disk, compile), that files on disk are written
 //! atomically, keyed by architecture, never loaded when corrupt, and that an unwritable folder
 //! only costs a compile. Each test uses its own instance and its own scratch folder, so the
@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use damacy_kernels::cache::{CacheStats, KernelCache, check_cubin};
-use damacy_kernels::{Kernel, nvrtc};
+use damacy_kernels::images::check_cubin;
+use damacy_kernels::{CacheStats, Kernel, KernelCache, nvrtc};
 
 /// The smallest kernel: the tests compile it a dozen times.
 const KERNEL: Kernel = Kernel::Memcpy;
@@ -257,6 +257,6 @@ fn concurrent_requests_for_one_key_compile_once() {
 #[test]
 fn the_global_cache_uses_the_folder_from_the_environment() {
     // No NVRTC needed: only the configuration is compared.
-    assert_eq!(KernelCache::global().dir(), damacy_kernels::cache::default_dir().as_deref());
+    assert_eq!(KernelCache::global().dir(), damacy_kernels::default_kernel_cache_dir().as_deref());
     assert!(std::ptr::eq(KernelCache::global(), KernelCache::global()));
 }

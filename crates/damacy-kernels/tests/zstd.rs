@@ -9,7 +9,7 @@
 //! the reference and asserts each count is non-zero.
 #![allow(clippy::doc_markdown, clippy::missing_panics_doc, clippy::too_many_lines, clippy::cast_lossless)]
 
-use damacy_kernels::zstd::parse;
+use damacy_kernels::parse_zstd as parse;
 use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device, Error, StreamStatus, ZstdModes};
 use proptest::prelude::*;
 use zstd::zstd_safe::CParameter;

@@ -33,9 +33,9 @@ use std::ops::Range;
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
-use damacy_kernels::assemble::{AssembleJob, Assembler};
-use damacy_kernels::decode::{ChunkInput, DecodeConfig, Decoder};
-use damacy_kernels::device::{Device, DeviceBuffer, Event, Stream};
+use damacy_kernels::{AssembleJob, Assembler};
+use damacy_kernels::{ChunkInput, DecodeConfig, Decoder};
+use damacy_kernels::{Device, DeviceBuffer, Event, Stream};
 use zarrs_storage::Bytes;
 
 use super::Executor;
@@ -1136,7 +1136,7 @@ fn opened<D>(
 
 #[cfg(feature = "cuda")]
 fn probe_cuda() -> CudaProbe {
-    use damacy_kernels::device::cuda;
+    use damacy_kernels::cuda;
     if let Some(reason) = cuda::unavailable_reason() {
         return CudaProbe::Absent(reason);
     }

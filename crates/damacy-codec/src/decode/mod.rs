@@ -4,7 +4,7 @@
 //! [`device::DeviceExecutor`] turns units into stream tables for damacy's kernels (on a CUDA GPU
 //! or the host emulator) and assembles on the device when the batch fits.
 
-use damacy_kernels::device::{DeviceBuffer, Stream};
+use damacy_kernels::{DeviceBuffer, Stream};
 
 use crate::ctx::Ctx;
 use crate::error::{Error, Result};

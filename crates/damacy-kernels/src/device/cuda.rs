@@ -8,10 +8,11 @@ use cudarc::driver::{
     sys,
 };
 
+use super::{Backend, DeviceKind, Event, EventBackend, Memory, PinnedMemory, Stream, StreamBackend};
 use crate::error::{Error, Result};
-use crate::images::{self, ImageLog, ImageOrigin};
+use crate::images::{self, ImageLog, ImageOrigin, KernelImages};
 use crate::kernel::Kernel;
-use crate::launch::KernelArgs;
+use crate::launch::DynKernelArgs;
 
 /// Why no CUDA device can be used, or `None` when one can. Makes no cudarc call that could
 /// panic: the driver library's presence is checked first.
@@ -86,7 +87,7 @@ pub(crate) fn binding(requested: Option<usize>, current: Option<usize>, count: u
 }
 
 /// A CUDA device: a retained primary context, one non-blocking stream, loaded kernels.
-pub struct CudaBackend {
+pub(crate) struct CudaBackend {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     /// Every stream made by [`CudaBackend::new_stream`] that is still alive, for
@@ -186,79 +187,9 @@ impl CudaBackend {
         })
     }
 
-    /// Where this device's kernels came from so far.
-    pub(crate) fn kernel_images(&self) -> images::KernelImages {
-        self.images.snapshot()
-    }
-
-    pub(crate) fn describe(&self) -> String {
-        let name = self.ctx.name().unwrap_or_else(|_| "unknown".into());
-        format!("CUDA device {} ({name}, sm_{}{})", self.ctx.ordinal(), self.arch.0, self.arch.1)
-    }
-
-    pub(crate) fn ordinal(&self) -> usize {
-        self.ctx.ordinal()
-    }
-
-    pub(crate) fn default_stream(&self) -> Arc<CudaStream> {
-        self.stream.clone()
-    }
-
-    pub(crate) fn new_stream(&self) -> Result<Arc<CudaStream>> {
-        let s = self.ctx.new_stream().map_err(cuda_err("cuStreamCreate"))?;
-        let mut list = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
-        list.retain(|w| w.strong_count() > 0);
-        list.push(Arc::downgrade(&s));
-        Ok(s)
-    }
-
-    /// Waits for the work on this backend's streams (the default one and every live one made
-    /// by [`CudaBackend::new_stream`]); work of other libraries in the context is not waited for.
-    pub(crate) fn synchronize_streams(&self) -> Result<()> {
-        let live: Vec<Arc<CudaStream>> =
-            self.streams.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
-        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))?;
-        live.iter().try_for_each(|s| s.synchronize().map_err(cuda_err("cuStreamSynchronize")))
-    }
-
-    /// An untimed event recorded on a foreign stream of this context.
-    ///
-    /// # Safety
-    /// `stream` is a live `CUstream` of this context, or a special handle.
-    pub(crate) unsafe fn record_raw_stream(&self, stream: u64) -> Result<CudaEvent> {
-        let event =
-            self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(cuda_err("cuEventCreate"))?;
-        self.ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-        // SAFETY: `event` was just created in this context; `stream` is live per the contract.
-        unsafe { cudarc::driver::result::event::record(event.cu_event(), stream as usize as sys::CUstream) }
-            .map_err(cuda_err("cuEventRecord"))?;
-        Ok(event)
-    }
-
-    pub(crate) fn alloc(&self, len: usize) -> Result<CudaSlice<u8>> {
-        let slice = self.stream.alloc_zeros::<u8>(len.max(1)).map_err(alloc_err("cuMemAllocAsync", len))?;
-        // The allocation and its zeroing are ordered on the default stream only (stream-ordered
-        // allocation): finish them before any other stream (the decoder's copy stream) writes
-        // the buffer. Allocation happens at construction, never per batch, so this costs once.
-        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))?;
-        Ok(slice)
-    }
-
-    /// `len` zeroed bytes of page-locked host memory (cudarc's `PinnedHostSlice`, freed on
-    /// drop), with its address.
-    pub(crate) fn alloc_pinned(&self, len: usize) -> Result<(PinnedHostSlice<u8>, *mut u8)> {
-        let len = len.max(1);
-        if isize::try_from(len).is_err() {
-            return Err(Error::InvalidArgument(format!("a pinned allocation of {len} bytes")));
-        }
-        // SAFETY: the bytes are zeroed below before anyone reads them. Flags 0: plain cached
-        // page-locked memory (not write-combined: the host reads the read-back buffers).
-        let mut slice =
-            unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len, 0) }.map_err(alloc_err("cuMemHostAlloc", len))?;
-        let ptr = slice.as_mut_ptr().map_err(cuda_err("cuEventSynchronize"))?;
-        // SAFETY: `ptr` points to `len` writable bytes that nothing else uses yet.
-        unsafe { std::ptr::write_bytes(ptr, 0, len) };
-        Ok((slice, ptr))
+    /// The default stream.
+    pub(crate) fn default_stream(&self) -> Stream {
+        Stream { imp: self.stream.clone() }
     }
 
     /// The kernel's function, loaded on first use: from its shipped image when those serve this
@@ -313,28 +244,104 @@ impl CudaBackend {
             self.ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image)).map_err(cuda_err("cuModuleLoadData"))?;
         module.load_function(kernel.name()).map_err(cuda_err("cuModuleGetFunction"))
     }
+}
 
-    /// Launches `args`' kernel on `stream`.
-    ///
-    /// # Safety
-    /// As [`super::Device::launch_on`].
-    pub(crate) unsafe fn launch<A: KernelArgs>(
-        &self,
-        stream: &Arc<CudaStream>,
-        grid: (u32, u32),
-        args: &A,
-    ) -> Result<()> {
-        let f = self.function(A::KERNEL)?;
+impl Backend for CudaBackend {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cuda
+    }
+
+    fn cuda_ordinal(&self) -> Option<usize> {
+        Some(self.ctx.ordinal())
+    }
+
+    fn describe(&self) -> String {
+        let name = self.ctx.name().unwrap_or_else(|_| "unknown".into());
+        format!("CUDA device {} ({name}, sm_{}{})", self.ctx.ordinal(), self.arch.0, self.arch.1)
+    }
+
+    fn new_stream(&self, _name: &str) -> Result<Stream> {
+        let s = self.ctx.new_stream().map_err(cuda_err("cuStreamCreate"))?;
+        let mut list = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(&s));
+        Ok(Stream { imp: s })
+    }
+
+    /// An untimed event recorded on a foreign stream of this context.
+    unsafe fn record_raw_stream(&self, stream: u64, _default: &Stream) -> Result<Event> {
+        let event =
+            self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(cuda_err("cuEventCreate"))?;
+        self.ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+        // SAFETY: `event` was just created in this context; `stream` is live per the contract.
+        unsafe { cudarc::driver::result::event::record(event.cu_event(), stream as usize as sys::CUstream) }
+            .map_err(cuda_err("cuEventRecord"))?;
+        Ok(Event { imp: Box::new(event) })
+    }
+
+    /// A no-op: use Nsight Systems on CUDA.
+    fn set_schedule_log(&self, _on: bool) {}
+
+    /// Waits for the work on this backend's streams (the default one and every live one made
+    /// by [`Backend::new_stream`]); work of other libraries in the context is not waited for.
+    fn synchronize_all(&self) -> Result<()> {
+        let live: Vec<Arc<CudaStream>> =
+            self.streams.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
+        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))?;
+        live.iter().try_for_each(|s| s.synchronize().map_err(cuda_err("cuStreamSynchronize")))
+    }
+
+    fn alloc(&self, len: usize) -> Result<Box<dyn Memory>> {
+        let slice = self.stream.alloc_zeros::<u8>(len.max(1)).map_err(alloc_err("cuMemAllocAsync", len))?;
+        // The allocation and its zeroing are ordered on the default stream only (stream-ordered
+        // allocation): finish them before any other stream (the decoder's copy stream) writes
+        // the buffer. Allocation happens at construction, never per batch, so this costs once.
+        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))?;
+        Ok(Box::new(slice))
+    }
+
+    /// `len` zeroed bytes of page-locked host memory (cudarc's `PinnedHostSlice`, freed on
+    /// drop), with its address.
+    fn alloc_pinned(&self, len: usize) -> Result<(*mut u8, Box<dyn PinnedMemory>)> {
+        let len = len.max(1);
+        if isize::try_from(len).is_err() {
+            return Err(Error::InvalidArgument(format!("a pinned allocation of {len} bytes")));
+        }
+        // SAFETY: the bytes are zeroed below before anyone reads them. Flags 0: plain cached
+        // page-locked memory (not write-combined: the host reads the read-back buffers).
+        let mut slice =
+            unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len, 0) }.map_err(alloc_err("cuMemHostAlloc", len))?;
+        let ptr = slice.as_mut_ptr().map_err(cuda_err("cuEventSynchronize"))?;
+        // SAFETY: `ptr` points to `len` writable bytes that nothing else uses yet.
+        unsafe { std::ptr::write_bytes(ptr, 0, len) };
+        Ok((ptr, Box::new(slice)))
+    }
+
+    unsafe fn launch(&self, stream: &Stream, grid: (u32, u32), args: &dyn DynKernelArgs) -> Result<()> {
+        let Some(stream) = stream.downcast::<CudaStream>() else {
+            return Err(Error::InvalidArgument("the stream belongs to another backend".into()));
+        };
+        let kernel = args.kernel();
+        let f = self.function(kernel)?;
         let mut b = stream.launch_builder(&f);
         args.push_args(&mut b);
         let cfg = LaunchConfig {
             grid_dim: (grid.0, grid.1, 1),
-            block_dim: (A::KERNEL.block_threads(), 1, 1),
+            block_dim: (kernel.block_threads(), 1, 1),
             shared_mem_bytes: 0,
         };
         // SAFETY: the argument list is the kernel's own (checked against its `.cu` signature at
         // compile time) and the pointers address live buffers per this function's contract.
         unsafe { b.launch(cfg) }.map(|_| ()).map_err(cuda_err("cuLaunchKernel"))
+    }
+
+    fn prepare(&self, kernels: &[Kernel]) -> Result<()> {
+        kernels.iter().try_for_each(|&k| self.function(k).map(drop))
+    }
+
+    /// Where this device's kernels came from so far.
+    fn kernel_images(&self) -> KernelImages {
+        self.images.snapshot()
     }
 }
 
@@ -356,106 +363,153 @@ fn not_shipped(e: Error, why: &str) -> Error {
     }
 }
 
-/// Records an event on `stream` (with timing when `timed`).
-pub(crate) fn record(stream: &Arc<CudaStream>, timed: bool) -> Result<cudarc::driver::CudaEvent> {
-    let flags = if timed { sys::CUevent_flags::CU_EVENT_DEFAULT } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING };
-    stream.record_event(Some(flags)).map_err(cuda_err("cuEventRecord"))
-}
-
-/// Makes `slice`'s own stream (the one its stream-ordered free is queued on) wait for `event`,
-/// so the free runs after the work the event marks without blocking the host.
-pub(crate) fn free_after(slice: &CudaSlice<u8>, event: &CudaEvent) -> Result<()> {
-    slice.stream().wait(event).map_err(cuda_err("cuStreamWaitEvent"))
-}
-
-/// Makes `stream` wait for a foreign `CUevent` (a raw handle from another library).
-///
-/// # Safety
-/// `event` is a live `CUevent` of `stream`'s context.
-pub(crate) unsafe fn stream_wait_raw_event(stream: &Arc<CudaStream>, event: u64) -> Result<()> {
-    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-    // SAFETY: `stream` is alive (we hold it); `event` is live per the contract.
-    unsafe {
-        cudarc::driver::result::stream::wait_event(
-            stream.cu_stream(),
-            event as usize as sys::CUevent,
-            sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-        )
+impl StreamBackend for CudaStream {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cuda
     }
-    .map_err(cuda_err("cuStreamWaitEvent"))
-}
 
-/// Makes a foreign `CUstream` (a raw handle from another library) wait for `event`.
-///
-/// # Safety
-/// `stream` is a live `CUstream` of `event`'s context, or one of the special handles.
-pub(crate) unsafe fn raw_stream_wait_event(stream: u64, event: &CudaEvent) -> Result<()> {
-    event.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-    // SAFETY: `event` is alive (we hold it); `stream` is live per the contract.
-    unsafe {
-        cudarc::driver::result::stream::wait_event(
-            stream as usize as sys::CUstream,
-            event.cu_event(),
-            sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-        )
+    fn record(&self, timed: bool) -> Result<Event> {
+        let flags =
+            if timed { sys::CUevent_flags::CU_EVENT_DEFAULT } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING };
+        Ok(Event { imp: Box::new(self.record_event(Some(flags)).map_err(cuda_err("cuEventRecord"))?) })
     }
-    .map_err(cuda_err("cuStreamWaitEvent"))
-}
 
-/// Copies pageable `src` to device address `dst` on `stream` and waits for it.
-pub(crate) fn upload_sync(stream: &Arc<CudaStream>, src: &[u8], dst: u64) -> Result<()> {
-    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-    // SAFETY: `dst..dst+src.len()` lies inside a live allocation (checked by the caller); we
-    // synchronise before `src` can go away.
-    unsafe { cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream()) }
-        .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
-    stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
-}
-
-/// Copies device address `src` to pageable `dst` on `stream` and waits for it.
-pub(crate) fn download_sync(stream: &Arc<CudaStream>, src: u64, dst: &mut [u8]) -> Result<()> {
-    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-    // SAFETY: `src..src+dst.len()` lies inside a live allocation (checked by the caller); we
-    // synchronise before `dst` can be read or go away.
-    unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }
-        .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
-    stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
-}
-
-/// Queues a copy of `len` pinned bytes at `src` to device address `dst`.
-///
-/// # Safety
-/// `src..src+len` is pinned host memory and `dst..dst+len` device memory, both alive and
-/// untouched by the host until the copy finished.
-pub(crate) unsafe fn copy_h2d_async(stream: &Arc<CudaStream>, src: *const u8, len: usize, dst: u64) -> Result<()> {
-    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-    // SAFETY: the caller's contract.
-    unsafe {
-        let src = std::slice::from_raw_parts(src, len);
-        cudarc::driver::result::memcpy_htod_async(dst, src, stream.cu_stream())
+    fn wait(&self, event: &Event) -> Result<()> {
+        let Some(event) = event.downcast::<CudaEvent>() else {
+            return Err(Error::InvalidArgument("the event belongs to another backend".into()));
+        };
+        CudaStream::wait(self, event).map_err(cuda_err("cuStreamWaitEvent"))
     }
-    .map_err(cuda_err("cuMemcpyHtoDAsync"))
-}
 
-/// Queues a copy of `len` device bytes at `src` to pinned host memory at `dst`.
-///
-/// # Safety
-/// As [`copy_h2d_async`], the other way round.
-pub(crate) unsafe fn copy_d2h_async(stream: &Arc<CudaStream>, src: u64, dst: *mut u8, len: usize) -> Result<()> {
-    stream.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-    // SAFETY: the caller's contract.
-    unsafe {
-        let dst = std::slice::from_raw_parts_mut(dst, len);
-        cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream())
+    /// Makes this stream wait for a foreign `CUevent` (a raw handle from another library).
+    unsafe fn wait_raw_event(&self, event: u64) -> Result<()> {
+        self.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+        // SAFETY: the stream is alive (we hold it); `event` is live per the contract.
+        unsafe {
+            cudarc::driver::result::stream::wait_event(
+                self.cu_stream(),
+                event as usize as sys::CUevent,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(cuda_err("cuStreamWaitEvent"))
     }
-    .map_err(cuda_err("cuMemcpyDtoHAsync"))
+
+    fn synchronize(&self) -> Result<()> {
+        CudaStream::synchronize(self).map_err(cuda_err("cuStreamSynchronize"))
+    }
+
+    unsafe fn copy_to_device(&self, from: *const u8, len: usize, to: u64) -> Result<()> {
+        self.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+        // SAFETY: the caller's contract: `from..from+len` is pinned memory, `to..to+len` device
+        // memory, both alive and untouched by the host until the copy finished.
+        unsafe {
+            let src = std::slice::from_raw_parts(from, len);
+            cudarc::driver::result::memcpy_htod_async(to, src, self.cu_stream())
+        }
+        .map_err(cuda_err("cuMemcpyHtoDAsync"))
+    }
+
+    unsafe fn copy_to_host(&self, from: u64, to: *mut u8, len: usize) -> Result<()> {
+        self.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+        // SAFETY: the caller's contract, as `copy_to_device` the other way round.
+        unsafe {
+            let dst = std::slice::from_raw_parts_mut(to, len);
+            cudarc::driver::result::memcpy_dtoh_async(dst, from, self.cu_stream())
+        }
+        .map_err(cuda_err("cuMemcpyDtoHAsync"))
+    }
+
+    /// Copies pageable `src` to device address `to` and waits for it.
+    fn upload(&self, src: &[u8], to: u64) -> Result<()> {
+        self.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+        // SAFETY: `to..to+src.len()` lies inside a live allocation (checked by the caller); we
+        // synchronise before `src` can go away.
+        unsafe { cudarc::driver::result::memcpy_htod_async(to, src, self.cu_stream()) }
+            .map_err(cuda_err("cuMemcpyHtoDAsync"))?;
+        StreamBackend::synchronize(self)
+    }
+
+    /// Copies device address `from` to pageable `dst` and waits for it.
+    fn download(&self, from: u64, dst: &mut [u8]) -> Result<()> {
+        self.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+        // SAFETY: `from..from+dst.len()` lies inside a live allocation (checked by the caller);
+        // we synchronise before `dst` can be read or go away.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, from, self.cu_stream()) }
+            .map_err(cuda_err("cuMemcpyDtoHAsync"))?;
+        StreamBackend::synchronize(self)
+    }
+
+    /// A no-op: the schedule log is the emulator's.
+    fn set_label(&self, _label: &str) {}
+
+    fn raw_handle(&self) -> u64 {
+        self.cu_stream() as u64
+    }
 }
 
-/// The raw device address of a slice.
-pub(crate) fn slice_ptr(s: &CudaSlice<u8>) -> u64 {
-    let (p, _sync) = s.device_ptr(s.stream());
-    p
+impl EventBackend for CudaEvent {
+    /// Makes a foreign `CUstream` (a raw handle from another library) wait for this event.
+    unsafe fn make_raw_stream_wait(&self, stream: u64) -> Result<()> {
+        self.context().bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+        // SAFETY: the event is alive (we hold it); `stream` is live per the contract.
+        unsafe {
+            cudarc::driver::result::stream::wait_event(
+                stream as usize as sys::CUstream,
+                self.cu_event(),
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(cuda_err("cuStreamWaitEvent"))
+    }
+
+    fn raw_handle(&self) -> u64 {
+        self.cu_event() as u64
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        CudaEvent::synchronize(self).map_err(cuda_err("cuEventSynchronize"))
+    }
+
+    fn is_complete(&self) -> bool {
+        CudaEvent::is_complete(self)
+    }
+
+    fn elapsed_since(&self, start: &Event) -> Result<std::time::Duration> {
+        let Some(start) = start.downcast::<CudaEvent>() else {
+            return Err(Error::InvalidArgument("events of two backends".into()));
+        };
+        let ms = start.elapsed_ms(self).map_err(cuda_err("cuEventElapsedTime"))?;
+        Ok(std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
 }
+
+/// Device memory: its free is stream-ordered (queued on the slice's own stream when dropped).
+impl Memory for CudaSlice<u8> {
+    fn ptr(&self) -> u64 {
+        let (p, _sync) = self.device_ptr(self.stream());
+        p
+    }
+
+    fn kind(&self) -> Option<DeviceKind> {
+        Some(DeviceKind::Cuda)
+    }
+
+    /// Makes the slice's own stream (the one its stream-ordered free is queued on) wait for
+    /// each use, so the free runs after that work without blocking the host; the host waits
+    /// for a use it could not order that way.
+    fn free_after(&self, uses: Vec<Arc<Event>>) {
+        for e in uses {
+            let ordered = e.downcast::<CudaEvent>().is_some_and(|ev| self.stream().wait(ev).is_ok());
+            if !ordered {
+                // Could not order the free on the device: wait on the host instead.
+                let _ = e.synchronize();
+            }
+        }
+    }
+}
+
+impl PinnedMemory for PinnedHostSlice<u8> {}
 
 #[cfg(test)]
 mod tests {

@@ -2,8 +2,13 @@
 //! launchers, compiled by the build script, are declared and called by the typed launchers in
 //! `crate::launch`.
 
+use std::sync::{Arc, Mutex, Weak};
+
+use super::{Backend, DeviceKind, Event, EventBackend, Memory, PinnedMemory, Stream, StreamBackend};
 use crate::error::{Error, Result};
-use crate::launch::KernelArgs;
+use crate::images::{ImageLog, KernelImages};
+use crate::kernel::Kernel;
+use crate::launch::DynKernelArgs;
 
 const _: () = assert!(std::mem::size_of::<usize>() == 8, "the emulator needs a 64-bit host");
 
@@ -11,11 +16,126 @@ const _: () = assert!(std::mem::size_of::<usize>() == 8, "the emulator needs a 6
 ///
 /// # Safety
 /// As [`super::Device::launch_on`]: pointer arguments address live buffers described by the sizes.
-pub(super) unsafe fn launch<A: KernelArgs>(args: &A, grid: (u32, u32), seed: u64) -> Result<()> {
-    let kernel = A::KERNEL;
+unsafe fn launch(args: &dyn DynKernelArgs, grid: (u32, u32), seed: u64) -> Result<()> {
+    let kernel = args.kernel();
     // SAFETY: forwarded contract.
     let rc = unsafe { args.run_emulated(grid, kernel.block_threads(), seed) };
     if rc == 0 { Ok(()) } else { Err(Error::Emulator(format!("launch of {} rejected (code {rc})", kernel.name()))) }
+}
+
+/// The host emulator as a device backend: emulated streams, host memory, kernels run on the
+/// stream workers.
+#[derive(Debug)]
+pub(super) struct EmuBackend {
+    seed: u64,
+    streams: Mutex<Vec<Weak<EmuStream>>>,
+    log: Arc<ScheduleLog>,
+    /// The shipped image each kernel would load on an `sm_90` device (`crate::images`).
+    images: ImageLog,
+}
+
+impl EmuBackend {
+    /// The backend and its default stream.
+    pub(super) fn new(seed: u64) -> (Self, Stream) {
+        let log = Arc::new(ScheduleLog::default());
+        let default = EmuStream::new(seed, "default".into(), log.clone());
+        let streams = Mutex::new(vec![Arc::downgrade(&default)]);
+        (Self { seed, streams, log, images: ImageLog::default() }, Stream { imp: default })
+    }
+
+    /// The emulator's lookup of `kernel`'s shipped image, once per device.
+    fn look_up(&self, kernel: Kernel) {
+        if !self.images.has(kernel) {
+            let (origin, why) = crate::images::emulated_lookup(kernel);
+            if let Some(why) = why {
+                self.images.fall_back(why);
+            }
+            self.images.record(kernel, origin);
+        }
+    }
+}
+
+impl Backend for EmuBackend {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Emulated
+    }
+
+    fn cuda_ordinal(&self) -> Option<usize> {
+        None
+    }
+
+    fn describe(&self) -> String {
+        format!("host emulator (schedule seed {})", self.seed)
+    }
+
+    fn new_stream(&self, name: &str) -> Result<Stream> {
+        // Each stream gets its own delay sequence, derived from the device's seed.
+        let mut list = self.streams.lock().map_err(|_| Error::Emulator("stream list poisoned".into()))?;
+        list.retain(|w| w.strong_count() > 0);
+        let name = if name.is_empty() { format!("stream {}", list.len()) } else { name.to_owned() };
+        let seed = self.seed;
+        let s = EmuStream::new(
+            if seed == 0 { 0 } else { seed ^ ((list.len() as u64 + 1) * 0x9e37) },
+            name,
+            self.log.clone(),
+        );
+        list.push(Arc::downgrade(&s));
+        Ok(Stream { imp: s })
+    }
+
+    unsafe fn record_raw_stream(&self, _stream: u64, default: &Stream) -> Result<Event> {
+        default.record(false)
+    }
+
+    fn set_schedule_log(&self, on: bool) {
+        self.log.set_enabled(on);
+    }
+
+    fn schedule_log(&self) -> Vec<ScheduleEntry> {
+        self.log.take()
+    }
+
+    fn synchronize_all(&self) -> Result<()> {
+        let live: Vec<_> = self
+            .streams
+            .lock()
+            .map_err(|_| Error::Emulator("stream list poisoned".into()))?
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        live.iter().try_for_each(|s| s.synchronize())
+    }
+
+    fn alloc(&self, len: usize) -> Result<Box<dyn Memory>> {
+        Ok(Box::new(HostAlloc::zeroed(len)?))
+    }
+
+    fn alloc_pinned(&self, len: usize) -> Result<(*mut u8, Box<dyn PinnedMemory>)> {
+        let h = HostAlloc::zeroed(len)?;
+        Ok((h.ptr, Box::new(h)))
+    }
+
+    unsafe fn launch(&self, stream: &Stream, grid: (u32, u32), args: &dyn DynKernelArgs) -> Result<()> {
+        let Some(s) = stream.downcast::<EmuStream>() else {
+            return Err(Error::InvalidArgument("the stream belongs to another backend".into()));
+        };
+        self.look_up(args.kernel());
+        let (seed, args) = (self.seed, args.boxed());
+        // SAFETY: forwarded contract of this function: the buffers outlive the launch (their
+        // drop waits for the event recorded after it).
+        s.enqueue_as("launch", Box::new(move || unsafe { launch(&*args, grid, seed) }.map_err(|e| e.to_string())))
+    }
+
+    fn prepare(&self, kernels: &[Kernel]) -> Result<()> {
+        for &k in kernels {
+            self.look_up(k);
+        }
+        Ok(())
+    }
+
+    fn kernel_images(&self) -> KernelImages {
+        self.images.snapshot()
+    }
 }
 
 unsafe extern "C" {
@@ -61,13 +181,13 @@ impl ScheduleEntry {
 
 /// The schedule log of one emulated device: every piece of stream work, timed, while enabled.
 #[derive(Debug, Default)]
-pub(crate) struct ScheduleLog {
+struct ScheduleLog {
     enabled: std::sync::atomic::AtomicBool,
     entries: std::sync::Mutex<Vec<ScheduleEntry>>,
 }
 
 impl ScheduleLog {
-    pub(super) fn set_enabled(&self, on: bool) {
+    fn set_enabled(&self, on: bool) {
         self.enabled.store(on, std::sync::atomic::Ordering::SeqCst);
     }
 
@@ -76,7 +196,7 @@ impl ScheduleLog {
     }
 
     /// The entries so far (and clears them).
-    pub(super) fn take(&self) -> Vec<ScheduleEntry> {
+    fn take(&self) -> Vec<ScheduleEntry> {
         self.entries.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default()
     }
 
@@ -93,7 +213,7 @@ impl ScheduleLog {
 /// so work on two streams interleaves differently from run to run of different seeds, and a
 /// hand-off that lacks an event shows up as wrong bytes.
 #[derive(Debug)]
-pub(crate) struct EmuStream {
+pub(super) struct EmuStream {
     tx: std::sync::Mutex<Option<std::sync::mpsc::Sender<Op>>>,
     worker: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The first error any queued work returned; every later event reports it too.
@@ -109,7 +229,7 @@ pub(crate) struct EmuStream {
 /// An emulated event: set by the worker when it reaches it, with the time and the stream's
 /// error at that point.
 #[derive(Debug, Default)]
-pub(crate) struct Signal {
+struct Signal {
     state: std::sync::Mutex<Option<(std::time::Instant, Option<String>)>>,
     cv: std::sync::Condvar,
 }
@@ -124,7 +244,7 @@ impl Signal {
     }
 
     /// Blocks until the worker reached the event; the time it did, or the stream's error.
-    pub(super) fn wait_done(&self) -> Result<std::time::Instant> {
+    fn wait_done(&self) -> Result<std::time::Instant> {
         let poisoned = || Error::Emulator("event state poisoned".into());
         let mut s = self.state.lock().map_err(|_| poisoned())?;
         loop {
@@ -141,13 +261,13 @@ impl Signal {
         }
     }
 
-    pub(super) fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.state.lock().is_ok_and(|s| s.is_some())
     }
 }
 
 impl EmuStream {
-    pub(super) fn new(seed: u64, name: String, log: std::sync::Arc<ScheduleLog>) -> std::sync::Arc<Self> {
+    fn new(seed: u64, name: String, log: std::sync::Arc<ScheduleLog>) -> std::sync::Arc<Self> {
         let (tx, rx) = std::sync::mpsc::channel::<Op>();
         let error = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
         let err = error.clone();
@@ -185,22 +305,13 @@ impl EmuStream {
         })
     }
 
-    /// Sets the label the work queued from now on carries in the schedule log.
-    pub(super) fn set_label(&self, label: &str) {
-        if self.log.enabled()
-            && let Ok(mut l) = self.label.lock()
-        {
-            label.clone_into(&mut l);
-        }
-    }
-
     #[cfg(test)]
     pub(super) fn enqueue(&self, op: Op) -> Result<()> {
         self.enqueue_as("work", op)
     }
 
     /// Queues `op`; while the device's schedule log is enabled, its run is logged as `kind`.
-    pub(super) fn enqueue_as(&self, kind: &'static str, op: Op) -> Result<()> {
+    fn enqueue_as(&self, kind: &'static str, op: Op) -> Result<()> {
         let op: Op = if self.log.enabled() {
             let (log, stream) = (self.log.clone(), self.name.clone());
             let label = self.label.lock().map(|l| l.clone()).unwrap_or_default();
@@ -227,7 +338,7 @@ impl EmuStream {
     ///
     /// # Safety
     /// Both ranges stay valid, and untouched by anyone else, until the copy ran.
-    pub(super) unsafe fn enqueue_copy(&self, from: u64, to: u64, len: usize) -> Result<()> {
+    unsafe fn enqueue_copy(&self, from: u64, to: u64, len: usize) -> Result<()> {
         // SAFETY: the caller's contract.
         self.enqueue_as(
             "copy",
@@ -238,7 +349,8 @@ impl EmuStream {
         )
     }
 
-    pub(super) fn record(&self) -> Result<std::sync::Arc<Signal>> {
+    /// Queues a signal, set when the worker reaches it.
+    fn signal(&self) -> Result<std::sync::Arc<Signal>> {
         let signal = std::sync::Arc::new(Signal::default());
         let (s, err) = (signal.clone(), self.error.clone());
         self.enqueue_as(
@@ -250,13 +362,99 @@ impl EmuStream {
         )?;
         Ok(signal)
     }
+}
 
-    pub(super) fn wait(&self, signal: std::sync::Arc<Signal>) -> Result<()> {
+impl StreamBackend for EmuStream {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Emulated
+    }
+
+    fn record(&self, _timed: bool) -> Result<Event> {
+        Ok(Event { imp: Box::new(EmuEvent(self.signal()?)) })
+    }
+
+    fn wait(&self, event: &Event) -> Result<()> {
+        let Some(EmuEvent(signal)) = event.downcast::<EmuEvent>() else {
+            return Err(Error::InvalidArgument("the event belongs to another backend".into()));
+        };
+        let signal = signal.clone();
         self.enqueue_as("wait", Box::new(move || signal.wait_done().map(|_| ()).map_err(|e| e.to_string())))
     }
 
-    pub(super) fn synchronize(&self) -> Result<()> {
-        self.record()?.wait_done().map(|_| ())
+    unsafe fn wait_raw_event(&self, _event: u64) -> Result<()> {
+        Err(Error::InvalidArgument("the emulator has no foreign CUDA events to wait for".into()))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.signal()?.wait_done().map(|_| ())
+    }
+
+    unsafe fn copy_to_device(&self, from: *const u8, len: usize, to: u64) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.enqueue_copy(from as u64, to, len) }
+    }
+
+    unsafe fn copy_to_host(&self, from: u64, to: *mut u8, len: usize) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.enqueue_copy(from, to as u64, len) }
+    }
+
+    fn upload(&self, src: &[u8], to: u64) -> Result<()> {
+        // SAFETY: `src` outlives the copy (we synchronise before returning) and the caller
+        // checked the destination range against the allocation.
+        unsafe { self.enqueue_copy(src.as_ptr() as u64, to, src.len()) }?;
+        self.synchronize()
+    }
+
+    fn download(&self, from: u64, dst: &mut [u8]) -> Result<()> {
+        // SAFETY: `dst` outlives the copy (we synchronise before returning); the caller checked
+        // the source range.
+        unsafe { self.enqueue_copy(from, dst.as_mut_ptr() as u64, dst.len()) }?;
+        self.synchronize()
+    }
+
+    /// Sets the label the work queued from now on carries in the schedule log.
+    fn set_label(&self, label: &str) {
+        if self.log.enabled()
+            && let Ok(mut l) = self.label.lock()
+        {
+            label.clone_into(&mut l);
+        }
+    }
+
+    fn raw_handle(&self) -> u64 {
+        0
+    }
+}
+
+/// An emulated event: the signal its stream's worker sets when it reaches it.
+#[derive(Debug)]
+struct EmuEvent(Arc<Signal>);
+
+impl EventBackend for EmuEvent {
+    /// The emulator's device memory is host memory: this waits on the host.
+    unsafe fn make_raw_stream_wait(&self, _stream: u64) -> Result<()> {
+        self.0.wait_done().map(|_| ())
+    }
+
+    fn raw_handle(&self) -> u64 {
+        0
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.0.wait_done().map(|_| ())
+    }
+
+    fn is_complete(&self) -> bool {
+        self.0.is_done()
+    }
+
+    fn elapsed_since(&self, start: &Event) -> Result<std::time::Duration> {
+        let Some(start) = start.downcast::<EmuEvent>() else {
+            return Err(Error::InvalidArgument("events of two backends".into()));
+        };
+        let (b, a) = (self.0.wait_done()?, start.0.wait_done()?);
+        Ok(b.saturating_duration_since(a))
     }
 }
 
@@ -282,3 +480,48 @@ impl Drop for EmuStream {
         }
     }
 }
+
+/// A zeroed, 256-byte aligned host allocation standing in for device (and pinned) memory.
+#[derive(Debug)]
+struct HostAlloc {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: HostAlloc owns its allocation exclusively, like Box<[u8]>.
+unsafe impl Send for HostAlloc {}
+// SAFETY: shared access only hands out the address; reads/writes go through &mut or launches.
+unsafe impl Sync for HostAlloc {}
+
+impl HostAlloc {
+    fn zeroed(len: usize) -> Result<Self> {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), 256)
+            .map_err(|e| Error::InvalidArgument(format!("allocation of {len} bytes: {e}")))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(Error::OutOfMemory(format!("host allocation of {len} bytes failed")));
+        }
+        Ok(Self { ptr, layout })
+    }
+}
+
+impl Drop for HostAlloc {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with this very layout and not freed before.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// The emulator's device memory: freed once the drop waited for its uses.
+impl Memory for HostAlloc {
+    fn ptr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    fn kind(&self) -> Option<DeviceKind> {
+        Some(DeviceKind::Emulated)
+    }
+}
+
+impl PinnedMemory for HostAlloc {}

@@ -3,6 +3,12 @@
 //! Everything above this module — stream tables, launches, status handling, assemble — is the
 //! same code on both backends: buffers are typed handles with a device address, uploads and
 //! downloads are explicit, and a launch names a [`Kernel`] with its grid and arguments.
+//!
+//! A backend is three traits: [`Backend`] (the device: streams, allocations, launches, kernel
+//! images), [`StreamBackend`] (a queue: copies, events) and [`EventBackend`]; its memory is a
+//! [`Memory`]. [`Device`], [`Stream`], [`Event`], [`DeviceBuffer`] and [`PinnedBuffer`] hold
+//! them as trait objects and add what both backends share: range checks and the per-buffer use
+//! tracking that orders every free after the work that uses the memory.
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -12,11 +18,13 @@ mod emu;
 #[cfg(feature = "emulate")]
 pub use emu::ScheduleEntry;
 
+use std::any::Any;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, Result};
+use crate::images::KernelImages;
 use crate::kernel::Kernel;
-use crate::launch::{DevPtr, KernelArgs};
+use crate::launch::{DevPtr, DynKernelArgs, KernelArgs};
 
 /// Which backend a [`Device`] runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +36,107 @@ pub enum DeviceKind {
     Cuda,
 }
 
+/// A device backend: what [`Device`] forwards to. Implemented by the emulator (`emu.rs`) and
+/// CUDA (`cuda.rs`).
+pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
+    fn kind(&self) -> DeviceKind;
+    /// The CUDA device ordinal; `None` on the emulator.
+    fn cuda_ordinal(&self) -> Option<usize>;
+    fn describe(&self) -> String;
+    /// A new stream, named `name` in the emulator's schedule log ("stream N" when empty).
+    fn new_stream(&self, name: &str) -> Result<Stream>;
+    /// An event recorded on a foreign `CUstream`; `default` is the device's default stream.
+    ///
+    /// # Safety
+    /// As [`Device::record_raw_stream`].
+    unsafe fn record_raw_stream(&self, stream: u64, default: &Stream) -> Result<Event>;
+    fn set_schedule_log(&self, on: bool);
+    #[cfg(feature = "emulate")]
+    fn schedule_log(&self) -> Vec<ScheduleEntry> {
+        Vec::new()
+    }
+    fn synchronize_all(&self) -> Result<()>;
+    fn alloc(&self, len: usize) -> Result<Box<dyn Memory>>;
+    /// `len` zeroed bytes of page-locked memory: their address and the allocation's owner.
+    fn alloc_pinned(&self, len: usize) -> Result<(*mut u8, Box<dyn PinnedMemory>)>;
+    /// Queues `args`' kernel on `stream`.
+    ///
+    /// # Safety
+    /// As [`Device::launch_on`].
+    unsafe fn launch(&self, stream: &Stream, grid: (u32, u32), args: &dyn DynKernelArgs) -> Result<()>;
+    fn prepare(&self, kernels: &[Kernel]) -> Result<()>;
+    fn kernel_images(&self) -> KernelImages;
+}
+
+/// A backend's stream or event as `&dyn Any`, so that a backend can tell its own from
+/// another's ([`Stream::downcast`], [`Event::downcast`]).
+pub(crate) trait AsAny: Any {
+    #[cfg(any(feature = "emulate", feature = "cuda"))]
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    #[cfg(any(feature = "emulate", feature = "cuda"))]
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A backend's queue of device work (see [`Stream`]).
+pub(crate) trait StreamBackend: Send + Sync + std::fmt::Debug + AsAny {
+    fn kind(&self) -> DeviceKind;
+    fn record(&self, timed: bool) -> Result<Event>;
+    /// An error when `event` is another backend's.
+    fn wait(&self, event: &Event) -> Result<()>;
+    /// # Safety
+    /// As [`Stream::wait_raw_event`].
+    unsafe fn wait_raw_event(&self, event: u64) -> Result<()>;
+    fn synchronize(&self) -> Result<()>;
+    /// Queues a copy of `len` bytes from pinned host memory at `from` to device address `to`.
+    ///
+    /// # Safety
+    /// Both ranges are live and untouched by the host until the copy finished.
+    unsafe fn copy_to_device(&self, from: *const u8, len: usize, to: u64) -> Result<()>;
+    /// Queues a copy of `len` bytes from device address `from` to pinned host memory at `to`.
+    ///
+    /// # Safety
+    /// As [`StreamBackend::copy_to_device`].
+    unsafe fn copy_to_host(&self, from: u64, to: *mut u8, len: usize) -> Result<()>;
+    /// Copies `src` to device address `to`; returns when the copy finished.
+    fn upload(&self, src: &[u8], to: u64) -> Result<()>;
+    /// Copies device address `from` to `dst`; returns when the bytes are in `dst`.
+    fn download(&self, from: u64, dst: &mut [u8]) -> Result<()>;
+    fn set_label(&self, label: &str);
+    fn raw_handle(&self) -> u64;
+}
+
+/// A backend's event (see [`Event`]).
+pub(crate) trait EventBackend: Send + Sync + std::fmt::Debug + AsAny {
+    /// # Safety
+    /// As [`Event::make_raw_stream_wait`].
+    unsafe fn make_raw_stream_wait(&self, stream: u64) -> Result<()>;
+    fn raw_handle(&self) -> u64;
+    fn synchronize(&self) -> Result<()>;
+    fn is_complete(&self) -> bool;
+    /// An error when `start` is another backend's.
+    fn elapsed_since(&self, start: &Event) -> Result<std::time::Duration>;
+}
+
+/// The memory behind a [`DeviceBuffer`]; freed when dropped.
+pub(crate) trait Memory: Send + Sync + std::fmt::Debug {
+    /// The device address of byte 0.
+    fn ptr(&self) -> u64;
+    /// The backend the memory belongs to; `None` for memory it does not own (borrowed).
+    fn kind(&self) -> Option<DeviceKind>;
+    /// Orders the free (when this is dropped) after `uses`: by default the host waits for them.
+    fn free_after(&self, uses: Vec<Arc<Event>>) {
+        wait_all(uses);
+    }
+}
+
+/// Owns a [`PinnedBuffer`]'s allocation; freed when dropped.
+pub(crate) trait PinnedMemory: Send + Sync + std::fmt::Debug {}
+
 /// A device that runs damacy's kernels. Cloning is cheap: clones share one backend (one
 /// context, one default stream, one module cache).
 ///
@@ -38,31 +147,13 @@ pub enum DeviceKind {
 /// hand-offs between streams are exercised on a machine without a GPU too.
 #[derive(Debug, Clone)]
 pub struct Device {
-    inner: std::sync::Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
 struct Inner {
-    backend: Backend,
+    backend: Box<dyn Backend>,
     default: Stream,
-}
-
-#[derive(Debug)]
-enum Backend {
-    #[cfg(feature = "emulate")]
-    Emulated {
-        seed: u64,
-        streams: std::sync::Mutex<Vec<std::sync::Weak<emu::EmuStream>>>,
-        log: std::sync::Arc<emu::ScheduleLog>,
-        /// The shipped image each kernel would load on an `sm_90` device (`crate::images`).
-        images: crate::images::ImageLog,
-    },
-    #[cfg(feature = "cuda")]
-    Cuda(cuda::CudaBackend),
-    /// Built with neither backend: no `Device` can be constructed.
-    #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-    #[allow(dead_code)]
-    Never(std::convert::Infallible),
 }
 
 /// A queue of device work: a non-blocking CUDA stream, or a worker thread on the emulator.
@@ -70,64 +161,26 @@ enum Backend {
 /// one records and the other waits for. Cloning shares the queue.
 #[derive(Debug, Clone)]
 pub struct Stream {
-    imp: StreamImpl,
-}
-
-#[derive(Debug, Clone)]
-enum StreamImpl {
-    #[cfg(feature = "emulate")]
-    Emu(std::sync::Arc<emu::EmuStream>),
-    #[cfg(feature = "cuda")]
-    Cuda(std::sync::Arc<cudarc::driver::CudaStream>),
-    #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-    #[allow(dead_code)]
-    Never(std::convert::Infallible),
+    imp: Arc<dyn StreamBackend>,
 }
 
 /// A point in a stream's queue: complete once everything queued before it finished.
 #[derive(Debug)]
 pub struct Event {
-    imp: EventImpl,
-}
-
-#[derive(Debug)]
-enum EventImpl {
-    #[cfg(feature = "emulate")]
-    Emu(std::sync::Arc<emu::Signal>),
-    #[cfg(feature = "cuda")]
-    Cuda(cudarc::driver::CudaEvent),
-    #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-    #[allow(dead_code)]
-    Never(std::convert::Infallible),
+    imp: Box<dyn EventBackend>,
 }
 
 impl Stream {
     /// Records an event after the work queued so far. `timed` events can measure the time
     /// between two of them ([`Event::elapsed_since`]); untimed ones are cheaper.
     pub fn record(&self, timed: bool) -> Result<Event> {
-        let imp = match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            StreamImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            StreamImpl::Emu(s) => EventImpl::Emu(s.record()?),
-            #[cfg(feature = "cuda")]
-            StreamImpl::Cuda(s) => EventImpl::Cuda(cuda::record(s, timed)?),
-        };
-        let _ = timed;
-        Ok(Event { imp })
+        self.imp.record(timed)
     }
 
     /// Makes work queued on this stream from now on wait until `event` is complete. Does not
     /// block the calling thread.
     pub fn wait(&self, event: &Event) -> Result<()> {
-        match (&self.imp, &event.imp) {
-            #[cfg(feature = "emulate")]
-            (StreamImpl::Emu(s), EventImpl::Emu(e)) => s.wait(e.clone()),
-            #[cfg(feature = "cuda")]
-            (StreamImpl::Cuda(s), EventImpl::Cuda(e)) => s.wait(e).map_err(|e| Error::driver("cuStreamWaitEvent", e)),
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::InvalidArgument("the event belongs to another backend".into())),
-        }
+        self.imp.wait(event)
     }
 
     /// Makes work queued on this stream from now on wait until a foreign `CUevent` (recorded by
@@ -139,30 +192,13 @@ impl Stream {
     /// `event` is a live `CUevent` of this stream's context, and stays alive until this call
     /// returns.
     pub unsafe fn wait_raw_event(&self, event: u64) -> Result<()> {
-        match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            StreamImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            StreamImpl::Emu(_) => {
-                let _ = event;
-                Err(Error::InvalidArgument("the emulator has no foreign CUDA events to wait for".into()))
-            }
-            #[cfg(feature = "cuda")]
-            // SAFETY: forwarded contract: `event` is live and of this stream's context.
-            StreamImpl::Cuda(s) => unsafe { cuda::stream_wait_raw_event(s, event) },
-        }
+        // SAFETY: forwarded contract.
+        unsafe { self.imp.wait_raw_event(event) }
     }
 
     /// Blocks until all work queued on this stream finished; reports an error raised by that work.
     pub fn synchronize(&self) -> Result<()> {
-        match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            StreamImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            StreamImpl::Emu(s) => s.synchronize(),
-            #[cfg(feature = "cuda")]
-            StreamImpl::Cuda(s) => s.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e)),
-        }
+        self.imp.synchronize()
     }
 
     /// Queues a copy of `src[src_offset..+len]` (pinned) to `dst[dst_offset..+len]` on this
@@ -186,23 +222,9 @@ impl Stream {
         if len == 0 {
             return Ok(());
         }
-        let from = src.ptr as usize + src_offset;
-        let to = dst.device_ptr() + dst_offset as u64;
-        let copied: Result<()> = match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            StreamImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            // SAFETY: both ranges were checked; the caller keeps them alive and unwritten.
-            StreamImpl::Emu(s) => unsafe { s.enqueue_copy(from as u64, to, len) },
-            #[cfg(feature = "cuda")]
-            // SAFETY: forwarded contract; `from..from+len` is pinned memory we own.
-            StreamImpl::Cuda(s) => unsafe { cuda::copy_h2d_async(s, from as *const u8, len, to) },
-        };
-        copied?;
-        let event = Arc::new(self.record(false)?);
-        src.uses.add(self.key(), &event);
-        dst.uses.add(self.key(), &event);
-        Ok(())
+        // SAFETY: both ranges were checked; the caller keeps them alive and unwritten.
+        unsafe { self.imp.copy_to_device(src.ptr.add(src_offset), len, dst.device_ptr() + dst_offset as u64) }?;
+        self.record_use([&src.uses, &dst.uses])
     }
 
     /// Queues a copy of `src[src_offset..+len]` to `dst[dst_offset..+len]` (pinned) on this
@@ -226,64 +248,44 @@ impl Stream {
         if len == 0 {
             return Ok(());
         }
-        let from = src.device_ptr() + src_offset as u64;
-        let to = dst.ptr as usize + dst_offset;
-        let copied: Result<()> = match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            StreamImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            // SAFETY: both ranges were checked; the caller keeps them alive and untouched.
-            StreamImpl::Emu(s) => unsafe { s.enqueue_copy(from, to as u64, len) },
-            #[cfg(feature = "cuda")]
-            // SAFETY: forwarded contract; `to..to+len` is pinned memory we own.
-            StreamImpl::Cuda(s) => unsafe { cuda::copy_d2h_async(s, from, to as *mut u8, len) },
-        };
-        copied?;
+        // SAFETY: both ranges were checked; the caller keeps them alive and untouched.
+        unsafe { self.imp.copy_to_host(src.device_ptr() + src_offset as u64, dst.ptr.add(dst_offset), len) }?;
+        self.record_use([&src.uses, &dst.uses])
+    }
+
+    /// Records an event after the work queued so far and makes it each of `uses`' latest use
+    /// on this stream.
+    fn record_use<'a>(&self, uses: impl IntoIterator<Item = &'a Uses>) -> Result<()> {
         let event = Arc::new(self.record(false)?);
-        src.uses.add(self.key(), &event);
-        dst.uses.add(self.key(), &event);
+        for u in uses {
+            u.add(self.key(), &event);
+        }
         Ok(())
     }
 
     /// Labels the work queued on this stream from now on, for the emulator's schedule log
     /// ([`Device::schedule_log`]); a no-op on CUDA and while the log is off.
     pub fn set_label(&self, label: &str) {
-        match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            StreamImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            StreamImpl::Emu(s) => s.set_label(label),
-            #[cfg(feature = "cuda")]
-            StreamImpl::Cuda(_) => {
-                let _ = label;
-            }
-        }
+        self.imp.set_label(label);
+    }
+
+    /// The backend's stream, when it is a `T`.
+    #[cfg(any(feature = "emulate", feature = "cuda"))]
+    fn downcast<T: 'static>(&self) -> Option<&T> {
+        // `*`: the stream itself, not the `Arc` (which is `Any` too).
+        (*self.imp).as_any().downcast_ref()
     }
 
     /// Identifies the queue (clones share it) for per-buffer use tracking.
     fn key(&self) -> usize {
-        match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            StreamImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            StreamImpl::Emu(s) => Arc::as_ptr(s) as usize,
-            #[cfg(feature = "cuda")]
-            StreamImpl::Cuda(s) => Arc::as_ptr(s) as usize,
-        }
+        Arc::as_ptr(&self.imp).cast::<()>() as usize
     }
 
     /// The `CUstream` handle for consumers that order their own work after damacy's (`DLPack`'s
     /// `stream` argument, `BatchInfo.ready_stream`); 0 on the emulator.
     #[must_use]
     pub fn raw_handle(&self) -> u64 {
-        match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            StreamImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            StreamImpl::Emu(_) => 0,
-            #[cfg(feature = "cuda")]
-            StreamImpl::Cuda(s) => s.cu_stream() as u64,
-        }
+        self.imp.raw_handle()
     }
 }
 
@@ -297,76 +299,39 @@ impl Event {
     /// `stream` is a live `CUstream` of this event's context (or one of the special handles 0,
     /// 1, 2), and stays alive until this call returns.
     pub unsafe fn make_raw_stream_wait(&self, stream: u64) -> Result<()> {
-        match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            EventImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            EventImpl::Emu(e) => {
-                let _ = stream;
-                e.wait_done().map(|_| ())
-            }
-            #[cfg(feature = "cuda")]
-            // SAFETY: forwarded contract: `stream` is live and of this event's context.
-            EventImpl::Cuda(e) => unsafe { cuda::raw_stream_wait_event(stream, e) },
-        }
+        // SAFETY: forwarded contract.
+        unsafe { self.imp.make_raw_stream_wait(stream) }
     }
 
     /// The `CUevent` handle, for consumers that order their own work after it; 0 on the
     /// emulator.
     #[must_use]
     pub fn raw_handle(&self) -> u64 {
-        match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            EventImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            EventImpl::Emu(_) => 0,
-            #[cfg(feature = "cuda")]
-            EventImpl::Cuda(e) => e.cu_event() as u64,
-        }
+        self.imp.raw_handle()
     }
 
     /// Blocks until the event is complete; reports an error raised by the work before it.
     pub fn synchronize(&self) -> Result<()> {
-        match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            EventImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            EventImpl::Emu(e) => e.wait_done().map(|_| ()),
-            #[cfg(feature = "cuda")]
-            EventImpl::Cuda(e) => e.synchronize().map_err(|e| Error::driver("cuEventSynchronize", e)),
-        }
+        self.imp.synchronize()
     }
 
     /// Whether the event is complete, without blocking.
     #[must_use]
     pub fn is_complete(&self) -> bool {
-        match &self.imp {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            EventImpl::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            EventImpl::Emu(e) => e.is_done(),
-            #[cfg(feature = "cuda")]
-            EventImpl::Cuda(e) => e.is_complete(),
-        }
+        self.imp.is_complete()
     }
 
     /// Device time from `start` to this event, both recorded `timed`; waits for both. On the
     /// emulator, the wall time between the worker reaching them.
     pub fn elapsed_since(&self, start: &Event) -> Result<std::time::Duration> {
-        match (&self.imp, &start.imp) {
-            #[cfg(feature = "emulate")]
-            (EventImpl::Emu(end), EventImpl::Emu(start)) => {
-                let (b, a) = (end.wait_done()?, start.wait_done()?);
-                Ok(b.saturating_duration_since(a))
-            }
-            #[cfg(feature = "cuda")]
-            (EventImpl::Cuda(end), EventImpl::Cuda(start)) => {
-                let ms = start.elapsed_ms(end).map_err(|e| Error::driver("cuEventElapsedTime", e))?;
-                Ok(std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
-            }
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::InvalidArgument("events of two backends".into())),
-        }
+        self.imp.elapsed_since(start)
+    }
+
+    /// The backend's event, when it is a `T`.
+    #[cfg(any(feature = "emulate", feature = "cuda"))]
+    fn downcast<T: 'static>(&self) -> Option<&T> {
+        // `*`: the event itself, not the box (which is `Any` too).
+        (*self.imp).as_any().downcast_ref()
     }
 }
 
@@ -379,15 +344,8 @@ impl Device {
     #[cfg(feature = "emulate")]
     #[must_use]
     pub fn emulated(seed: u64) -> Self {
-        let log = std::sync::Arc::new(emu::ScheduleLog::default());
-        let default = emu::EmuStream::new(seed, "default".into(), log.clone());
-        let streams = std::sync::Mutex::new(vec![std::sync::Arc::downgrade(&default)]);
-        Self {
-            inner: std::sync::Arc::new(Inner {
-                backend: Backend::Emulated { seed, streams, log, images: crate::images::ImageLog::default() },
-                default: Stream { imp: StreamImpl::Emu(default) },
-            }),
-        }
+        let (backend, default) = emu::EmuBackend::new(seed);
+        Self { inner: Arc::new(Inner { backend: Box::new(backend), default }) }
     }
 
     /// A CUDA device. `ordinal = Some(n)` retains device n's primary context; `None` uses the
@@ -399,8 +357,8 @@ impl Device {
     #[cfg(feature = "cuda")]
     pub fn cuda(ordinal: Option<usize>) -> Result<Self> {
         let backend = cuda::CudaBackend::new(ordinal)?;
-        let default = Stream { imp: StreamImpl::Cuda(backend.default_stream()) };
-        Ok(Self { inner: std::sync::Arc::new(Inner { backend: Backend::Cuda(backend), default }) })
+        let default = backend.default_stream();
+        Ok(Self { inner: Arc::new(Inner { backend: Box::new(backend), default }) })
     }
 
     /// An event recorded on a foreign `CUstream` (another library's stream of this device, or
@@ -412,70 +370,32 @@ impl Device {
     /// `stream` is a live `CUstream` of this device's primary context (or a special handle),
     /// and stays alive until this call returns.
     pub unsafe fn record_raw_stream(&self, stream: u64) -> Result<Event> {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => {
-                let _ = stream;
-                self.inner.default.record(false)
-            }
-            #[cfg(feature = "cuda")]
-            // SAFETY: forwarded contract: `stream` is live and of this context.
-            Backend::Cuda(b) => Ok(Event { imp: EventImpl::Cuda(unsafe { b.record_raw_stream(stream) }?) }),
-        }
+        // SAFETY: forwarded contract.
+        unsafe { self.inner.backend.record_raw_stream(stream, &self.inner.default) }
     }
 
     /// Which backend this device runs on.
     #[must_use]
     pub fn kind(&self) -> DeviceKind {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => DeviceKind::Emulated,
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(_) => DeviceKind::Cuda,
-        }
+        self.inner.backend.kind()
     }
 
     /// The CUDA device ordinal (`DLPack`'s `device_id`); 0 on the emulator.
     #[must_use]
     pub fn ordinal(&self) -> usize {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => 0,
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => c.ordinal(),
-        }
+        self.cuda_ordinal().unwrap_or(0)
     }
 
     /// A human-readable description (device name and architecture, or "host emulator").
     #[must_use]
     pub fn describe(&self) -> String {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { seed, .. } => format!("host emulator (schedule seed {seed})"),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => c.describe(),
-        }
+        self.inner.backend.describe()
     }
 
     /// The CUDA device ordinal this device is bound to; `None` on the emulator.
     #[must_use]
     pub fn cuda_ordinal(&self) -> Option<usize> {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => None,
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => Some(c.ordinal()),
-        }
+        self.inner.backend.cuda_ordinal()
     }
 
     /// The default stream: launches, uploads and downloads that name no stream go here.
@@ -492,45 +412,14 @@ impl Device {
     /// A new non-blocking stream, named `name` in the emulator's schedule log
     /// ([`Device::schedule_log`]; "stream N" when empty).
     pub fn new_stream_named(&self, name: &str) -> Result<Stream> {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { seed, streams, log, .. } => {
-                // Each stream gets its own delay sequence, derived from the device's seed.
-                let mut list = streams.lock().map_err(|_| Error::Emulator("stream list poisoned".into()))?;
-                list.retain(|w| w.strong_count() > 0);
-                let name = if name.is_empty() { format!("stream {}", list.len()) } else { name.to_owned() };
-                let s = emu::EmuStream::new(
-                    if *seed == 0 { 0 } else { seed ^ ((list.len() as u64 + 1) * 0x9e37) },
-                    name,
-                    log.clone(),
-                );
-                list.push(std::sync::Arc::downgrade(&s));
-                Ok(Stream { imp: StreamImpl::Emu(s) })
-            }
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => {
-                let _ = name;
-                Ok(Stream { imp: StreamImpl::Cuda(c.new_stream()?) })
-            }
-        }
+        self.inner.backend.new_stream(name)
     }
 
     /// Turns the emulator's schedule log on or off: while on, every piece of work on this
     /// device's streams (copies, launches, event records and waits) is logged with its stream,
     /// label and start and end times. A no-op on CUDA (use Nsight Systems there).
     pub fn set_schedule_log(&self, on: bool) {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { log, .. } => log.set_enabled(on),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(_) => {
-                let _ = on;
-            }
-        }
+        self.inner.backend.set_schedule_log(on);
     }
 
     /// The schedule log's entries since the last call, in the order the work finished (see
@@ -538,45 +427,19 @@ impl Device {
     #[cfg(feature = "emulate")]
     #[must_use]
     pub fn schedule_log(&self) -> Vec<ScheduleEntry> {
-        match &self.inner.backend {
-            Backend::Emulated { log, .. } => log.take(),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(_) => Vec::new(),
-        }
+        self.inner.backend.schedule_log()
     }
 
     /// Waits until the work on every stream of this device finished: the default stream and
     /// every live stream made by [`Device::new_stream`]. Other work in the CUDA context (other
     /// libraries' streams, e.g. `PyTorch`'s on the shared primary context) is not waited for.
     pub fn synchronize_all(&self) -> Result<()> {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { streams, .. } => {
-                let live: Vec<_> = streams
-                    .lock()
-                    .map_err(|_| Error::Emulator("stream list poisoned".into()))?
-                    .iter()
-                    .filter_map(std::sync::Weak::upgrade)
-                    .collect();
-                live.iter().try_for_each(|s| s.synchronize())
-            }
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => c.synchronize_streams(),
-        }
+        self.inner.backend.synchronize_all()
     }
 
     /// Allocates `len` zeroed bytes of device memory.
     pub fn alloc(&self, len: usize) -> Result<DeviceBuffer> {
-        let mem = match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => Mem::Host(HostAlloc::zeroed(len)?),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => Mem::Cuda(c.alloc(len)?),
-        };
+        let mem = self.inner.backend.alloc(len)?;
         Ok(DeviceBuffer { mem, len, uses: Uses::default() })
     }
 
@@ -592,27 +455,14 @@ impl Device {
     /// the returned buffer is dropped.
     #[must_use]
     pub unsafe fn borrow_memory(&self, ptr: u64, len: usize) -> DeviceBuffer {
-        DeviceBuffer { mem: Mem::Borrowed(ptr), len, uses: Uses::default() }
+        DeviceBuffer { mem: Box::new(Borrowed(ptr)), len, uses: Uses::default() }
     }
 
     /// Allocates `len` zeroed bytes of page-locked host memory (an aligned host allocation on
     /// the emulator): the source and target of asynchronous copies.
     pub fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer> {
-        let (ptr, mem) = match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { .. } => {
-                let h = HostAlloc::zeroed(len)?;
-                (h.ptr, PinnedMem::Host(h))
-            }
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => {
-                let (slice, p) = c.alloc_pinned(len)?;
-                (p, PinnedMem::Cuda(slice))
-            }
-        };
-        Ok(PinnedBuffer { ptr, len, mem, uses: Uses::default() })
+        let (ptr, mem) = self.inner.backend.alloc_pinned(len)?;
+        Ok(PinnedBuffer { ptr, len, _mem: mem, uses: Uses::default() })
     }
 
     /// Copies `src` to `dst[offset..offset + src.len()]` on the default stream; returns when the
@@ -627,22 +477,8 @@ impl Device {
         if src.is_empty() {
             return Ok(());
         }
-        let to = dst.device_ptr() + offset as u64;
-        match (&stream.imp, &dst.mem) {
-            #[cfg(feature = "emulate")]
-            (StreamImpl::Emu(s), Mem::Host(_) | Mem::Borrowed(_)) => {
-                let from = src.as_ptr() as usize;
-                let len = src.len();
-                // SAFETY: `src` outlives the copy (we synchronise before returning) and the
-                // destination range was checked against the allocation above.
-                unsafe { s.enqueue_copy(from as u64, to, len) }?;
-                s.synchronize()
-            }
-            #[cfg(feature = "cuda")]
-            (StreamImpl::Cuda(s), Mem::Cuda(_) | Mem::Borrowed(_)) => cuda::upload_sync(s, src, to),
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::InvalidArgument("buffer belongs to another backend".into())),
-        }
+        check_backend(stream, dst)?;
+        stream.imp.upload(src, dst.device_ptr() + offset as u64)
     }
 
     /// Copies `src[offset..offset + dst.len()]` to `dst` on the default stream, after all earlier
@@ -657,22 +493,8 @@ impl Device {
         if dst.is_empty() {
             return Ok(());
         }
-        let from = src.device_ptr() + offset as u64;
-        match (&stream.imp, &src.mem) {
-            #[cfg(feature = "emulate")]
-            (StreamImpl::Emu(s), Mem::Host(_) | Mem::Borrowed(_)) => {
-                let to = dst.as_mut_ptr() as usize;
-                let len = dst.len();
-                // SAFETY: `dst` outlives the copy (we synchronise before returning); the source
-                // range was checked above.
-                unsafe { s.enqueue_copy(from, to as u64, len) }?;
-                s.synchronize()
-            }
-            #[cfg(feature = "cuda")]
-            (StreamImpl::Cuda(s), Mem::Cuda(_) | Mem::Borrowed(_)) => cuda::download_sync(s, from, dst),
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::InvalidArgument("buffer belongs to another backend".into())),
-        }
+        check_backend(stream, src)?;
+        stream.imp.download(src.device_ptr() + offset as u64, dst)
     }
 
     /// Launches `args`' kernel on `stream`, on a `grid.0 × grid.1` grid of
@@ -695,29 +517,10 @@ impl Device {
         if grid.0 == 0 || grid.1 == 0 {
             return Ok(());
         }
-        match (&self.inner.backend, &stream.imp) {
-            #[cfg(feature = "emulate")]
-            (Backend::Emulated { seed, images, .. }, StreamImpl::Emu(s)) => {
-                look_up_emulated(images, A::KERNEL);
-                let seed = *seed;
-                // SAFETY: forwarded contract of this function: the buffers outlive the launch
-                // (their drop waits for the event recorded below).
-                s.enqueue_as(
-                    "launch",
-                    Box::new(move || unsafe { emu::launch(&args, grid, seed) }.map_err(|e| e.to_string())),
-                )
-            }
-            #[cfg(feature = "cuda")]
-            // SAFETY: forwarded contract of this function.
-            (Backend::Cuda(c), StreamImpl::Cuda(s)) => unsafe { c.launch(s, grid, &args) },
-            #[allow(unreachable_patterns)]
-            _ => Err(Error::InvalidArgument("the stream belongs to another backend".into())),
-        }?;
-        let event = Arc::new(stream.record(false)?);
-        for b in uses {
-            b.uses.add(stream.key(), &event);
-        }
-        Ok(())
+        // SAFETY: forwarded contract of this function: the buffers outlive the launch (their
+        // drop waits for the event recorded below).
+        unsafe { self.inner.backend.launch(stream, grid, &args) }?;
+        stream.record_use(uses.iter().map(|b| &b.uses))
     }
 
     /// Waits until all work issued on the default stream finished.
@@ -740,21 +543,8 @@ impl Device {
     }
 
     /// Loads `kernels` now (on the emulator: looks their images up).
-    #[cfg_attr(not(feature = "cuda"), allow(clippy::unnecessary_wraps))]
     pub(crate) fn prepare(&self, kernels: &[Kernel]) -> Result<()> {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { images, .. } => {
-                for &k in kernels {
-                    look_up_emulated(images, k);
-                }
-                Ok(())
-            }
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => kernels.iter().try_for_each(|&k| c.function(k).map(drop)),
-        }
+        self.inner.backend.prepare(kernels)
     }
 
     /// Which kernels this device has loaded so far and where each image came from: a shipped
@@ -775,27 +565,8 @@ impl Device {
     /// # Ok::<(), damacy_kernels::Error>(())
     /// ```
     #[must_use]
-    pub fn kernel_images(&self) -> crate::images::KernelImages {
-        match &self.inner.backend {
-            #[cfg(not(any(feature = "emulate", feature = "cuda")))]
-            Backend::Never(n) => match *n {},
-            #[cfg(feature = "emulate")]
-            Backend::Emulated { images, .. } => images.snapshot(),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(c) => c.kernel_images(),
-        }
-    }
-}
-
-/// The emulator's lookup of `kernel`'s shipped image, once per device.
-#[cfg(feature = "emulate")]
-fn look_up_emulated(images: &crate::images::ImageLog, kernel: Kernel) {
-    if !images.has(kernel) {
-        let (origin, why) = crate::images::emulated_lookup(kernel);
-        if let Some(why) = why {
-            images.fall_back(why);
-        }
-        images.record(kernel, origin);
+    pub fn kernel_images(&self) -> KernelImages {
+        self.inner.backend.kernel_images()
     }
 }
 
@@ -805,6 +576,16 @@ fn check_range(offset: usize, len: usize, total: usize, what: &str) -> Result<()
         _ => Err(Error::InvalidArgument(format!(
             "{what} of {len} bytes at offset {offset} exceeds the buffer's {total} bytes"
         ))),
+    }
+}
+
+/// An error when `buffer` is memory of another backend than `stream`'s.
+fn check_backend(stream: &Stream, buffer: &DeviceBuffer) -> Result<()> {
+    match buffer.mem.kind() {
+        Some(kind) if kind != stream.imp.kind() => {
+            Err(Error::InvalidArgument("buffer belongs to another backend".into()))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -827,14 +608,14 @@ impl Uses {
     fn take(&mut self) -> Vec<Arc<Event>> {
         std::mem::take(self.0.get_mut().unwrap_or_else(PoisonError::into_inner)).into_iter().map(|(_, e)| e).collect()
     }
+}
 
-    /// Blocks until every recorded use finished.
-    fn wait_all(&mut self) {
-        for e in self.take() {
-            // An error here belongs to the work that failed and was (or will be) reported to
-            // whoever waits on it; the memory is freed either way.
-            let _ = e.synchronize();
-        }
+/// Blocks until every one of `events` is complete.
+fn wait_all(events: Vec<Arc<Event>>) {
+    for e in events {
+        // An error here belongs to the work that failed and was (or will be) reported to
+        // whoever waits on it; the memory is freed either way.
+        let _ = e.synchronize();
     }
 }
 
@@ -844,29 +625,29 @@ impl Uses {
 /// blocking the host; on the emulator the drop waits for them.
 #[derive(Debug)]
 pub struct DeviceBuffer {
-    mem: Mem,
+    mem: Box<dyn Memory>,
     len: usize,
     uses: Uses,
 }
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        match &self.mem {
-            // The owner of borrowed memory may free or reuse it as soon as the wrapper is gone.
-            Mem::Host(_) | Mem::Borrowed(_) => self.uses.wait_all(),
-            #[cfg(feature = "cuda")]
-            Mem::Cuda(slice) => {
-                for e in self.uses.take() {
-                    #[allow(irrefutable_let_patterns)]
-                    let ordered =
-                        if let EventImpl::Cuda(ev) = &e.imp { cuda::free_after(slice, ev).is_ok() } else { false };
-                    if !ordered {
-                        // Could not order the free on the device: wait on the host instead.
-                        let _ = e.synchronize();
-                    }
-                }
-            }
-        }
+        self.mem.free_after(self.uses.take());
+    }
+}
+
+/// Memory another library owns, at this address ([`Device::borrow_memory`]): the owner may
+/// free or reuse it as soon as the wrapper is gone, so the drop waits for its uses.
+#[derive(Debug)]
+struct Borrowed(u64);
+
+impl Memory for Borrowed {
+    fn ptr(&self) -> u64 {
+        self.0
+    }
+
+    fn kind(&self) -> Option<DeviceKind> {
+        None
     }
 }
 
@@ -879,19 +660,8 @@ pub struct PinnedBuffer {
     len: usize,
     /// Owns the allocation `ptr` points into; freed when dropped, after `drop` waited for the
     /// buffer's uses.
-    #[allow(dead_code)]
-    mem: PinnedMem,
+    _mem: Box<dyn PinnedMemory>,
     uses: Uses,
-}
-
-/// Owns the allocation; freed on drop (the fields are never read, only dropped).
-#[derive(Debug)]
-#[allow(dead_code)]
-enum PinnedMem {
-    #[cfg_attr(not(feature = "emulate"), allow(dead_code))]
-    Host(HostAlloc),
-    #[cfg(feature = "cuda")]
-    Cuda(cudarc::driver::PinnedHostSlice<u8>),
 }
 
 // SAFETY: PinnedBuffer owns its allocation exclusively, like Box<[u8]>; the device side only
@@ -938,18 +708,8 @@ impl PinnedBuffer {
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
         // The host frees this memory right after: every queued copy must have finished.
-        self.uses.wait_all();
+        wait_all(self.uses.take());
     }
-}
-
-#[derive(Debug)]
-enum Mem {
-    #[cfg_attr(not(feature = "emulate"), allow(dead_code))]
-    Host(HostAlloc),
-    #[cfg(feature = "cuda")]
-    Cuda(cudarc::driver::CudaSlice<u8>),
-    /// Memory another library owns, at this address ([`Device::borrow_memory`]).
-    Borrowed(u64),
 }
 
 impl DeviceBuffer {
@@ -968,12 +728,7 @@ impl DeviceBuffer {
     /// The device address of byte 0 (a host address on the emulator). For FFI edges (`DLPack`).
     #[must_use]
     pub fn device_ptr(&self) -> u64 {
-        match &self.mem {
-            Mem::Host(h) => h.ptr as u64,
-            #[cfg(feature = "cuda")]
-            Mem::Cuda(s) => cuda::slice_ptr(s),
-            Mem::Borrowed(p) => *p,
-        }
+        self.mem.ptr()
     }
 
     /// The device address of the `T` at byte `offset`, for a kernel argument; an error past the
@@ -993,50 +748,12 @@ impl DeviceBuffer {
     }
 }
 
-/// A zeroed, 256-byte aligned host allocation standing in for device memory.
-#[derive(Debug)]
-struct HostAlloc {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-
-// SAFETY: HostAlloc owns its allocation exclusively, like Box<[u8]>.
-unsafe impl Send for HostAlloc {}
-// SAFETY: shared access only hands out the address; reads/writes go through &mut or launches.
-unsafe impl Sync for HostAlloc {}
-
-impl HostAlloc {
-    #[cfg_attr(not(feature = "emulate"), allow(dead_code))]
-    fn zeroed(len: usize) -> Result<Self> {
-        let layout = std::alloc::Layout::from_size_align(len.max(1), 256)
-            .map_err(|e| Error::InvalidArgument(format!("allocation of {len} bytes: {e}")))?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(Error::OutOfMemory(format!("host allocation of {len} bytes failed")));
-        }
-        Ok(Self { ptr, layout })
-    }
-}
-
-impl Drop for HostAlloc {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this very layout and not freed before.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
-    }
-}
-
 #[cfg(all(test, feature = "emulate"))]
 mod tests {
     use super::*;
 
-    #[allow(clippy::match_wildcard_for_single_variants)]
-    fn emu(stream: &Stream) -> &std::sync::Arc<emu::EmuStream> {
-        match &stream.imp {
-            StreamImpl::Emu(s) => s,
-            #[allow(unreachable_patterns)]
-            _ => unreachable!("an emulated device has emulated streams"),
-        }
+    fn emu(stream: &Stream) -> &emu::EmuStream {
+        stream.downcast().expect("an emulated device has emulated streams")
     }
 
     /// Emulated streams run concurrently: a reader that does not wait for the writer's event
