@@ -974,6 +974,9 @@ impl DeviceExecutor {
         (ptr, len, base): (u64, usize, usize),
         before: Option<&Event>,
     ) -> Result<Vec<Event>> {
+        if lanes.is_empty() {
+            return Err(Error::internal("device executor: a split batch was given no lane"));
+        }
         let plan = batch.plan;
         let lane_of = batch.deal(lanes.len());
         let window = || Window { targets: 0..plan.targets.len(), lo: 0, base };
@@ -1003,9 +1006,7 @@ impl DeviceExecutor {
             engine.run(ctx, &job, &mut view())?;
             engine.assembler.stream().record(false).map_err(|e| Error::device("recording a lane's batch", e))
         };
-        let (head, rest) = lanes
-            .split_first_mut()
-            .ok_or_else(|| Error::internal("device executor: a split batch was given no lane"))?;
+        let (head, rest) = lanes.split_first_mut().ok_or_else(|| Error::internal("device executor: no lane"))?;
         if rest.is_empty() {
             return Ok(vec![run(head, first)?]);
         }
