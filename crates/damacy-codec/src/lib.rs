@@ -54,5 +54,5 @@ pub use remote::StoreStats;
 pub use route::{CodecRoute, Route, describe, index_routes, routes};
 pub use shard_index::{ShardIndex, ShardIndexCache};
 pub use stats::StatsSnapshot;
-pub use store::{Coalescing, Store, StoreKind, StoreOptions};
+pub use store::{Coalescing, Store, StoreKind, StoreOptions, off_thread};
 pub use zarrs_storage;

@@ -579,27 +579,16 @@ fn async_prepare<S: ?Sized + AsyncReadableStorageHandle>(
     ctx.prepare(array, options, |name| Store::from_async_readable(name, array.storage().into_readable()))
 }
 
-/// Run `f` on a thread of its own and await its result without blocking the caller's executor.
-async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T, Error> + Send + 'static) -> Result<T, Error> {
-    let (tx, rx) = futures::channel::oneshot::channel();
-    std::thread::Builder::new()
-        .name("damacy-zarrs".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .map_err(|e| Error::internal_from("zarrs_ext: cannot start a thread for an async read", e))?;
-    rx.await.map_err(|_| Error::internal("zarrs_ext: an async read's thread ended without a result (it panicked)"))?
-}
-
 /// The future of an async read: owns what it needs, so it can be spawned.
 pub type DeviceArrayFuture = Pin<Box<dyn Future<Output = Result<DeviceArray, Error>> + Send + 'static>>;
 
 /// The async forms of [`ArrayDeviceExt`] for arrays over zarrs' async storages (opendal, object
-/// stores). The read runs on a thread of its own (the store's futures are driven there, with
-/// damacy's I/O runtime entered), so the caller's runtime is never blocked. The returned futures
+/// stores). The read runs on damacy's I/O runtime's blocking pool ([`damacy_codec::off_thread`]:
+/// the store's futures are driven there, with that runtime entered), so the caller's runtime is
+/// never blocked. The returned futures
 /// ([`DeviceArrayFuture`]) own what they need, so they can be spawned.
 ///
-/// There is no async `retrieve_array_subset_device_into`: a caller's buffer cannot be lent to a thread
+/// There is no async `retrieve_array_subset_device_into`: a caller's buffer cannot be lent to a task
 /// that outlives a dropped future; read into a [`DeviceArray`] instead.
 pub trait AsyncArrayDeviceExt {
     /// [`ArrayDeviceExt::retrieve_array_subset_device`] for an async storage.
@@ -660,7 +649,7 @@ impl<S: ?Sized + AsyncReadableStorageHandle> AsyncArrayDeviceExt for Array<S> {
         let region = region(subset);
         Box::pin(async move {
             let prepared = prepared?;
-            off_thread(move || prepared.read(&[region], true)).await
+            damacy_codec::off_thread(move || prepared.read(&[region], true)).await
         })
     }
 
@@ -674,7 +663,7 @@ impl<S: ?Sized + AsyncReadableStorageHandle> AsyncArrayDeviceExt for Array<S> {
         let regions: Vec<Region> = subsets.iter().map(|s| region(s)).collect();
         Box::pin(async move {
             let prepared = prepared?;
-            off_thread(move || prepared.read(&regions, false)).await
+            damacy_codec::off_thread(move || prepared.read(&regions, false)).await
         })
     }
 
@@ -687,7 +676,7 @@ impl<S: ?Sized + AsyncReadableStorageHandle> AsyncArrayDeviceExt for Array<S> {
         let prepared = chunks_region(self, chunks).and_then(|r| Ok((async_prepare(self, ctx, options)?, r)));
         Box::pin(async move {
             let (prepared, region) = prepared?;
-            off_thread(move || prepared.read(&[region], true)).await
+            damacy_codec::off_thread(move || prepared.read(&[region], true)).await
         })
     }
 

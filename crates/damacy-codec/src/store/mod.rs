@@ -18,7 +18,8 @@ use std::sync::Arc;
 use zarrs_storage::{ReadableListableStorage, ReadableStorageTraits};
 
 pub use options::{Coalescing, StoreKind, StoreOptions};
-pub(crate) use runtime::{block_on, off_thread, park_on, runtime};
+pub use runtime::off_thread;
+pub(crate) use runtime::{block_on, park_on, runtime};
 
 use crate::error::{Error, Result};
 use crate::remote::{Remote, StoreStats};

@@ -128,11 +128,23 @@ pub(crate) fn park_on<F: Future>(future: F) -> F::Output {
     }
 }
 
-/// Run the synchronous `f` on the I/O runtime's blocking pool and await its result without
-/// blocking the caller's executor: the bridge from the `_async` entry points to the engine. A
-/// panic in `f` is an [`Error::Internal`].
-pub(crate) async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    runtime()?.spawn_blocking(f).await.map_err(|e| Error::internal_from("an async call's blocking task failed", e))?
+/// Run the synchronous `f` on damacy's I/O runtime's blocking pool and await its result without
+/// blocking the caller's executor: the bridge from async callers to the engine (the `_async`
+/// entry points of [`crate::Reader`], the zarrs extension's async reads). The pool's threads are
+/// reused (no thread per call) and have the I/O runtime entered, so `f` may read remote stores.
+/// A runtime that cannot start, or a panic in `f`, is an [`Error::Internal`] (as `E`).
+pub async fn off_thread<T, E>(
+    f: impl FnOnce() -> std::result::Result<T, E> + Send + 'static,
+) -> std::result::Result<T, E>
+where
+    T: Send + 'static,
+    E: From<Error> + Send + 'static,
+{
+    let runtime = runtime().map_err(E::from)?;
+    match runtime.spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => Err(E::from(Error::internal_from("an async call's blocking task failed", e))),
+    }
 }
 
 #[cfg(test)]
@@ -183,7 +195,7 @@ mod tests {
         let threads: std::collections::HashSet<_> = current.block_on(async {
             let mut ids = std::collections::HashSet::new();
             for _ in 0..8 {
-                ids.insert(off_thread(|| Ok(std::thread::current().id())).await.unwrap());
+                ids.insert(off_thread(|| Ok::<_, Error>(std::thread::current().id())).await.unwrap());
             }
             ids
         });
