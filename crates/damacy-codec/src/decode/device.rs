@@ -635,38 +635,35 @@ impl DeviceExecutor {
     }
 }
 
-/// Runs `decode` on a thread of its own while the pages of `out` are faulted in on `pool`
+/// Runs `decode` on this thread while the pages of `out` are faulted in on `pool`
 /// ([`prefault`]), so that the device-to-host copy after it does not fault them one at a time.
 fn prefaulting<T: Send>(
     out: &mut [u8],
     pool: &rayon::ThreadPool,
     decode: impl FnOnce() -> Result<T> + Send,
 ) -> Result<T> {
-    std::thread::scope(|s| {
-        let decoding = s.spawn(decode);
-        prefault(out, pool);
-        decoding.join().unwrap_or_else(|_| Err(Error::internal("device executor: a batch's decode thread panicked")))
+    pool.in_place_scope(|s| {
+        s.spawn(|_| prefault(out));
+        decode()
     })
 }
 
 /// Faults the pages of `out` in (a read and a write back of one byte per 4 KiB, so contents are
-/// kept) on `pool`, in pieces of 2 MiB. A host output the reader just allocated is zeroed
-/// memory the kernel maps on first touch; touched by the device-to-host copy instead, its
-/// faults would run one at a time on the copying thread (a GiB takes ~0.6 s on one core).
-fn prefault(out: &mut [u8], pool: &rayon::ThreadPool) {
+/// kept) on the current rayon pool, in pieces of 2 MiB. A host output the reader just allocated
+/// is zeroed memory the kernel maps on first touch; touched by the device-to-host copy instead,
+/// its faults would run one at a time on the copying thread (a GiB takes ~0.6 s on one core).
+fn prefault(out: &mut [u8]) {
     use rayon::prelude::*;
     const PAGE: usize = 4 << 10;
-    pool.install(|| {
-        out.par_chunks_mut(2 << 20).for_each(|piece| {
-            for page in piece.chunks_mut(PAGE) {
-                // SAFETY: `page[0]` is a valid, initialised byte of an exclusive borrow; the
-                // volatile pair keeps the compiler from dropping a store of the value it read.
-                unsafe {
-                    let p = page.as_mut_ptr();
-                    std::ptr::write_volatile(p, std::ptr::read_volatile(p));
-                }
+    out.par_chunks_mut(2 << 20).for_each(|piece| {
+        for page in piece.chunks_mut(PAGE) {
+            // SAFETY: `page[0]` is a valid, initialised byte of an exclusive borrow; the volatile
+            // pair keeps the compiler from dropping a store of the value it read.
+            unsafe {
+                let p = page.as_mut_ptr();
+                std::ptr::write_volatile(p, std::ptr::read_volatile(p));
             }
-        });
+        }
     });
 }
 
