@@ -11,6 +11,11 @@ datasheets and published microbenchmarks, so the next run replaces them with mea
 - lat_l1, lat_l2, lat_dram: cycles of one dependent global load (pointer chase) whose
                     working set fits L1 (16 KiB), L2 (8 MiB) or neither (1 GiB)
 - lat_shared:       cycles of one dependent shared-memory load
+- lat_imad:         cycles of one dependent IMAD (x = x * x + y: one SASS instruction a step)
+- lat_shfl_step:    cycles of one step of a dependent shuffle chain (x = shfl(x, x + 1): a
+                    SHFL.IDX and the add that makes its lane; the issue schedule's SHFL latency
+                    is this minus one ALU latency)
+- lat_popc_step:    cycles of one step of x = popc(x) + x (a POPC and an IADD3)
 - copy_gbps:        a device-to-device cudaMemcpy of 32 MiB (bytes copied per second)
 - sm_clock_mhz:     SM cycles per second while a kernel runs (clock64 over event time)
 
@@ -81,6 +86,34 @@ extern "C" __global__ void chase_shared(unsigned n, unsigned long long* out, uns
     sink[0] = p;
 }
 
+// one warp: dependent chains of one kind of instruction; cycles per step in out[0]
+extern "C" __global__ void dep_imad(unsigned n, unsigned seed, unsigned long long* out, unsigned* sink) {
+    unsigned x = seed + threadIdx.x, y = seed * 7u + 3u;
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) x = x * x + y;
+    long long t1 = clock64();
+    if (threadIdx.x == 0) out[0] = (unsigned long long)(t1 - t0);
+    sink[threadIdx.x] = x;
+}
+
+extern "C" __global__ void dep_shfl(unsigned n, unsigned long long* out, unsigned* sink) {
+    unsigned x = threadIdx.x;
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) x = __shfl_sync(0xffffffffu, x, (int)(x + 1u));
+    long long t1 = clock64();
+    if (threadIdx.x == 0) out[0] = (unsigned long long)(t1 - t0);
+    sink[threadIdx.x] = x;
+}
+
+extern "C" __global__ void dep_popc(unsigned n, unsigned seed, unsigned long long* out, unsigned* sink) {
+    unsigned x = seed + threadIdx.x;
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) x = (unsigned)__popc(x) + x;
+    long long t1 = clock64();
+    if (threadIdx.x == 0) out[0] = (unsigned long long)(t1 - t0);
+    sink[threadIdx.x] = x;
+}
+
 // spins for `cycles` SM cycles, for the clock estimate
 extern "C" __global__ void spin(long long cycles, unsigned long long* out) {
     long long t0 = clock64();
@@ -108,7 +141,8 @@ def event_time(fn, reps=20):
 def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else "model_cal.json"
     mod = cp.RawModule(code=SRC, options=("--std=c++17",))
-    k = {name: mod.get_function(name) for name in ("empty", "dep_int", "dep_mix", "chase", "chase_shared", "spin")}
+    k = {name: mod.get_function(name) for name in ("empty", "dep_int", "dep_mix", "chase", "chase_shared", "spin", "dep_imad",
+                                                    "dep_shfl", "dep_popc")}
     res = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
     cyc = cp.zeros(1, dtype=cp.uint64)
     sink = cp.zeros(64, dtype=cp.uint32)
@@ -123,6 +157,16 @@ def main():
     cp.cuda.Device().synchronize()
     # 4 source ops + branch + shuffle: report cycles per loop iteration and per source op
     res["cycles_per_iter_dep_mix"] = int(cyc[0]) / n
+
+    k["dep_imad"]((1,), (32,), (cp.uint32(n), cp.uint32(7), cyc, sink))
+    cp.cuda.Device().synchronize()
+    res["lat_imad"] = int(cyc[0]) / n
+    k["dep_shfl"]((1,), (32,), (cp.uint32(n), cyc, sink))
+    cp.cuda.Device().synchronize()
+    res["lat_shfl_step"] = int(cyc[0]) / n
+    k["dep_popc"]((1,), (32,), (cp.uint32(n), cp.uint32(7), cyc, sink))
+    cp.cuda.Device().synchronize()
+    res["lat_popc_step"] = int(cyc[0]) / n
 
     for label, size in (("lat_l1", 16 << 10), ("lat_l2", 8 << 20), ("lat_dram", 1 << 30)):
         words = size // 4

@@ -62,10 +62,14 @@ struct WarpRec {
     // the same, each weighted by the SASS instructions per host basic block of its source
     // line (kernels/emu/model weights, DAMACY_GPU_MODEL_SASS); = bbs without a weight table
     double insts;
-    uint64_t g_load_cold, g_load_warm, g_store, g_sectors;  // global requests and sectors
-    uint64_t s_load, s_store, s_wavefronts;                 // shared requests, wavefronts
+    // global requests and sectors; loads: cold (a sector the launch never touched), warm
+    // (every sector loaded before and not stored since: an L1 hit), l2 (the rest: a sector the
+    // launch stored, which a store does not leave in L1, or an L1 miss after one)
+    uint64_t g_load_cold, g_load_warm, g_store, g_sectors;
+    uint64_t s_load, s_store, s_wavefronts;  // shared requests, wavefronts
+    uint64_t g_load_l2;
 };
-static_assert(sizeof(WarpRec) == 8 * 11, "WarpRec has no padding");
+static_assert(sizeof(WarpRec) == 8 * 12, "WarpRec has no padding");
 
 struct Rec {
     uint64_t addr;
@@ -88,6 +92,9 @@ struct WarpLog {
 struct ThreadCost {
     LaunchCost cur{};
     std::unordered_set<uint64_t> footprint;
+    // sectors loaded since they were last stored (the L1's global lines: stores write through
+    // and leave no line in L1)
+    std::unordered_set<uint64_t> l1;
     WarpLog warps[MAX_THREADS / 32];
     uintptr_t stack_lo = 0, stack_hi = 0;
     std::vector<uint64_t> scratch;
@@ -243,13 +250,24 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
         t.g_lines[k] += u.size();
         units(r, n, 5, u);
         t.g_sectors[k] += u.size();
-        bool cold = false;
-        for (uint64_t s : u) cold |= c->footprint.insert(s).second;
+        bool cold = false, in_l1 = true;
+        for (uint64_t s : u) {
+            cold |= c->footprint.insert(s).second;
+            in_l1 = in_l1 && c->l1.count(s) != 0;
+        }
         t.g_cold += cold;
         (cold ? L.g_cold : L.g_warm)++;
         L.tot.g_sectors += u.size();
-        if (k == KIND_STORE) L.tot.g_store++;
-        else (cold ? L.tot.g_load_cold : L.tot.g_load_warm)++;
+        if (k == KIND_STORE) {
+            L.tot.g_store++;
+            for (uint64_t s : u) c->l1.erase(s);
+        } else if (k == KIND_ATOMIC) {  // performed in L2
+            (cold ? L.tot.g_load_cold : L.tot.g_load_l2)++;
+            for (uint64_t s : u) c->l1.erase(s);
+        } else {
+            (cold ? L.tot.g_load_cold : in_l1 ? L.tot.g_load_warm : L.tot.g_load_l2)++;
+            for (uint64_t s : u) c->l1.insert(s);
+        }
         if (sites_on()) {
             auto& e = c->sites[r[0].pc];
             e[0]++;
@@ -353,6 +371,7 @@ DMC_EMU_INTERNAL inline void launch_begin(const char* kernel, dim3 grid, dim3 bl
     c->cur.block_threads = (uint64_t)block.x * block.y * block.z;
     c->cur.warps = (uint64_t)grid.x * grid.y * grid.z * ((c->cur.block_threads + 31) / 32);
     c->footprint.clear();
+    c->l1.clear();
     c->warp_recs.clear();
     for (WarpLog& L : c->warps) {
         L.recs.clear();

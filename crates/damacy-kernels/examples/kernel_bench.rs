@@ -8,7 +8,8 @@
 //! cargo run --release -p damacy-kernels --example kernel_bench -- \
 //!     [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
 //!     [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] \
-//!     [--batch-mib N] [--zstd-levels 0,3,9] [--dataset DEMO_DIR] [--model h200|h100] [--model-mib N]
+//!     [--batch-mib N] [--zstd-levels 0,3,9] [--datasets u16-labels,noise,…] [--dataset DEMO_DIR] \
+//!     [--model h200|h100] [--model-mib N]
 //! ```
 //!
 //! Every decode case is one wave (`Decoder::decode_wave`) holding a whole batch (≥ 256 MiB of
@@ -77,7 +78,7 @@ const WIDTH: usize = 2048;
 
 const USAGE: &str = "usage: kernel_bench [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
 [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] [--batch-mib N] \
-[--zstd-levels 0,3,9] [--dataset DEMO_DIR] [--model h200|h100] [--model-mib N]";
+[--zstd-levels 0,3,9] [--datasets u16-labels,noise,...] [--dataset DEMO_DIR] [--model h200|h100] [--model-mib N]";
 
 /// Every case name `--cases` takes (`demo` runs only with `--dataset`).
 const CASES: [&str; 6] = ["lz4", "zstd", "deflate", "shuffle", "assemble", "demo"];
@@ -98,6 +99,8 @@ struct Args {
     batch_mib: Option<usize>,
     zstd_levels: Vec<i32>,
     dataset: Option<PathBuf>,
+    /// The synthetic datasets to run (all when `None`).
+    datasets: Option<Vec<String>>,
     model: Option<String>,
     model_mib: Option<usize>,
 }
@@ -129,6 +132,7 @@ fn parse_args() -> Result<Args, String> {
         batch_mib: None,
         zstd_levels: vec![0, 3, 9],
         dataset: None,
+        datasets: None,
         model: None,
         model_mib: None,
     };
@@ -140,6 +144,15 @@ fn parse_args() -> Result<Args, String> {
             "--small" => a.small = true,
             "--dump" => a.dump = Some(PathBuf::from(value("--dump")?)),
             "--dataset" => a.dataset = Some(PathBuf::from(value("--dataset")?)),
+            "--datasets" => {
+                let names: Vec<String> = value("--datasets")?.split(',').map(str::to_owned).collect();
+                if let Some(n) = names.iter().find(|n| !DATASETS.iter().chain([&NOISE]).any(|d| d.name == n.as_str())) {
+                    return Err(format!(
+                        "--datasets: {n:?} is not a dataset (u16-labels, u16-smooth, u16-noisy, f32-smooth, f32-noisy, noise)"
+                    ));
+                }
+                a.datasets = Some(names);
+            }
             "--json" => a.json = Some(PathBuf::from(value("--json")?)),
             "--reps" => a.reps = Some(value("--reps")?.parse().map_err(|e| format!("--reps: {e}"))?),
             "--warmup" => a.warmup = Some(value("--warmup")?.parse().map_err(|e| format!("--warmup: {e}"))?),
@@ -630,8 +643,12 @@ impl Bench {
         decoded_bytes: usize,
     ) {
         let k = self.model_mib.map_or(1, |m| decoded_bytes.div_ceil((m << 20).max(1)).max(1));
-        let sub: Vec<ChunkInput<'_>> = inputs.iter().step_by(k).copied().collect();
-        let sub_expected: Vec<&[u8]> = expected.iter().step_by(k).copied().collect();
+        // The stride starts where it takes the chunk with the most encoded bytes (the likeliest
+        // slowest): a launch of fewer chunks than the device holds lasts as long as its
+        // slowest chunk, which a sample from chunk 0 misses on uneven data (label images).
+        let first = inputs.iter().enumerate().max_by_key(|(_, c)| c.bytes.len()).map_or(0, |(i, _)| i % k);
+        let sub: Vec<ChunkInput<'_>> = inputs.iter().skip(first).step_by(k).copied().collect();
+        let sub_expected: Vec<&[u8]> = expected.iter().skip(first).step_by(k).copied().collect();
         if let Some(m) = &self.model {
             m.reset();
         }
@@ -640,7 +657,7 @@ impl Bench {
                 row["verified"] = json!(true);
                 row["streams"] = json!({"lz4": stats.streams[0], "blosclz": stats.streams[1], "raw": stats.streams[2], "crc32c": stats.streams[3], "zstd": stats.streams[4], "inflate": stats.streams[5]});
                 row["launches"] = json!(stats.launches);
-                row["model_sample"] = json!({"every": k, "chunks": sub.len(), "of": inputs.len()});
+                row["model_sample"] = json!({"every": k, "first": first, "chunks": sub.len(), "of": inputs.len()});
                 if let Some(m) = &self.model {
                     let p = m.collect_scaled(k);
                     gpu_model::fill_row(row, &[p], decoded_bytes);
@@ -1202,11 +1219,14 @@ impl Bench {
                 "src_dtype": "uint16", "dst_dtype": if dsz == 2 { "uint16" } else { "float32" },
                 "read_bytes": n_crops * h * w * 2, "out_bytes": out_len,
             });
-            // --model: the jobs run once and predicted; no host check, no timed runs. Not
-            // sampled: the launch's shape depends on its job count (elements per thread).
+            // --model: the jobs run once and predicted; no host check, no timed runs. Sampled
+            // by --model-mib (of the bytes read) like the decode cases: every k-th crop runs,
+            // in launches shaped for all of them (elements per thread follow the total work).
             if let Some(m) = &self.model {
-                let k = 1;
+                let read = n_crops * h * w * 2;
+                let k = self.model_mib.map_or(1, |mib| read.div_ceil((mib << 20).max(1)).max(1));
                 let sub: Vec<AssembleJob> = jobs.iter().step_by(k).cloned().collect();
+                asm.shape_as_scaled(k as u64);
                 m.reset();
                 let res = asm.run(&src, &mut dst, &sub).map_err(|e| e.to_string());
                 match res.and_then(|r| r.into_iter().find_map(Result::err).map_or(Ok(()), |e| Err(e.to_string()))) {
@@ -1430,9 +1450,10 @@ fn run(args: &Args) -> Res<ExitCode> {
     };
     let started = Instant::now();
     let want = |c: &str| args.cases.iter().any(|x| x == c);
+    let picked = |d: &Dataset| args.datasets.as_ref().is_none_or(|n| n.iter().any(|x| x == d.name));
     let sizes = b.sizes.clone();
     if want("lz4") || want("assemble") {
-        for ds in &DATASETS {
+        for ds in DATASETS.iter().filter(|d| picked(d)) {
             let assemble_here = want("assemble") && ds.name == "u16-smooth";
             if !want("lz4") && !assemble_here {
                 continue;
@@ -1481,7 +1502,11 @@ fn run(args: &Args) -> Res<ExitCode> {
         // `zstd`/`gzip` chains store them: the label image (long matches, high ratio) and a
         // smooth field with noisy low bits (literals, short matches, ratio ~1.05), and noise
         // (raw / stored blocks: copies). zstd at each of --zstd-levels, deflate at level 6.
-        let codec_sets = DATASETS.iter().filter(|d| matches!(d.name, "u16-labels" | "u16-smooth")).chain([&NOISE]);
+        let codec_sets = DATASETS
+            .iter()
+            .filter(|d| matches!(d.name, "u16-labels" | "u16-smooth"))
+            .chain([&NOISE])
+            .filter(|d| picked(d));
         for ds in codec_sets {
             let data = make_dataset(ds, cap);
             for &chunk in &sizes {

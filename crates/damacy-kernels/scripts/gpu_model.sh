@@ -36,8 +36,11 @@ case "${1:-}" in
     shift
     H200="${H200_DIR:-/work/shared/gpu-h200-2026-11-28}"
     MIB="${MODEL_MIB:-2}"
-    # four processes: LZ4, the copy/unshuffle cases, assemble (never sampled: its launch shape
-    # depends on the job count), zstd + deflate
+    # the first run's JSON (0650f56: every decode row, ncu); a later run's kernel_bench output
+    # (aff1452: the kernel sources of this build; its rows win where both have the case)
+    LATER="${H200_LATER_LOG:-benches/results/gpu-h200-2026-11-28-aff1452/gpu-run-cold-tests-inspect-sanitize-e2e-calibrate-compare.log}"
+    # four processes: LZ4, the copy/unshuffle cases, assemble (sampled in launches shaped for
+    # all of its crops), zstd + deflate
     run() {
       "$BIN" --device emulated --model h200 --batch-mib 32 --sizes 64K,1M --zstd-levels 3 --reps 1 --warmup 0 \
         --model-mib "$MIB" --cases "$1" --json "$CARGO_TARGET_DIR/gpu_model_$2.json" "${@:3}" \
@@ -47,12 +50,19 @@ case "${1:-}" in
     run zstd,deflate b "$@" & B=$!
     run assemble c "$@" & C=$!
     run shuffle d "$@" & D=$!
-    wait $A; wait $B; wait $C; wait $D
-    cat "$CARGO_TARGET_DIR"/gpu_model_[abcd].log | grep -v '^\['
+    wait $C; wait $D
+    # the label image unsampled (its chunks are uneven: the slowest decides the launch); its
+    # rows replace the sampled ones (the report takes the last model file's row of a case)
+    run zstd,deflate e --datasets u16-labels --model-mib 32 "$@" & E=$!
+    wait $A; wait $B; wait $E
+    cat "$CARGO_TARGET_DIR"/gpu_model_[abcde].log | grep -v '^\['
     python3 crates/damacy-kernels/scripts/gpu_model_report.py --measured "$H200/kernel_bench.json" \
       --model "$CARGO_TARGET_DIR/gpu_model_a.json" --model "$CARGO_TARGET_DIR/gpu_model_b.json" \
       --model "$CARGO_TARGET_DIR/gpu_model_c.json" --model "$CARGO_TARGET_DIR/gpu_model_d.json" \
+      --model "$CARGO_TARGET_DIR/gpu_model_e.json" \
+      --measured-label 0650f56 --measured-log "$LATER" --measured-log-label aff1452 \
       --ncu-kernels "$H200/ncu-kernels.txt" --ncu-zstd "$H200/ncu-zstd.txt" --model-mib "$MIB" \
+      --ncu-changed "${NCU_CHANGED-dmc_assemble}" \
       --commit "$(git rev-parse --short HEAD)" --out benches/results/gpu-model.md
     ;;
   *) exec "$BIN" --device emulated --model "${GPU_MODEL:-h200}" --reps 1 --warmup 0 "$@" ;;

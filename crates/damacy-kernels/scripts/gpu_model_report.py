@@ -37,6 +37,38 @@ def ncu_durations(path: str) -> list[tuple[str, str, float]]:
     return out
 
 
+SIZE = {"KiB": 1 << 10, "MiB": 1 << 20}
+
+
+def log_rows(path: str) -> dict[str, float]:
+    """case -> measured kernel µs, from a GPU run's kernel_bench text output (its "Decode cases"
+    and "Assemble" tables; runs whose kernel_bench.json did not come back). Decode rows: the
+    chunks × chunk bytes decoded at the kernel GB/s; assemble rows: the copy-equivalent bytes
+    ((read + written) / 2, the crops' u16 reads and their out MiB) at the `equiv kernel` GB/s."""
+    out, part = {}, None
+    for line in open(path, errors="replace"):
+        if line.startswith("Decode cases"):
+            part = "decode"
+            continue
+        if line.startswith("Assemble ("):
+            part = "assemble"
+            continue
+        f = line.split()
+        if part == "decode" and len(f) >= 5 and f[3] == "ok":
+            m = re.search(r"-(\d+)(KiB|MiB)$", f[0])
+            if m:
+                decoded = int(f[1]) * int(m.group(1)) * SIZE[m.group(2)]
+                out[f[0]] = decoded / (float(f[4]) * 1e9) * 1e6
+        elif part == "assemble" and len(f) == 9 and f[2] == "ok":
+            out_b = float(f[4]) * (1 << 20)
+            wide = 2 if "cast" in f[0] else 1  # float32 out: twice the u16 bytes read
+            equiv = (out_b / wide + out_b) / 2
+            out[f[0]] = equiv / (float(f[8]) * 1e9) * 1e6
+        elif part and not line.strip():
+            part = None if part == "assemble" else part
+    return out
+
+
 def fmt(x: float | None, d: int = 1) -> str:
     return "–" if x is None else f"{x:.{d}f}"
 
@@ -45,7 +77,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--measured", required=True)
     ap.add_argument("--model", required=True, action="append", help="the model's kernel_bench JSON (repeatable)")
+    ap.add_argument("--measured-label", default="first run")
+    ap.add_argument("--measured-log", help="a later GPU run's kernel_bench output (text), whose rows win")
+    ap.add_argument("--measured-log-label", default="later run")
     ap.add_argument("--ncu-kernels")
+    ap.add_argument("--ncu-changed", default="", type=lambda v: set(filter(None, v.split(","))),
+                    help="kernels whose source changed since the profiled build (no ratio)")
     ap.add_argument("--ncu-zstd")
     ap.add_argument("--out", default="benches/results/gpu-model.md")
     ap.add_argument("--commit", default="?")
@@ -56,13 +93,31 @@ def main() -> int:
     models = [json.load(open(m)) for m in a.model]
     model = models[0]
     pred = {r["name"]: r for m in models for r in m["rows"] if "predicted_kernel_s" in r}
+    # A later run's rows (its kernel sources are the modelled build's) replace the JSON's.
+    later = log_rows(a.measured_log) if a.measured_log else {}
     rows = []
+    seen = set()
     for r in meas["rows"]:
         kind = r.get("kind", "")
         if kind not in DECODE and kind not in MEMORY:
             continue
-        p = pred.get(r["name"])
+        seen.add(r["name"])
+        run = a.measured_label
         m_us = r.get("kernel_s", 0) * 1e6
+        if r["name"] in later:
+            run, m_us = a.measured_log_label, later[r["name"]]
+        p = pred.get(r["name"])
+        p_us = p["predicted_kernel_s"] * 1e6 if p else None
+        rows.append((dict(r, run=run), p, m_us, p_us))
+    for name, m_us in later.items():
+        if name in seen:
+            continue
+        kind = name.split("-")[0]
+        r = {"name": name, "kind": kind, "run": a.measured_log_label}
+        p = pred.get(name)
+        if p:
+            r["kind"] = p.get("kind", kind)
+            r["n_chunks"] = p.get("n_chunks", p.get("n_crops", ""))
         p_us = p["predicted_kernel_s"] * 1e6 if p else None
         rows.append((r, p, m_us, p_us))
     lines = []
@@ -72,18 +127,23 @@ def main() -> int:
     w(f"- date: {datetime.date.today().isoformat()}")
     w(f"- commit: {a.commit}")
     w(f"- measured: `{a.measured}` ({meas.get('device', '?')}, batch {meas.get('batch_bytes', 0) >> 20} MiB per case, "
-      f"median of {meas.get('reps', '?')} runs, `WaveStats::kernel_time`)")
+      f"median of {meas.get('reps', '?')} runs, `WaveStats::kernel_time`): column run = {a.measured_label}")
+    if a.measured_log:
+        w(f"- measured, later: `{a.measured_log}` (kernel_bench's text tables, same cases, GB/s to 2 decimals): "
+          f"column run = {a.measured_log_label}; its rows replace the first run's (their kernel sources are the "
+          f"modelled build's)")
     w(f"- predicted: `kernel_bench --device emulated --model h200` on the same cases (same generators, seeds, "
       f"batch and chunk sizes), each case's verification run recorded; `--model-mib {a.model_mib}`: every k-th "
-      f"chunk (crop) run, each recorded launch standing for k (column `sample`)")
+      f"chunk (crop) run, the stride placed on the chunk with the most encoded bytes, each recorded launch "
+      f"standing for k (column `sample`; 1/1: unsampled, as the label image's rows are)")
     w(f"- command: `{a.command}`")
     w("")
     w("Ratio = predicted / measured; within ±30 % means 0.70 ≤ ratio ≤ 1.30. Decode rows are one `dmc_*_decode` "
       "launch; copy rows one `dmc_memcpy`; unshuffle rows the copy plus `dmc_unshuffle` (the wave's two launches); "
       "assemble rows one `dmc_assemble`.")
     w("")
-    w("| case | kind | chunks | sample | measured µs | predicted µs | ratio | ±30 % | bound (model) | longest warp µs | occupancy | waves |")
-    w("|---|---|---:|---:|---:|---:|---:|:---:|---|---:|---|---:|")
+    w("| case | kind | chunks | sample | run | measured µs | predicted µs | ratio | ±30 % | bound (model) | longest warp µs | occupancy | waves |")
+    w("|---|---|---:|---:|---|---:|---:|---:|:---:|---|---:|---|---:|")
     worst = None
     outside = []
     for r, p, m_us, p_us in rows:
@@ -99,7 +159,7 @@ def main() -> int:
         main = max(launches, key=lambda l: l["total_us"]) if launches else {}
         smp = p.get("model_sample", {}) if p else {}
         smp = f"1/{smp['every']}" if smp else "–"
-        w(f"| {r['name']} | {r.get('kind')} | {r.get('n_chunks', r.get('n_source_chunks', ''))} | {smp} | {fmt(m_us)} | {fmt(p_us)} | "
+        w(f"| {r['name']} | {r.get('kind')} | {r.get('n_chunks', r.get('n_source_chunks', ''))} | {smp} | {r.get('run', '')} | {fmt(m_us)} | {fmt(p_us)} | "
           f"{fmt(ratio, 2)} | {'yes' if ok else '**no**' if ratio is not None else '–'} | "
           f"{'; '.join(l['kernel'].removeprefix('dmc_') + ' ' + l['bound'] for l in launches) or '–'} | "
           f"{fmt(main.get('longest_warp_us'))} | "
@@ -153,6 +213,10 @@ def main() -> int:
                 seen[k] = i + 1
                 names = order.get(k, [])
                 name = names[i] if i < len(names) else None
+            if k in a.ncu_changed:
+                w(f"| {k} | {launch} | {d:.1f} | {name or '(1-element jobs: not a case)'} | – | "
+                  f"– (the kernel's source changed since the profiled build) |")
+                continue
             p = pred.get(name) if name else None
             pn = p.get("predicted_ncu_s") if p else None
             pn_us = pn * 1e6 if pn else None
@@ -167,9 +231,9 @@ def main() -> int:
         w("")
         w("## What limits each kernel (the model's terms, per row)")
         w("")
-        w("Per launch: the share of the predicted time in the latency part (the last SM's end: blocks of "
+        w("Per launch: each part over the predicted time — the latency part (the last SM's end: blocks of "
           "their longest warp's serial path, list-scheduled by occupancy), the memory part (the launch's bytes "
-          "at the copy bandwidth) and the launch cost; the longest warp over the mean warp's instructions "
+          "at the copy bandwidth; the two overlap, the launch lasts the longer) and the launch cost; the longest warp over the mean warp's instructions "
           "(imbalance: the tail a batch waits for); resident warps per SM the occupancy allows and how many "
           "warps the launch has per SM (parallelism); waves.")
         w("")

@@ -8,6 +8,15 @@ __sanitizer_cov_trace_pc; addr2line: their source lines), and joins the two by s
 
     weight(call site) = SASS instructions of the line's bucket / host basic blocks of that bucket
 
+Each line's SASS leaves out the out-of-line copies nvcc makes of every collective for a
+diverged warp (reached by `BRA.DIV`, never taken by the converged warps of these kernels: they
+had doubled the weight of shuffle-heavy lines).
+
+The SASS comes from a build with every loop that has no unroll pragma of its own compiled
+rolled (`roll_loops`: nvcc unrolls run-time-trip loops the host keeps rolled), so that a line's
+SASS is one iteration's; registers, shared memory and per-kernel SASS totals come from the build
+the crate launches.
+
 A bucket is a line that starts a host basic block, with the lines after it up to the next such
 line of the same file (straight-line code that the host compiled into the same block). The
 weight file (one "offset weight" line per call site, the offset being the return address of
@@ -36,24 +45,59 @@ FILES = ["lz4.cu", "blosclz.cu", "memcpy.cu", "shuffle.cu", "crc32c.cu", "assemb
 INCLUDE = '#include "common.cuh"'
 
 
-def nvrtc_compile(lib, name: str) -> tuple[bytes, str, dict[str, tuple[str, int]]]:
-    """The sm_90 cubin and ptxas log of kernels/NAME, and a map from the combined source's line
-    numbers (common.cuh inlined, as src/kernel.rs does) to (file, line)."""
-    raw = open(os.path.join(KERNELS, name)).read()
-    common = open(os.path.join(KERNELS, "common.cuh")).read()
+LOOP = re.compile(r"^(\s*)(for\s*\(|while\s*\(|do\s*\{|do\s*$)")
+
+
+def roll_loops(src: str) -> str:
+    """SRC with `#pragma unroll 1` (as `_Pragma`, on the loop's own line: line numbers unchanged)
+    before every loop that carries no unroll pragma of its own.
+
+    nvcc unrolls loops of a run-time trip count (by 4, with a remainder loop), which the host
+    compiler keeps rolled: joined by source line, every host run of such a loop's body would be
+    charged all of its SASS copies (~5×). Compiled rolled, a line's SASS is one iteration's, as
+    on the host. Loops marked DMC_UNROLL (constant trips, unrolled on both sides) keep their
+    pragma. Loops inside macros (lines ending in a backslash) are left alone."""
+    out, prev = [], ""
+    for line in src.split("\n"):
+        m = LOOP.match(line)
+        if m and not line.rstrip().endswith("\\") and "DMC_UNROLL" not in prev and "pragma" not in prev \
+                and not prev.rstrip().endswith("\\"):
+            line = f'{m.group(1)}_Pragma("unroll 1") {line[len(m.group(1)):]}'
+        out.append(line)
+        if line.strip():
+            prev = line
+    return "\n".join(out)
+
+
+def inline_common(raw: str, common: str, name: str) -> tuple[str, dict[int, tuple[str, int]]]:
+    """RAW with its `#include "common.cuh"` line replaced by COMMON (as src/kernel.rs does), and
+    a map from the combined source's line numbers to (file, line)."""
     src = raw.replace(INCLUDE, common)
     lines = {}
-    raw_lines = raw.split("\n")
     n_common = common.count("\n")
     out = 1
-    for i, text in enumerate(raw_lines, start=1):
+    for i, text in enumerate(raw.split("\n"), start=1):
         if INCLUDE in text:
             for k in range(n_common + 1):
                 lines[out + k] = ("common.cuh", k + 1)
-            out += n_common  # the include line's own text continues on the last common line
+            # the include line became common.cuh's n_common + 1 lines (its last one: the rest of
+            # the include line, empty when common.cuh ends with a newline)
+            out += n_common + 1
             continue
         lines[out] = (name, i)
         out += 1
+    return src, lines
+
+
+def nvrtc_compile(lib, name: str, rolled: bool) -> tuple[bytes, str, dict[str, tuple[str, int]]]:
+    """The sm_90 cubin and ptxas log of kernels/NAME (loops rolled when ROLLED, see
+    `roll_loops`), and a map from the combined source's line numbers (common.cuh inlined, as
+    src/kernel.rs does) to (file, line)."""
+    raw = open(os.path.join(KERNELS, name)).read()
+    common = open(os.path.join(KERNELS, "common.cuh")).read()
+    src, lines = inline_common(raw, common, name)
+    if rolled:
+        src = roll_loops(src)
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), name.encode(), 0, None, None) != 0:
         raise SystemExit(f"nvrtcCreateProgram failed for {name}")
@@ -100,6 +144,11 @@ def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Co
         text = subprocess.run([nvdisasm, "-gi", "-c", path], check=True, capture_output=True, text=True).stdout
     finally:
         os.unlink(path)
+    return count_lines(text, lines)
+
+
+def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict[str, int]]:
+    """`sass_lines` of a disassembly (`nvdisasm -gi -c` output)."""
     per_line: collections.Counter = collections.Counter()
     copies: dict = collections.defaultdict(set)
     per_fn: dict[str, int] = collections.Counter()
@@ -107,6 +156,13 @@ def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Co
     # "//##" line per level, innermost first: the instruction belongs to the first one's line;
     # the rest (the call sites it is inlined at) name its copy.
     where, fn, chain = None, None, []
+
+    # A collective (shuffle, vote with a mask) is compiled as `BRA.DIV` to an out-of-line copy
+    # for a diverged warp, then the fast instruction; the copy (from the BRA.DIV's target to its
+    # branch back) runs only when the warp is diverged at the collective, which the kernels
+    # never are: it is not counted (it doubled the weight of shuffle-heavy lines).
+    div_targets = set(re.findall(r"BRA\.DIV\s+[^,]+,\s*`\(\s*(\.L_x_\d+)\s*\)", text))
+    cold = False
     for line in text.splitlines():
         m = re.match(r'\s*//## File "[^"]*", line (\d+)', line)
         if m:
@@ -114,15 +170,24 @@ def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Co
             continue
         m = re.match(r"^\.text\.(\w+):", line)
         if m:
-            fn, where, chain = m.group(1), None, []
+            fn, where, chain, cold = m.group(1), None, [], False
             continue
-        if re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+\S", line):
+        m = re.match(r"^(\.L_x_\d+):", line)
+        if m and m.group(1) in div_targets:
+            cold = True
+            continue
+        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(\S.*)", line)
+        if m:
             if chain:
                 where = chain[0]
-                if where is not None:
+                if where is not None and not cold:
                     copies[where].add((fn, tuple(chain[1:])))
                 chain = []
             per_fn[fn] += 1
+            if cold:
+                if re.match(r"BRA\s", m.group(1)):  # unguarded: the branch back
+                    cold = False
+                continue
             if where is not None:
                 per_line[where] += 1
     return per_line, copies, per_fn
@@ -183,6 +248,8 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--nvrtc-dir", default=os.environ.get("DAMACY_NVRTC_DIR", ""))
     ap.add_argument("--nvdisasm", default=os.environ.get("NVDISASM", "nvdisasm"))
+    ap.add_argument("--unrolled", action="store_true",
+                    help="weigh lines by the SASS of the launched build (nvcc's unrolled loops: overcounts)")
     ap.add_argument("--summary", action="store_true", help="print SASS and host blocks per kernel file")
     a = ap.parse_args()
     libdir = a.nvrtc_dir
@@ -201,13 +268,17 @@ def main() -> int:
     resources: dict[str, tuple[int, int]] = {}
     totals: dict[str, int] = {}
     for name in FILES:
-        cubin, log, lines = nvrtc_compile(lib, name)
-        per_line, copies, per_fn = sass_lines(a.nvdisasm, cubin, lines)
+        # registers, shared memory and SASS per kernel: the build the crate launches
+        cubin, log, lines = nvrtc_compile(lib, name, rolled=False)
+        _, _, per_fn = sass_lines(a.nvdisasm, cubin, lines)
+        resources.update(ptxas_resources(log))
+        totals.update(per_fn)
+        if not a.unrolled:
+            cubin, _, lines = nvrtc_compile(lib, name, rolled=True)
+        per_line, copies, _ = sass_lines(a.nvdisasm, cubin, lines)
         sass.update(per_line)
         for k, v in copies.items():
             gpu_copies[k] |= v
-        resources.update(ptxas_resources(log))
-        totals.update(per_fn)
 
     sites, host_copies = host_sites(a.binary)
     if not sites:

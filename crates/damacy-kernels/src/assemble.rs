@@ -334,6 +334,9 @@ pub struct Assembler {
     /// The first start and the last end of the kernels since the last `finish`.
     timing: Option<(Event, Event)>,
     kernel_time: std::time::Duration,
+    /// Each launch is shaped for this many times its work (1: its own), see
+    /// [`Assembler::shape_as_scaled`].
+    work_scale: u64,
 }
 
 impl Assembler {
@@ -342,6 +345,16 @@ impl Assembler {
     /// device's default stream.
     pub fn new(device: &Device, max_jobs: usize) -> Result<Self> {
         Self::on_stream(device, max_jobs, device.default_stream().clone())
+    }
+
+    /// Shapes every later launch as if it held `k` times its jobs' work (the elements each
+    /// thread takes follow the launch's total work): for the GPU performance model's sampled
+    /// runs, which run every k-th job and let each recorded block stand for `k`
+    /// ([`crate::model::Launch::replicate`]), so that the recorded blocks are the measured
+    /// launch's. `k = 1` (the default) is the real shape.
+    #[cfg(feature = "emulate")]
+    pub fn shape_as_scaled(&mut self, k: u64) {
+        self.work_scale = k.max(1);
     }
 
     /// [`Assembler::new`] running on `stream`.
@@ -358,6 +371,7 @@ impl Assembler {
             seqs: Vec::with_capacity(max_jobs),
             next_seq: 0,
             failed: Vec::new(),
+            work_scale: 1,
             timing: None,
             kernel_time: std::time::Duration::ZERO,
         })
@@ -489,7 +503,7 @@ impl Assembler {
         }
         let max_work = work.iter().copied().max().unwrap_or(0);
         let total_work: u64 = work.iter().sum();
-        let per_block = u64::from(c::DMC_ASSEMBLE_THREADS) * elems_per_thread(total_work);
+        let per_block = u64::from(c::DMC_ASSEMBLE_THREADS) * elems_per_thread(total_work * self.work_scale);
         let bx = max_work.div_ceil(per_block).clamp(1, u64::from(c::DMC_MAX_BLOCKS_PER_JOB)) as u32;
         let started = self.stream.record(true)?;
         // Fill jobs read nothing: without a source, the kernel gets the destination's address.

@@ -12,18 +12,21 @@
 //!   sectors, shared loads and stores and bank wavefronts (the cost recorder's warp requests).
 //!
 //! The time (see [`Gpu`] for every constant and its source):
-//! - a warp's **serial path**: `insts × cpi + cold loads × cold latency + warm loads × L1
-//!   latency + shared loads × shared latency` cycles: a warp issues in order and the decoders'
-//!   code is one dependent chain, so a lone warp waits out each load and each instruction's
-//!   dependent latency;
+//! - a warp's **serial path**: `insts × cpi + cold loads × HBM latency + warm loads × L1
+//!   latency + L2 loads × L2 latency + shared loads × shared latency` cycles: a warp issues in
+//!   order and the decoders' code is one dependent chain, so a lone warp waits out each load
+//!   and each instruction's dependent latency; a load is warm when the launch loaded all of its
+//!   sectors before and stored none of them since (global stores write through to L2 and leave
+//!   no L1 line, so a decoder re-reading its own output goes to L2);
 //! - a block lasts as long as its longest warp; blocks go to SMs as the hardware's block
 //!   scheduler places them: the first `SMs × resident blocks` spread over the SMs, each later one
 //!   to the slot that frees first (**occupancy**: registers, shared memory, threads and blocks
 //!   per SM, [`Gpu::occupancy`]); an SM's time is at least its warps' instructions over its four
 //!   schedulers (one instruction per cycle each); the launch's latency part is the last SM's end;
 //! - the **memory** part: the launch's distinct sectors (each read or written once) at the
-//!   device's copy bandwidth, added to the latency part (a pipe's time is its latency plus
-//!   size over bandwidth);
+//!   device's copy bandwidth; the launch lasts the longer of the two parts (a roofline: while
+//!   its warps wait out their loads the memory system streams other warps' bytes, so the
+//!   bandwidth is a floor the latency part overlaps, not a cost added to it);
 //! - plus a fixed launch cost; launches of a wave run one after another.
 //!
 //! Every number is the model's, not a GPU measurement; `benches/results/gpu-model.md` compares
@@ -55,7 +58,7 @@ pub struct WarpRec {
     pub insts: f64,
     /// Global loads whose sectors no earlier request of the launch touched.
     pub g_load_cold: u64,
-    /// Global loads of sectors the launch touched before.
+    /// Global loads of sectors the launch loaded before and has not stored since (L1 hits).
     pub g_load_warm: u64,
     /// Global store (and atomic) requests.
     pub g_store: u64,
@@ -67,6 +70,9 @@ pub struct WarpRec {
     pub s_store: u64,
     /// Shared-memory wavefronts of all its requests.
     pub s_wavefronts: u64,
+    /// Global loads (and atomics) of sectors the launch touched before that are not in L1: a
+    /// store writes through to L2 and leaves no L1 line, so re-reading output is an L2 hit.
+    pub g_load_l2: u64,
 }
 
 /// One recorded launch: the cost recorder's totals and its warps.
@@ -178,6 +184,11 @@ pub fn resources_from_env() -> BTreeMap<String, KernelResources> {
         .unwrap_or_default()
 }
 
+/// Bytes moved (read + written) per second by the H200's device-to-device copy: twice the
+/// bytes copied per second of the slope between two event-timed `cudaMemcpyAsync` sizes (32 MiB
+/// in 24.58 µs, 48 MiB in 32.35 µs; run of aff1452), 16 MiB / 7.77 µs = 2.158 TB/s copied.
+const H200_COPY_BYTES_PER_S: f64 = 2.0 * 2.158e12;
+
 /// An `sm_90` GPU and the model's constants. Sources: [`Gpu::h200`] and [`Gpu::sources`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -211,6 +222,8 @@ pub struct Gpu {
     /// Cycles of a global load of sectors the launch touched before (an L1 hit: one warp per
     /// chunk re-reads what it read or wrote).
     pub warm_latency: f64,
+    /// Cycles of a global load served by L2 (a sector the launch stored, or loaded and lost).
+    pub l2_latency: f64,
     /// Cycles of a shared-memory load.
     pub shared_latency: f64,
     /// The bandwidth of a device-to-device copy, bytes moved (read + written) per second.
@@ -236,11 +249,12 @@ impl Gpu {
             smem_reserved: 1024,
             smem_unit: 128,
             cpi: 4.0,
-            cold_latency: 600.0,
-            warm_latency: 35.0,
-            shared_latency: 30.0,
-            copy_bytes_per_s: 2.0 * 1489.5e9,
-            launch_s: 3e-6,
+            cold_latency: 698.0,
+            warm_latency: 43.0,
+            l2_latency: 351.0,
+            shared_latency: 29.0,
+            copy_bytes_per_s: H200_COPY_BYTES_PER_S,
+            launch_s: 8.8e-6,
         }
     }
 
@@ -249,7 +263,7 @@ impl Gpu {
     /// 3.35 / 4.8 (not measured).
     #[must_use]
     pub fn h100() -> Self {
-        Self { name: "H100", copy_bytes_per_s: 2.0 * 1489.5e9 * 3.35 / 4.8, ..Self::h200() }
+        Self { name: "H100", copy_bytes_per_s: H200_COPY_BYTES_PER_S * 3.35 / 4.8, ..Self::h200() }
     }
 
     /// The same GPU at another SM clock (ncu locks the clock to the base 1.5 GHz on an H200).
@@ -266,14 +280,15 @@ impl Gpu {
             "- {} SMs, 4 schedulers per SM, 64 warps / 32 blocks / 65536 registers (allocated per warp in units of 256, per scheduler) / 228 KiB shared memory per SM (1 KiB reserved per block, 128-byte units): NVIDIA's Hopper tuning guide and CUDA occupancy rules (datasheet); Nsight's block limits in ncu-kernels.txt agree (lz4 12 blocks by registers, assemble 5)\n\
              - clock {:.2} GHz: the H200's boost clock (datasheet); the ncu rows are predicted at the 1.50 GHz ncu locked (its `SM Frequency`)\n\
              - cpi {:.1} cycles per instruction of a lone warp: the dependent-issue latency of sm_90's integer and logic pipes (published microbenchmarks of Hopper: 4 cycles for IADD3/LOP3/IMAD chains) — **not** fitted; a serial decoder issues mostly dependent instructions\n\
-             - cold load {:.0} cycles (first touch of a sector in the launch: L2 or HBM), warm load {:.0} cycles (L1 hit), shared load {:.0} cycles: published Hopper microbenchmarks (L1 ≈ 33–40, shared ≈ 30, L2 ≈ 260, HBM ≈ 480–600 cycles), rounded; not fitted\n\
-             - copy bandwidth {:.2} TB/s of bytes moved: the device-to-device copy the H200 run measured (1489.5 GB/s copied, README of gpu-h200-2026-11-28): a microbenchmark of the run, not a kernel row\n\
-             - launch {:.0} µs: an empty kernel between two events (commonly 2–4 µs; not measured in the run: `benches/gpu/model_cal.py` measures it)\n",
+             - cold load {:.0} cycles (first touch of a sector in the launch: HBM), warm load {:.0} cycles (an L1 hit: sectors the warp loaded and has not stored since), L2 load {:.0} cycles (a sector the launch stored: stores write through and leave no L1 line), shared load {:.0} cycles: the H200's dependent-load chains of `benches/gpu/model_cal.py` (1 GiB, 8 MiB and 16 KiB working sets, shared memory; run of d5a7030, `model_cal.json`), rounded; not fitted\n\
+             - copy bandwidth {:.2} TB/s of bytes moved: the slope of the H200's device-to-device `cudaMemcpyAsync` between two sizes (32 MiB at 1365.3 GB/s, 48 MiB at 1555.8 GB/s, event-timed, run of aff1452: 16 MiB more copied in 7.77 µs), so that the launch cost is not counted as bandwidth; a microbenchmark of the run, not a kernel row\n\
+             - launch {:.1} µs: an empty kernel between two events on the H200 (`benches/gpu/model_cal.py`, `launch_us`, run of d5a7030); the same line's intercept (9.0 µs at zero bytes) agrees\n",
             self.sms,
             self.clock_hz / 1e9,
             self.cpi,
             self.cold_latency,
             self.warm_latency,
+            self.l2_latency,
             self.shared_latency,
             self.copy_bytes_per_s / 1e12,
             self.launch_s * 1e6,
@@ -311,6 +326,7 @@ impl Gpu {
         w.insts * self.cpi
             + w.g_load_cold as f64 * self.cold_latency
             + w.g_load_warm as f64 * self.warm_latency
+            + w.g_load_l2 as f64 * self.l2_latency
             + w.s_load as f64 * self.shared_latency
     }
 
@@ -378,7 +394,7 @@ impl Gpu {
         let mean_warp = if l.warps.is_empty() { 0.0 } else { insts / l.warps.len() as f64 };
         Prediction {
             kernel: c.kernel.clone(),
-            total_s: latency_s + memory_s + self.launch_s,
+            total_s: latency_s.max(memory_s) + self.launch_s,
             latency_s,
             memory_s,
             launch_s: self.launch_s,
@@ -470,7 +486,7 @@ impl Bound {
 pub struct Prediction {
     /// The kernel.
     pub kernel: String,
-    /// `latency_s + memory_s + launch_s`.
+    /// `max(latency_s, memory_s) + launch_s`.
     pub total_s: f64,
     /// The last SM's end: list-scheduled blocks of their longest warp's serial path, or its
     /// instructions over its schedulers.
@@ -576,6 +592,35 @@ mod tests {
         // loads add their latency to a warp's path
         let p = g.predict(&launch(32, vec![warp(0, 100.0, 2)]), Some(&res));
         assert!((p.latency_s * g.clock_hz - (400.0 + 2.0 * g.cold_latency)).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_warps_path_adds_each_loads_latency_by_where_it_hits() {
+        let g = Gpu::h200();
+        let w = WarpRec { insts: 100.0, g_load_cold: 1, g_load_warm: 2, g_load_l2: 3, s_load: 4, ..WarpRec::default() };
+        let want = 100.0 * g.cpi + g.cold_latency + 2.0 * g.warm_latency + 3.0 * g.l2_latency + 4.0 * g.shared_latency;
+        assert!((g.warp_cycles(&w) - want).abs() < 1e-9);
+        assert!(g.warm_latency < g.l2_latency && g.l2_latency < g.cold_latency);
+    }
+
+    #[test]
+    fn a_launch_lasts_the_longer_of_its_latency_and_memory_parts() {
+        let g = Gpu::h200();
+        let res = KernelResources { registers: 32, smem_bytes: 0, sass_instructions: 0 };
+        let mut l = launch(32, (0..132).map(|b| warp(b, 100.0, 0)).collect());
+        // 32 MiB of distinct sectors: ~7.8 µs at the copy bandwidth, far above 400 cycles
+        l.cost.footprint_sectors = 1 << 20;
+        let p = g.predict(&l, Some(&res));
+        let mem = f64::from(32u32 << 20) / g.copy_bytes_per_s;
+        assert!((p.memory_s - mem).abs() < 1e-12);
+        assert!(p.memory_s > p.latency_s);
+        assert!((p.total_s - (mem + g.launch_s)).abs() < 1e-12, "{} vs {}", p.total_s, mem + g.launch_s);
+        assert_eq!(p.bound, Bound::Memory);
+        // a few bytes: the latency part and the launch
+        l.cost.footprint_sectors = 1;
+        let p = g.predict(&l, Some(&res));
+        assert!((p.total_s - (p.latency_s + g.launch_s)).abs() < 1e-12);
+        assert_ne!(p.bound, Bound::Memory);
     }
 
     #[test]

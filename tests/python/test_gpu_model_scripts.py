@@ -1,0 +1,109 @@
+"""The GPU performance model's host-side scripts (crates/damacy-kernels/scripts): the SASS line
+counts (without the collectives' divergent copies), the rolled-loop rewrite, the common.cuh line
+map and the report's log parser. No GPU, NVRTC or nvdisasm needed: they are pure text functions."""
+
+import os
+import sys
+
+SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "..", "crates", "damacy-kernels", "scripts")
+sys.path.insert(0, os.path.abspath(SCRIPTS))
+
+import gpu_model_report  # noqa: E402
+import gpu_model_sass  # noqa: E402
+
+
+SASS = """
+//--------------------- .text.dmc_k      --------------------------
+.text.dmc_k:
+\t//## File "/x/k.cu", line 3
+        /*0000*/                   LOP3.LUT R82, R7, 0x1f, RZ, 0xc0, !PT ;
+        /*0010*/                   BRA.DIV UR6, `(.L_x_8) ;
+\t//## File "/x/k.cu", line 4
+        /*0020*/                   SHFL.IDX PT, R74, R5, R82, 0x1f ;
+.L_x_2:
+\t//## File "/x/k.cu", line 5
+        /*0030*/                   IADD3 R4, R74, 0x1, RZ ;
+        /*0040*/                   EXIT ;
+.L_x_8:
+\t//## File "/x/k.cu", line 4
+        /*0050*/                   WARPSYNC.COLLECTIVE R50, `(.L_x_9) ;
+        /*0060*/                   SHFL.IDX P2, R74, R5, R82, R51 ;
+        /*0070*/                   ENDCOLLECTIVE ;
+.L_x_9:
+        /*0080*/                   BRA `(.L_x_2) ;
+.L_x_10:
+\t//## File "/x/k.cu", line 6
+        /*0090*/                   BRA `(.L_x_10) ;
+"""
+
+
+def test_a_collectives_divergent_copy_is_not_counted():
+    lines = {3: ("k.cu", 3), 4: ("k.cu", 4), 5: ("k.cu", 5), 6: ("k.cu", 6)}
+    per_line, copies, per_fn = gpu_model_sass.count_lines(SASS, lines)
+    # the BRA.DIV target's copy (4 instructions up to its branch back) is left out
+    assert per_line == {("k.cu", 3): 2, ("k.cu", 4): 1, ("k.cu", 5): 2, ("k.cu", 6): 1}
+    assert per_fn == {"dmc_k": 10}
+    assert copies[("k.cu", 4)] == {("dmc_k", ())}
+
+
+def test_loops_without_a_pragma_are_rolled_on_their_own_line():
+    src = "\n".join([
+        "void f(int n) {",
+        "    for (int i = 0; i < n; i++) g(i);",
+        "    DMC_UNROLL",
+        "    for (int j = 0; j < 4; j++) g(j);",
+        "    while (n > 0) {",
+        "        do {",
+        "            n--;",
+        "        } while (n & 1);",
+        "    }",
+        "#define M(x) for (int k = 0; k < x; k++) \\",
+        "    g(k)",
+        "}",
+    ])
+    out = gpu_model_sass.roll_loops(src).split("\n")
+    assert len(out) == len(src.split("\n"))
+    assert out[1] == '    _Pragma("unroll 1") for (int i = 0; i < n; i++) g(i);'
+    assert out[3] == "    for (int j = 0; j < 4; j++) g(j);"  # DMC_UNROLL keeps its own
+    assert out[4].startswith('    _Pragma("unroll 1") while')
+    assert out[5].startswith('        _Pragma("unroll 1") do')
+    assert out[7] == "        } while (n & 1);"  # a do-while's tail is not a loop start
+    assert out[9].startswith("#define M(x) for")  # macros are left alone
+
+
+def test_the_line_map_follows_common_cuh_into_the_kernel_file():
+    common = "// c1\n// c2\n// c3\n"
+    raw = 'int a;\n#include "common.cuh"\nint b;\nint c;\n'
+    src, lines = gpu_model_sass.inline_common(raw, common, "k.cu")
+    combined = src.split("\n")
+    for number, (f, ln) in lines.items():
+        if number > len(combined):
+            continue
+        want = (raw if f == "k.cu" else common).split("\n")[ln - 1]
+        assert combined[number - 1] == want, (number, f, ln)
+    # the kernel's own lines after the include land on their text
+    assert lines[combined.index("int b;") + 1] == ("k.cu", 3)
+
+
+def test_the_report_reads_a_runs_kernel_bench_tables(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(
+        "Decode cases (gpu; GB/s = 1e9 decoded bytes/s, medians):\n"
+        "case                         chunks   ratio  verif  kernel GB/s  wall GB/s    unshuf-only  note\n"
+        "lz4-u16-labels-64KiB            512   55.51     ok        47.74      32.59              -  \n"
+        "copy-ts2-1MiB                    32       -     ok      1168.98       4.65              -  \n"
+        "zstd-l3-noise-64KiB             512    1.00   FAIL       143.58      17.23              -  \n"
+        "\n"
+        "Assemble (gpu; wall time of Assembler::run ...):\n"
+        "case                     crops  verif       crop    out MiB     out GB/s   equiv GB/s    equiv net equiv kernel\n"
+        "assemble-64KiB            2048     ok     64x128       32.0        91.26        91.26       990.22       919.80\n"
+        "assemble-cast-1MiB         128     ok    256x512       64.0       789.63       592.22      1301.84      1197.92\n"
+        "\n"
+    )
+    rows = gpu_model_report.log_rows(str(log))
+    assert set(rows) == {"lz4-u16-labels-64KiB", "copy-ts2-1MiB", "assemble-64KiB", "assemble-cast-1MiB"}
+    assert abs(rows["lz4-u16-labels-64KiB"] - (512 * 65536) / 47.74e9 * 1e6) < 1e-6
+    assert abs(rows["copy-ts2-1MiB"] - (32 << 20) / 1168.98e9 * 1e6) < 1e-6
+    # assemble: (read + written) / 2 bytes at the kernel's copy-equivalent rate
+    assert abs(rows["assemble-64KiB"] - (32 << 20) / 919.80e9 * 1e6) < 1e-6
+    assert abs(rows["assemble-cast-1MiB"] - (48 << 20) / 1197.92e9 * 1e6) < 1e-6
