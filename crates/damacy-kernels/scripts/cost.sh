@@ -39,5 +39,6 @@ if [[ ! -f "$TABLE" || "$BIN" -nt "$TABLE" ]]; then
   python3 crates/damacy-kernels/scripts/gpu_model_sass.py --binary "$BIN" --out "$TABLE" \
     --nvrtc-dir "$DAMACY_NVRTC_DIR" --nvdisasm "$NVDISASM"
 fi
-export DAMACY_GPU_MODEL_SASS="$PWD/$TABLE" DAMACY_GPU_MODEL_REQUIRED=1
+case "$TABLE" in /*) ;; *) TABLE="$PWD/$TABLE" ;; esac
+export DAMACY_GPU_MODEL_SASS="$TABLE" DAMACY_GPU_MODEL_REQUIRED=1
 exec cargo test -p damacy-kernels --features emulate --test kernel_cost "$@"

@@ -29,7 +29,8 @@ if [[ ! -f "$TABLE" || "$BIN" -nt "$TABLE" ]]; then
   python3 crates/damacy-kernels/scripts/gpu_model_sass.py --binary "$BIN" --out "$TABLE" \
     --nvrtc-dir "$DAMACY_NVRTC_DIR" --nvdisasm "$NVDISASM"
 fi
-export DAMACY_GPU_MODEL_SASS="$PWD/$TABLE"
+case "$TABLE" in /*) ;; *) TABLE="$PWD/$TABLE" ;; esac
+export DAMACY_GPU_MODEL_SASS="$TABLE"
 case "${1:-}" in
   --table) echo "$DAMACY_GPU_MODEL_SASS"; exit 0 ;;
   --report)
