@@ -21,6 +21,9 @@
 #   8. calibrate benches/gpu/model_cal.py: the performance model's constants measured (launch
 #                cost, dependent-issue CPI, L1/L2/DRAM/shared latency, copy bandwidth, SM clock)
 #                -> model_cal.json
+#      profile  Nsight Compute on zstd (label image, smooth field) and LZ4 (label image) at 64 KiB:
+#                stall reasons per issued instruction, instruction and branch counts, occupancy
+#                -> ncu-profile.txt, ncu-stalls.txt (named only: not in the default list)
 #   9. compare  benches/gpu/compare.py: kernel_bench (its defaults, plus the demo volume's real
 #                chunks: `damacy demo --full` writes it on first use) + nvCOMP LZ4/Zstd/Deflate +
 #                copy bandwidth -> gpu-kernels-<date>.md, kernel_bench.json, nvcomp_decode.json
@@ -348,6 +351,42 @@ e2e_bench() {
   python3 benches/gpu/e2e_report.py --line "$e/$name.json"
 }
 
+find_ncu() {
+  local c
+  for c in "$(command -v ncu 2>/dev/null)" /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu; do
+    [ -n "$c" ] && [ -x "$c" ] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+# Nsight Compute on the decoders the performance model misses or leans on (issue 30): zstd on
+# the label image and the smooth field, LZ4 on the label image, 64 KiB chunks, one 32 MiB batch:
+# where a warp's cycles go (stall reasons per issued instruction), its instruction and branch
+# counts and its occupancy, for the model's per-instruction-class latencies. Two passes: the
+# sections (which every ncu has), then the stall-reason metrics by name (a name this ncu lacks
+# fails that pass only). -> ncu-profile.txt, ncu-stalls.txt
+profile() {
+  [ -x "$bin/kernel_bench" ] || { echo "no kernel_bench binary (bundle step failed?)"; return 1; }
+  local n
+  n="$(find_ncu)" || { echo "no ncu (Nsight Compute) found"; return 1; }
+  local args=(--device cuda --batch-mib 32 --sizes 64K --zstd-levels 3 --reps 1 --warmup 0)
+  local kern='regex:dmc_(zstd|lz4)_decode'
+  timeout --kill-after=10 240 "$n" --kernel-name "$kern" --launch-count 8 --section SpeedOfLight \
+    --section Occupancy --section SchedulerStats --section WarpStateStats --section InstructionStats \
+    --section SourceCounters --section LaunchStats --print-details all \
+    "$bin/kernel_bench" "${args[@]}" --cases zstd,lz4 --datasets u16-labels,u16-smooth \
+    > "$out/ncu-profile.txt" 2>&1 || { tail -n 20 "$out/ncu-profile.txt"; return 1; }
+  local stalls=() r
+  for r in short_scoreboard long_scoreboard wait branch_resolving math_pipe_throttle mio_throttle \
+    lg_throttle no_instruction dispatch_stall not_selected selected barrier membar sleeping drain misc; do
+    stalls+=("smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio")
+  done
+  local IFS=,
+  timeout --kill-after=10 240 "$n" --kernel-name "$kern" --launch-count 8 --metrics "${stalls[*]}" \
+    "$bin/kernel_bench" "${args[@]}" --cases zstd,lz4 --datasets u16-labels,u16-smooth \
+    > "$out/ncu-stalls.txt" 2>&1 || { tail -n 20 "$out/ncu-stalls.txt"; return 1; }
+}
+
 # The performance model's constants, measured on this GPU (CuPy only; seconds).
 calibrate() {
   PYTHONUNBUFFERED=1 timeout --kill-after=10 90 python3 benches/gpu/model_cal.py "$out/model_cal.json"
@@ -374,10 +413,11 @@ main() {
       sanitize) step sanitize sanitize ;;
       e2e) step e2e e2e ;;
       calibrate) step calibrate calibrate ;;
+      profile) step profile profile ;;
       compare) step compare compare ;;
       python) step python python_gpu ;;
       cold) step cold cold_start ;;
-      *) echo "unknown step $name (cold, tests, inspect, sanitize, e2e, calibrate, compare, python)"; failed+=("$name") ;;
+      *) echo "unknown step $name (cold, tests, inspect, sanitize, e2e, calibrate, profile, compare, python)"; failed+=("$name") ;;
     esac
   done
   echo
