@@ -54,7 +54,7 @@ def roll_loops(src: str) -> str:
 
     nvcc unrolls loops of a run-time trip count (by 4, with a remainder loop), which the host
     compiler keeps rolled: joined by source line, every host run of such a loop's body would be
-    charged all of its SASS copies (~5×). Compiled rolled, a line's SASS is one iteration's, as
+    charged all of its SASS copies. Compiled rolled, a line's SASS is one iteration's, as
     on the host. Loops marked DMC_UNROLL (constant trips, unrolled on both sides) keep their
     pragma. Loops inside macros (lines ending in a backslash) are left alone."""
     out, prev = [], ""
@@ -248,8 +248,6 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--nvrtc-dir", default=os.environ.get("DAMACY_NVRTC_DIR", ""))
     ap.add_argument("--nvdisasm", default=os.environ.get("NVDISASM", "nvdisasm"))
-    ap.add_argument("--unrolled", action="store_true",
-                    help="weigh lines by the SASS of the launched build (nvcc's unrolled loops: overcounts)")
     ap.add_argument("--summary", action="store_true", help="print SASS and host blocks per kernel file")
     a = ap.parse_args()
     libdir = a.nvrtc_dir
@@ -273,8 +271,7 @@ def main() -> int:
         _, _, per_fn = sass_lines(a.nvdisasm, cubin, lines)
         resources.update(ptxas_resources(log))
         totals.update(per_fn)
-        if not a.unrolled:
-            cubin, _, lines = nvrtc_compile(lib, name, rolled=True)
+        cubin, _, lines = nvrtc_compile(lib, name, rolled=True)
         per_line, copies, _ = sass_lines(a.nvdisasm, cubin, lines)
         sass.update(per_line)
         for k, v in copies.items():
