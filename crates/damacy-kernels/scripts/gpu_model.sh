@@ -35,7 +35,7 @@ case "${1:-}" in
   --table) echo "$DAMACY_GPU_MODEL_SASS"; exit 0 ;;
   --report)
     shift
-    H200="${H200_DIR:-/work/shared/gpu-h200-2026-11-28}"
+    H200="${H200_DIR:-benches/results/gpu-h200-2026-11-28}"  # the first run (a copy of ../shared/…)
     MIB="${MODEL_MIB:-2}"
     # the first run's JSON (0650f56: every decode row, ncu); a later run's kernel_bench output
     # (aff1452: the kernel sources of this build; its rows win where both have the case)
