@@ -63,7 +63,7 @@ case "${1:-}" in
       --model "$CARGO_TARGET_DIR/gpu_model_e.json" \
       --measured-label 0650f56 --measured-log "$LATER" --measured-log-label aff1452 \
       --ncu-kernels "$H200/ncu-kernels.txt" --ncu-zstd "$H200/ncu-zstd.txt" --model-mib "$MIB" \
-      --ncu-changed "${NCU_CHANGED-dmc_assemble}" \
+      --ncu-changed "${NCU_CHANGED-dmc_assemble}" --nvcomp "$H200/nvcomp_decode.json" \
       --commit "$(git rev-parse --short HEAD)" --out benches/results/gpu-model.md
     ;;
   *) exec "$BIN" --device emulated --model "${GPU_MODEL:-h200}" --reps 1 --warmup 0 "$@" ;;

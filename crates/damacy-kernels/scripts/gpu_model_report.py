@@ -80,6 +80,7 @@ def main() -> int:
     ap.add_argument("--measured-label", default="first run")
     ap.add_argument("--measured-log", help="a later GPU run's kernel_bench output (text), whose rows win")
     ap.add_argument("--measured-log-label", default="later run")
+    ap.add_argument("--nvcomp", help="the run's nvcomp_decode.json: a predicted damacy ÷ nvCOMP table")
     ap.add_argument("--ncu-kernels")
     ap.add_argument("--ncu-changed", default="", type=lambda v: set(filter(None, v.split(","))),
                     help="kernels whose source changed since the profiled build (no ratio)")
@@ -222,6 +223,32 @@ def main() -> int:
             pn_us = pn * 1e6 if pn else None
             ratio = pn_us / d if pn_us else None
             w(f"| {k} | {launch} | {d:.1f} | {name or '(1-element jobs: not a case)'} | {fmt(pn_us)} | {fmt(ratio, 2)} |")
+    # against nvCOMP (issue 31's yardstick): the model's decode rate over nvCOMP's measured one
+    if a.nvcomp:
+        best = {}
+        for e in json.load(open(a.nvcomp)).get("entries", []):
+            rates = [v["gbps"] for api in ("c_api", "py_api") for v in (e.get(api) or {}).values()
+                     if isinstance(v, dict) and v.get("verified") and v.get("gbps")]
+            if rates:
+                best[e["name"]] = max(rates)
+        table = [(r, p, m_us, p_us) for r, p, m_us, p_us in rows
+                 if r.get("kind") in DECODE and p_us and r["name"] in best]
+        if table:
+            w("")
+            w("## Predicted damacy ÷ nvCOMP (decode rows)")
+            w("")
+            w(f"nvCOMP: the fastest verified variant of `{a.nvcomp}` (same streams, measured on the H200); "
+              "damacy: the model's kernel time of the same batch (predicted) and the run's (measured).")
+            w("")
+            w("| case | codec | dataset | chunk | predicted damacy GB/s | nvCOMP GB/s | predicted damacy ÷ nvCOMP | measured damacy ÷ nvCOMP |")
+            w("|---|---|---|---|---:|---:|---:|---:|")
+            for r, p, m_us, p_us in table:
+                size = r["name"].rsplit("-", 1)[-1]
+                dataset = p.get("dataset", "")
+                gb = p.get("decoded_bytes", 32 << 20) / 1e9
+                pred_gbps, meas_gbps, nv = gb / (p_us * 1e-6), gb / (m_us * 1e-6), best[r["name"]]
+                w(f"| {r['name']} | {r.get('kind')} | {dataset} | {size} | {pred_gbps:.2f} | {nv:.2f} | "
+                  f"{pred_gbps / nv:.2f} | {meas_gbps / nv:.2f} |")
     # what limits each kernel
     per_kernel: dict[str, list] = {}
     for r, p, m_us, p_us in rows:
