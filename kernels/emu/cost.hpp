@@ -62,6 +62,8 @@ struct WarpRec {
     // the same, each weighted by the SASS instructions per host basic block of its source
     // line (kernels/emu/model weights, DAMACY_GPU_MODEL_SASS); = bbs without a weight table
     double insts;
+    // the shuffles among them (the table's third column; 0 without one)
+    double shfl;
     // global requests and sectors; loads: cold (a sector the launch never touched), warm
     // (every sector loaded before and not stored since: an L1 hit), l2 (the rest: a sector the
     // launch stored, which a store does not leave in L1, or an L1 miss after one)
@@ -69,7 +71,7 @@ struct WarpRec {
     uint64_t s_load, s_store, s_wavefronts;  // shared requests, wavefronts
     uint64_t g_load_l2;
 };
-static_assert(sizeof(WarpRec) == 8 * 12, "WarpRec has no padding");
+static_assert(sizeof(WarpRec) == 8 * 13, "WarpRec has no padding");
 
 struct Rec {
     uint64_t addr;
@@ -160,9 +162,12 @@ DMC_EMU_INTERNAL inline void record(const volatile void* p, uint64_t size, uint8
 // crates/damacy-kernels/scripts/gpu_model_sass.py from NVRTC's sm_90 cubins (nvdisasm line
 // info) joined with the binary's call sites (objdump + addr2line) by source line; the file it
 // wrote is named by DAMACY_GPU_MODEL_SASS. Without one every basic block weighs 1.
+struct Weight {
+    float insts, shfl;  // SASS instructions and the shuffles among them, per execution
+};
 struct Weights {
     uintptr_t base = 0;
-    std::unordered_map<uintptr_t, float> w;  // by offset from `base`
+    std::unordered_map<uintptr_t, Weight> w;  // by offset from `base`
     bool loaded = false;
 };
 inline Weights& weights() {
@@ -174,10 +179,13 @@ inline Weights& weights() {
         if (path != nullptr && *path != 0) {
             if (FILE* f = std::fopen(path, "r")) {
                 unsigned long off = 0;
-                float wt = 0;
+                float wt = 0, sh = 0;
                 char line[256];
-                while (std::fgets(line, sizeof line, f) != nullptr)
-                    if (line[0] != '#' && std::sscanf(line, "%lx %f", &off, &wt) == 2) x->w[(uintptr_t)off] = wt;
+                while (std::fgets(line, sizeof line, f) != nullptr) {
+                    if (line[0] == '#') continue;
+                    const int n = std::sscanf(line, "%lx %f %f", &off, &wt, &sh);
+                    if (n >= 2) x->w[(uintptr_t)off] = Weight{wt, n == 3 ? sh : 0.0f};
+                }
                 std::fclose(f);
                 x->loaded = true;
             } else {
@@ -189,14 +197,14 @@ inline Weights& weights() {
     return *ws;
 }
 
-// SASS instructions of one execution of the basic block whose coverage call returns to `pc`:
-// the table's weight (0 for blocks of no kernel source line: the emulator's own code), or 1
-// without a table.
-DMC_EMU_INTERNAL inline double bb_weight(uintptr_t pc) {
+// SASS instructions (and shuffles) of one execution of the basic block whose coverage call
+// returns to `pc`: the table's weights (0 for blocks of no kernel source line: the emulator's
+// own code), or 1 instruction without a table.
+DMC_EMU_INTERNAL inline Weight bb_weight(uintptr_t pc) {
     Weights& ws = weights();
-    if (!ws.loaded) return 1.0;
+    if (!ws.loaded) return Weight{1.0f, 0.0f};
     auto it = ws.w.find(pc - ws.base);
-    return it == ws.w.end() ? 0.0 : (double)it->second;
+    return it == ws.w.end() ? Weight{0.0f, 0.0f} : it->second;
 }
 
 // One basic block run by the current fiber's lane (from __sanitizer_cov_trace_pc).
@@ -318,8 +326,10 @@ DMC_EMU_INTERNAL inline void flush_warp(int w) {
         uint32_t m = 0;
         for (uint32_t n : lanes) m = std::max(m, n);
         L.tot.bbs += m;
-        const double wi = m * bb_weight(pc);
+        const Weight wt = bb_weight(pc);
+        const double wi = m * (double)wt.insts;
         L.tot.insts += wi;
+        L.tot.shfl += m * (double)wt.shfl;
         if (sites_on()) {
             auto& e = c->bb_sites[pc];
             e.first += m;

@@ -39,9 +39,10 @@ SASS = """
 
 def test_a_collectives_divergent_copy_is_not_counted():
     lines = {3: ("k.cu", 3), 4: ("k.cu", 4), 5: ("k.cu", 5), 6: ("k.cu", 6)}
-    per_line, copies, per_fn = gpu_model_sass.count_lines(SASS, lines)
+    per_line, copies, per_fn, shfl = gpu_model_sass.count_lines(SASS, lines)
     # the BRA.DIV target's copy (4 instructions up to its branch back) is left out
     assert per_line == {("k.cu", 3): 2, ("k.cu", 4): 1, ("k.cu", 5): 2, ("k.cu", 6): 1}
+    assert shfl == {("k.cu", 4): 1}
     assert per_fn == {"dmc_k": 10}
     assert copies[("k.cu", 4)] == {("dmc_k", ())}
 

@@ -134,9 +134,11 @@ def ptxas_resources(log: str) -> dict[str, tuple[int, int]]:
     return res
 
 
-def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Counter, dict, dict[str, int]]:
+def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Counter, dict, dict[str, int],
+                                                                  collections.Counter]:
     """SASS instructions per (file, line) of one cubin, the inlined copies of each (file, line)
-    (distinct "inlined at" call sites: nvdisasm -gi), and the SASS instructions per kernel."""
+    (distinct "inlined at" call sites: nvdisasm -gi), the SASS instructions per kernel, and the
+    shuffles (`SHFL`) per (file, line)."""
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
         path = f.name
@@ -147,9 +149,10 @@ def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Co
     return count_lines(text, lines)
 
 
-def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict[str, int]]:
+def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict[str, int], collections.Counter]:
     """`sass_lines` of a disassembly (`nvdisasm -gi -c` output)."""
     per_line: collections.Counter = collections.Counter()
+    per_line_shfl: collections.Counter = collections.Counter()
     copies: dict = collections.defaultdict(set)
     per_fn: dict[str, int] = collections.Counter()
     # Before an instruction whose location changes, nvdisasm -gi prints the inlining chain, one
@@ -190,7 +193,9 @@ def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict
                 continue
             if where is not None:
                 per_line[where] += 1
-    return per_line, copies, per_fn
+                if re.match(r"(@!?U?P\w+\s+)?SHFL\.", m.group(1)):
+                    per_line_shfl[where] += 1
+    return per_line, copies, per_fn, per_line_shfl
 
 
 def host_sites(binary: str) -> tuple[list[tuple[int, str, int]], dict]:
@@ -262,18 +267,20 @@ def main() -> int:
     lib = ctypes.CDLL(os.path.join(libdir, next(f for f in sorted(os.listdir(libdir)) if f.startswith("libnvrtc.so"))))
 
     sass: collections.Counter = collections.Counter()
+    shfl: collections.Counter = collections.Counter()
     gpu_copies: dict = collections.defaultdict(set)
     resources: dict[str, tuple[int, int]] = {}
     totals: dict[str, int] = {}
     for name in FILES:
         # registers, shared memory and SASS per kernel: the build the crate launches
         cubin, log, lines = nvrtc_compile(lib, name, rolled=False)
-        _, _, per_fn = sass_lines(a.nvdisasm, cubin, lines)
+        _, _, per_fn, _ = sass_lines(a.nvdisasm, cubin, lines)
         resources.update(ptxas_resources(log))
         totals.update(per_fn)
         cubin, _, lines = nvrtc_compile(lib, name, rolled=True)
-        per_line, copies, _ = sass_lines(a.nvdisasm, cubin, lines)
+        per_line, copies, _, per_line_shfl = sass_lines(a.nvdisasm, cubin, lines)
         sass.update(per_line)
+        shfl.update(per_line_shfl)
         for k, v in copies.items():
             gpu_copies[k] |= v
 
@@ -290,6 +297,7 @@ def main() -> int:
     for f in starts:
         starts[f].sort()
     bucket_sass: collections.Counter = collections.Counter()
+    bucket_shfl: collections.Counter = collections.Counter()
     unplaced = 0
     for (f, ln), n in sass.items():
         s = starts.get(f)
@@ -297,16 +305,19 @@ def main() -> int:
             unplaced += n
             continue
         k = bisect.bisect_right(s, ln) - 1
-        bucket_sass[(f, s[max(k, 0)])] += n / max(1, len(gpu_copies.get((f, ln), ())))
+        n_copies = max(1, len(gpu_copies.get((f, ln), ())))
+        bucket_sass[(f, s[max(k, 0)])] += n / n_copies
+        bucket_shfl[(f, s[max(k, 0)])] += shfl[(f, ln)] / n_copies
     with open(a.out, "w") as out:
-        out.write("# SASS instructions per host basic block (crates/damacy-kernels/scripts/gpu_model_sass.py)\n")
+        out.write("# SASS instructions, and the shuffles among them, per host basic block "
+                  "(crates/damacy-kernels/scripts/gpu_model_sass.py)\n")
         out.write(f"# binary {os.path.abspath(a.binary)}\n")
         for k, (regs, smem) in sorted(resources.items()):
             out.write(f"#res {k} {regs} {smem} {totals.get(k, 0)}\n")
         for ret, f, ln in sites:
             per_copy = per_line_sites[(f, ln)] / max(1, len(host_copies.get((f, ln), ())))
             w = bucket_sass[(f, ln)] / per_copy
-            out.write(f"{ret:x} {w:.4f}\n")
+            out.write(f"{ret:x} {w:.4f} {bucket_shfl[(f, ln)] / per_copy:.4f}\n")
     if a.summary:
         by_file_sass = collections.Counter()
         for (f, _), n in sass.items():

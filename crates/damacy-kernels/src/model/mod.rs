@@ -12,8 +12,9 @@
 //!   sectors, shared loads and stores and bank wavefronts (the cost recorder's warp requests).
 //!
 //! The time (see [`Gpu`] for every constant and its source):
-//! - a warp's **serial path**: `insts × cpi + cold loads × HBM latency + warm loads × L1
-//!   latency + L2 loads × L2 latency + shared loads × shared latency` cycles: a warp issues in
+//! - a warp's **serial path**: `insts × cpi + shuffles × (shuffle latency − cpi) + cold loads ×
+//!   HBM latency + warm loads × L1 latency + L2 loads × L2 latency + shared loads × shared
+//!   latency` cycles: a warp issues in
 //!   order and the decoders' code is one dependent chain, so a lone warp waits out each load
 //!   and each instruction's dependent latency; a load is warm when the launch loaded all of its
 //!   sectors before and stored none of them since (global stores write through to L2 and leave
@@ -56,6 +57,8 @@ pub struct WarpRec {
     pub bbs: u64,
     /// The same, each weighted by its SASS instructions (= `bbs` without a weight table).
     pub insts: f64,
+    /// The shuffles (`SHFL`) among those instructions (0 without a weight table).
+    pub shfl: f64,
     /// Global loads whose sectors no earlier request of the launch touched.
     pub g_load_cold: u64,
     /// Global loads of sectors the launch loaded before and has not stored since (L1 hits).
@@ -189,6 +192,12 @@ pub fn resources_from_env() -> BTreeMap<String, KernelResources> {
 /// in 24.58 µs, 48 MiB in 32.35 µs; run of aff1452), 16 MiB / 7.77 µs = 2.158 TB/s copied.
 const H200_COPY_BYTES_PER_S: f64 = 2.0 * 2.158e12;
 
+/// Cycles of a dependent shuffle on the H200: a fit, the one value that minimises the worst
+/// predicted ÷ measured ratio over the 20 decode rows of the H200 runs (LZ4, zstd, deflate on
+/// four datasets, 64 KiB and 1 MiB), until `benches/gpu/model_cal.py`'s `lat_shfl_step` has
+/// measured it (see `Gpu::sources`).
+const SHFL_LATENCY: f64 = 18.8;
+
 /// An `sm_90` GPU and the model's constants. Sources: [`Gpu::h200`] and [`Gpu::sources`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -217,6 +226,9 @@ pub struct Gpu {
     pub smem_unit: u32,
     /// Cycles per instruction of a lone warp on dependent code (the serial path's ALU term).
     pub cpi: f64,
+    /// Cycles of a dependent shuffle (`SHFL`, a variable-latency instruction of the MIO pipe:
+    /// charged this instead of `cpi`).
+    pub shfl_latency: f64,
     /// Cycles of a global load that brings sectors the launch did not touch before.
     pub cold_latency: f64,
     /// Cycles of a global load of sectors the launch touched before (an L1 hit: one warp per
@@ -249,6 +261,7 @@ impl Gpu {
             smem_reserved: 1024,
             smem_unit: 128,
             cpi: 4.0,
+            shfl_latency: SHFL_LATENCY,
             cold_latency: 698.0,
             warm_latency: 43.0,
             l2_latency: 351.0,
@@ -280,12 +293,14 @@ impl Gpu {
             "- {} SMs, 4 schedulers per SM, 64 warps / 32 blocks / 65536 registers (allocated per warp in units of 256, per scheduler) / 228 KiB shared memory per SM (1 KiB reserved per block, 128-byte units): NVIDIA's Hopper tuning guide and CUDA occupancy rules (datasheet); Nsight's block limits in ncu-kernels.txt agree (lz4 12 blocks by registers, assemble 5)\n\
              - clock {:.2} GHz: the H200's boost clock (datasheet); the ncu rows are predicted at the 1.50 GHz ncu locked (its `SM Frequency`)\n\
              - cpi {:.1} cycles per instruction of a lone warp: the dependent-issue latency of sm_90's integer and logic pipes (published microbenchmarks of Hopper: 4 cycles for IADD3/LOP3/IMAD chains) — **not** fitted; a serial decoder issues mostly dependent instructions\n\
+             - shuffle {:.1} cycles (a dependent `SHFL`, charged instead of the cpi): a **fit** — one value for every kernel, the one that minimises the worst predicted ÷ measured ratio over the 20 decode rows of the H200 runs (10 LZ4, 6 zstd, 4 deflate); not measured yet (`model_cal.py` measures `lat_shfl_step` from the next run on)\n\
              - cold load {:.0} cycles (first touch of a sector in the launch: HBM), warm load {:.0} cycles (an L1 hit: sectors the warp loaded and has not stored since), L2 load {:.0} cycles (a sector the launch stored: stores write through and leave no L1 line), shared load {:.0} cycles: the H200's dependent-load chains of `benches/gpu/model_cal.py` (1 GiB, 8 MiB and 16 KiB working sets, shared memory; run of d5a7030, `model_cal.json`), rounded; not fitted\n\
              - copy bandwidth {:.2} TB/s of bytes moved: the slope of the H200's device-to-device `cudaMemcpyAsync` between two sizes (32 MiB at 1365.3 GB/s, 48 MiB at 1555.8 GB/s, event-timed, run of aff1452: 16 MiB more copied in 7.77 µs), so that the launch cost is not counted as bandwidth; a microbenchmark of the run, not a kernel row\n\
              - launch {:.1} µs: an empty kernel between two events on the H200 (`benches/gpu/model_cal.py`, `launch_us`, run of d5a7030); the same line's intercept (9.0 µs at zero bytes) agrees\n",
             self.sms,
             self.clock_hz / 1e9,
             self.cpi,
+            self.shfl_latency,
             self.cold_latency,
             self.warm_latency,
             self.l2_latency,
@@ -324,6 +339,7 @@ impl Gpu {
     #[allow(clippy::cast_precision_loss)]
     pub fn warp_cycles(&self, w: &WarpRec) -> f64 {
         w.insts * self.cpi
+            + w.shfl * (self.shfl_latency - self.cpi)
             + w.g_load_cold as f64 * self.cold_latency
             + w.g_load_warm as f64 * self.warm_latency
             + w.g_load_l2 as f64 * self.l2_latency
@@ -595,10 +611,24 @@ mod tests {
     }
 
     #[test]
-    fn a_warps_path_adds_each_loads_latency_by_where_it_hits() {
+    fn a_warps_path_charges_shuffles_their_latency_and_each_load_where_it_hits() {
         let g = Gpu::h200();
-        let w = WarpRec { insts: 100.0, g_load_cold: 1, g_load_warm: 2, g_load_l2: 3, s_load: 4, ..WarpRec::default() };
-        let want = 100.0 * g.cpi + g.cold_latency + 2.0 * g.warm_latency + 3.0 * g.l2_latency + 4.0 * g.shared_latency;
+        let w = WarpRec {
+            insts: 100.0,
+            shfl: 10.0,
+            g_load_cold: 1,
+            g_load_warm: 2,
+            g_load_l2: 3,
+            s_load: 4,
+            ..WarpRec::default()
+        };
+        // 90 instructions at the cpi, 10 shuffles at their latency, the loads where they hit
+        let want = 90.0 * g.cpi
+            + 10.0 * g.shfl_latency
+            + g.cold_latency
+            + 2.0 * g.warm_latency
+            + 3.0 * g.l2_latency
+            + 4.0 * g.shared_latency;
         assert!((g.warp_cycles(&w) - want).abs() < 1e-9);
         assert!(g.warm_latency < g.l2_latency && g.l2_latency < g.cold_latency);
     }
