@@ -108,6 +108,9 @@ demo:
 lint: nvrtc
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	# the GPU bundle's build (benches/gpu/bundle.sh): kernels crate and its examples with the CUDA
+	# backend alone, as they are shipped (--all-features hides code gated on `emulate`)
+	$(CARGO) clippy -p damacy-kernels --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace --all-features
 
 # Remote-store tests read from nginx and moto on loopback; the servers stop however the tests end.

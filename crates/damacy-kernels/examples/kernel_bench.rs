@@ -1226,6 +1226,8 @@ impl Bench {
                 let read = n_crops * h * w * 2;
                 let k = self.model_mib.map_or(1, |mib| read.div_ceil((mib << 20).max(1)).max(1));
                 let sub: Vec<AssembleJob> = jobs.iter().step_by(k).cloned().collect();
+                // (a model exists only in emulator builds: `--model` needs feature emulate)
+                #[cfg(feature = "emulate")]
                 asm.shape_as_scaled(k as u64);
                 m.reset();
                 let res = asm.run(&src, &mut dst, &sub).map_err(|e| e.to_string());
