@@ -110,6 +110,9 @@ struct dmc_zstd_smem {
     // of them; hsym lists the symbols by weight, then symbol.
     dmc_u32 hrank[16];
     dmc_u8 hsym[256];
+    // The decode table: entry i (i < 2^log) is the symbol | length << 8 of the code that the
+    // log-bit prefix i starts (dmc_zstd_build_huffman; read by dmc_zstd_huf_stream's lanes).
+    dmc_u16 hdec[1 << DMC_ZSTD_HUF_LOG_MAX];
     union {
         struct {
             dmc_i16 norm[64];
@@ -627,121 +630,239 @@ __device__ dmc_u32 dmc_zstd_build_huffman(dmc_zstd_smem* sm, dmc_u32 n, dmc_u32*
         }
         if (wj != 0) sm->hsym[base + rank] = (dmc_u8)s;
     }
-    // Publishes hrank and hsym: every lane of dmc_zstd_huf_stream reads entries other lanes
-    // wrote, and the shuffles and ballots above order no memory (compute-sanitizer's racecheck
-    // reported both tables on an H200 without this, issue 28).
+    __syncwarp();  // hrank and hsym are visible to every lane
+    // The decode table, 32 entries per round: entry i's weight w is the last T_w <= i (a binary
+    // search over lanes 0..15, which hold T_w | R_w << 16), its symbol the (i - T_w) >> (w-1)-th
+    // of weight w in hsym, its length log + 1 - w.
+    const dmc_u32 hr = sm->hrank[lane & 15u];
+    for (dmc_u32 i0 = 0; i0 < (1u << log); i0 += DMC_WARP_SIZE) {  // uniform: the shuffles need every lane
+        const dmc_u32 i = i0 + lane;
+        dmc_u32 w = 0;
+        DMC_UNROLL
+        for (dmc_u32 step = 8; step > 0; step >>= 1) {
+            const dmc_u32 t = __shfl_sync(0xffffffffu, hr, (int)(w + step));
+            if ((t & 0xFFFFu) <= i) w += step;
+        }
+        const dmc_u32 h = __shfl_sync(0xffffffffu, hr, (int)w);
+        if (i < (1u << log)) sm->hdec[i] = (dmc_u16)(sm->hsym[(h >> 16) + ((i - (h & 0xFFFFu)) >> (w - 1))] | ((log + 1 - w) << 8));
+    }
+    // Publishes the table: every lane of dmc_zstd_huf_stream reads entries other lanes wrote, and
+    // the shuffles and ballots above order no shared memory (compute-sanitizer's racecheck
+    // reported the earlier tables on an H200 without such a barrier, issue 28).
     __syncwarp();
     *log_out = log;
     return DMC_STATUS_OK;
 }
 
+// ---- Huffman literal streams: one segment per lane ----
+// A stream is a chain of codes read backwards from its top bit, so its decode looks serial. But
+// Huffman codes resynchronise: a decoder started at an arbitrary bit soon lands on a code
+// boundary of the real chain, and from there on it follows the real chain (Klein and Wiseman
+// on the self-synchronisation of Huffman codes; Weißenberger and Schmidt, "Massively Parallel
+// Huffman Decoding on GPUs", ICPP 2018, build a GPU decoder on it). So the warp cuts the stream
+// into up to 32 segments of bits and gives one to each lane:
+//   1. every lane decodes its segment from its top bit (a guess: the real chain may start a few
+//      bits lower), counting the codes that start inside it and noting its exit, the first code
+//      boundary at or below the segment's bottom (dmc_zstd_huf_run);
+//   2. the real chain enters segment i at lane i - 1's exit. A lane whose guess was not that
+//      bit walks the real chain from there in lockstep with its guessed chain until the two
+//      meet (positions equal: from there on they are one chain, so its count and exit stand,
+//      corrected by the codes before the meeting) or its segment ends (new count and exit);
+//      repeated while any lane's entry moved (each round makes at least one more lane final,
+//      so at most 32 rounds, one or two in practice: chains meet within a few codes);
+//   3. a warp scan of the counts places each segment's literals, and every lane decodes its
+//      segment again from its real entry, storing its literals: aligned 4-byte stores, the
+//      bytes of the partial words at either end of its range one at a time.
+// Each lane reads its bits through a window of three aligned 8-byte words, the lowest loaded a
+// word ahead of use (dmc_zlr), and looks each code up in the warp's decode table of 2^log
+// entries in shared memory (symbol | length << 8: dmc_zstd_build_huffman fills sm->hdec). A
+// lane's steps are a few ALU operations and one shared load, without shuffles: the warp
+// decodes 32 codes in the time one code takes (the whole-warp decode this replaces found the
+// codes of 32 bits per round, ~5 literals, with ~180 instructions of shuffles).
+
+// A lane's backward reader over the stream [p, p+len) (bits as dmc_zbr's): a 64-bit container
+// whose bit nb - 1 is the bit just below the read position (33 <= nb <= 64 between reads), and
+// the next lower aligned 4-byte word, loaded one word ahead of use so that its latency passes
+// while the container's bits are decoded. Words are counted in 4-byte steps from p - mis; bytes
+// outside the stream read as zeros.
+struct dmc_zlr {
+    const dmc_u8* p;
+    dmc_u32 len, mis;
+    dmc_i32 k;   // the aligned word `nx` holds
+    dmc_u32 nx;  // word k
+    dmc_u32 nb;  // valid bits of `c`
+    dmc_u64 c;
+};
+
+// Aligned 4-byte word k of the stream [p, p+len) (address bytes [4k, 4k+4) from p - mis): one
+// load when it lies wholly inside the stream, else bounds-checked byte loads (zeros outside).
+__device__ __forceinline__ dmc_u32 dmc_zstd_word4(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
+    const dmc_i32 first = 4 * k - (dmc_i32)mis;
+    if (first >= 0 && first + 4 <= (dmc_i32)len) return *(const dmc_u32*)(p + first);  // aligned
+    dmc_u32 v = 0;
+    if (first + 4 <= 0 || first >= (dmc_i32)len) return v;
+    for (dmc_i32 q = 0; q < 4; q++) {
+        const dmc_i32 i = first + q;
+        if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u32)p[i] << (8 * q);
+    }
+    return v;
+}
+
+// Places the reader for reads below bit `pos` (>= 0): the container holds the two words up to
+// the one with bit pos - 1.
+__device__ __forceinline__ void dmc_zlr_seek(dmc_zlr* r, dmc_i32 pos) {
+    const dmc_i32 a = pos + 8 * (dmc_i32)r->mis;  // address bit of pos
+    const dmc_i32 top = (a - 1) >> 5;               // the word holding bit a - 1 (floor)
+    r->c = ((dmc_u64)dmc_zstd_word4(r->p, r->len, r->mis, top) << 32) |
+           dmc_zstd_word4(r->p, r->len, r->mis, top - 1);
+    r->nb = (dmc_u32)(a - 32 * (top - 1));  // in [33, 64]
+    r->k = top - 2;
+    r->nx = dmc_zstd_word4(r->p, r->len, r->mis, r->k);
+}
+
+// The n (<= 32) bits below the read position, not consumed.
+__device__ __forceinline__ dmc_u32 dmc_zlr_peek(const dmc_zlr* r, dmc_u32 n) {
+    return (dmc_u32)(r->c >> (r->nb - n)) & ((1u << n) - 1u);
+}
+
+// Consumes n (<= 31) bits; refills the container from the word loaded ahead when 32 or fewer
+// bits are left, and loads the next one.
+__device__ __forceinline__ void dmc_zlr_skip(dmc_zlr* r, dmc_u32 n) {
+    r->nb -= n;
+    if (r->nb <= 32u) {
+        r->c = (r->c << 32) | r->nx;
+        r->nb += 32u;
+        r->k--;
+        r->nx = dmc_zstd_word4(r->p, r->len, r->mis, r->k);
+    }
+}
+
+// The code length of the code starting at bit `pos` (its top bit pos - 1), read without a
+// reader's state (two word loads; the lockstep walk of step 2 touches words step 1 loaded).
+__device__ __forceinline__ dmc_u32 dmc_zstd_huf_len_at(const dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 len,
+                                                      dmc_u32 mis, dmc_u32 log, dmc_i32 pos) {
+    const dmc_i32 at = pos - (dmc_i32)log + 8 * (dmc_i32)mis;  // address bit of the lowest bit
+    const dmc_i32 q = at >> 5;                                   // floor
+    const dmc_u64 v = ((dmc_u64)dmc_zstd_word4(p, len, mis, q + 1) << 32) | dmc_zstd_word4(p, len, mis, q);
+    return (dmc_u32)sm->hdec[(dmc_u32)(v >> (at - 32 * q)) & ((1u << log) - 1u)] >> 8;
+}
+
+// Decodes from bit `pos` (the reader placed there) while the code start is above `lo`: the
+// number of codes, and *exit the first code start at or below lo. With `out`, decodes n_out
+// codes instead and stores their literals to out[0, n_out) (the caller checked the range).
+__device__ __forceinline__ dmc_u32 dmc_zstd_huf_run(const dmc_zstd_smem* sm, dmc_zlr* r, dmc_u32 log, dmc_i32 pos,
+                                                   dmc_i32 lo, dmc_i32* exit, dmc_u8* out, dmc_u32 n_out) {
+    dmc_u32 c = 0;
+    if (out == nullptr) {
+        while (pos > lo) {
+            const dmc_u32 n = sm->hdec[dmc_zlr_peek(r, log)] >> 8;
+            dmc_zlr_skip(r, n);
+            pos -= (dmc_i32)n;
+            c++;
+        }
+    } else {
+        // bytes [head, body_end) go out as aligned 4-byte words, the rest one at a time
+        const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)out & 3u)) & 3u, n_out);
+        const dmc_u32 body_end = n_out - ((n_out - head) & 3u);
+        dmc_u32 acc = 0;
+        for (; c < n_out; c++) {
+            const dmc_u32 e = sm->hdec[dmc_zlr_peek(r, log)];
+            dmc_zlr_skip(r, e >> 8);
+            pos -= (dmc_i32)(e >> 8);
+            if (c < head || c >= body_end) {
+                out[c] = (dmc_u8)e;
+            } else {
+                const dmc_u32 sh = 8u * ((c - head) & 3u);
+                acc |= (e & 0xFFu) << sh;
+                if (sh == 24u) {
+                    *(dmc_u32*)(out + c - 3) = acc;  // aligned: out + head is
+                    acc = 0;
+                }
+            }
+        }
+    }
+    *exit = pos;
+    return c;
+}
+
 // All 32 lanes: decodes `count` Huffman-coded literals of the backward stream [p, p+len) into
-// out (the canonical code sm->hrank / sm->hsym of `log` bits). Returns the status, the same in
-// every lane.
-//   - Window: lane l holds the aligned 8-byte word wb + l of the stream (256 bytes, loaded
-//     with one coalesced request; 4-byte words took twice the requests), placed so that its
-//     top word holds the bit below pos; it is reloaded when the bits the round needs (down to
-//     pos - 31 - log) leave it, every ~250 bytes of input. Bits are read from it with two
-//     shuffles and a funnel shift.
-//   - Round: lane i takes the log bits below pos - i as a prefix and finds the weight w of
-//     the code it starts (the last T_w <= prefix: 4 shuffles of a binary search over lanes
-//     0..15, which hold T_w | R_w << 16), hence its length log + 1 - w and its symbol's index
-//     in hsym; its successor is i + the code's length. Pointer doubling over the 32
-//     successors (5 steps of two shuffles) gives lane k the offset of the k-th code of the
-//     real chain from pos; the codes starting in the 32 candidate bits (at least one, and
-//     the chain then advances by at least 32 bits or to the last literal) are this round's
-//     literals, and their lanes alone read their symbols from hsym (one shared request).
-//   - Output: the literals gather into a run of 128 bytes of out, aligned to 4 bytes, 4 per
-//     lane (placed by 4 shuffles per round), stored with one aligned 4-byte store per lane
-//     when the run is full or the stream done; bytes of a partial word at either end of out
-//     (which the neighbouring stream's literals may share) are stored a byte at a time.
-// The statuses are those of a serial decode: a code reaching below the stream's first bit, or
-// a stream not ending exactly at its first bit, is corrupt.
-__device__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, const dmc_u8* p, dmc_u32 len,
-                                       dmc_u8* out, dmc_u32 count, dmc_u32 lane) {
+// out (the decode table sm->hdec of the code of `log` bits), one segment of the stream per lane
+// (above). Returns the status, the same in every lane: a code reaching below the stream's first
+// bit, a stream not ending exactly at its first bit, or a stream of other than `count` codes is
+// corrupt (a serial decode's statuses).
+__device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc_u32 log, const dmc_u8* p,
+                                                    dmc_u32 len, dmc_u8* out, dmc_u32 count, dmc_u32 lane) {
     if (len == 0) return DMC_STATUS_CORRUPT;
     const dmc_u32 last = p[len - 1];
     if (last == 0) return DMC_STATUS_CORRUPT;
-    const dmc_u32 mis = (dmc_u32)((dmc_u64)p & 7u);
-    const dmc_u32 omis = (dmc_u32)((dmc_u64)out & 3u);
-    const dmc_u32 hr = sm->hrank[lane & 15u];  // lane w < 16: T_w | R_w << 16
-    dmc_i32 pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
-    dmc_i32 wb = 1 << 24;  // no window yet
-    dmc_u64 word = 0;
-    // The run: slots [0, 128) are the bytes ob[s] (ob aligned to 4 bytes); the first run starts
-    // at slot lo = omis (its earlier slots are before out), later ones at slot 0. `left`: the
-    // literals still to decode.
-    dmc_u8* ob = out - omis;
-    dmc_u32 lo = omis, fill = omis, mine = 0, left = count;
-    while (left > 0) {
-        const dmc_i32 abit = pos + 8 * (dmc_i32)mis;  // address bit of pos from p - mis
-        if (abit - 32 - (dmc_i32)log < 64 * wb) {
-            wb = ((abit - 1) >> 6) - (DMC_WARP_SIZE - 1);
-            word = dmc_zstd_word8(p, len, mis, wb + (dmc_i32)lane);
-        }
-        // lane i's candidate: the log bits below pos - i
-        const dmc_u32 at_bit = (dmc_u32)(abit - (dmc_i32)lane - (dmc_i32)log - 64 * wb);  // in [0, 2048)
-        const dmc_u32 q = at_bit >> 6, sh = at_bit & 63u;
-        const dmc_u64 w0 = __shfl_sync(0xffffffffu, word, (int)(q & 31u));
-        const dmc_u64 w1 = __shfl_sync(0xffffffffu, word, (int)((q + 1) & 31u));
-        const dmc_u32 idx = (dmc_u32)(sh == 0 ? w0 : (w0 >> sh) | (w1 << (64 - sh))) & ((1u << log) - 1u);
-        // its weight w: the last T_w <= idx (a binary search over lanes 0..15's hr; T_1 = 0);
-        // e: its code length << 8 | its symbol's index in hsym, the (idx - T_w) >> (w-1)-th of
-        // weight w (no memory access: the symbol is looked up only for the real chain's codes)
-        dmc_u32 w = 0;
-        DMC_UNROLL
-        for (dmc_u32 step = 8; step > 0; step >>= 1) {
-            const dmc_u32 t = __shfl_sync(0xffffffffu, hr, (int)(w + step));
-            if ((t & 0xFFFFu) <= idx) w += step;
-        }
-        const dmc_u32 h = __shfl_sync(0xffffffffu, hr, (int)w);
-        const dmc_u32 e = ((h >> 16) + ((idx - (h & 0xFFFFu)) >> (w - 1))) | ((log + 1 - w) << 8);
-        // Pointer doubling: j is the successor applied 2^s times (>= 32: past the candidates);
-        // lane k applies it for each set bit s of k.
-        dmc_u32 j = lane + (e >> 8);
-        dmc_u32 at = 0;
-        DMC_UNROLL
-        for (dmc_u32 s = 0; s < 5; s++) {
-            const dmc_u32 t = __shfl_sync(0xffffffffu, j, (int)(at & 31u));
-            if (((lane >> s) & 1u) && at < DMC_WARP_SIZE) at = t;
-            const dmc_u32 jj = __shfl_sync(0xffffffffu, j, (int)(j & 31u));
-            if (j < DMC_WARP_SIZE) j = jj;
-        }
-        const dmc_u32 ek = __shfl_sync(0xffffffffu, e, (int)(at & 31u));  // the chain's k-th code
-        const dmc_u32 n = (dmc_u32)__popc(__ballot_sync(0xffffffffu, at < DMC_WARP_SIZE));
-        const dmc_u32 take = dmc_min_u32(dmc_min_u32(n, left), 128u - fill);
-        const dmc_u32 adv = __shfl_sync(0xffffffffu, at + (ek >> 8), (int)((take - 1) & 31u));
-        if ((dmc_i32)adv > pos) return DMC_STATUS_CORRUPT;  // a code reaches below the stream
-        // lane k < take: the k-th literal (one shared request of a few lanes: the 32 candidates'
-        // lookups in a table of 2^log entries conflicted, ~3.2 wavefronts per request)
-        const dmc_u32 sym = lane < take ? (dmc_u32)sm->hsym[ek & 0xFFu] : 0u;
-        DMC_UNROLL
-        for (dmc_u32 b = 0; b < 4; b++) {
-            const dmc_u32 slot = 4 * lane + b;
-            const dmc_u32 v = __shfl_sync(0xffffffffu, sym, (int)((slot - fill) & 31u));
-            if (slot >= fill && slot < fill + take) mine |= (v & 0xFFu) << (8 * b);
-        }
-        fill += take;
-        left -= take;
-        pos -= (dmc_i32)adv;
-        if (fill == 128u || left == 0) {
-            const dmc_u32 s0 = 4 * lane;
-            if (s0 >= lo && s0 + 4 <= fill) {
-                *(dmc_u32*)(ob + s0) = mine;  // aligned: ob is
-            } else {
-                DMC_UNROLL
-                for (dmc_u32 b = 0; b < 4; b++) {
-                    const dmc_u32 slot = s0 + b;
-                    if (slot >= lo && slot < fill) ob[slot] = (dmc_u8)(mine >> (8 * b));
+    const dmc_i32 top = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
+    // Segments of at least 128 bits (resynchronisation takes a few codes of at most 11 bits),
+    // at most 32; lane i's is the bits (lo, hi].
+    const dmc_u32 nseg = dmc_min_u32(DMC_WARP_SIZE, top >= 256 ? (dmc_u32)top / 128u : 1u);
+    const dmc_i32 seg = (top + (dmc_i32)nseg - 1) / (dmc_i32)nseg;
+    const bool active = lane < nseg;
+    const dmc_i32 hi = active ? top - (dmc_i32)lane * seg : 0;
+    const dmc_i32 lo = active ? (top - (dmc_i32)(lane + 1) * seg > 0 ? top - (dmc_i32)(lane + 1) * seg : 0) : 0;
+    dmc_zlr r;
+    r.p = p;
+    r.len = len;
+    r.mis = (dmc_u32)((dmc_u64)p & 3u);
+    // 1. the guessed chain from the segment's top
+    dmc_i32 start = hi, exit = hi;
+    dmc_u32 cnt = 0;
+    if (active) {
+        dmc_zlr_seek(&r, hi);
+        cnt = dmc_zstd_huf_run(sm, &r, log, hi, lo, &exit, nullptr, 0);
+    }
+    // 2. the real chain's entry: the previous lane's exit (lane 0's is the stream's top)
+    for (;;) {
+        const dmc_i32 prev = __shfl_up_sync(0xffffffffu, exit, 1);
+        const dmc_i32 entry = lane == 0 ? top : prev;
+        const bool moved = active && entry != start;
+        if (!__any_sync(0xffffffffu, moved)) break;
+        if (moved) {
+            // a: the real chain, b: the guessed one (its codes from `start`: cnt, to `exit`)
+            dmc_i32 a = entry, b = start;
+            dmc_u32 ca = 0, cb = 0;
+            bool met = false;
+            while (a > lo) {
+                if (a == b) {
+                    met = true;
+                    break;
+                }
+                if (a > b) {
+                    a -= (dmc_i32)dmc_zstd_huf_len_at(sm, p, len, r.mis, log, a);
+                    ca++;
+                } else {
+                    b -= (dmc_i32)dmc_zstd_huf_len_at(sm, p, len, r.mis, log, b);
+                    cb++;
                 }
             }
-            ob += 128u;
-            lo = 0;
-            fill = 0;
-            mine = 0;
+            if (met) {
+                cnt = ca + (cnt - cb);
+            } else {
+                cnt = ca;
+                exit = a;
+            }
+            start = entry;
         }
     }
-    return pos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+    // The real chain must end exactly at bit 0 with `count` codes.
+    dmc_u32 off = cnt;  // inclusive scan of the counts
+    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) {
+        const dmc_u32 t = __shfl_up_sync(0xffffffffu, off, d);
+        if (lane >= d) off += t;
+    }
+    const dmc_u32 total = __shfl_sync(0xffffffffu, off, DMC_WARP_SIZE - 1);
+    const dmc_i32 end = __shfl_sync(0xffffffffu, exit, (int)(nseg - 1));
+    if (total != count || end != 0) return DMC_STATUS_CORRUPT;
+    // 3. the literals, from each segment's real entry
+    if (active && cnt > 0) {
+        dmc_zlr_seek(&r, start);
+        dmc_i32 e;
+        dmc_zstd_huf_run(sm, &r, log, start, lo, &e, out + (off - cnt), cnt);
+    }
+    return DMC_STATUS_OK;
 }
 
 // ---- Copies (all 32 lanes) ----
@@ -822,7 +943,9 @@ struct dmc_zstd_lits {
 
 // Copies the next n literals to out[op..). In-tail literals may overlap the target when the
 // front is close behind them (the target is always at or before the source): then the copy
-// goes in rounds of 32 bytes, each round's loads ordered before its stores.
+// goes in rounds of 256 bytes, each round's loads ordered before its stores, and not at all when
+// the front has reached them (target = source: a block's last literals, when the block's
+// matches are all behind; for a block of literals with few matches, nearly the whole block).
 // `wide`: long copies with aligned 4-byte stores (a constant at every call site).
 __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_zstd_lits* L, dmc_u32 n,
                                                    dmc_u32 lane, bool wide) {
@@ -839,15 +962,25 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
         } else {
             for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
         }
-    } else {
+    } else if (L->tail + L->used != op) {
+        // rounds of 256 bytes, 8 per lane: every load of a round before any of its stores (a
+        // store reaches only source bytes this round or an earlier one loaded)
         const dmc_u8* s = L->src + L->used;
-        for (dmc_u32 j0 = 0; j0 < n; j0 += DMC_WARP_SIZE) {
-            const dmc_u32 j = j0 + lane;
-            const dmc_u8 v = j < n ? s[j] : 0;
+        for (dmc_u32 j0 = 0; j0 < n; j0 += 8 * DMC_WARP_SIZE) {
+            dmc_u8 v[8];
+            DMC_UNROLL
+            for (dmc_u32 b = 0; b < 8; b++) {
+                const dmc_u32 j = j0 + DMC_WARP_SIZE * b + lane;
+                v[b] = j < n ? s[j] : 0;
+            }
             __syncwarp();
-            if (j < n) out[op + j] = v;
+            DMC_UNROLL
+            for (dmc_u32 b = 0; b < 8; b++) {
+                const dmc_u32 j = j0 + DMC_WARP_SIZE * b + lane;
+                if (j < n) out[op + j] = v[b];
+            }
         }
-    }
+    }  // else the literals are already in place (the front reached them: a block's last literals)
     L->used += n;
 }
 

@@ -25,11 +25,12 @@ cargo test -p damacy-kernels --features emulate --test emulator_checks "$@"
 cargo test -p damacy-kernels --features emulate --test inflate "$@" -- \
     hand_built_blocks_decode gzip_members_and_header_fields statuses_name_what_is_wrong \
     short_codes_and_long_runs_decode corrupt_and_truncated_streams_end_in_a_status
-# zstd: frames built for every literal/table mode, every repeat-offset rule, and the corrupt and
+# zstd: frames built for every literal/table mode, every repeat-offset rule, Huffman streams of
+# every length and alignment (one segment per lane, table stores and reads), and the corrupt and
 # truncated sweeps (a smaller corpus under TSan: frames up to 8 KB, fewer cuts and flips)
 cargo test -p damacy-kernels --features emulate --test zstd "$@" -- \
     crafted_frames_match_libzstd repeat_offsets_of_every_kind_match_libzstd \
-    truncated_frames_are_errors corrupt_frames_never_crash
+    truncated_frames_are_errors corrupt_frames_never_crash huffman_streams_at_every_alignment
 # the bytes fixtures (assemble) and every codec in one wave: tests/gpu.rs's emulated variants
 # (under TSan the shuffled seed only, and one wave)
 cargo test -p damacy-kernels --features emulate --test gpu "$@" -- \
