@@ -225,14 +225,6 @@ __device__ __forceinline__ dmc_u32 dmc_zbr_read(dmc_zbr* r, dmc_u32 n) {
     return v;
 }
 
-// ---- Warp-wide backward bit reader (the sequence bitstream) ----
-// The same bit order as dmc_zbr, for a stream all 32 lanes read in step (every call with the
-// same arguments in every lane): lane l holds the aligned 8-byte word wb + l of the stream
-// (a window of 256 bytes loaded with one coalesced request, placed so that its word 31 holds
-// the bits just above the lowest bit of the read that needed it), and a read takes the two
-// words its bits span with shuffles. One load request per ~240 bytes read (dmc_zbr's two-word
-// cache spent one per 8 bytes, ~0.4 per sequence); two registers where dmc_zbr uses five.
-
 // Aligned word k (address bytes [8k, 8k+8) from p - mis) of the stream [p, p+len): one load
 // when it lies wholly inside the stream, else bounds-checked byte loads (bytes outside the
 // stream read as zeros; at most the two words at the stream's ends).
@@ -245,52 +237,6 @@ __device__ __forceinline__ dmc_u64 dmc_zstd_word8(const dmc_u8* p, dmc_u32 len, 
         const dmc_i32 i = first + q;
         if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u64)p[i] << (8 * q);
     }
-    return v;
-}
-
-struct dmc_zwr {
-    const dmc_u8* p;
-    dmc_u32 len;
-    dmc_u32 mis;  // the address of p modulo 8
-    dmc_i32 pos;  // as dmc_zbr's
-    dmc_i32 wb;   // the window's first word (1 << 24: no window yet)
-    dmc_u64 win;  // this lane's word of the window
-};
-
-// Starts a reader on [p, p+len) (no load yet). False when the stream is empty or its last
-// byte is zero.
-__device__ __forceinline__ bool dmc_zwr_init(dmc_zwr* r, const dmc_u8* p, dmc_u32 len) {
-    r->p = p;
-    r->len = len;
-    r->mis = (dmc_u32)((dmc_u64)p & 7u);
-    r->pos = 0;
-    r->wb = 1 << 24;
-    r->win = 0;
-    if (len == 0) return false;
-    const dmc_u32 last = p[len - 1];
-    if (last == 0) return false;
-    r->pos = (dmc_i32)(len - 1) * 8 + (dmc_i32)dmc_zstd_highbit(last);
-    return true;
-}
-
-// All lanes, the same n (<= 32): the n bits below pos (bits below 0 read as zeros), consumed.
-__device__ __forceinline__ dmc_u32 dmc_zwr_read(dmc_zwr* r, dmc_u32 n, dmc_u32 lane) {
-    dmc_u32 v = 0;
-    if (r->pos > 0 && n > 0) {
-        const dmc_i32 at = r->pos - (dmc_i32)n + 8 * (dmc_i32)r->mis;  // address bit of the lowest bit (>= -32)
-        const dmc_i32 q = at >> 6;  // its word (floor; -1 reads as zeros)
-        if (q < r->wb) {  // below the window: the 32 words up to q + 1
-            r->wb = q + 1 - (DMC_WARP_SIZE - 1);
-            r->win = dmc_zstd_word8(r->p, r->len, r->mis, r->wb + (dmc_i32)lane);
-        }
-        const dmc_u32 k = (dmc_u32)(q - r->wb);  // in [0, 30]: reads only move down
-        const dmc_u64 w0 = __shfl_sync(0xffffffffu, r->win, (int)k);
-        const dmc_u64 w1 = __shfl_sync(0xffffffffu, r->win, (int)(k + 1));
-        const dmc_u32 off = (dmc_u32)(at - 64 * q);  // in [0, 64)
-        const dmc_u64 bits = off == 0 ? w0 : (w0 >> off) | (w1 << (64 - off));
-        v = (dmc_u32)(bits & ((1ull << n) - 1));
-    }
-    r->pos -= (dmc_i32)n;
     return v;
 }
 
@@ -737,6 +683,16 @@ __device__ __forceinline__ void dmc_zlr_skip(dmc_zlr* r, dmc_u32 n) {
     }
 }
 
+// Reads n (<= 31) bits (n = 0: none, 0) and lowers *pos by n: the sequence bitstream's reads.
+// Without a branch for n = 0: the container shifts right by nb - n in two steps (each under 64),
+// and the mask of 0 bits clears it.
+__device__ __forceinline__ dmc_u32 dmc_zstd_seq_read(dmc_zlr* r, dmc_i32* pos, dmc_u32 n) {
+    const dmc_u32 v = (dmc_u32)((r->c >> (r->nb - n - 1u)) >> 1) & ((1u << n) - 1u);
+    dmc_zlr_skip(r, n);
+    *pos -= (dmc_i32)n;
+    return v;
+}
+
 // The code length of the code starting at bit `pos` (its top bit pos - 1), read without a
 // reader's state (two word loads; the lockstep walk of step 2 touches words step 1 loaded).
 __device__ __forceinline__ dmc_u32 dmc_zstd_huf_len_at(const dmc_zstd_smem* sm, const dmc_u8* p, dmc_u32 len,
@@ -867,9 +823,30 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 
 // ---- Copies (all 32 lanes) ----
 
+// Copies and fills of this many bytes or more use aligned 4-byte stores (dmc_zstd_copy_wide,
+// dmc_zstd_fill_wide); shorter ones cost fewer requests one byte per lane.
+#define DMC_ZSTD_WIDE_MIN 64u
+
+__device__ void dmc_zstd_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane);
+
 // Match copy: out[op..op+len) = the bytes `dist` back, overlap-safe (byte j comes from
 // op-dist+(j mod dist), always before op). The caller synchronised the warp first.
+// A long match that overlaps its source (dist < len: a run, e.g. a label image's constant
+// regions at distance 2 or 4) grows by doubling: the bytes [op - dist, op + w) repeat with period
+// dist, so the next min(w + dist, len - w) bytes are a copy of the ones w + dist back, which do
+// not overlap them: disjoint wide copies of dist, 2 dist, 4 dist, ... bytes (dmc_zstd_copy_wide,
+// 512 bytes per round), a __syncwarp between (each reads what the last one wrote). One byte per
+// lane and round took len / 32 rounds, each waiting for its load.
 __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
+    if (len >= DMC_ZSTD_WIDE_MIN && dist < len) {
+        for (dmc_u32 w = 0; w < len;) {
+            const dmc_u32 m = dmc_min_u32(w + dist, len - w);
+            dmc_zstd_copy_wide(out + op + w, out + op + w - (w + dist), m, lane);
+            w += m;
+            __syncwarp();
+        }
+        return;
+    }
     const dmc_u32 base = op - dist;
     for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) {
         const dmc_u32 k = j < dist ? j : j % dist;
@@ -877,9 +854,6 @@ __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 
     }
 }
 
-// Copies and fills of this many bytes or more use aligned 4-byte stores (dmc_zstd_copy_wide,
-// dmc_zstd_fill_wide); shorter ones cost fewer requests one byte per lane.
-#define DMC_ZSTD_WIDE_MIN 64u
 
 // The aligned word i (bytes [4i, 4i+4) from b) of a copy's source s[0, n), b = s - (s mod 4)
 // (b may lie before s): one aligned load when wholly inside s[0, n), else bounds-checked byte
@@ -896,8 +870,8 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_src_word(const dmc_u8* s, dmc_u32 n,
 }
 
 // All lanes: d[0, n) = s[0, n) for disjoint ranges (no byte of d is a byte of s). The
-// destination's aligned words go out with one aligned 4-byte store per lane, 128 bytes per
-// round, each shifted together from the two aligned source words it spans (two coalesced
+// destination's aligned words go out with aligned 4-byte stores, 512 bytes per round (four
+// words per lane, their loads first), each shifted together from the two aligned source words it spans (two coalesced
 // load requests per round, one when the source is aligned like the destination); the bytes
 // of d's partial words at either end go one per lane (one load and one store request).
 __device__ void dmc_zstd_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane) {
@@ -912,7 +886,23 @@ __device__ void dmc_zstd_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u3
     const dmc_u8* sb = s + head;
     const dmc_u32 sm = (dmc_u32)((dmc_u64)sb & 3u);
     dmc_u32* dw = (dmc_u32*)(d + head);
-    for (dmc_u32 k = lane; k < nw; k += DMC_WARP_SIZE) {
+    // rounds of 512 bytes: each lane's four words loaded before any is stored, so that a lane
+    // has four loads in flight, not one (a warp issues in order: a store waits for its load)
+    dmc_u32 k0 = 0;
+    for (; k0 + 4 * DMC_WARP_SIZE <= nw; k0 += 4 * DMC_WARP_SIZE) {
+        dmc_u32 v[4];
+        DMC_UNROLL
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 k = k0 + DMC_WARP_SIZE * b + lane;
+            v[b] = dmc_zstd_src_word(sb, n - head, sm, k);
+            if (sm != 0) {
+                v[b] = (dmc_u32)((((dmc_u64)dmc_zstd_src_word(sb, n - head, sm, k + 1) << 32) | v[b]) >> (8 * sm));
+            }
+        }
+        DMC_UNROLL
+        for (dmc_u32 b = 0; b < 4; b++) dw[k0 + DMC_WARP_SIZE * b + lane] = v[b];
+    }
+    for (dmc_u32 k = k0 + lane; k < nw; k += DMC_WARP_SIZE) {
         dmc_u32 v = dmc_zstd_src_word(sb, n - head, sm, k);
         if (sm != 0) v = (dmc_u32)((((dmc_u64)dmc_zstd_src_word(sb, n - head, sm, k + 1) << 32) | v) >> (8 * sm));
         dw[k] = v;
@@ -1142,14 +1132,13 @@ __device__ dmc_u64 dmc_zstd_xxh64(const dmc_u8* p, dmc_u64 len, dmc_u32 lane) {
 
 // ---- Blocks and frames ----
 
-// Decoding state carried across the blocks of a frame (identical in every lane but `rep`).
+// Decoding state carried across the blocks of a frame (identical in every lane).
 struct dmc_zstd_frame_state {
     dmc_u32 frame_start;  // output position of the frame's first byte
     dmc_u32 block_max;
-    // Repeat offset k in lane k (k < 3; the other lanes' values are unused), read with a
-    // shuffle: a rep[3] indexed by the offset code put the whole state in local memory (a
-    // 64-byte stack frame on sm_90).
-    dmc_u32 rep;
+    // The three repeat offsets, chosen by selects (a rep[3] indexed by the offset code put the
+    // whole state in local memory: a 64-byte stack frame on sm_90).
+    dmc_u32 rep0, rep1, rep2;
     // One register for the table state: bits 0-3 the Huffman table's log (0: no table yet),
     // then per sequence table k (0 LL, 1 OF, 2 ML) at bit 4 + 8k its tag (2 bits: 0 none yet,
     // 1 predefined, 2 other) and at bit 8 + 8k its accuracy log (4 bits).
@@ -1364,20 +1353,27 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 1, (modes >> 4) & 3, b, n, &bp, lane);
         if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 2, (modes >> 2) & 3, b, n, &bp, lane);
         if (st != DMC_STATUS_OK) return st;
-        dmc_zwr r;
-        if (bp >= n || !dmc_zwr_init(&r, b + bp, n - bp)) return DMC_STATUS_CORRUPT;
-        // The three FSE states are spread over the lanes: lane 0 keeps the literals length
-        // state, lane 1 the offset state, the others the match length state, and each lane
-        // reads its state's entry, so the three lookups are one shared request; shuffles hand
-        // the entries to every lane. (ll, ml and of are the first members of dmc_zstd_smem,
-        // in that order: one array of u32 from sm.)
-        dmc_u32 state;
+        // The sequence bitstream: every lane reads it in step through a reader of its own
+        // (dmc_zlr: a 64-bit container and the next word loaded ahead; the lanes load the same
+        // words, one broadcast request per 4 bytes) and keeps the three FSE states, and looks
+        // each state's entry up itself (three broadcast shared loads, issued together): no
+        // shuffles on the sequences' dependent chain (a window read through shuffles and
+        // entries handed over by them took ~17 dependent shuffles per sequence).
+        dmc_zlr r;
+        dmc_i32 spos;
         {
-            const dmc_u32 sll = dmc_zwr_read(&r, dmc_zstd_tlog(fs, 0), lane);
-            const dmc_u32 sof = dmc_zwr_read(&r, dmc_zstd_tlog(fs, 1), lane);
-            const dmc_u32 sml = dmc_zwr_read(&r, dmc_zstd_tlog(fs, 2), lane);
-            state = lane == 0 ? sll : (lane == 1 ? sof : sml);
+            const dmc_u8* sp = b + bp;
+            const dmc_u32 slen = n - bp;
+            if (bp >= n || sp[slen - 1] == 0) return DMC_STATUS_CORRUPT;
+            spos = (dmc_i32)(slen - 1) * 8 + (dmc_i32)dmc_zstd_highbit(sp[slen - 1]);
+            r.p = sp;
+            r.len = slen;
+            r.mis = (dmc_u32)((dmc_u64)sp & 3u);
+            dmc_zlr_seek(&r, spos);
         }
+        dmc_u32 s_ll = dmc_zstd_seq_read(&r, &spos, dmc_zstd_tlog(fs, 0));
+        dmc_u32 s_of = dmc_zstd_seq_read(&r, &spos, dmc_zstd_tlog(fs, 1));
+        dmc_u32 s_ml = dmc_zstd_seq_read(&r, &spos, dmc_zstd_tlog(fs, 2));
         // Short sequences gather into batches of up to 32 (lane k keeps the batch's sequence k)
         // executed together by dmc_zstd_seq_batch; a sequence that cannot join (a long part,
         // or stores that would reach the in-tail literals the batch reads) runs alone after the
@@ -1386,13 +1382,9 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         for (dmc_u32 i = 0; i <= nseq; i++) {
             dmc_u32 ll = 0, ml = 0, off = 1;
             if (i < nseq) {  // decode and check sequence i (i == nseq: the last batch goes out)
-                const dmc_u32 tab =
-                    lane == 0 ? 0u : (lane == 1 ? (2u << DMC_ZSTD_LL_LOG_MAX) : (1u << DMC_ZSTD_LL_LOG_MAX));
-                const dmc_u32 ent = ((const dmc_u32*)sm)[tab + state];
-                const dmc_u32 ell = __shfl_sync(0xffffffffu, ent, 0), eof = __shfl_sync(0xffffffffu, ent, 1),
-                              eml = __shfl_sync(0xffffffffu, ent, 2);
+                const dmc_u32 ell = sm->ll[s_ll], eof = sm->of[s_of], eml = sm->ml[s_ml];
                 const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
-                const dmc_u32 ofv = (1u << ofc) + dmc_zwr_read(&r, ofc, lane);
+                const dmc_u32 ofv = (1u << ofc) + dmc_zstd_seq_read(&r, &spos, ofc);
                 const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
                 // literals length codes in closed form (no shared lookup): 16..24 from packed
                 // constants (baselines 16..48, 6 bits each; extra bits 1..4, 4 bits each),
@@ -1402,26 +1394,27 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                                     : llc < 25 ? (dmc_u32)((0x30a20718594490ull >> (6 * lk)) & 63u) |
                                                      ((dmc_u32)((0x433221111ull >> (4 * lk)) & 15u) << 24)
                                                : (1u << (llc - 19)) | ((llc - 19) << 24);
-                ml = (mlv & 0xFFFFFFu) + dmc_zwr_read(&r, mlv >> 24, lane);
-                ll = (llv & 0xFFFFFFu) + dmc_zwr_read(&r, llv >> 24, lane);
-                if (i + 1 < nseq) {  // the bits of all three updates, each lane keeping its own
-                    dmc_u32 v = dmc_zwr_read(&r, (ell >> 8) & 0xFF, lane);
-                    if (lane == 0) state = (ell >> 16) + v;
-                    v = dmc_zwr_read(&r, (eml >> 8) & 0xFF, lane);
-                    if (lane >= 2) state = (eml >> 16) + v;
-                    v = dmc_zwr_read(&r, (eof >> 8) & 0xFF, lane);
-                    if (lane == 1) state = (eof >> 16) + v;
+                ml = (mlv & 0xFFFFFFu) + dmc_zstd_seq_read(&r, &spos, mlv >> 24);
+                ll = (llv & 0xFFFFFFu) + dmc_zstd_seq_read(&r, &spos, llv >> 24);
+                if (i + 1 < nseq) {  // the three updates' bits (LL, ML, OF; at most 9 + 9 + 8) in one read
+                    const dmc_u32 nll = (ell >> 8) & 0xFF, nml = (eml >> 8) & 0xFF, nof = (eof >> 8) & 0xFF;
+                    const dmc_u32 v = dmc_zstd_seq_read(&r, &spos, nll + nml + nof);
+                    s_ll = (ell >> 16) + (v >> (nml + nof));
+                    s_ml = (eml >> 16) + ((v >> nof) & ((1u << nml) - 1u));
+                    s_of = (eof >> 16) + (v & ((1u << nof) - 1u));
                 }
-                if (r.pos < 0) return DMC_STATUS_CORRUPT;
-                // Repeat offsets, lane k holding repeat offset k: a new offset, or a repeat
-                // offset other than the first, moves to the front (the ones before it move one
-                // lane up; rep 1 chosen leaves rep 2 as it is).
+                if (spos < 0) return DMC_STATUS_CORRUPT;
+                // Repeat offsets: a new offset, or a repeat offset other than the first, moves
+                // to the front (the ones before it move one place back; rep 1 chosen leaves
+                // rep 2 as it is).
                 {
                     const dmc_u32 idx = ofv > 3 ? 4u : ofv - 1 + (ll == 0 ? 1u : 0u);
-                    const dmc_u32 prev = __shfl_up_sync(0xffffffffu, fs->rep, 1);
-                    const dmc_u32 pick = __shfl_sync(0xffffffffu, fs->rep, (int)(idx >= 3 ? 0u : idx));
-                    off = idx == 4 ? ofv - 3 : (idx == 3 ? pick - 1 : pick);  // idx 3: lane 0, rep 0 - 1
-                    if (idx != 0 && lane <= (idx == 1 ? 1u : 2u)) fs->rep = lane == 0 ? off : prev;
+                    off = idx == 4 ? ofv - 3 : (idx == 0 ? fs->rep0 : (idx == 1 ? fs->rep1 : (idx == 2 ? fs->rep2 : fs->rep0 - 1)));
+                    if (idx != 0) {
+                        if (idx != 1) fs->rep2 = fs->rep1;
+                        fs->rep1 = fs->rep0;
+                        fs->rep0 = off;
+                    }
                 }
                 // Execute: the literals, then the match (both checked first).
                 if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
@@ -1484,7 +1477,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             }
             op = mop + ml;
         }
-        if (r.pos != 0) return DMC_STATUS_CORRUPT;
+        if (spos != 0) return DMC_STATUS_CORRUPT;
     } else if (bp != n) {
         return DMC_STATUS_CORRUPT;
     }
@@ -1535,7 +1528,9 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     dmc_zstd_frame_state fs;
     fs.frame_start = *op_io;
     fs.block_max = (dmc_u32)dmc_min_u64(window, DMC_ZSTD_BLOCK_MAX);
-    fs.rep = lane == 0 ? 1u : (lane == 1 ? 4u : 8u);
+    fs.rep0 = 1;
+    fs.rep1 = 4;
+    fs.rep2 = 8;
     fs.tabs = 0;
     dmc_u32 op = *op_io;
     for (;;) {
