@@ -8,10 +8,9 @@
 // into earlier blocks, its repeat offsets and treeless/repeat tables come from earlier blocks),
 // so the warp walks them in order:
 //   - headers and the sequence bitstream are decoded redundantly by all 32 lanes (uniform
-//     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens,
-//     except that lane 0 keeps the literals length FSE state, lane 1 the offset state and the
-//     others the match length state, so a sequence's three table entries are one shared
-//     request, handed to every lane by shuffles;
+//     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens:
+//     every lane keeps the three FSE states and reads their entries itself (three broadcast
+//     shared loads issued together), so a sequence's dependent chain has no shuffle;
 //   - an FSE table's description parse and the Huffman weights' decode run on lane 0 into this
 //     warp's shared-memory tables, published with one __syncwarp; a sequence table's symbols are
 //     then spread by the whole warp in closed form, 32 cells per round (each lane finds the
@@ -20,23 +19,23 @@
 //     cells of a symbol: dmc_zstd_fse_states), and the Huffman code is built by the whole
 //     warp in canonical form: per weight w the first code prefix T_w and the first index R_w
 //     in a list of the symbols by weight (hsym, 256 bytes), from ballots and a warp scan, with
-//     one store request per 32 symbols (dmc_zstd_build_huffman; no table of 2^log entries),
-//     published with one __syncwarp (shuffles and ballots order no shared memory);
-//   - the sequence bitstream is read through a window of 32 aligned 8-byte words, one per
-//     lane (one coalesced load per ~240 bytes, bits fetched with shuffles: dmc_zwr), the
+//     one store request per 32 symbols, then its decode table of 2^log entries (symbol and
+//     length per log-bit prefix), 32 entries per round (dmc_zstd_build_huffman), published with
+//     one __syncwarp (shuffles and ballots order no shared memory);
+//   - the sequence bitstream is read by every lane through a reader of its own (dmc_zlr: a
+//     64-bit container refilled from aligned 4-byte words, the next one loaded ahead; the lanes
+//     load the same words), the three state updates' bits in one read, the
 //     Huffman weights' bitstream (lane 0 alone) through a 128-bit cache of two aligned 8-byte
 //     words (one load per 64 bits: dmc_zbr), and so are the FSE table descriptions (lane 0,
 //     forward: dmc_zstd_read_ncount);
-//   - Huffman literals decode on all 32 lanes, one stream at a time (1 or 4 per block): lane i
-//     finds the length of the code that would start i bits further into the stream, from its
-//     prefix with a binary search over T_w held in lanes 0..15 (shuffles, no memory access),
-//     pointer doubling over those 32 candidates (shuffles) finds the real chain of codes, and
-//     only the chain's lanes look their symbols up in hsym (one shared request of a few lanes,
-//     ~1.05 wavefronts, where 32 lookups in a table of 2^log entries took ~3.2), so one shared
-//     request decodes every code starting in 32 bits of the stream; the stream is read through a
-//     256-byte window of aligned words in registers (one coalesced load per ~250 bytes) and the
-//     literals gather into 128-byte runs stored with one aligned 4-byte store per lane
-//     (dmc_zstd_huf_stream). They go straight into the tail of the job's output range: the
+//   - Huffman literals decode one stream at a time (1 or 4 per block), each cut into up to 32
+//     segments of bits, one per lane: every lane decodes its segment from its top bit (a guess;
+//     Huffman codes resynchronise within a few codes), the lanes whose guess missed the real
+//     chain's entry (the previous segment's exit) walk it in lockstep with their guessed chain
+//     until the two meet, and a warp scan of the counts places each segment's literals, which
+//     its lane decodes again and stores (dmc_zstd_huf_stream: a decode-table lookup and a few
+//     ALU operations per code per lane, no shuffles; on an H200 the smooth field's zstd went
+//     from 5.0 to 26.4 GB/s at 64 KiB chunks). They go straight into the tail of the job's output range: the
 //     literals of a block are always consumed before the output front
 //     reaches them (the output still to come is at least the literals still to copy), so no
 //     scratch buffer is needed, and a front that would overrun them is corrupt input;
@@ -52,12 +51,15 @@
 //     reads, runs alone after the batch: literals and match (a __syncwarp between), when the
 //     output front is close behind the in-tail literals in rounds; runs of 64 bytes or more
 //     (literal runs, matches that do not overlap their source, a block's last literals, raw
-//     and RLE blocks) go out as aligned 4-byte stores, 128 bytes per lane-round, each word
-//     shifted together from the two aligned source words it spans (dmc_zstd_copy_wide), the
-//     literals before the match with a __syncwarp between;
-//   - the three repeat offsets are one register, repeat offset k in lane k, read and moved
-//     with shuffles (an array indexed by the offset code lived in local memory: a 64-byte
-//     stack frame on sm_90); no per-thread array is indexed dynamically;
+//     and RLE blocks) go out as aligned 4-byte stores, 512 bytes per round with four loads in
+//     flight per lane, each word shifted together from the two aligned source words it spans
+//     (dmc_zstd_copy_wide), the literals before the match with a __syncwarp between; a long
+//     match that overlaps its source (a run) grows by doubling, each step a disjoint wide copy
+//     (dmc_zstd_match); a block's last literals already in place (the front reached them) are
+//     not copied;
+//   - the three repeat offsets are three registers, moved by selects (an array indexed by the
+//     offset code lived in local memory: a 64-byte stack frame on sm_90); no per-thread array
+//     is indexed dynamically;
 //   - the XXH64 checksum runs its four accumulators on lanes 0..3.
 // Why not the two-kernel split (a warp per block decoding sequences, a warp per frame executing
 // them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
@@ -66,9 +68,10 @@
 // the parallelism. The split remains the next step once the emulator's cost report says the
 // serial sequence decode dominates.
 //
-// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (6132 B per warp, with the
-// warp's table of the literal and match length codes that have extra bits, which its lanes
-// copy from constant memory at the start).
+// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (10228 B per warp: the
+// Huffman decode table's 4 KiB, and the warp's table of the literal and match length codes that
+// have extra bits, which its lanes copy from constant memory at the start); 10 blocks of 2 warps
+// per SM (the register limit) take 200 KiB of the 228.
 // Every load is checked against the job's source length and every store against its output
 // length; corrupt input ends the job with a DMC_STATUS_* code.
 #include "common.cuh"
@@ -636,6 +639,7 @@ struct dmc_zlr {
     dmc_u32 len, mis;
     dmc_i32 k;   // the aligned word `nx` holds
     dmc_u32 nx;  // word k
+    dmc_u32 w0;  // word 0 (bounds-checked at the seek: it may start before the stream)
     dmc_u32 nb;  // valid bits of `c`
     dmc_u64 c;
 };
@@ -664,6 +668,7 @@ __device__ __forceinline__ void dmc_zlr_seek(dmc_zlr* r, dmc_i32 pos) {
     r->nb = (dmc_u32)(a - 32 * (top - 1));  // in [33, 64]
     r->k = top - 2;
     r->nx = dmc_zstd_word4(r->p, r->len, r->mis, r->k);
+    r->w0 = dmc_zstd_word4(r->p, r->len, r->mis, 0);
 }
 
 // The n (<= 32) bits below the read position, not consumed.
@@ -672,15 +677,21 @@ __device__ __forceinline__ dmc_u32 dmc_zlr_peek(const dmc_zlr* r, dmc_u32 n) {
 }
 
 // Consumes n (<= 31) bits; refills the container from the word loaded ahead when 32 or fewer
-// bits are left, and loads the next one.
+// bits are left, and loads the next one. Selects and one predicated load, no branch: the lanes
+// of a Huffman stream's segments refill at different codes, and a branch that any lane takes
+// runs for the whole warp, at nearly every code. The words a refill loads lie below the seek's
+// two: word k >= 1 is then wholly inside the stream (an unchecked aligned load), word 0 was
+// loaded checked at the seek, and words below it read as zeros.
 __device__ __forceinline__ void dmc_zlr_skip(dmc_zlr* r, dmc_u32 n) {
     r->nb -= n;
-    if (r->nb <= 32u) {
-        r->c = (r->c << 32) | r->nx;
-        r->nb += 32u;
-        r->k--;
-        r->nx = dmc_zstd_word4(r->p, r->len, r->mis, r->k);
-    }
+    const bool refill = r->nb <= 32u;
+    const dmc_i32 k = r->k - (refill ? 1 : 0);
+    r->c = refill ? (r->c << 32) | r->nx : r->c;
+    r->nb += refill ? 32u : 0u;
+    dmc_u32 w = k == 0 ? r->w0 : 0u;
+    if (refill && k >= 1) w = *(const dmc_u32*)(r->p - r->mis + 4 * k);  // aligned
+    r->nx = refill ? w : r->nx;
+    r->k = k;
 }
 
 // Reads n (<= 31) bits (n = 0: none, 0) and lowers *pos by n: the sequence bitstream's reads.

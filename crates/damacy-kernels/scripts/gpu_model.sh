@@ -35,11 +35,14 @@ case "${1:-}" in
   --table) echo "$DAMACY_GPU_MODEL_SASS"; exit 0 ;;
   --report)
     shift
-    H200="${H200_DIR:-benches/results/gpu-h200-2026-11-28}"  # the first run (a copy of ../shared/…)
+    # the measured rows: the latest H200 run whose kernels are this build's (f51d4fa: every
+    # decode, copy, unshuffle and assemble row, and nvCOMP on the same streams); the Nsight
+    # Compute durations of the first run (0650f56, a copy of ../shared/…), whose assemble and
+    # zstd kernels have changed since (no ratio for them)
+    H200="${H200_DIR:-benches/results/gpu-h200-2026-11-28-f51d4fa}"
+    H200_LABEL="${H200_LABEL:-f51d4fa}"
+    NCU="${H200_NCU_DIR:-benches/results/gpu-h200-2026-11-28}"
     MIB="${MODEL_MIB:-2}"
-    # the first run's JSON (0650f56: every decode row, ncu); a later run's kernel_bench output
-    # (aff1452: the kernel sources of this build; its rows win where both have the case)
-    LATER="${H200_LATER_LOG:-benches/results/gpu-h200-2026-11-28-aff1452/gpu-run-cold-tests-inspect-sanitize-e2e-calibrate-compare.log}"
     # four processes: LZ4, the copy/unshuffle cases, assemble (sampled in launches shaped for
     # all of its crops), zstd + deflate
     run() {
@@ -61,9 +64,9 @@ case "${1:-}" in
       --model "$CARGO_TARGET_DIR/gpu_model_a.json" --model "$CARGO_TARGET_DIR/gpu_model_b.json" \
       --model "$CARGO_TARGET_DIR/gpu_model_c.json" --model "$CARGO_TARGET_DIR/gpu_model_d.json" \
       --model "$CARGO_TARGET_DIR/gpu_model_e.json" \
-      --measured-label 0650f56 --measured-log "$LATER" --measured-log-label aff1452 \
-      --ncu-kernels "$H200/ncu-kernels.txt" --ncu-zstd "$H200/ncu-zstd.txt" --model-mib "$MIB" \
-      --ncu-changed "${NCU_CHANGED-dmc_assemble}" --nvcomp "$H200/nvcomp_decode.json" \
+      --measured-label "$H200_LABEL" ${H200_LATER_LOG:+--measured-log "$H200_LATER_LOG" --measured-log-label later} \
+      --ncu-kernels "$NCU/ncu-kernels.txt" --ncu-zstd "$NCU/ncu-zstd.txt" --model-mib "$MIB" \
+      --ncu-changed "${NCU_CHANGED-dmc_assemble,dmc_zstd_decode}" --nvcomp "$H200/nvcomp_decode.json" \
       --commit "$(git rev-parse --short HEAD)" --out benches/results/gpu-model.md
     ;;
   *) exec "$BIN" --device emulated --model "${GPU_MODEL:-h200}" --reps 1 --warmup 0 "$@" ;;

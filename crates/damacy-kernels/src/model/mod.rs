@@ -192,11 +192,12 @@ pub fn resources_from_env() -> BTreeMap<String, KernelResources> {
 /// in 24.58 µs, 48 MiB in 32.35 µs; run of aff1452), 16 MiB / 7.77 µs = 2.158 TB/s copied.
 const H200_COPY_BYTES_PER_S: f64 = 2.0 * 2.158e12;
 
-/// Cycles of a dependent shuffle on the H200: a fit, the one value that minimises the worst
-/// predicted ÷ measured ratio over the 20 decode rows of the H200 runs (LZ4, zstd, deflate on
-/// four datasets, 64 KiB and 1 MiB), until `benches/gpu/model_cal.py`'s `lat_shfl_step` has
-/// measured it (see `Gpu::sources`).
-const SHFL_LATENCY: f64 = 18.8;
+/// Cycles of a dependent shuffle on the H200, measured: `benches/gpu/model_cal.py`'s
+/// `lat_shfl_step` (one step of `x = shfl(x, x + 1)`: a `SHFL.IDX` and the add that makes its
+/// lane, 32.0 cycles) less its dependent add (`lat_imad`, 4.4 cycles), run of a61ddac
+/// (`benches/results/gpu-h200-2026-11-28-a61ddac/model_cal.json`). Until that run it was a fit
+/// over the decode rows (18.8 cycles).
+const SHFL_LATENCY: f64 = 27.6;
 
 /// An `sm_90` GPU and the model's constants. Sources: [`Gpu::h200`] and [`Gpu::sources`].
 #[derive(Clone, Debug, PartialEq)]
@@ -293,7 +294,7 @@ impl Gpu {
             "- {} SMs, 4 schedulers per SM, 64 warps / 32 blocks / 65536 registers (allocated per warp in units of 256, per scheduler) / 228 KiB shared memory per SM (1 KiB reserved per block, 128-byte units): NVIDIA's Hopper tuning guide and CUDA occupancy rules (datasheet); Nsight's block limits in ncu-kernels.txt agree (lz4 12 blocks by registers, assemble 5)\n\
              - clock {:.2} GHz: the H200's boost clock (datasheet); the ncu rows are predicted at the 1.50 GHz ncu locked (its `SM Frequency`)\n\
              - cpi {:.1} cycles per instruction of a lone warp: the dependent-issue latency of sm_90's integer and logic pipes (published microbenchmarks of Hopper: 4 cycles for IADD3/LOP3/IMAD chains) — **not** fitted; a serial decoder issues mostly dependent instructions\n\
-             - shuffle {:.1} cycles (a dependent `SHFL`, charged instead of the cpi): a **fit** — one value for every kernel, the one that minimises the worst predicted ÷ measured ratio over the 20 decode rows of the H200 runs (10 LZ4, 6 zstd, 4 deflate); not measured yet (`model_cal.py` measures `lat_shfl_step` from the next run on)\n\
+             - shuffle {:.1} cycles (a dependent `SHFL`, charged instead of the cpi): measured — `benches/gpu/model_cal.py`'s dependent shuffle step (32.0 cycles: a `SHFL.IDX` and the add that makes its lane) less one dependent add (`lat_imad`, 4.4 cycles), run of a61ddac; it was a fit (18.8) before that run; not fitted\n\
              - cold load {:.0} cycles (first touch of a sector in the launch: HBM), warm load {:.0} cycles (an L1 hit: sectors the warp loaded and has not stored since), L2 load {:.0} cycles (a sector the launch stored: stores write through and leave no L1 line), shared load {:.0} cycles: the H200's dependent-load chains of `benches/gpu/model_cal.py` (1 GiB, 8 MiB and 16 KiB working sets, shared memory; run of d5a7030, `model_cal.json`), rounded; not fitted\n\
              - copy bandwidth {:.2} TB/s of bytes moved: the slope of the H200's device-to-device `cudaMemcpyAsync` between two sizes (32 MiB at 1365.3 GB/s, 48 MiB at 1555.8 GB/s, event-timed, run of aff1452: 16 MiB more copied in 7.77 µs), so that the launch cost is not counted as bandwidth; a microbenchmark of the run, not a kernel row\n\
              - launch {:.1} µs: an empty kernel between two events on the H200 (`benches/gpu/model_cal.py`, `launch_us`, run of d5a7030); the same line's intercept (9.0 µs at zero bytes) agrees\n",
