@@ -639,7 +639,6 @@ struct dmc_zlr {
     dmc_u32 len, mis;
     dmc_i32 k;   // the aligned word `nx` holds
     dmc_u32 nx;  // word k
-    dmc_u32 w0;  // word 0 (bounds-checked at the seek: it may start before the stream)
     dmc_u32 nb;  // valid bits of `c`
     dmc_u64 c;
 };
@@ -668,7 +667,6 @@ __device__ __forceinline__ void dmc_zlr_seek(dmc_zlr* r, dmc_i32 pos) {
     r->nb = (dmc_u32)(a - 32 * (top - 1));  // in [33, 64]
     r->k = top - 2;
     r->nx = dmc_zstd_word4(r->p, r->len, r->mis, r->k);
-    r->w0 = dmc_zstd_word4(r->p, r->len, r->mis, 0);
 }
 
 // The n (<= 32) bits below the read position, not consumed.
@@ -677,21 +675,16 @@ __device__ __forceinline__ dmc_u32 dmc_zlr_peek(const dmc_zlr* r, dmc_u32 n) {
 }
 
 // Consumes n (<= 31) bits; refills the container from the word loaded ahead when 32 or fewer
-// bits are left, and loads the next one. Selects and one predicated load, no branch: the lanes
-// of a Huffman stream's segments refill at different codes, and a branch that any lane takes
-// runs for the whole warp, at nearly every code. The words a refill loads lie below the seek's
-// two: word k >= 1 is then wholly inside the stream (an unchecked aligned load), word 0 was
-// loaded checked at the seek, and words below it read as zeros.
+// bits are left, and loads the next one. (A branch-free form, selects and a predicated load,
+// measured 8 % slower on an H200: benches/results/gpu-h200-2026-11-28-b2a1de2/.)
 __device__ __forceinline__ void dmc_zlr_skip(dmc_zlr* r, dmc_u32 n) {
     r->nb -= n;
-    const bool refill = r->nb <= 32u;
-    const dmc_i32 k = r->k - (refill ? 1 : 0);
-    r->c = refill ? (r->c << 32) | r->nx : r->c;
-    r->nb += refill ? 32u : 0u;
-    dmc_u32 w = k == 0 ? r->w0 : 0u;
-    if (refill && k >= 1) w = *(const dmc_u32*)(r->p - r->mis + 4 * k);  // aligned
-    r->nx = refill ? w : r->nx;
-    r->k = k;
+    if (r->nb <= 32u) {
+        r->c = (r->c << 32) | r->nx;
+        r->nb += 32u;
+        r->k--;
+        r->nx = dmc_zstd_word4(r->p, r->len, r->mis, r->k);
+    }
 }
 
 // Reads n (<= 31) bits (n = 0: none, 0) and lowers *pos by n: the sequence bitstream's reads.
