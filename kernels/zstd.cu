@@ -70,8 +70,8 @@
 //
 // Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (10228 B per warp: the
 // Huffman decode table's 4 KiB, and the warp's table of the literal and match length codes that
-// have extra bits, which its lanes copy from constant memory at the start); 10 blocks of 2 warps
-// per SM (the register limit) take 200 KiB of the 228.
+// have extra bits, which its lanes copy from constant memory at the start); 8 blocks of 2 warps
+// per SM (the register limit, DMC_ZSTD_MIN_BLOCKS) take 160 KiB of the 228.
 // Every load is checked against the job's source length and every store against its output
 // length; corrupt input ends the job with a DMC_STATUS_* code.
 #include "common.cuh"
@@ -1583,14 +1583,12 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     return DMC_STATUS_OK;
 }
 
-// Blocks per SM for ptxas's register target: on sm_80 its own choice for this kernel's shared
-// memory (12 KiB per block) was 96 registers and a spill; 8 blocks allow up to 128 (it takes
-// ~111, no spill); sm_90 needs 96 (10 blocks: 20 warps per SM).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+// Blocks per SM for ptxas's register target: 8 blocks (16 warps per SM) allow up to 128
+// registers; the kernel takes ~110 on sm_80 and sm_90, no spill. At 10 blocks (20 warps, 96
+// registers: sm_90's target until the per-lane Huffman and sequence readers) ptxas spills
+// 24 bytes of the kernel's entry state, which the compile test forbids; the H200 runs of
+// f51d4fa–fd22e7f measured that spilling build.
 #define DMC_ZSTD_MIN_BLOCKS 8
-#else
-#define DMC_ZSTD_MIN_BLOCKS 10
-#endif
 extern "C" __global__ void __launch_bounds__(DMC_ZSTD_WARPS_PER_BLOCK * DMC_WARP_SIZE, DMC_ZSTD_MIN_BLOCKS)
 dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                 dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
