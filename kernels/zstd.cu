@@ -643,8 +643,9 @@ struct dmc_zlr {
     dmc_u64 c;
 };
 
-// Aligned 4-byte word k of the stream [p, p+len) (address bytes [4k, 4k+4) from p - mis): one
-// load when it lies wholly inside the stream, else bounds-checked byte loads (zeros outside).
+// Aligned 4-byte word k of the bytes [p, p+len) (address bytes [4k, 4k+4) from p - mis, mis the
+// address of p modulo 4; the word may start before p): one load when it lies wholly inside, else
+// bounds-checked byte loads (zeros outside). The bit readers' words and the wide copies' sources.
 __device__ __forceinline__ dmc_u32 dmc_zstd_word4(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
     const dmc_i32 first = 4 * k - (dmc_i32)mis;
     if (first >= 0 && first + 4 <= (dmc_i32)len) return *(const dmc_u32*)(p + first);  // aligned
@@ -859,20 +860,6 @@ __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 
 }
 
 
-// The aligned word i (bytes [4i, 4i+4) from b) of a copy's source s[0, n), b = s - (s mod 4)
-// (b may lie before s): one aligned load when wholly inside s[0, n), else bounds-checked byte
-// loads (bytes outside read as zeros and are never used).
-__device__ __forceinline__ dmc_u32 dmc_zstd_src_word(const dmc_u8* s, dmc_u32 n, dmc_u32 sm, dmc_u32 i) {
-    const dmc_i64 first = 4 * (dmc_i64)i - (dmc_i64)sm;  // position in s of its first byte
-    if (first >= 0 && first + 4 <= (dmc_i64)n) return *(const dmc_u32*)(s + first);  // aligned
-    dmc_u32 v = 0;
-    for (dmc_i64 q = 0; q < 4; q++) {
-        const dmc_i64 k = first + q;
-        if (k >= 0 && k < (dmc_i64)n) v |= (dmc_u32)s[k] << (8 * q);
-    }
-    return v;
-}
-
 // All lanes: d[0, n) = s[0, n) for disjoint ranges (no byte of d is a byte of s). The
 // destination's aligned words go out with aligned 4-byte stores, 512 bytes per round (four
 // words per lane, their loads first), each shifted together from the two aligned source words it spans (two coalesced
@@ -898,17 +885,17 @@ __device__ void dmc_zstd_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u3
         DMC_UNROLL
         for (dmc_u32 b = 0; b < 4; b++) {
             const dmc_u32 k = k0 + DMC_WARP_SIZE * b + lane;
-            v[b] = dmc_zstd_src_word(sb, n - head, sm, k);
+            v[b] = dmc_zstd_word4(sb, n - head, sm, (dmc_i32)k);
             if (sm != 0) {
-                v[b] = (dmc_u32)((((dmc_u64)dmc_zstd_src_word(sb, n - head, sm, k + 1) << 32) | v[b]) >> (8 * sm));
+                v[b] = (dmc_u32)((((dmc_u64)dmc_zstd_word4(sb, n - head, sm, (dmc_i32)k + 1) << 32) | v[b]) >> (8 * sm));
             }
         }
         DMC_UNROLL
         for (dmc_u32 b = 0; b < 4; b++) dw[k0 + DMC_WARP_SIZE * b + lane] = v[b];
     }
     for (dmc_u32 k = k0 + lane; k < nw; k += DMC_WARP_SIZE) {
-        dmc_u32 v = dmc_zstd_src_word(sb, n - head, sm, k);
-        if (sm != 0) v = (dmc_u32)((((dmc_u64)dmc_zstd_src_word(sb, n - head, sm, k + 1) << 32) | v) >> (8 * sm));
+        dmc_u32 v = dmc_zstd_word4(sb, n - head, sm, (dmc_i32)k);
+        if (sm != 0) v = (dmc_u32)((((dmc_u64)dmc_zstd_word4(sb, n - head, sm, (dmc_i32)k + 1) << 32) | v) >> (8 * sm));
         dw[k] = v;
     }
 }
