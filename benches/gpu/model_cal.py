@@ -16,6 +16,14 @@ datasheets and published microbenchmarks, so the next run replaces them with mea
                     SHFL.IDX and the add that makes its lane; the issue schedule's SHFL latency
                     is this minus one ALU latency)
 - lat_popc_step:    cycles of one step of x = popc(x) + x (a POPC and an IADD3)
+- lat_l1_lines32, lat_l2_lines32: cycles of one step of a warp whose 32 lanes each chase their
+                    own pointer, every lane in its own 128-byte line (one request of 32 lines a
+                    step; working set 16 KiB: L1, or 8 MiB: L2): what a request costs per line
+                    beyond lat_l1 / lat_l2 (the per-lane bit readers of the zstd and inflate
+                    kernels issue such requests)
+- lat_branch_step, lat_branch_div_step: cycles of one step of a dependent chain with a
+                    data-dependent branch, taken alike by all lanes (uniform) or by half of
+                    them (divergent: both sides run), less nothing: compare with lat_imad
 - copy_gbps:        a device-to-device cudaMemcpy of 32 MiB (bytes copied per second)
 - sm_clock_mhz:     SM cycles per second while a kernel runs (clock64 over event time)
 
@@ -114,6 +122,33 @@ extern "C" __global__ void dep_popc(unsigned n, unsigned seed, unsigned long lon
     sink[threadIdx.x] = x;
 }
 
+// one warp: each lane chases its own cycle (lane l starts at word 32 * l: its own 128-byte
+// line, and so on along its cycle); cycles per step in out[0]
+extern "C" __global__ void chase_lanes(const unsigned* __restrict__ next, unsigned n, unsigned long long* out,
+                                       unsigned* sink) {
+    unsigned p = 32u * threadIdx.x;
+    for (unsigned i = 0; i < 256; i++) p = next[p];
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) p = next[p];
+    long long t1 = clock64();
+    if (threadIdx.x == 0) out[0] = (unsigned long long)(t1 - t0);
+    sink[threadIdx.x] = p;
+}
+
+// one warp: a dependent chain with a data-dependent branch each step; `div` 0: every lane
+// takes the same side, 1: lanes of odd index take the other side
+extern "C" __global__ void dep_branch(unsigned n, unsigned seed, unsigned div, unsigned long long* out, unsigned* sink) {
+    unsigned x = seed, y = seed * 5u + 1u;
+    const unsigned flip = div ? (threadIdx.x & 1u) : 0u;
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) {
+        if (((x >> 3) ^ flip) & 1u) x = x * 0x9E3779B1u + y; else x = (x ^ y) * 0x85EBCA6Bu + 1u;
+    }
+    long long t1 = clock64();
+    if (threadIdx.x == 0) out[0] = (unsigned long long)(t1 - t0);
+    sink[threadIdx.x] = x;
+}
+
 // spins for `cycles` SM cycles, for the clock estimate
 extern "C" __global__ void spin(long long cycles, unsigned long long* out) {
     long long t0 = clock64();
@@ -142,7 +177,7 @@ def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else "model_cal.json"
     mod = cp.RawModule(code=SRC, options=("--std=c++17",))
     k = {name: mod.get_function(name) for name in ("empty", "dep_int", "dep_mix", "chase", "chase_shared", "spin", "dep_imad",
-                                                    "dep_shfl", "dep_popc")}
+                                                    "dep_shfl", "dep_popc", "chase_lanes", "dep_branch")}
     res = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
     cyc = cp.zeros(1, dtype=cp.uint64)
     sink = cp.zeros(64, dtype=cp.uint32)
@@ -182,6 +217,24 @@ def main():
         cp.cuda.Device().synchronize()
         res[label] = int(cyc[0]) / steps
         del nxt, idx, perm, order
+    for label, size in (("lat_l1_lines32", 16 << 10), ("lat_l2_lines32", 8 << 20)):
+        # 32 cycles, one per lane, each through its own lines: lane l owns the lines whose
+        # index is l mod 32, visited in a random order (the step's 32 requests are 32 lines)
+        lines = size // 128
+        nxt = cp.zeros(size // 4, dtype=cp.uint32)
+        for lane in range(32):
+            own = cp.arange(lane, lines, 32, dtype=cp.uint32)
+            order = cp.concatenate([own[:1], own[1:][cp.random.permutation(own.size - 1)]]) * 32
+            nxt[order] = cp.roll(order, -1)
+        steps = 1 << 12
+        k["chase_lanes"]((1,), (32,), (nxt, cp.uint32(steps), cyc, sink))
+        cp.cuda.Device().synchronize()
+        res[label] = int(cyc[0]) / steps
+        del nxt
+    for label, div in (("lat_branch_step", 0), ("lat_branch_div_step", 1)):
+        k["dep_branch"]((1,), (32,), (cp.uint32(n), cp.uint32(7), cp.uint32(div), cyc, sink))
+        cp.cuda.Device().synchronize()
+        res[label] = int(cyc[0]) / n
     k["chase_shared"]((1,), (256,), (cp.uint32(1 << 14), cyc, sink))
     cp.cuda.Device().synchronize()
     res["lat_shared"] = int(cyc[0]) / (1 << 14)

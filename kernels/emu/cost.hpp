@@ -50,19 +50,23 @@ struct LaunchCost {
 };
 static_assert(sizeof(LaunchCost) == 48 + 8 * (5 + 18 + 15 + 9), "LaunchCost has no padding");
 
+// Buckets of WarpRec::warm_dist.
+constexpr int WARM_BUCKETS = 12;
+
 // One warp of a launch, for the GPU performance model (issue 30): its block, its dynamic
 // instruction estimate and its memory requests (C ABI: a Rust twin in
 // crates/damacy-kernels/src/model/mod.rs; u64 and f64 fields only).
 struct WarpRec {
     uint64_t block;  // linear block index (x fastest)
     uint64_t warp;   // warp of the block
-    // basic blocks the warp ran (per call site, the most any lane ran between convergence
-    // points, summed: lanes of a converged warp run one basic block together)
+    // basic blocks the warp ran: its lanes' paths merged in lockstep (simt_runs: a block that
+    // several lanes run at the same point of their paths is one run; diverged lanes take turns)
     uint64_t bbs;
     // the same, each weighted by the SASS instructions per host basic block of its source
     // line (kernels/emu/model weights, DAMACY_GPU_MODEL_SASS); = bbs without a weight table
     double insts;
-    // the shuffles among them (the table's third column; 0 without one)
+    // the exposed shuffles among them (the table's third column: those that lengthen a chain
+    // of dependent shuffles; 0 without a table)
     double shfl;
     // global requests and sectors; loads: cold (a sector the launch never touched), warm
     // (every sector loaded before and not stored since: an L1 hit), l2 (the rest: a sector the
@@ -70,8 +74,15 @@ struct WarpRec {
     uint64_t g_load_cold, g_load_warm, g_store, g_sectors;
     uint64_t s_load, s_store, s_wavefronts;  // shared requests, wavefronts
     uint64_t g_load_l2;
+    // the warm loads by reuse distance: the distinct 128-byte lines this OS thread's global
+    // requests of the launch touched since the request's lines were last touched (an LRU stack
+    // distance; the blocks an emulator thread runs go one after another: the distance is what
+    // the block, and the blocks before it on the thread, touched meanwhile). Bucket 0: < 16
+    // lines (2 KiB); bucket k: [2^(k+3), 2^(k+4)) lines; the last bucket is open. The model
+    // makes a warm load an L2 hit when its distance exceeds the block's share of the SM's L1.
+    uint64_t warm_dist[WARM_BUCKETS];
 };
-static_assert(sizeof(WarpRec) == 8 * 13, "WarpRec has no padding");
+static_assert(sizeof(WarpRec) == 8 * (13 + WARM_BUCKETS), "WarpRec has no padding");
 
 struct Rec {
     uint64_t addr;
@@ -83,12 +94,57 @@ struct Rec {
 
 struct WarpLog {
     std::vector<Rec> recs;
-    std::unordered_map<uintptr_t, std::array<uint32_t, 32>> inst;
+    // the runs of the warp (simt_runs' steps) at which each lane ran each block of its trace
+    std::vector<uint32_t> step[32];
     uint64_t g_cold = 0, g_warm = 0, s_req = 0;
-    // GPU performance model (issue 30; crates/damacy-kernels/src/model/): the basic blocks each
-    // lane ran per call site since the warp last converged, and the warp's totals so far.
-    std::unordered_map<uintptr_t, std::array<uint32_t, 32>> bb;
+    // GPU performance model (issue 30; crates/damacy-kernels/src/model/): the basic blocks
+    // (coverage call sites) each lane ran, in order, since the warp last converged, and the
+    // warp's totals so far.
+    std::vector<uintptr_t> trace[32];
+    std::unordered_map<uintptr_t, uint32_t> runs;  // flush_warp's scratch: warp runs per site
     WarpRec tot{};
+};
+
+// LRU stack distances of a sequence of keys (128-byte lines): `touch(k)` returns how many
+// distinct keys were touched since k's previous touch (UINT64_MAX for a first touch). A Fenwick
+// tree over the touch times marks each key's latest touch; the distance is the marks after the
+// previous one.
+struct ReuseDistance {
+    std::unordered_map<uint64_t, uint64_t> last;  // key -> time of its latest touch
+    std::vector<uint32_t> tree;                    // Fenwick tree over times 1..tree.size()-1
+    uint64_t now = 0;
+
+    void clear() {
+        last.clear();
+        tree.assign(1, 0);
+        now = 0;
+    }
+    void add(uint64_t t, int32_t v) {
+        for (; t < tree.size(); t += t & (~t + 1)) tree[t] += (uint32_t)v;
+    }
+    uint64_t prefix(uint64_t t) const {
+        uint64_t n = 0;
+        for (; t > 0; t -= t & (~t + 1)) n += tree[t];
+        return n;
+    }
+    uint64_t touch(uint64_t key) {
+        now++;
+        if (now >= tree.size()) {  // grow: rebuild over twice the times from the latest touches
+            tree.assign(std::max<size_t>(1024, 2 * tree.size()), 0);
+            for (const auto& kv : last) add(kv.second, 1);
+        }
+        uint64_t d = UINT64_MAX;
+        const auto it = last.find(key);
+        if (it != last.end()) {
+            d = prefix(now - 1) - prefix(it->second);
+            add(it->second, -1);
+            it->second = now;
+        } else {
+            last.emplace(key, now);
+        }
+        add(now, 1);
+        return d;
+    }
 };
 
 struct ThreadCost {
@@ -97,9 +153,10 @@ struct ThreadCost {
     // sectors loaded since they were last stored (the L1's global lines: stores write through
     // and leave no line in L1)
     std::unordered_set<uint64_t> l1;
+    ReuseDistance reuse;  // of the launch's global requests' lines
     WarpLog warps[MAX_THREADS / 32];
     uintptr_t stack_lo = 0, stack_hi = 0;
-    std::vector<uint64_t> scratch;
+    std::vector<uint64_t> scratch, scratch2;
     // per call site (DAMACY_EMU_COST_SITES set): global requests, cold ones, shared requests
     std::unordered_map<uintptr_t, std::array<uint64_t, 3>> sites;
     std::vector<WarpRec> warp_recs;  // the launch's warps, as their blocks end
@@ -150,7 +207,8 @@ DMC_EMU_INTERNAL inline void record(const volatile void* p, uint64_t size, uint8
     Fiber* f = b->cur;
     const int w = f->linear / 32, lane = f->linear & 31;
     WarpLog& L = c->warps[w];
-    const uint32_t inst = L.inst[pc][lane]++;
+    // the lane's block (1-based position in its trace; flush_warp turns it into the warp's run)
+    const uint32_t inst = (uint32_t)L.trace[lane].size();
     L.recs.push_back(Rec{(uint64_t)a, pc, inst, (uint32_t)size, (uint8_t)lane, kind, space});
     tls_busy = 0;
 }
@@ -163,7 +221,7 @@ DMC_EMU_INTERNAL inline void record(const volatile void* p, uint64_t size, uint8
 // info) joined with the binary's call sites (objdump + addr2line) by source line; the file it
 // wrote is named by DAMACY_GPU_MODEL_SASS. Without one every basic block weighs 1.
 struct Weight {
-    float insts, shfl;  // SASS instructions and the shuffles among them, per execution
+    float insts, shfl;  // SASS instructions and the exposed shuffles among them, per execution
 };
 struct Weights {
     uintptr_t base = 0;
@@ -214,7 +272,7 @@ DMC_EMU_INTERNAL inline void on_bb(uintptr_t pc) {
     if (b == nullptr || b->cur == nullptr) return;
     tls_busy = 1;
     Fiber* f = b->cur;
-    tls_cost->warps[f->linear / 32].bb[pc][f->linear & 31]++;
+    tls_cost->warps[f->linear / 32].trace[f->linear & 31].push_back(pc);
     tls_busy = 0;
 }
 
@@ -234,6 +292,13 @@ DMC_EMU_INTERNAL inline void units(const Rec* r, size_t n, int shift, std::vecto
 DMC_EMU_INTERNAL inline bool sites_on() {
     static const bool on = std::getenv("DAMACY_EMU_COST_SITES") != nullptr;
     return on;
+}
+
+// WarpRec::warm_dist's bucket of a reuse distance of `d` sectors.
+DMC_EMU_INTERNAL inline int warm_bucket(uint64_t d) {
+    if (d < 16) return 0;
+    const int k = 63 - __builtin_clzll(d) - 3;  // d in [2^(k+3), 2^(k+4))
+    return k < WARM_BUCKETS - 1 ? k : WARM_BUCKETS - 1;
 }
 
 // Evaluates one warp request: the records of one (call site, instance) of one warp.
@@ -263,6 +328,13 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
             cold |= c->footprint.insert(s).second;
             in_l1 = in_l1 && c->l1.count(s) != 0;
         }
+        // loads allocate lines in L1 (stores and atomics do not): their LRU distance
+        uint64_t dist = 0;
+        if (k != KIND_STORE && k != KIND_ATOMIC) {
+            std::vector<uint64_t>& lines = c->scratch2;
+            units(r, n, 7, lines);
+            for (uint64_t line : lines) dist = std::max(dist, c->reuse.touch(line));
+        }
         t.g_cold += cold;
         (cold ? L.g_cold : L.g_warm)++;
         L.tot.g_sectors += u.size();
@@ -274,6 +346,7 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
             for (uint64_t s : u) c->l1.erase(s);
         } else {
             (cold ? L.tot.g_load_cold : in_l1 ? L.tot.g_load_warm : L.tot.g_load_l2)++;
+            if (!cold && in_l1) L.tot.warm_dist[warm_bucket(dist)]++;
             for (uint64_t s : u) c->l1.insert(s);
         }
         if (sites_on()) {
@@ -299,6 +372,92 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
     }
 }
 
+// The warp's runs of each basic block since it last converged, from its lanes' traces, in
+// `L.runs`, and the run at which each lane ran each block of its trace in `L.step` (the traces
+// are consumed). A warp runs its lanes in lockstep, as a SIMT stack does: lanes at the same
+// block run it together; where they go different ways (divergence) each group runs alone up to
+// the point where their paths meet again, and there they run together again. The meeting point
+// (the branch's immediate post-dominator, which a GPU's reconvergence barrier marks) is taken
+// from the lanes' own futures: the first block that lies on every group's path, the nearest one
+// by the longer of the ways to it (a branch's join before the next iteration's same branch).
+// So a warp runs each iteration of a loop as the union of its lanes' paths, and a block that
+// one lane runs in iterations 1–5 and another in iterations 6–10 is ten runs.
+DMC_EMU_INTERNAL inline void simt_runs(WarpLog& L) {
+    constexpr uintptr_t NONE = 0, END = UINTPTR_MAX;
+    constexpr size_t WINDOW = 1u << 16;  // how far ahead a meeting point is looked for
+    size_t pos[32] = {};
+    for (int l = 0; l < 32; l++) L.step[l].resize(L.trace[l].size());
+    auto at = [&](int l) { return pos[l] < L.trace[l].size() ? L.trace[l][pos[l]] : END; };
+    struct Entry {
+        uint32_t mask;
+        uintptr_t rpc;  // where its lanes stop (NONE: their ends)
+    };
+    std::vector<Entry> st;
+    uint32_t all = 0;
+    for (int l = 0; l < 32; l++)
+        if (!L.trace[l].empty()) all |= 1u << l;
+    if (all != 0) st.push_back(Entry{all, NONE});
+    std::unordered_map<uintptr_t, uint32_t> seen;  // block -> groups whose paths reach it
+    uint32_t s = 0;
+    while (!st.empty()) {
+        const Entry e = st.back();
+        uint32_t act = 0;
+        for (int l = 0; l < 32; l++)
+            if ((e.mask >> l & 1u) && at(l) != END && at(l) != e.rpc) act |= 1u << l;
+        if (act == 0) {
+            st.pop_back();
+            continue;
+        }
+        // the groups of the active lanes by block, and a lead lane of each
+        uintptr_t pcs[32];
+        uint32_t masks[32];
+        int leads[32], ng = 0;
+        for (int l = 0; l < 32; l++) {
+            if (!(act >> l & 1u)) continue;
+            int g = 0;
+            while (g < ng && pcs[g] != at(l)) g++;
+            if (g == ng) {
+                pcs[ng] = at(l);
+                masks[ng] = 0;
+                leads[ng++] = l;
+            }
+            masks[g] |= 1u << l;
+        }
+        if (ng == 1) {  // converged: one run of the block
+            L.runs[pcs[0]]++;
+            for (int l = 0; l < 32; l++)
+                if (act >> l & 1u) L.step[l][pos[l]++] = s;
+            s++;
+            continue;
+        }
+        // diverged: the meeting point, the first block found on every group's path walking
+        // them forward side by side (a path ends at the entry's stop or the lane's end)
+        seen.clear();
+        uintptr_t meet = e.rpc;
+        bool open[32];
+        for (int g = 0; g < ng; g++) open[g] = true;
+        for (size_t d = 0; d < WINDOW && meet == e.rpc; d++) {
+            bool any = false;
+            for (int g = 0; g < ng && meet == e.rpc; g++) {
+                if (!open[g]) continue;
+                const size_t i = pos[leads[g]] + d;
+                uintptr_t pc = i < L.trace[leads[g]].size() ? L.trace[leads[g]][i] : END;
+                if (pc == e.rpc || pc == END) open[g] = false;
+                if (pc == e.rpc) continue;  // every path stops there: the default
+                uint32_t& m = seen[pc];
+                m |= 1u << g;
+                if (m == (ng == 32 ? ~0u : (1u << ng) - 1u) && pc != END) meet = pc;
+                any = any || open[g];
+            }
+            if (!any) break;
+        }
+        // each group runs alone to the meeting point (the last pushed first), then the entry's
+        // lanes, all there, go on together
+        for (int g = 0; g < ng; g++) st.push_back(Entry{masks[g], meet});
+    }
+    for (auto& t : L.trace) t.clear();
+}
+
 // Evaluates the requests warp `w` logged so far and restarts its instance counters: called
 // where the warp is converged.
 DMC_EMU_INTERNAL inline void flush_warp(int w) {
@@ -307,10 +466,16 @@ DMC_EMU_INTERNAL inline void flush_warp(int w) {
     const int busy = tls_busy;
     tls_busy = 1;
     WarpLog& L = c->warps[w];
+    simt_runs(L);
     std::vector<Rec>& v = L.recs;
+    // a request is the accesses of one call site in one run of the warp (lanes that ran the
+    // site's block together)
+    for (Rec& r : v) r.inst = r.inst == 0 ? 0 : 1 + L.step[r.lane][r.inst - 1];
     if (!v.empty()) {
+        // in the warp's order (its runs), then by site: the L1's reuse distances and first
+        // touches follow the order the warp issued its requests in
         std::sort(v.begin(), v.end(), [](const Rec& x, const Rec& y) {
-            return x.pc != y.pc ? x.pc < y.pc : x.inst != y.inst ? x.inst < y.inst : x.lane < y.lane;
+            return x.inst != y.inst ? x.inst < y.inst : x.pc != y.pc ? x.pc < y.pc : x.lane < y.lane;
         });
         size_t i = 0;
         while (i < v.size()) {
@@ -321,10 +486,7 @@ DMC_EMU_INTERNAL inline void flush_warp(int w) {
         }
         v.clear();
     }
-    L.inst.clear();
-    for (const auto& [pc, lanes] : L.bb) {
-        uint32_t m = 0;
-        for (uint32_t n : lanes) m = std::max(m, n);
+    for (const auto& [pc, m] : L.runs) {
         L.tot.bbs += m;
         const Weight wt = bb_weight(pc);
         const double wi = m * (double)wt.insts;
@@ -336,7 +498,7 @@ DMC_EMU_INTERNAL inline void flush_warp(int w) {
             e.second += wi;
         }
     }
-    L.bb.clear();
+    L.runs.clear();
     tls_busy = busy;
 }
 
@@ -382,12 +544,16 @@ DMC_EMU_INTERNAL inline void launch_begin(const char* kernel, dim3 grid, dim3 bl
     c->cur.warps = (uint64_t)grid.x * grid.y * grid.z * ((c->cur.block_threads + 31) / 32);
     c->footprint.clear();
     c->l1.clear();
+    c->reuse.clear();
     c->warp_recs.clear();
     for (WarpLog& L : c->warps) {
         L.recs.clear();
-        L.inst.clear();
         L.g_cold = L.g_warm = L.s_req = 0;
-        L.bb.clear();
+        for (int l = 0; l < 32; l++) {
+            L.trace[l].clear();
+            L.step[l].clear();
+        }
+        L.runs.clear();
         L.tot = WarpRec{};
     }
     tls_busy = 0;

@@ -26,3 +26,32 @@ extern "C" __global__ void dmc_cost_banks(dmc_u32 stride, dmc_u32* out) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = words[lane * stride];
 }
 DMC_EMU_LAUNCHER(dmc_cost_banks, (dmc_u32 stride, dmc_u32* out), (stride, out))
+
+// Divergence: one warp, `rounds` iterations; in iteration i lanes 0-15 take side A while
+// i < rounds / 2 and side B after, lanes 16-31 the other way round. Side A loads
+// in[i * 32 + lane]. Lockstep, the warp runs both sides every iteration: `rounds` load requests
+// of 16 lanes (a per-lane count of side A's runs merged by their index would say rounds / 2).
+extern "C" __global__ void dmc_cost_diverge(dmc_u32 rounds, const dmc_u32* in, dmc_u32* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    dmc_u32 acc = 0;
+    for (dmc_u32 i = 0; i < rounds; i++) {
+        if ((i < rounds / 2) == (lane < 16u)) {
+            acc += in[i * 32u + lane];
+        } else {
+            acc = acc * 3u + i;
+        }
+    }
+    out[lane] = acc;
+}
+DMC_EMU_LAUNCHER(dmc_cost_diverge, (dmc_u32 rounds, const dmc_u32* in, dmc_u32* out), (rounds, in, out))
+
+// Reuse distance: one warp loads line 0 of `in` (128 bytes, one request), then lines 1..=gap
+// (gap requests), then line 0 again: a warm load whose reuse distance is `gap` lines.
+extern "C" __global__ void dmc_cost_reuse(dmc_u32 gap, const dmc_u32* in, dmc_u32* out) {
+    const dmc_u32 lane = threadIdx.x & 31u;
+    dmc_u32 acc = in[lane];
+    for (dmc_u32 k = 1; k <= gap; k++) acc += in[k * 32u + lane];
+    acc ^= ((const volatile dmc_u32*)in)[lane];  // volatile: not the first load's value again
+    out[lane] = acc;
+}
+DMC_EMU_LAUNCHER(dmc_cost_reuse, (dmc_u32 gap, const dmc_u32* in, dmc_u32* out), (gap, in, out))

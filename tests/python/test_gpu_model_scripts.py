@@ -47,6 +47,35 @@ def test_a_collectives_divergent_copy_is_not_counted():
     assert copies[("k.cu", 4)] == {("dmc_k", ())}
 
 
+CHAINS = """
+.text.dmc_k:
+\t//## File "/x/k.cu", line 3
+        /*0000*/                   SHFL.IDX PT, R10, R1, R2, 0x1f ;
+        /*0010*/                   SHFL.IDX PT, R11, R3, R2, 0x1f ;
+        /*0020*/                   SHFL.IDX PT, R12, R4, R2, 0x1f ;
+\t//## File "/x/k.cu", line 4
+        /*0030*/                   IADD3 R13, R10, 0x1, RZ ;
+        /*0040*/                   SHFL.IDX PT, R14, R5, R13, 0x1f ;
+        /*0050*/                   SHFL.IDX PT, R15, R11, R2, 0x1f ;
+        /*0060*/                   IMAD.WIDE R20, R14, 0x4, R6 ;
+        /*0070*/                   SHFL.IDX PT, R16, R21, R2, 0x1f ;
+\t//## File "/x/k.cu", line 5
+        /*0080*/                   BRA `(.L_x_1) ;
+.L_x_1:
+        /*0090*/                   SHFL.IDX PT, R17, R16, R2, 0x1f ;
+        /*00a0*/                   EXIT ;
+"""
+
+
+def test_only_the_shuffles_that_lengthen_a_chain_are_exposed():
+    lines = {3: ("k.cu", 3), 4: ("k.cu", 4), 5: ("k.cu", 5)}
+    _, _, _, shfl = gpu_model_sass.count_lines(CHAINS, lines)
+    # line 3: three independent shuffles, one latency; line 4: R14 depends on R10 (depth 2),
+    # R15 on R11 (depth 2, beside R14), R16 on R14 through the wide IMAD's high half (depth 3);
+    # after the unconditional branch the chain starts again (depth 1: exposed)
+    assert shfl == {("k.cu", 3): 1, ("k.cu", 4): 2, ("k.cu", 5): 1}
+
+
 def test_loops_without_a_pragma_are_rolled_on_their_own_line():
     src = "\n".join([
         "void f(int n) {",

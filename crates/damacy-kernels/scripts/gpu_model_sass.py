@@ -8,6 +8,9 @@ __sanitizer_cov_trace_pc; addr2line: their source lines), and joins the two by s
 
     weight(call site) = SASS instructions of the line's bucket / host basic blocks of that bucket
 
+and likewise the exposed shuffles among them (`ShuffleChains`: a SHFL that lengthens the longest
+chain of dependent shuffles of its straight-line stretch of SASS; shuffles beside it overlap).
+
 Each line's SASS leaves out the out-of-line copies nvcc makes of every collective for a
 diverged warp (reached by `BRA.DIV`, never taken by the converged warps of these kernels: they
 had doubled the weight of shuffle-heavy lines).
@@ -138,7 +141,7 @@ def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Co
                                                                   collections.Counter]:
     """SASS instructions per (file, line) of one cubin, the inlined copies of each (file, line)
     (distinct "inlined at" call sites: nvdisasm -gi), the SASS instructions per kernel, and the
-    shuffles (`SHFL`) per (file, line)."""
+    exposed shuffles (`SHFL`, see `ShuffleChains`) per (file, line)."""
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
         path = f.name
@@ -150,7 +153,8 @@ def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Co
 
 
 def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict[str, int], collections.Counter]:
-    """`sass_lines` of a disassembly (`nvdisasm -gi -c` output)."""
+    """`sass_lines` of a disassembly (`nvdisasm -gi -c` output); the shuffles counted per line
+    are the exposed ones (`ShuffleChains`)."""
     per_line: collections.Counter = collections.Counter()
     per_line_shfl: collections.Counter = collections.Counter()
     copies: dict = collections.defaultdict(set)
@@ -159,6 +163,7 @@ def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict
     # "//##" line per level, innermost first: the instruction belongs to the first one's line;
     # the rest (the call sites it is inlined at) name its copy.
     where, fn, chain = None, None, []
+    chains = ShuffleChains()
 
     # A collective (shuffle, vote with a mask) is compiled as `BRA.DIV` to an out-of-line copy
     # for a diverged warp, then the fast instruction; the copy (from the BRA.DIV's target to its
@@ -174,6 +179,7 @@ def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict
         m = re.match(r"^\.text\.(\w+):", line)
         if m:
             fn, where, chain, cold = m.group(1), None, [], False
+            chains.reset()
             continue
         m = re.match(r"^(\.L_x_\d+):", line)
         if m and m.group(1) in div_targets:
@@ -191,11 +197,77 @@ def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict
                 if re.match(r"BRA\s", m.group(1)):  # unguarded: the branch back
                     cold = False
                 continue
+            exposed = chains.step(m.group(1))
             if where is not None:
                 per_line[where] += 1
-                if re.match(r"(@!?U?P\w+\s+)?SHFL\.", m.group(1)):
+                if exposed:
                     per_line_shfl[where] += 1
     return per_line, copies, per_fn, per_line_shfl
+
+
+# SASS operations that write no register: every register operand is a source
+NO_DEST = re.compile(r"(ST|STS|STG|STL|RED|REDUX\.SUM\.NONE|BRA|BRX|JMP|CALL|RET|EXIT|BSSY|BSYNC|WARPSYNC|BAR|"
+                     r"MEMBAR|DEPBAR|NOP|YIELD|ERRBAR|CCTL|FENCE|BPT|KILL|NANOSLEEP|ACQBULK|UCGABAR)(\.|$)")
+REG = re.compile(r"\b(U?R\d+|U?P\d)(\.64)?\b")
+
+
+def _regs(operand: str, wide: bool) -> list[str]:
+    """The registers an operand names (a pair for `R2.64`, or for every register of a 64-bit
+    operation's destination)."""
+    out = []
+    for m in REG.finditer(operand):
+        r = m.group(1)
+        out.append(r)
+        if (m.group(2) or wide) and r[-1].isdigit() and "P" not in r:
+            base = r.rstrip("0123456789")
+            out.append(f"{base}{int(r[len(base):]) + 1}")
+    return out
+
+
+class ShuffleChains:
+    """Which shuffles a lone warp waits out: a `SHFL` is *exposed* when it lengthens the longest
+    chain of shuffles (through register dependencies) of its straight-line stretch of SASS: a
+    shuffle whose operands depend on no shuffle still to come, beside another such shuffle,
+    overlaps it (the MIO pipe takes one per few cycles; the consumer waits one latency for
+    both), so only a chain's length is latency. The stretch ends at an unguarded branch, exit or
+    return (what follows is reached by a jump, with unknown registers in flight)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.depth: dict[str, int] = {}
+        self.longest = 0
+
+    def step(self, text: str) -> bool:
+        """Account the instruction TEXT (`[@P0 ]OP.MOD a, b, ... ;`); True when it is an
+        exposed shuffle."""
+        text = text.split(";")[0].strip()
+        guard = ""
+        if text.startswith("@"):
+            guard, _, text = text.partition(" ")
+        op, _, rest = text.partition(" ")
+        ops = [o.strip() for o in rest.split(",")] if rest.strip() else []
+        wide = ".64" in op or ".WIDE" in op or ".128" in op
+        if NO_DEST.match(op):
+            dests, srcs = [], ops
+        elif op.startswith("SHFL"):
+            dests, srcs = ops[1:2], ops[2:]
+        else:
+            dests, srcs = ops[:1], ops[1:]
+        d = max([self.depth.get(r, 0) for o in srcs + [guard.lstrip("@!")] for r in _regs(o, False)], default=0)
+        shfl = op.startswith("SHFL")
+        if shfl:
+            d += 1
+        for o in dests:
+            for r in _regs(o, wide):
+                if r not in ("RZ", "PT"):
+                    self.depth[r] = d
+        exposed = shfl and d > self.longest
+        self.longest = max(self.longest, d)
+        if not guard and re.match(r"(BRA|EXIT|RET|BRX|JMP)(\.|$)", op):
+            self.reset()
+        return exposed
 
 
 def host_sites(binary: str) -> tuple[list[tuple[int, str, int]], dict]:
@@ -309,7 +381,7 @@ def main() -> int:
         bucket_sass[(f, s[max(k, 0)])] += n / n_copies
         bucket_shfl[(f, s[max(k, 0)])] += shfl[(f, ln)] / n_copies
     with open(a.out, "w") as out:
-        out.write("# SASS instructions, and the shuffles among them, per host basic block "
+        out.write("# SASS instructions, and the exposed shuffles among them, per host basic block "
                   "(crates/damacy-kernels/scripts/gpu_model_sass.py)\n")
         out.write(f"# binary {os.path.abspath(a.binary)}\n")
         for k, (regs, smem) in sorted(resources.items()):

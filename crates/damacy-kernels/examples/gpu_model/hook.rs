@@ -66,6 +66,14 @@ impl Model {
                     "occupancy_limiter": p.occupancy.limiter.name(), "waves": p.waves,
                     "sass_insts": p.insts, "mean_warp_insts": p.mean_warp_insts, "max_warp_insts": p.max_warp_insts,
                     "bound": p.bound.name(),
+                    "longest_warp": {
+                        "insts": p.longest_warp.insts, "shfl": p.longest_warp.shfl,
+                        "g_load_cold": p.longest_warp.g_load_cold, "g_load_warm": p.longest_warp.g_load_warm,
+                        "g_load_l2": p.longest_warp.g_load_l2, "g_store": p.longest_warp.g_store,
+                        "g_sectors": p.longest_warp.g_sectors, "s_load": p.longest_warp.s_load,
+                        "s_store": p.longest_warp.s_store, "s_wavefronts": p.longest_warp.s_wavefronts,
+                        "warm_dist": p.longest_warp.warm_dist,
+                    },
                 })
             })
             .collect();

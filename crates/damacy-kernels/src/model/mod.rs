@@ -3,22 +3,31 @@
 //!
 //! Inputs, per warp of a launch (a cost build: `DAMACY_EMU_COST=1`, see [`crate::cost`]):
 //! - **instructions**: every basic block a lane ran (gcc's `-fsanitize-coverage=trace-pc`
-//!   callback), grouped per call site across the lanes as one warp instruction stream (the k-th
-//!   run of a block by any lane is one run of the warp), each weighted by the SASS instructions
-//!   per host basic block of its source line: `scripts/gpu_model_sass.py` joins NVRTC's `sm_90`
-//!   cubins (nvdisasm line info) with the binary's coverage call sites (objdump, addr2line)
-//!   and writes the table `DAMACY_GPU_MODEL_SASS` names;
-//! - **memory**: global loads (first touch of a sector in the launch, or a re-touch), stores,
-//!   sectors, shared loads and stores and bank wavefronts (the cost recorder's warp requests).
+//!   callback), in order, merged into one warp instruction stream as a SIMT warp runs them
+//!   (`simt_runs` in `kernels/emu/cost.hpp`: lanes at the same block run it together, diverged
+//!   lanes take turns, lowest host address first, so a branch's sides meet at their join and
+//!   the warp runs each iteration's union of its lanes' paths), each block weighted by the SASS
+//!   instructions per host basic block of its source line: `scripts/gpu_model_sass.py` joins
+//!   NVRTC's `sm_90` cubins (nvdisasm line info) with the binary's coverage call sites (objdump,
+//!   addr2line) and writes the table `DAMACY_GPU_MODEL_SASS` names, with the **exposed
+//!   shuffles** among them (a `SHFL` that lengthens the longest chain of shuffles through
+//!   register dependencies in its straight-line stretch of SASS: independent shuffles overlap);
+//! - **memory**: global loads (first touch of a sector in the launch, or a re-touch, with the
+//!   re-touch's LRU reuse distance in 128-byte lines), stores, sectors, shared loads and stores
+//!   and bank wavefronts (the cost recorder's warp requests: one call site in one run of the
+//!   warp).
 //!
 //! The time (see [`Gpu`] for every constant and its source):
-//! - a warp's **serial path**: `insts × cpi + shuffles × (shuffle latency − cpi) + cold loads ×
-//!   HBM latency + warm loads × L1 latency + L2 loads × L2 latency + shared loads × shared
-//!   latency` cycles: a warp issues in
+//! - a warp's **serial path**: `insts × cpi + exposed shuffles × (shuffle latency − cpi) + cold
+//!   loads × HBM latency + warm loads × L1 latency + L2 loads × L2 latency + shared loads ×
+//!   shared latency` cycles: a warp issues in
 //!   order and the decoders' code is one dependent chain, so a lone warp waits out each load
 //!   and each instruction's dependent latency; a load is warm when the launch loaded all of its
 //!   sectors before and stored none of them since (global stores write through to L2 and leave
-//!   no L1 line, so a decoder re-reading its own output goes to L2);
+//!   no L1 line, so a decoder re-reading its own output goes to L2), and its reuse distance
+//!   fits the block's share of the SM's L1 (the unified 256 KiB less the shared-memory
+//!   carve-out the kernel's occupancy needs, over the blocks resident on the SM; a warm load
+//!   beyond it was evicted and is an L2 load);
 //! - a block lasts as long as its longest warp; blocks go to SMs as the hardware's block
 //!   scheduler places them: the first `SMs × resident blocks` spread over the SMs, each later one
 //!   to the slot that frees first (**occupancy**: registers, shared memory, threads and blocks
@@ -52,12 +61,13 @@ pub struct WarpRec {
     pub block: u64,
     /// Warp of the block.
     pub warp: u64,
-    /// Host basic blocks the warp ran (lanes of one call site between convergence points
-    /// merged: their most).
+    /// Host basic blocks the warp ran (its lanes' paths merged in lockstep: diverged lanes
+    /// take turns).
     pub bbs: u64,
     /// The same, each weighted by its SASS instructions (= `bbs` without a weight table).
     pub insts: f64,
-    /// The shuffles (`SHFL`) among those instructions (0 without a weight table).
+    /// The exposed shuffles (`SHFL`s that lengthen a chain of dependent shuffles) among those
+    /// instructions (0 without a weight table).
     pub shfl: f64,
     /// Global loads whose sectors no earlier request of the launch touched.
     pub g_load_cold: u64,
@@ -76,6 +86,27 @@ pub struct WarpRec {
     /// Global loads (and atomics) of sectors the launch touched before that are not in L1: a
     /// store writes through to L2 and leaves no L1 line, so re-reading output is an L2 hit.
     pub g_load_l2: u64,
+    /// The warm loads by reuse distance (the distinct 128-byte lines the emulator thread's loads
+    /// touched since the request's lines were last touched): bucket 0 under 16 lines, bucket k
+    /// `[2^(k+3), 2^(k+4))` lines, the last bucket open. Their sum is `g_load_warm`.
+    pub warm_dist: [u64; WARM_BUCKETS],
+}
+
+/// Buckets of [`WarpRec::warm_dist`] (the C `WARM_BUCKETS`).
+pub const WARM_BUCKETS: usize = 12;
+
+/// The reuse distance, in lines, that stands for bucket `k` of [`WarpRec::warm_dist`]: its
+/// geometric middle (the last, open bucket: its lower bound).
+#[must_use]
+#[allow(clippy::cast_precision_loss, clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
+pub fn warm_bucket_lines(k: usize) -> f64 {
+    if k == 0 {
+        8.0
+    } else if k + 1 == WARM_BUCKETS {
+        2f64.powi(k as i32 + 3)
+    } else {
+        2f64.powf(k as f64 + 3.5)
+    }
 }
 
 /// One recorded launch: the cost recorder's totals and its warps.
@@ -225,6 +256,12 @@ pub struct Gpu {
     pub smem_reserved: u32,
     /// Shared memory allocation unit, bytes.
     pub smem_unit: u32,
+    /// The SM's unified L1 data cache and shared memory, bytes: what the shared-memory
+    /// carve-out leaves is L1.
+    pub l1_smem_bytes: u32,
+    /// The shared-memory carve-outs the driver chooses from, KiB (the smallest that holds the
+    /// resident blocks' shared memory).
+    pub carveouts_kib: &'static [u32],
     /// Cycles per instruction of a lone warp on dependent code (the serial path's ALU term).
     pub cpi: f64,
     /// Cycles of a dependent shuffle (`SHFL`, a variable-latency instruction of the MIO pipe:
@@ -261,6 +298,8 @@ impl Gpu {
             smem_bytes: 228 * 1024,
             smem_reserved: 1024,
             smem_unit: 128,
+            l1_smem_bytes: 256 * 1024,
+            carveouts_kib: &[0, 8, 16, 32, 64, 100, 132, 164, 196, 228],
             cpi: 4.0,
             shfl_latency: SHFL_LATENCY,
             cold_latency: 698.0,
@@ -296,6 +335,7 @@ impl Gpu {
              - cpi {:.1} cycles per instruction of a lone warp: the dependent-issue latency of sm_90's integer and logic pipes (published microbenchmarks of Hopper: 4 cycles for IADD3/LOP3/IMAD chains) — **not** fitted; a serial decoder issues mostly dependent instructions\n\
              - shuffle {:.1} cycles (a dependent `SHFL`, charged instead of the cpi): measured — `benches/gpu/model_cal.py`'s dependent shuffle step (32.0 cycles: a `SHFL.IDX` and the add that makes its lane) less one dependent add (`lat_imad`, 4.4 cycles), run of a61ddac; it was a fit (18.8) before that run; not fitted\n\
              - cold load {:.0} cycles (first touch of a sector in the launch: HBM), warm load {:.0} cycles (an L1 hit: sectors the warp loaded and has not stored since), L2 load {:.0} cycles (a sector the launch stored: stores write through and leave no L1 line), shared load {:.0} cycles: the H200's dependent-load chains of `benches/gpu/model_cal.py` (1 GiB, 8 MiB and 16 KiB working sets, shared memory; run of d5a7030, `model_cal.json`), rounded; not fitted\n\
+             - L1: {} KiB of unified L1 and shared memory per SM, shared-memory carve-outs of 0, 8, 16, 32, 64, 100, 132, 164, 196 or 228 KiB (the smallest that holds the resident blocks' shared memory is the L1's complement): NVIDIA's Hopper tuning guide (datasheet); a warm load whose LRU reuse distance exceeds its block's share is charged the L2 latency\n\
              - copy bandwidth {:.2} TB/s of bytes moved: the slope of the H200's device-to-device `cudaMemcpyAsync` between two sizes (32 MiB at 1365.3 GB/s, 48 MiB at 1555.8 GB/s, event-timed, run of aff1452: 16 MiB more copied in 7.77 µs), so that the launch cost is not counted as bandwidth; a microbenchmark of the run, not a kernel row\n\
              - launch {:.1} µs: an empty kernel between two events on the H200 (`benches/gpu/model_cal.py`, `launch_us`, run of d5a7030); the same line's intercept (9.0 µs at zero bytes) agrees\n",
             self.sms,
@@ -306,6 +346,7 @@ impl Gpu {
             self.warm_latency,
             self.l2_latency,
             self.shared_latency,
+            self.l1_smem_bytes / 1024,
             self.copy_bytes_per_s / 1e12,
             self.launch_s * 1e6,
         )
@@ -335,15 +376,34 @@ impl Gpu {
         Occupancy { blocks_per_sm: best.0, warps_per_sm: best.0 * warps, limiter: best.1 }
     }
 
-    /// A warp's serial path in cycles (see the module documentation).
+    /// L1 bytes per SM when `blocks` blocks of `smem` bytes of shared memory each are resident:
+    /// the unified array less the smallest carve-out that holds their shared memory (with the
+    /// driver's reserve per block).
+    #[must_use]
+    pub fn l1_bytes(&self, blocks: u32, smem: u32) -> u32 {
+        let need = if smem == 0 { 0 } else { blocks * (smem + self.smem_reserved) };
+        let carve = self.carveouts_kib.iter().map(|k| k * 1024).find(|&c| c >= need).unwrap_or(self.smem_bytes);
+        self.l1_smem_bytes.saturating_sub(carve)
+    }
+
+    /// A warp's serial path in cycles (see the module documentation); `l1_lines` is its
+    /// block's share of the SM's L1 in 128-byte lines: a warm load whose reuse distance
+    /// ([`WarpRec::warm_dist`]) exceeds it was evicted and is an L2 hit.
     #[must_use]
     #[allow(clippy::cast_precision_loss)]
-    pub fn warp_cycles(&self, w: &WarpRec) -> f64 {
+    pub fn warp_cycles(&self, w: &WarpRec, l1_lines: f64) -> f64 {
+        let mut evicted = 0u64;
+        for (k, &n) in w.warm_dist.iter().enumerate() {
+            if warm_bucket_lines(k) > l1_lines {
+                evicted += n;
+            }
+        }
+        let evicted = evicted.min(w.g_load_warm);
         w.insts * self.cpi
             + w.shfl * (self.shfl_latency - self.cpi)
             + w.g_load_cold as f64 * self.cold_latency
-            + w.g_load_warm as f64 * self.warm_latency
-            + w.g_load_l2 as f64 * self.l2_latency
+            + (w.g_load_warm - evicted) as f64 * self.warm_latency
+            + (w.g_load_l2 + evicted) as f64 * self.l2_latency
             + w.s_load as f64 * self.shared_latency
     }
 
@@ -357,17 +417,24 @@ impl Gpu {
         let reg_count = res.map_or(32, |r| r.registers);
         let smem = u32::try_from(c.smem_bytes).unwrap_or(u32::MAX).max(res.map_or(0, |r| r.smem_bytes));
         let occ = self.occupancy(threads, reg_count, smem);
+        // the L1 a block has: the SM's (the carve-out the kernel's occupancy needs) over the
+        // blocks resident on it (fewer than the occupancy when the launch cannot fill the SMs)
+        let n_blocks_hint = c.blocks.max(l.warps.iter().map(|w| w.block + 1).max().unwrap_or(0));
+        let resident = u64::from(occ.blocks_per_sm.max(1)).min(n_blocks_hint.div_ceil(u64::from(self.sms)).max(1));
+        let l1_lines = f64::from(self.l1_bytes(occ.blocks_per_sm, smem)) / 128.0 / resident as f64;
         // per block: its longest warp, and its instructions
         let mut blocks: BTreeMap<u64, (f64, f64, f64)> = BTreeMap::new();
         let mut longest = (0.0f64, 0u64);
+        let mut longest_warp = WarpRec::default();
         for w in &l.warps {
-            let t = self.warp_cycles(w);
+            let t = self.warp_cycles(w, l1_lines);
             let e = blocks.entry(w.block).or_insert((0.0, 0.0, 0.0));
             e.0 = e.0.max(t);
             e.1 += w.insts;
             e.2 += 1.0;
             if t > longest.0 {
                 longest = (t, w.block);
+                longest_warp = *w;
             }
         }
         let n_blocks = c.blocks.max(blocks.len() as u64);
@@ -423,6 +490,7 @@ impl Gpu {
             insts,
             mean_warp_insts: mean_warp,
             max_warp_insts: l.warps.iter().map(|w| w.insts).fold(0.0, f64::max),
+            longest_warp,
             bound,
         }
     }
@@ -528,6 +596,8 @@ pub struct Prediction {
     pub mean_warp_insts: f64,
     /// The most instructions of one warp.
     pub max_warp_insts: f64,
+    /// The record of the warp with the longest serial path (its terms: [`Gpu::warp_cycles`]).
+    pub longest_warp: WarpRec,
     /// What bounds it.
     pub bound: Bound,
 }
@@ -630,7 +700,7 @@ mod tests {
             + 2.0 * g.warm_latency
             + 3.0 * g.l2_latency
             + 4.0 * g.shared_latency;
-        assert!((g.warp_cycles(&w) - want).abs() < 1e-9);
+        assert!((g.warp_cycles(&w, 1e9) - want).abs() < 1e-9);
         assert!(g.warm_latency < g.l2_latency && g.l2_latency < g.cold_latency);
     }
 
@@ -652,6 +722,22 @@ mod tests {
         let p = g.predict(&l, Some(&res));
         assert!((p.total_s - (p.latency_s + g.launch_s)).abs() < 1e-12);
         assert_ne!(p.bound, Bound::Memory);
+    }
+
+    #[test]
+    fn the_l1_is_what_the_shared_memory_carve_out_leaves() {
+        let g = Gpu::h200();
+        // no shared memory: the whole 256 KiB
+        assert_eq!(g.l1_bytes(12, 0), 256 * 1024);
+        // zstd: 8 blocks of 20456 + 1024 bytes = 171840 -> the 196 KiB carve-out, 60 KiB of L1
+        assert_eq!(g.l1_bytes(8, 20456), 60 * 1024);
+        // one block of 1 KiB (+ 1 KiB reserved): the 8 KiB carve-out
+        assert_eq!(g.l1_bytes(1, 1024), 248 * 1024);
+        // a warm load at a distance of ~181 lines (bucket 4) is a hit in 240 lines, an L2 load in 100
+        let mut w = WarpRec { g_load_warm: 1, ..WarpRec::default() };
+        w.warm_dist[4] = 1;
+        assert!((g.warp_cycles(&w, 240.0) - g.warm_latency).abs() < 1e-9);
+        assert!((g.warp_cycles(&w, 100.0) - g.l2_latency).abs() < 1e-9);
     }
 
     #[test]
