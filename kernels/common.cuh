@@ -627,6 +627,65 @@ DMC_UNROLL
     }
 }
 
+// ---- Warp-wide copies (all 32 lanes; zstd's literals, matches and raw blocks, inflate's stored
+// blocks) ----
+
+// Aligned 4-byte word k of the bytes [p, p+len) (address bytes [4k, 4k+4) from p - mis, mis the
+// address of p modulo 4; the word may start before p): one load when it lies wholly inside, else
+// bounds-checked byte loads (zeros outside). zstd's bit readers' words and dmc_warp_copy_wide's
+// sources.
+__device__ __forceinline__ dmc_u32 dmc_word4(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
+    const dmc_i32 first = 4 * k - (dmc_i32)mis;
+    if (first >= 0 && first + 4 <= (dmc_i32)len) return *(const dmc_u32*)(p + first);  // aligned
+    dmc_u32 v = 0;
+    if (first + 4 <= 0 || first >= (dmc_i32)len) return v;
+    for (dmc_i32 q = 0; q < 4; q++) {
+        const dmc_i32 i = first + q;
+        if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u32)p[i] << (8 * q);
+    }
+    return v;
+}
+
+// All 32 lanes of a warp: d[0, n) = s[0, n) for disjoint ranges (no byte of d is a byte of s). The
+// destination's aligned words go out with aligned 4-byte stores, 512 bytes per round (four
+// words per lane, their loads first), each shifted together from the two aligned source words it spans (two coalesced
+// load requests per round, one when the source is aligned like the destination); the bytes
+// of d's partial words at either end go one per lane (one load and one store request).
+__device__ inline void dmc_warp_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane) {
+    const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
+    const dmc_u32 nw = (n - head) / 4;
+    const dmc_u32 tail = n - head - 4 * nw;
+    if (lane < head + tail) {
+        const dmc_u32 j = lane < head ? lane : n - tail + (lane - head);
+        d[j] = s[j];
+    }
+    // word k of the body: d + head + 4k = bytes sm + 4k .. sm + 4k + 3 from sb - sm (aligned)
+    const dmc_u8* sb = s + head;
+    const dmc_u32 sm = (dmc_u32)((dmc_u64)sb & 3u);
+    dmc_u32* dw = (dmc_u32*)(d + head);
+    // rounds of 512 bytes: each lane's four words loaded before any is stored, so that a lane
+    // has four loads in flight, not one (a warp issues in order: a store waits for its load)
+    dmc_u32 k0 = 0;
+    for (; k0 + 4 * DMC_WARP_SIZE <= nw; k0 += 4 * DMC_WARP_SIZE) {
+        dmc_u32 v[4];
+        DMC_UNROLL
+        for (dmc_u32 b = 0; b < 4; b++) {
+            const dmc_u32 k = k0 + DMC_WARP_SIZE * b + lane;
+            v[b] = dmc_word4(sb, n - head, sm, (dmc_i32)k);
+            if (sm != 0) {
+                v[b] = (dmc_u32)((((dmc_u64)dmc_word4(sb, n - head, sm, (dmc_i32)k + 1) << 32) | v[b]) >> (8 * sm));
+            }
+        }
+        DMC_UNROLL
+        for (dmc_u32 b = 0; b < 4; b++) dw[k0 + DMC_WARP_SIZE * b + lane] = v[b];
+    }
+    for (dmc_u32 k = k0 + lane; k < nw; k += DMC_WARP_SIZE) {
+        dmc_u32 v = dmc_word4(sb, n - head, sm, (dmc_i32)k);
+        if (sm != 0) v = (dmc_u32)((((dmc_u64)dmc_word4(sb, n - head, sm, (dmc_i32)k + 1) << 32) | v) >> (8 * sm));
+        dw[k] = v;
+    }
+}
+
 #endif  // DMC_LAYOUT_PROBE
 
 #endif  // DMC_COMMON_CUH

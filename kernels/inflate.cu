@@ -50,7 +50,8 @@
 //     the sizes the last code under each root prefix gives, then fill them. An entry holds the
 //     symbol's kind, total code length, extra-bit count and base (length, distance) or byte
 //     (literal): no base/extra lookup per symbol;
-//   - stored blocks are a 32-lane wide copy;
+//   - stored blocks are a 32-lane wide copy (dmc_warp_copy_wide: aligned 4-byte stores, 512
+//     bytes per round);
 //   - CHECKSUMS read the member's output 512 bytes a step, 16 per lane (one coalesced aligned
 //     16-byte load; single bytes only in the first and last groups). CRC32 (gzip): word k of
 //     lane L's group belongs to sub-stream 4L + k, whose words lie 512 bytes apart; a
@@ -1262,7 +1263,9 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
                 break;
             }
         } else if (kind == DMC_INF_CMD_STORED) {
-            for (dmc_u32 j = lane; j < c; j += DMC_WARP_SIZE) out[b + j] = in[a + j];
+            // aligned 4-byte stores, four loads in flight per lane (one byte per lane and round
+            // took a load's latency per 32 bytes)
+            dmc_warp_copy_wide(out + b, in + a, c, lane);
         } else if (kind == DMC_INF_CMD_CRC32) {
             const dmc_u32 v = dmc_inf_crc32(sm, out + a, b, lane);
             if (lane == 0) s.check = v;

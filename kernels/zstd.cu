@@ -53,7 +53,7 @@
 //     (literal runs, matches that do not overlap their source, a block's last literals, raw
 //     and RLE blocks) go out as aligned 4-byte stores, 512 bytes per round with four loads in
 //     flight per lane, each word shifted together from the two aligned source words it spans
-//     (dmc_zstd_copy_wide), the literals before the match with a __syncwarp between; a long
+//     (dmc_warp_copy_wide), the literals before the match with a __syncwarp between; a long
 //     match that overlaps its source (a run) grows by doubling, each step a disjoint wide copy
 //     (dmc_zstd_match); a block's last literals already in place (the front reached them) are
 //     not copied;
@@ -643,31 +643,18 @@ struct dmc_zlr {
     dmc_u64 c;
 };
 
-// Aligned 4-byte word k of the bytes [p, p+len) (address bytes [4k, 4k+4) from p - mis, mis the
-// address of p modulo 4; the word may start before p): one load when it lies wholly inside, else
-// bounds-checked byte loads (zeros outside). The bit readers' words and the wide copies' sources.
-__device__ __forceinline__ dmc_u32 dmc_zstd_word4(const dmc_u8* p, dmc_u32 len, dmc_u32 mis, dmc_i32 k) {
-    const dmc_i32 first = 4 * k - (dmc_i32)mis;
-    if (first >= 0 && first + 4 <= (dmc_i32)len) return *(const dmc_u32*)(p + first);  // aligned
-    dmc_u32 v = 0;
-    if (first + 4 <= 0 || first >= (dmc_i32)len) return v;
-    for (dmc_i32 q = 0; q < 4; q++) {
-        const dmc_i32 i = first + q;
-        if (i >= 0 && i < (dmc_i32)len) v |= (dmc_u32)p[i] << (8 * q);
-    }
-    return v;
-}
+// (Its words: dmc_word4, common.cuh.)
 
 // Places the reader for reads below bit `pos` (>= 0): the container holds the two words up to
 // the one with bit pos - 1.
 __device__ __forceinline__ void dmc_zlr_seek(dmc_zlr* r, dmc_i32 pos) {
     const dmc_i32 a = pos + 8 * (dmc_i32)r->mis;  // address bit of pos
     const dmc_i32 top = (a - 1) >> 5;               // the word holding bit a - 1 (floor)
-    r->c = ((dmc_u64)dmc_zstd_word4(r->p, r->len, r->mis, top) << 32) |
-           dmc_zstd_word4(r->p, r->len, r->mis, top - 1);
+    r->c = ((dmc_u64)dmc_word4(r->p, r->len, r->mis, top) << 32) |
+           dmc_word4(r->p, r->len, r->mis, top - 1);
     r->nb = (dmc_u32)(a - 32 * (top - 1));  // in [33, 64]
     r->k = top - 2;
-    r->nx = dmc_zstd_word4(r->p, r->len, r->mis, r->k);
+    r->nx = dmc_word4(r->p, r->len, r->mis, r->k);
 }
 
 // The n (<= 32) bits below the read position, not consumed.
@@ -684,7 +671,7 @@ __device__ __forceinline__ void dmc_zlr_skip(dmc_zlr* r, dmc_u32 n) {
         r->c = (r->c << 32) | r->nx;
         r->nb += 32u;
         r->k--;
-        r->nx = dmc_zstd_word4(r->p, r->len, r->mis, r->k);
+        r->nx = dmc_word4(r->p, r->len, r->mis, r->k);
     }
 }
 
@@ -704,7 +691,7 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_huf_len_at(const dmc_zstd_smem* sm, 
                                                       dmc_u32 mis, dmc_u32 log, dmc_i32 pos) {
     const dmc_i32 at = pos - (dmc_i32)log + 8 * (dmc_i32)mis;  // address bit of the lowest bit
     const dmc_i32 q = at >> 5;                                   // floor
-    const dmc_u64 v = ((dmc_u64)dmc_zstd_word4(p, len, mis, q + 1) << 32) | dmc_zstd_word4(p, len, mis, q);
+    const dmc_u64 v = ((dmc_u64)dmc_word4(p, len, mis, q + 1) << 32) | dmc_word4(p, len, mis, q);
     return (dmc_u32)sm->hdec[(dmc_u32)(v >> (at - 32 * q)) & ((1u << log) - 1u)] >> 8;
 }
 
@@ -828,25 +815,23 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 
 // ---- Copies (all 32 lanes) ----
 
-// Copies and fills of this many bytes or more use aligned 4-byte stores (dmc_zstd_copy_wide,
+// Copies and fills of this many bytes or more use aligned 4-byte stores (dmc_warp_copy_wide,
 // dmc_zstd_fill_wide); shorter ones cost fewer requests one byte per lane.
 #define DMC_ZSTD_WIDE_MIN 64u
-
-__device__ void dmc_zstd_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane);
 
 // Match copy: out[op..op+len) = the bytes `dist` back, overlap-safe (byte j comes from
 // op-dist+(j mod dist), always before op). The caller synchronised the warp first.
 // A long match that overlaps its source (dist < len: a run, e.g. a label image's constant
 // regions at distance 2 or 4) grows by doubling: the bytes [op - dist, op + w) repeat with period
 // dist, so the next min(w + dist, len - w) bytes are a copy of the ones w + dist back, which do
-// not overlap them: disjoint wide copies of dist, 2 dist, 4 dist, ... bytes (dmc_zstd_copy_wide,
+// not overlap them: disjoint wide copies of dist, 2 dist, 4 dist, ... bytes (dmc_warp_copy_wide,
 // 512 bytes per round), a __syncwarp between (each reads what the last one wrote). One byte per
 // lane and round took len / 32 rounds, each waiting for its load.
 __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
     if (len >= DMC_ZSTD_WIDE_MIN && dist < len) {
         for (dmc_u32 w = 0; w < len;) {
             const dmc_u32 m = dmc_min_u32(w + dist, len - w);
-            dmc_zstd_copy_wide(out + op + w, out + op + w - (w + dist), m, lane);
+            dmc_warp_copy_wide(out + op + w, out + op + w - (w + dist), m, lane);
             w += m;
             __syncwarp();
         }
@@ -856,47 +841,6 @@ __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 
     for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) {
         const dmc_u32 k = j < dist ? j : j % dist;
         out[op + j] = out[base + k];
-    }
-}
-
-
-// All lanes: d[0, n) = s[0, n) for disjoint ranges (no byte of d is a byte of s). The
-// destination's aligned words go out with aligned 4-byte stores, 512 bytes per round (four
-// words per lane, their loads first), each shifted together from the two aligned source words it spans (two coalesced
-// load requests per round, one when the source is aligned like the destination); the bytes
-// of d's partial words at either end go one per lane (one load and one store request).
-__device__ void dmc_zstd_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane) {
-    const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
-    const dmc_u32 nw = (n - head) / 4;
-    const dmc_u32 tail = n - head - 4 * nw;
-    if (lane < head + tail) {
-        const dmc_u32 j = lane < head ? lane : n - tail + (lane - head);
-        d[j] = s[j];
-    }
-    // word k of the body: d + head + 4k = bytes sm + 4k .. sm + 4k + 3 from sb - sm (aligned)
-    const dmc_u8* sb = s + head;
-    const dmc_u32 sm = (dmc_u32)((dmc_u64)sb & 3u);
-    dmc_u32* dw = (dmc_u32*)(d + head);
-    // rounds of 512 bytes: each lane's four words loaded before any is stored, so that a lane
-    // has four loads in flight, not one (a warp issues in order: a store waits for its load)
-    dmc_u32 k0 = 0;
-    for (; k0 + 4 * DMC_WARP_SIZE <= nw; k0 += 4 * DMC_WARP_SIZE) {
-        dmc_u32 v[4];
-        DMC_UNROLL
-        for (dmc_u32 b = 0; b < 4; b++) {
-            const dmc_u32 k = k0 + DMC_WARP_SIZE * b + lane;
-            v[b] = dmc_zstd_word4(sb, n - head, sm, (dmc_i32)k);
-            if (sm != 0) {
-                v[b] = (dmc_u32)((((dmc_u64)dmc_zstd_word4(sb, n - head, sm, (dmc_i32)k + 1) << 32) | v[b]) >> (8 * sm));
-            }
-        }
-        DMC_UNROLL
-        for (dmc_u32 b = 0; b < 4; b++) dw[k0 + DMC_WARP_SIZE * b + lane] = v[b];
-    }
-    for (dmc_u32 k = k0 + lane; k < nw; k += DMC_WARP_SIZE) {
-        dmc_u32 v = dmc_zstd_word4(sb, n - head, sm, (dmc_i32)k);
-        if (sm != 0) v = (dmc_u32)((((dmc_u64)dmc_zstd_word4(sb, n - head, sm, (dmc_i32)k + 1) << 32) | v) >> (8 * sm));
-        dw[k] = v;
     }
 }
 
@@ -939,7 +883,7 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
     } else if (L->kind == 0 || L->tail + L->used - op >= n) {
         const dmc_u8* s = L->src + L->used;
         if (wide && n >= DMC_ZSTD_WIDE_MIN) {
-            dmc_zstd_copy_wide(out + op, s, n, lane);
+            dmc_warp_copy_wide(out + op, s, n, lane);
         } else {
             for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
         }
@@ -1450,7 +1394,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                 for (dmc_u32 part = 0; part < 2; part++) {
                     const bool lits = part == 0;
                     if (lits ? (wide_lits && L.kind != 1) : wide_match) {
-                        dmc_zstd_copy_wide(out + (lits ? op : mop), lits ? L.src + L.used : out + mop - off,
+                        dmc_warp_copy_wide(out + (lits ? op : mop), lits ? L.src + L.used : out + mop - off,
                                            lits ? ll : ml, lane);
                     } else if (lits) {
                         dmc_zstd_copy_lits(out, op, &L, ll, lane, false);
@@ -1536,7 +1480,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
         if (btype == 0) {
             if (bsize > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
             if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
-            dmc_zstd_copy_wide(out + op, in + ip, bsize, lane);
+            dmc_warp_copy_wide(out + op, in + ip, bsize, lane);
             ip += bsize;
             op += bsize;
         } else if (btype == 1) {
