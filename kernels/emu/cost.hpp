@@ -75,7 +75,7 @@ struct WarpRec {
     uint64_t s_load, s_store, s_wavefronts;  // shared requests, wavefronts
     uint64_t g_load_l2;
     // the warm loads by reuse distance: the distinct 128-byte lines this OS thread's global
-    // requests of the launch touched since the request's lines were last touched (an LRU stack
+    // loads of the launch touched since the request's lines were last touched (an LRU stack
     // distance; the blocks an emulator thread runs go one after another: the distance is what
     // the block, and the blocks before it on the thread, touched meanwhile). Bucket 0: < 16
     // lines (2 KiB); bucket k: [2^(k+3), 2^(k+4)) lines; the last bucket is open. The model
@@ -294,7 +294,7 @@ DMC_EMU_INTERNAL inline bool sites_on() {
     return on;
 }
 
-// WarpRec::warm_dist's bucket of a reuse distance of `d` sectors.
+// WarpRec::warm_dist's bucket of a reuse distance of `d` lines.
 DMC_EMU_INTERNAL inline int warm_bucket(uint64_t d) {
     if (d < 16) return 0;
     const int k = 63 - __builtin_clzll(d) - 3;  // d in [2^(k+3), 2^(k+4))
@@ -319,8 +319,9 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
         t.g_lanes[k] += (uint64_t)__builtin_popcount(lanes);
         t.g_bytes[k] += bytes;
         t.g_ideal[k] += (distinct + 31) / 32;
-        units(r, n, 7, u);
-        t.g_lines[k] += u.size();
+        std::vector<uint64_t>& lines = c->scratch2;  // the 128-byte lines (also the L1's unit below)
+        units(r, n, 7, lines);
+        t.g_lines[k] += lines.size();
         units(r, n, 5, u);
         t.g_sectors[k] += u.size();
         bool cold = false, in_l1 = true;
@@ -331,8 +332,6 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
         // loads allocate lines in L1 (stores and atomics do not): their LRU distance
         uint64_t dist = 0;
         if (k != KIND_STORE && k != KIND_ATOMIC) {
-            std::vector<uint64_t>& lines = c->scratch2;
-            units(r, n, 7, lines);
             for (uint64_t line : lines) dist = std::max(dist, c->reuse.touch(line));
         }
         t.g_cold += cold;

@@ -419,8 +419,8 @@ impl Gpu {
         let occ = self.occupancy(threads, reg_count, smem);
         // the L1 a block has: the SM's (the carve-out the kernel's occupancy needs) over the
         // blocks resident on it (fewer than the occupancy when the launch cannot fill the SMs)
-        let n_blocks_hint = c.blocks.max(l.warps.iter().map(|w| w.block + 1).max().unwrap_or(0));
-        let resident = u64::from(occ.blocks_per_sm.max(1)).min(n_blocks_hint.div_ceil(u64::from(self.sms)).max(1));
+        let n_blocks = c.blocks.max(l.warps.iter().map(|w| w.block + 1).max().unwrap_or(0));
+        let resident = u64::from(occ.blocks_per_sm.max(1)).min(n_blocks.div_ceil(u64::from(self.sms)).max(1));
         let l1_lines = f64::from(self.l1_bytes(occ.blocks_per_sm, smem)) / 128.0 / resident as f64;
         // per block: its longest warp, and its instructions
         let mut blocks: BTreeMap<u64, (f64, f64, f64)> = BTreeMap::new();
@@ -437,7 +437,6 @@ impl Gpu {
                 longest_warp = *w;
             }
         }
-        let n_blocks = c.blocks.max(blocks.len() as u64);
         let sms = self.sms as usize;
         let slots = (occ.blocks_per_sm.max(1) as usize) * sms;
         // list scheduling: the first `slots` blocks spread over the SMs round robin, each later
