@@ -822,13 +822,18 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 // Match copy: out[op..op+len) = the bytes `dist` back, overlap-safe (byte j comes from
 // op-dist+(j mod dist), always before op). The caller synchronised the warp first.
 // A long match that overlaps its source (dist < len: a run, e.g. a label image's constant
-// regions at distance 2 or 4) grows by doubling: the bytes [op - dist, op + w) repeat with period
+// regions at distance 2 or 4) whose period divides 128 is stored without loads, each lane's
+// word of the pattern loaded once (dmc_warp_run_fill); another period grows by doubling: the bytes [op - dist, op + w) repeat with period
 // dist, so the next min(w + dist, len - w) bytes are a copy of the ones w + dist back, which do
 // not overlap them: disjoint wide copies of dist, 2 dist, 4 dist, ... bytes (dmc_warp_copy_wide,
 // 512 bytes per round), a __syncwarp between (each reads what the last one wrote). One byte per
 // lane and round took len / 32 rounds, each waiting for its load.
 __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
     if (len >= DMC_ZSTD_WIDE_MIN && dist < len) {
+        if (dmc_run_fill_ok(dist)) {
+            dmc_warp_run_fill(out + op, dist, len, lane);
+            return;
+        }
         for (dmc_u32 w = 0; w < len;) {
             const dmc_u32 m = dmc_min_u32(w + dist, len - w);
             dmc_warp_copy_wide(out + op + w, out + op + w - (w + dist), m, lane);
@@ -1364,10 +1369,14 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                 if (off == 0 || off > mop - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
             }
             const dmc_u32 mop = op + ll;  // the match's first byte
-            const bool wide_lits = ll >= DMC_ZSTD_WIDE_MIN, wide_match = ml >= DMC_ZSTD_WIDE_MIN && off >= ml;
+            // a long match that overlaps its source (a run) goes out alone too: dmc_zstd_match
+            // stores it without loads or by doubling; in a batch each of its bytes would be
+            // resolved through the batch's sequences, one binary search of shuffles per step
+            const bool wide_lits = ll >= DMC_ZSTD_WIDE_MIN, long_match = ml >= DMC_ZSTD_WIDE_MIN;
+            const bool wide_match = long_match && off >= ml;
             // joins the batch unless a part is long or its stores would reach the first in-tail
             // literal the batch reads; a full batch, or one this sequence cannot join, goes first
-            const bool short_seq = i < nseq && !wide_lits && !wide_match;
+            const bool short_seq = i < nseq && !wide_lits && !long_match;
             bool join = short_seq && (L.kind != 2 || (nb > 0 ? lim : L.tail + L.used) >= mop + ml);
             if (nb > 0 && (!join || nb == DMC_WARP_SIZE)) {
                 dmc_zstd_seq_batch(out, op, &L, nb, blen, boff, lane);
