@@ -459,6 +459,23 @@ __device__ __forceinline__ dmc_u32 dmc_lz_pat_byte(dmc_u32 pat, dmc_u32 m) {
     return (__shfl_sync(0xffffffffu, pat, (int)(m & (DMC_WARP_SIZE - 1))) >> (8 * (m >> 5))) & 0xffu;
 }
 
+// The 16 pattern bytes m, m + 1, ... (mod dist; m < dist < DMC_LZ_PATTERN_DIST) as four
+// little-endian words. A warp collective (m per lane).
+__device__ __forceinline__ dmc_u32x4 dmc_lz_pat_word(dmc_u32 pat, dmc_u32 m, dmc_u32 dist) {
+    dmc_u32x4 v;
+DMC_UNROLL
+    for (dmc_u32 i = 0; i < 4; i++) {
+        dmc_u32 x = 0;
+DMC_UNROLL
+        for (dmc_u32 q = 0; q < 4; q++) {
+            x |= dmc_lz_pat_byte(pat, m) << (8 * q);
+            m = m + 1 == dist ? 0 : m + 1;
+        }
+        v.w[i] = x;
+    }
+    return v;
+}
+
 // Copies the match of `len` bytes at distance `dist` (1 <= dist <= op) to out[op, op + len),
 // where out is the start of the stream's output: a match repeats the dist bytes before it, so
 // byte j comes from op - dist + (j mod dist). Every byte before op was written before the
@@ -472,7 +489,9 @@ __device__ __forceinline__ dmc_u32 dmc_lz_pat_byte(dmc_u32 pat, dmc_u32 m) {
 //   taking the 16 bytes at 16 l of a round:
 //   - dist < DMC_LZ_PATTERN_DIST: the dist bytes before op are loaded once (one byte per lane,
 //     ceil(dist / 32) loads) into a word per lane and every output byte is shuffled out of it
-//     (byte j from pattern byte j mod dist): no memory reads after that, no ordering needed.
+//     (byte j from pattern byte j mod dist): no memory reads after that, no ordering needed;
+//     for a power-of-two dist (a divisor of a round's 512 bytes) a lane's 16 bytes are the
+//     same every round, shuffled out once.
 //   - dist >= DMC_LZ_PATTERN_DIST: rounds of R = min(496, (dist - 16) rounded down to 16) bytes.
 //     The round's source S = its destination - dist; lane l loads the aligned 16 bytes at
 //     (S rounded down to 16) + 16 l, for l = 0..R/16, and builds its output from its own and
@@ -499,20 +518,12 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         if (lane < head) to[lane] = (dmc_u8)eh;  // one sector each: head and tail
         const dmc_u32 et = dmc_lz_pat_byte(pat, (head + body + lane) % dist);
         if (lane < tail) to[head + body + lane] = (dmc_u8)et;
+        // a power-of-two dist divides 512: a lane's 16 bytes are the same every round
+        const bool same = (dist & (dist - 1u)) == 0u;
+        dmc_u32x4 v = dmc_lz_pat_word(pat, (head + 16 * lane) % dist, dist);
         for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
             const dmc_u32 b = head + k + 16 * lane;
-            dmc_u32 m = b % dist;
-            dmc_u32x4 v;
-DMC_UNROLL
-            for (dmc_u32 i = 0; i < 4; i++) {
-                dmc_u32 x = 0;
-DMC_UNROLL
-                for (dmc_u32 q = 0; q < 4; q++) {
-                    x |= dmc_lz_pat_byte(pat, m) << (8 * q);
-                    m = m + 1 == dist ? 0 : m + 1;
-                }
-                v.w[i] = x;
-            }
+            if (!same && k > 0) v = dmc_lz_pat_word(pat, b % dist, dist);
             if (b < head + body) dmc_store16(to + b, v);  // aligned: to + head is
         }
         return;
@@ -683,6 +694,23 @@ __device__ inline void dmc_warp_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n,
         dmc_u32 v = dmc_word4(sb, n - head, sm, (dmc_i32)k);
         if (sm != 0) v = (dmc_u32)((((dmc_u64)dmc_word4(sb, n - head, sm, (dmc_i32)k + 1) << 32) | v) >> (8 * sm));
         dw[k] = v;
+    }
+}
+
+// Copies of this many bytes or more go through dmc_warp_copy_long's 16-byte path.
+#define DMC_WARP_COPY_LONG_MIN 256u
+
+// All 32 lanes of a warp: d[0, n) = s[0, n) for disjoint ranges, as dmc_warp_copy_wide, a long
+// copy (DMC_WARP_COPY_LONG_MIN bytes or more) as dmc_range_copy's aligned 16-byte loads and
+// stores: 2 KiB per round, four 16-byte loads in flight per lane (64 bytes, where the 4-byte
+// words keep 16): a lone warp's copy is bound by the bytes it has in flight. For the copies
+// outside the decoders' sequence loops (zstd's raw blocks and last literals, inflate's stored
+// blocks): inlined in those loops its registers spilled the zstd kernel's state.
+__device__ inline void dmc_warp_copy_long(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane) {
+    if (n >= DMC_WARP_COPY_LONG_MIN) {
+        dmc_range_copy<DMC_COPY_UNROLL>(d, s, n, 0, 1, lane, DMC_WARP_SIZE);
+    } else {
+        dmc_warp_copy_wide(d, s, n, lane);
     }
 }
 

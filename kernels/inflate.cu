@@ -1265,7 +1265,7 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
         } else if (kind == DMC_INF_CMD_STORED) {
             // aligned 4-byte stores, four loads in flight per lane (one byte per lane and round
             // took a load's latency per 32 bytes)
-            dmc_warp_copy_wide(out + b, in + a, c, lane);
+            dmc_warp_copy_long(out + b, in + a, c, lane);
         } else if (kind == DMC_INF_CMD_CRC32) {
             const dmc_u32 v = dmc_inf_crc32(sm, out + a, b, lane);
             if (lane == 0) s.check = v;

@@ -888,7 +888,7 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
     } else if (L->kind == 0 || L->tail + L->used - op >= n) {
         const dmc_u8* s = L->src + L->used;
         if (wide && n >= DMC_ZSTD_WIDE_MIN) {
-            dmc_warp_copy_wide(out + op, s, n, lane);
+            dmc_warp_copy_long(out + op, s, n, lane);
         } else {
             for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
         }
@@ -1489,7 +1489,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
         if (btype == 0) {
             if (bsize > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
             if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
-            dmc_warp_copy_wide(out + op, in + ip, bsize, lane);
+            dmc_warp_copy_long(out + op, in + ip, bsize, lane);
             ip += bsize;
             op += bsize;
         } else if (btype == 1) {

@@ -262,17 +262,18 @@ def main() -> int:
           "their longest warp's serial path, list-scheduled by occupancy), the memory part (the launch's bytes "
           "at the copy bandwidth; the two overlap, the launch lasts the longer) and the launch cost; the longest warp over the mean warp's instructions "
           "(imbalance: the tail a batch waits for); resident warps per SM the occupancy allows and how many "
-          "warps the launch has per SM (parallelism); waves.")
+          "warps the launch has per SM (parallelism); waves; the achieved occupancy (active warps per SM over "
+          "the launch, a fraction of its 64 slots, as Nsight Compute reports it).")
         w("")
-        w("| kernel | case | predicted µs | latency | memory | launch | longest ÷ mean warp | warps/SM allowed | warps/SM launched | waves | bound |")
-        w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+        w("| kernel | case | predicted µs | latency | memory | launch | longest ÷ mean warp | warps/SM allowed | warps/SM launched | waves | achieved occupancy | bound |")
+        w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for k, items in sorted(per_kernel.items()):
             for name, l, _ in items:
                 t = l["total_us"] or 1.0
                 imb = l["max_warp_insts"] / l["mean_warp_insts"] if l["mean_warp_insts"] else 0.0
                 w(f"| {k} | {name} | {t:.1f} | {100 * l['latency_us'] / t:.0f} % | {100 * l['memory_us'] / t:.0f} % | "
                   f"{100 * l['launch_us'] / t:.0f} % | {imb:.2f} | {l['warps_per_sm']} ({l['occupancy_limiter']}) | "
-                  f"{l['warps'] / 132:.1f} | {l['waves']:.2f} | {l['bound']} |")
+                  f"{l['warps'] / 132:.1f} | {l['waves']:.2f} | {100 * l.get('achieved_occupancy', 0.0):.1f} % | {l['bound']} |")
     consts = model.get("model_constants")
     if consts:
         w("")

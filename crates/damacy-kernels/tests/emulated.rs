@@ -1204,13 +1204,26 @@ fn blosclz_reference(src: &[u8], dst_len: usize) -> Decoded {
 /// alignment of the output: the 16-byte match copy's first aligned load would begin before the
 /// stream (another stream's output) and must read single bytes there instead. Distances on both
 /// sides of the pattern copy's limit (128) and of the 16-byte rounds' sizes, lengths on both
-/// sides of the wide copy's threshold (64), literal runs on both sides of 96.
+/// sides of the wide copy's threshold (64), literal runs on both sides of 96; runs of several
+/// 512-byte rounds at power-of-two distances (each lane's 16 bytes the same every round) and at
+/// others (built again every round).
 #[test]
 fn lz_wide_copies_at_the_start_of_an_unaligned_output() {
     for dst_mis in 0..16 {
-        for (lit_len, dist, mlen) in
-            [(130, 130, 300), (140, 129, 1000), (127, 127, 700), (600, 513, 2000), (96, 96, 64), (95, 17, 63)]
-        {
+        for (lit_len, dist, mlen) in [
+            (130, 130, 300),
+            (140, 129, 1000),
+            (127, 127, 700),
+            (600, 513, 2000),
+            (96, 96, 64),
+            (95, 17, 63),
+            (5, 1, 1500),
+            (9, 2, 1300),
+            (70, 4, 1100),
+            (100, 64, 1200),
+            (3, 3, 900),
+            (120, 100, 1700),
+        ] {
             let lit: Vec<u8> = (0..lit_len).map(|i| (i * 7 + dst_mis) as u8).collect();
             let last: Vec<u8> = (0..40u8).collect();
             let seqs = vec![(lit.clone(), dist, mlen)];

@@ -1140,7 +1140,8 @@ fn huffman_jump_table_past_the_section_is_corrupt() {
 }
 
 /// Literal runs, matches (longer than 64 bytes, the match not overlapping its source), last
-/// literals and raw/RLE blocks, copied with aligned 4-byte stores: raw and RLE literals, every
+/// literals and raw/RLE blocks, copied with aligned 4-byte stores (last literals and raw blocks
+/// of 256 bytes or more with 16-byte ones): raw and RLE literals, every
 /// alignment of destination and source (a raw block of 0..4 bytes first, literal lengths and
 /// offsets of every residue mod 4), against the format's own execution.
 #[test]
@@ -1162,13 +1163,14 @@ fn long_copies_at_every_alignment() {
                     ml: 67 + (next() % 16) as u32,
                 })
                 .collect();
-            let nl = seqs.iter().map(|s| s.ll).sum::<u32>() as usize + 64 + pre * 5;
+            // last literals of 64..79 bytes, or 320..335 (the 16-byte copy of long ones)
+            let nl = seqs.iter().map(|s| s.ll).sum::<u32>() as usize + 64 + 256 * (pre % 2) + pre * 5;
             let lits: Vec<u8> = if raw { (0..nl).map(|_| next() as u8).collect() } else { vec![0xC3; nl] };
             let l = if raw { Lits::Raw(&lits) } else { Lits::Rle(0xC3, nl) };
             blocks.push(comp_block(&compressed_block(&l, &seqs, Tables::Rle), false));
             execute(&mut out, &lits, &seqs, &mut rep);
             // raw and RLE blocks of a few sizes at the alignment this leaves
-            for n in [1usize, 3, 64, 65, 66, 67, 200] {
+            for n in [1usize, 3, 64, 65, 66, 67, 200, 256, 777, 2053] {
                 let d: Vec<u8> = (0..n).map(|_| next() as u8).collect();
                 blocks.push(raw_block(&d, false));
                 out.extend_from_slice(&d);

@@ -64,6 +64,7 @@ impl Model {
                     "longest_warp_us": p.longest_warp_s * 1e6, "blocks": p.blocks, "warps": p.warps,
                     "blocks_per_sm": p.occupancy.blocks_per_sm, "warps_per_sm": p.occupancy.warps_per_sm,
                     "occupancy_limiter": p.occupancy.limiter.name(), "waves": p.waves,
+                    "achieved_occupancy": p.achieved_occupancy,
                     "sass_insts": p.insts, "mean_warp_insts": p.mean_warp_insts, "max_warp_insts": p.max_warp_insts,
                     "bound": p.bound.name(),
                     "longest_warp": {
@@ -119,7 +120,8 @@ pub(crate) fn fill_row(row: &mut Value, predicted: &[(f64, Value)], bytes: usize
     row["model"] = detail["launches"].clone();
 }
 
-/// The model's table: predicted µs and GB/s per case, and each launch's bound.
+/// The model's table: predicted µs and GB/s per case, and each launch's bound and achieved
+/// occupancy.
 pub(crate) fn table(rows: &[Value]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -128,7 +130,11 @@ pub(crate) fn table(rows: &[Value]) -> String {
     }
     let gpu = rows.iter().find_map(|r| r["model"][0]["gpu"].as_str()).unwrap_or("?");
     let _ = writeln!(s, "\nGPU model ({gpu}; predicted kernel time of each case's wave, not a measurement):");
-    let _ = writeln!(s, "{:<28} {:>14} {:>14}  launches (kernel: µs, bound)", "case", "predicted µs", "predicted GB/s");
+    let _ = writeln!(
+        s,
+        "{:<28} {:>14} {:>14}  launches (kernel: µs, bound, achieved occupancy)",
+        "case", "predicted µs", "predicted GB/s"
+    );
     for r in rows.iter().filter(|r| r.get("predicted_kernel_s").is_some()) {
         let launches: Vec<String> = r["model"]
             .as_array()
@@ -136,10 +142,11 @@ pub(crate) fn table(rows: &[Value]) -> String {
                 a.iter()
                     .map(|l| {
                         format!(
-                            "{}: {:.1}, {}",
+                            "{}: {:.1}, {}, {:.1} %",
                             l["kernel"].as_str().unwrap_or("?"),
                             l["total_us"].as_f64().unwrap_or(0.0),
-                            l["bound"].as_str().unwrap_or("?")
+                            l["bound"].as_str().unwrap_or("?"),
+                            100.0 * l["achieved_occupancy"].as_f64().unwrap_or(0.0)
                         )
                     })
                     .collect()

@@ -423,15 +423,16 @@ impl Gpu {
         let resident = u64::from(occ.blocks_per_sm.max(1)).min(n_blocks.div_ceil(u64::from(self.sms)).max(1));
         let l1_lines = f64::from(self.l1_bytes(occ.blocks_per_sm, smem)) / 128.0 / resident as f64;
         // per block: its longest warp, and its instructions
-        let mut blocks: BTreeMap<u64, (f64, f64, f64)> = BTreeMap::new();
+        let mut blocks: BTreeMap<u64, (f64, f64, f64, f64)> = BTreeMap::new();
         let mut longest = (0.0f64, 0u64);
         let mut longest_warp = WarpRec::default();
         for w in &l.warps {
             let t = self.warp_cycles(w, l1_lines);
-            let e = blocks.entry(w.block).or_insert((0.0, 0.0, 0.0));
+            let e = blocks.entry(w.block).or_insert((0.0, 0.0, 0.0, 0.0));
             e.0 = e.0.max(t);
             e.1 += w.insts;
             e.2 += 1.0;
+            e.3 += t;
             if t > longest.0 {
                 longest = (t, w.block);
                 longest_warp = *w;
@@ -443,10 +444,11 @@ impl Gpu {
         // block to the slot that frees first; per SM its end and its instructions
         let mut sm_end = vec![0.0f64; sms];
         let mut sm_insts = vec![0.0f64; sms];
+        let mut sm_warp_cycles = vec![0.0f64; sms]; // its warps' serial paths, summed
         let mut heap: BinaryHeap<std::cmp::Reverse<(u64, usize)>> = BinaryHeap::new();
         let scale = 1e6; // cycles as integers of a micro-cycle for the heap's order
         for b in 0..n_blocks {
-            let (dur, insts, _) = blocks.get(&b).copied().unwrap_or((0.0, 0.0, 0.0));
+            let (dur, insts, _, warp_cycles) = blocks.get(&b).copied().unwrap_or((0.0, 0.0, 0.0, 0.0));
             let (start, sm) = if (b as usize) < slots {
                 (0.0, (b as usize) % sms)
             } else {
@@ -456,11 +458,26 @@ impl Gpu {
             let end = start + dur;
             sm_end[sm] = sm_end[sm].max(end);
             sm_insts[sm] += insts;
+            sm_warp_cycles[sm] += warp_cycles;
             heap.push(std::cmp::Reverse(((end * scale) as u64, sm)));
         }
         let issue = |i: f64| i / f64::from(self.schedulers);
         let latency_cycles = sm_end.iter().zip(&sm_insts).map(|(&e, &i)| e.max(issue(i))).fold(0.0, f64::max);
         let issue_cycles = sm_insts.iter().copied().map(issue).fold(0.0, f64::max);
+        // achieved occupancy: a warp is active for its serial path, stretched on an SM whose
+        // schedulers' issue outlasts its blocks (issue-bound); over all warp slots of the
+        // device for the launch's latency
+        let active: f64 = (0..sms)
+            .map(|i| {
+                let stretch = if sm_end[i] > 0.0 { (issue(sm_insts[i]) / sm_end[i]).max(1.0) } else { 1.0 };
+                sm_warp_cycles[i] * stretch
+            })
+            .sum();
+        let achieved_occupancy = if latency_cycles > 0.0 {
+            (active / (f64::from(self.sms) * f64::from(self.max_warps) * latency_cycles)).min(1.0)
+        } else {
+            0.0
+        };
         let bytes = c.footprint_sectors as f64 * 32.0;
         let memory_s = bytes / self.copy_bytes_per_s;
         let latency_s = latency_cycles / self.clock_hz;
@@ -485,6 +502,7 @@ impl Gpu {
             occupancy: occ,
             blocks: n_blocks,
             waves: n_blocks as f64 / slots as f64,
+            achieved_occupancy,
             warps: l.warps.len() as u64,
             insts,
             mean_warp_insts: mean_warp,
@@ -496,7 +514,7 @@ impl Gpu {
 }
 
 #[allow(clippy::cast_precision_loss)]
-fn mean_block(blocks: &BTreeMap<u64, (f64, f64, f64)>) -> f64 {
+fn mean_block(blocks: &BTreeMap<u64, (f64, f64, f64, f64)>) -> f64 {
     if blocks.is_empty() { 0.0 } else { blocks.values().map(|v| v.0).sum::<f64>() / blocks.len() as f64 }
 }
 
@@ -587,6 +605,11 @@ pub struct Prediction {
     pub blocks: u64,
     /// Blocks over resident slots (`SMs × blocks per SM`).
     pub waves: f64,
+    /// Achieved occupancy, as Nsight Compute reports it: the mean active warps per SM over the
+    /// launch's latency part, as a fraction of the SM's warp slots. A warp is active for its own
+    /// serial path (stretched by the ratio of issue to the SM's blocks' end where the SM is
+    /// issue-bound), so an imbalanced or short launch scores low however many warps could fit.
+    pub achieved_occupancy: f64,
     /// Warps recorded.
     pub warps: u64,
     /// SASS instructions (estimated) of all warps.
@@ -678,6 +701,32 @@ mod tests {
         // loads add their latency to a warp's path
         let p = g.predict(&launch(32, vec![warp(0, 100.0, 2)]), Some(&res));
         assert!((p.latency_s * g.clock_hz - (400.0 + 2.0 * g.cold_latency)).abs() < 1.0);
+    }
+
+    #[test]
+    fn achieved_occupancy_counts_active_warps_over_the_launch() {
+        let g = Gpu { launch_s: 0.0, ..Gpu::h200() };
+        // 64-thread blocks at 96 registers: 10 blocks (20 warps) per SM
+        let res = KernelResources { registers: 96, smem_bytes: 0, sass_instructions: 0 };
+        let two = |b: u64, insts: f64| [warp(b, insts, 0), warp(b, insts, 0)];
+        // one full wave of even warps: every slot the occupancy allows is active throughout
+        let w: Vec<WarpRec> = (0..132 * 10).flat_map(|b| two(b, 1000.0)).collect();
+        let p = g.predict(&launch(64, w), Some(&res));
+        assert!((p.achieved_occupancy - 20.0 / 64.0).abs() < 1e-9, "{}", p.achieved_occupancy);
+        // (20 warps of 4000 cycles issue 20 000 instructions on 4 schedulers: 5000 cycles, each
+        // warp stretched to it.) The same wave with one block 10x slower (40 000 cycles): its
+        // SM's end is the launch's (not issue-bound: 9500 cycles of issue), the others' warps
+        // are active for 5000 cycles of it
+        let mut w: Vec<WarpRec> = (0..132 * 10).flat_map(|b| two(b, 1000.0)).collect();
+        w[0].insts = 10_000.0;
+        w[1].insts = 10_000.0;
+        let p = g.predict(&launch(64, w), Some(&res));
+        let want = (2.0 * 40_000.0 + 18.0 * 4000.0 + 131.0 * 20.0 * 5000.0) / (132.0 * 64.0 * 40_000.0);
+        assert!((p.achieved_occupancy - want).abs() < 1e-9, "{} vs {want}", p.achieved_occupancy);
+        // 32 blocks on 132 SMs (the 1 MiB rows): at most 2 of 64 slots on a quarter of the SMs
+        let w: Vec<WarpRec> = (0..32).flat_map(|b| two(b, 1000.0)).collect();
+        let p = g.predict(&launch(64, w), Some(&res));
+        assert!((p.achieved_occupancy - 64.0 / (132.0 * 64.0)).abs() < 1e-9, "{}", p.achieved_occupancy);
     }
 
     #[test]
