@@ -50,8 +50,9 @@
 //     the sizes the last code under each root prefix gives, then fill them. An entry holds the
 //     symbol's kind, total code length, extra-bit count and base (length, distance) or byte
 //     (literal): no base/extra lookup per symbol;
-//   - stored blocks are a 32-lane wide copy (dmc_warp_copy_wide: aligned 4-byte stores, 512
-//     bytes per round);
+//   - stored blocks are a 32-lane wide copy (dmc_warp_copy_long: from 256 bytes aligned 16-byte
+//     loads and stores, 2 KiB per round, four loads in flight per lane; shorter ones
+//     dmc_warp_copy_wide's aligned 4-byte stores);
 //   - CHECKSUMS read the member's output 512 bytes a step, 16 per lane (one coalesced aligned
 //     16-byte load; single bytes only in the first and last groups). CRC32 (gzip): word k of
 //     lane L's group belongs to sub-stream 4L + k, whose words lie 512 bytes apart; a

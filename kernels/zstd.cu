@@ -41,8 +41,8 @@
 //     scratch buffer is needed, and a front that would overrun them is corrupt input;
 //   - literal and match copies and raw/RLE blocks are cooperative over the 32 lanes, with the
 //     overlap-safe match copy of the LZ4 kernel (byte j of a match of distance d comes from
-//     op-d+(j mod d)); short sequences (no part of 64 bytes or more) gather into batches of
-//     up to 32, lane k keeping sequence k's lengths and offset, and a batch goes out in one
+//     op-d+(j mod d)); short sequences (no part of 64 bytes or more, except runs under 128)
+//     gather into batches of up to 32, lane k keeping sequence k's lengths and offset, and a batch goes out in one
 //     pass, in rounds of 128 bytes (dmc_zstd_seq_batch: warp scans place the sequences; four
 //     times per round each lane resolves one byte's source, through earlier bytes of the
 //     batch, to a literal or to output written before the batch, and loads it; shuffles
@@ -53,10 +53,14 @@
 //     (literal runs, matches that do not overlap their source, a block's last literals, raw
 //     and RLE blocks) go out as aligned 4-byte stores, 512 bytes per round with four loads in
 //     flight per lane, each word shifted together from the two aligned source words it spans
-//     (dmc_warp_copy_wide), the literals before the match with a __syncwarp between; a long
-//     match that overlaps its source (a run) grows by doubling, each step a disjoint wide copy
-//     (dmc_zstd_match); a block's last literals already in place (the front reached them) are
-//     not copied;
+//     (dmc_warp_copy_wide; raw blocks and last literals of 256 bytes or more as 16-byte loads
+//     and stores, 2 KiB per round: dmc_warp_copy_long), the literals before the match with a
+//     __syncwarp between; a match of 128 bytes or more that overlaps its source (a run: a label
+//     image's constant regions) never joins a batch (there each of its bytes would be resolved
+//     through the batch's sequences, a binary search of shuffles per step): a period that divides 128
+//     is stored from one pattern word per lane without loads (dmc_warp_run_fill), another
+//     grows by doubling, each step a disjoint wide copy (dmc_zstd_match); a block's last
+//     literals already in place (the front reached them) are not copied;
 //   - the three repeat offsets are three registers, moved by selects (an array indexed by the
 //     offset code lived in local memory: a 64-byte stack frame on sm_90); no per-thread array
 //     is indexed dynamically;
@@ -818,6 +822,9 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 // Copies and fills of this many bytes or more use aligned 4-byte stores (dmc_warp_copy_wide,
 // dmc_zstd_fill_wide); shorter ones cost fewer requests one byte per lane.
 #define DMC_ZSTD_WIDE_MIN 64u
+// Matches that overlap their source (runs) this long or longer leave the short-sequence batch
+// for dmc_zstd_match; shorter ones stay (a batch resolves their bytes with the batch's others).
+#define DMC_ZSTD_RUN_MIN 128u
 
 // Match copy: out[op..op+len) = the bytes `dist` back, overlap-safe (byte j comes from
 // op-dist+(j mod dist), always before op). The caller synchronised the warp first.
@@ -1369,11 +1376,13 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                 if (off == 0 || off > mop - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
             }
             const dmc_u32 mop = op + ll;  // the match's first byte
-            // a long match that overlaps its source (a run) goes out alone too: dmc_zstd_match
-            // stores it without loads or by doubling; in a batch each of its bytes would be
-            // resolved through the batch's sequences, one binary search of shuffles per step
-            const bool wide_lits = ll >= DMC_ZSTD_WIDE_MIN, long_match = ml >= DMC_ZSTD_WIDE_MIN;
-            const bool wide_match = long_match && off >= ml;
+            // a match of DMC_ZSTD_RUN_MIN bytes or more that overlaps its source (a run) goes
+            // out alone too: dmc_zstd_match stores it without loads or by doubling; in a batch
+            // each of its bytes would be resolved through the batch's sequences, one binary
+            // search of shuffles per step (at 64 bytes the zstd fixtures' model time rose 11 %,
+            // at 128 5 %, with the label image's gain the same)
+            const bool wide_lits = ll >= DMC_ZSTD_WIDE_MIN, wide_match = ml >= DMC_ZSTD_WIDE_MIN && off >= ml;
+            const bool long_match = wide_match || ml >= DMC_ZSTD_RUN_MIN;
             // joins the batch unless a part is long or its stores would reach the first in-tail
             // literal the batch reads; a full batch, or one this sequence cannot join, goes first
             const bool short_seq = i < nseq && !wide_lits && !long_match;

@@ -1192,10 +1192,11 @@ fn long_copies_at_every_alignment() {
     assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.raw_blocks > 0 && m.rle_blocks > 0);
 }
 
-/// Long matches that overlap their source (runs: a label image's constant regions): periods
-/// that divide 128 (stored from a pattern word per lane, no loads) and periods that do not
-/// (copied by doubling), match lengths from 67 to 514 at every output alignment (0..3 literals
-/// before each match, raw and RLE), against the format's own execution.
+/// Long matches that overlap their source (runs: a label image's constant regions): runs under
+/// 128 bytes (executed in short-sequence batches) and longer ones, whose periods divide 128
+/// (stored from a pattern word per lane, no loads) or do not (copied by doubling), match lengths
+/// from 67 to 514 at every output alignment (0..3 literals before each match, raw and RLE),
+/// against the format's own execution.
 #[test]
 fn long_runs_of_every_period_match_reference() {
     let mut next = rng(37);
@@ -1206,20 +1207,23 @@ fn long_runs_of_every_period_match_reference() {
     for dist in [1u32, 2, 3, 4, 5, 8, 12, 16, 31, 32, 33, 64, 100, 128, 129, 256, 300] {
         for ll in 0..4u32 {
             for raw in [true, false] {
-                // one match length code per block (the sequence tables are RLE): 67..=82 or
-                // 131..=258 or 259..=514, every length above the period
-                let (lo, span) = match dist {
-                    0..=66 => (67, 16),
-                    67..=130 => (131, 128),
-                    _ => (dist.max(259) + 1, 514 - dist.max(259)),
+                // one match length code per block (the sequence tables are RLE): 67..=82 (runs
+                // a batch executes), 131..=258 or 259..=514 (runs on their own), every length
+                // above the period
+                let ranges: &[(u32, u32)] = match dist {
+                    0..=66 => &[(67, 16), (131, 128)],
+                    67..=130 => &[(131, 128)],
+                    _ => &[(dist.max(259) + 1, 514 - dist.max(259))],
                 };
-                let seqs: Vec<Seq> =
-                    (0..7).map(|_| Seq { ll, ofv: dist + 3, ml: lo + (next() % u64::from(span)) as u32 }).collect();
-                let n = (ll * 7) as usize + 3;
-                let lits: Vec<u8> = if raw { (0..n).map(|_| next() as u8).collect() } else { vec![0x5A; n] };
-                let l = if raw { Lits::Raw(&lits) } else { Lits::Rle(0x5A, n) };
-                blocks.push(comp_block(&compressed_block(&l, &seqs, Tables::Rle), false));
-                execute(&mut out, &lits, &seqs, &mut rep);
+                for &(lo, span) in ranges {
+                    let seqs: Vec<Seq> =
+                        (0..7).map(|_| Seq { ll, ofv: dist + 3, ml: lo + (next() % u64::from(span)) as u32 }).collect();
+                    let n = (ll * 7) as usize + 3;
+                    let lits: Vec<u8> = if raw { (0..n).map(|_| next() as u8).collect() } else { vec![0x5A; n] };
+                    let l = if raw { Lits::Raw(&lits) } else { Lits::Rle(0x5A, n) };
+                    blocks.push(comp_block(&compressed_block(&l, &seqs, Tables::Rle), false));
+                    execute(&mut out, &lits, &seqs, &mut rep);
+                }
             }
         }
     }
