@@ -714,36 +714,6 @@ __device__ inline void dmc_warp_copy_long(dmc_u8* d, const dmc_u8* s, dmc_u32 n,
     }
 }
 
-// True when a run of period `dist` can go out through dmc_warp_run_fill: dist divides 128 (1, 2,
-// 4, ..., 128 bytes: runs of a byte, a 2-, 4- or 8-byte element, a short pattern).
-__device__ __forceinline__ bool dmc_run_fill_ok(dmc_u32 dist) { return dist <= 128u && (dist & (dist - 1u)) == 0u; }
-
-// All 32 lanes of a warp: the run d[0, n) = the `dist` bytes before d repeated (d[j] = d[j - dist],
-// an LZ match that overlaps its source), for dist with dmc_run_fill_ok. The aligned words of the
-// run go out with aligned 4-byte stores; lane l stores words l, l + 32, ... (bytes 128 apart,
-// and 128 is a multiple of dist), which all hold the same four pattern bytes: each lane loads its
-// word's bytes once from the pattern d[-dist, 0) and then only stores (the doubling copy loads
-// every byte it stores). The bytes of d's partial words at either end go one per lane. Reads
-// only bytes before d (written and made visible by the caller), writes only d[0, n). (Gathering
-// the pattern with one load request and shuffles instead, as dmc_lz_match_copy does, cost ~4 %
-// more instructions on the label image's zstd by the GPU model, for fewer L1 hits.)
-__device__ inline void dmc_warp_run_fill(dmc_u8* d, dmc_u32 dist, dmc_u32 n, dmc_u32 lane) {
-    const dmc_u8* pat = d - dist;
-    const dmc_u32 m = dist - 1u;  // j mod dist = j & m
-    const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
-    const dmc_u32 nw = (n - head) / 4;
-    const dmc_u32 tail = n - head - 4 * nw;
-    if (lane < head + tail) {
-        const dmc_u32 j = lane < head ? lane : n - tail + (lane - head);
-        d[j] = pat[j & m];
-    }
-    const dmc_u32 j0 = head + 4 * lane;  // this lane's words: bytes j0 .. j0 + 3 (mod 128)
-    const dmc_u32 v = (dmc_u32)pat[j0 & m] | (dmc_u32)pat[(j0 + 1) & m] << 8 | (dmc_u32)pat[(j0 + 2) & m] << 16 |
-                      (dmc_u32)pat[(j0 + 3) & m] << 24;
-    dmc_u32* dw = (dmc_u32*)(d + head);
-    for (dmc_u32 k = lane; k < nw; k += DMC_WARP_SIZE) dw[k] = v;
-}
-
 #endif  // DMC_LAYOUT_PROBE
 
 #endif  // DMC_COMMON_CUH

@@ -57,9 +57,9 @@
 //     and stores, 2 KiB per round: dmc_warp_copy_long), the literals before the match with a
 //     __syncwarp between; a match of 128 bytes or more that overlaps its source (a run: a label
 //     image's constant regions) never joins a batch (there each of its bytes would be resolved
-//     through the batch's sequences, a binary search of shuffles per step): a period that divides 128
-//     is stored from one pattern word per lane without loads (dmc_warp_run_fill), another
-//     grows by doubling, each step a disjoint wide copy (dmc_zstd_match); a block's last
+//     through the batch's sequences, a binary search of shuffles per step): a period under 128
+//     is stored as 16-byte words built from the pattern loaded once (dmc_lz_match_copy), a
+//     longer one grows by doubling, each step a disjoint wide copy (dmc_zstd_match); a block's last
 //     literals already in place (the front reached them) are not copied;
 //   - the three repeat offsets are three registers, moved by selects (an array indexed by the
 //     offset code lived in local memory: a 64-byte stack frame on sm_90); no per-thread array
@@ -829,16 +829,18 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 // Match copy: out[op..op+len) = the bytes `dist` back, overlap-safe (byte j comes from
 // op-dist+(j mod dist), always before op). The caller synchronised the warp first.
 // A long match that overlaps its source (dist < len: a run, e.g. a label image's constant
-// regions at distance 2 or 4) whose period divides 128 is stored without loads, each lane's
-// word of the pattern loaded once (dmc_warp_run_fill); another period grows by doubling: the bytes [op - dist, op + w) repeat with period
-// dist, so the next min(w + dist, len - w) bytes are a copy of the ones w + dist back, which do
-// not overlap them: disjoint wide copies of dist, 2 dist, 4 dist, ... bytes (dmc_warp_copy_wide,
-// 512 bytes per round), a __syncwarp between (each reads what the last one wrote). One byte per
-// lane and round took len / 32 rounds, each waiting for its load.
+// regions at distance 2 or 4) with a period under DMC_LZ_PATTERN_DIST goes through
+// dmc_lz_match_copy's pattern path: the pattern is loaded once into a word per lane and the run
+// stored as aligned 16-byte words without further loads. A longer period grows by doubling: the
+// bytes [op - dist, op + w) repeat with period dist, so the next min(w + dist, len - w) bytes are
+// a copy of the ones w + dist back, which do not overlap them: disjoint wide copies of dist,
+// 2 dist, 4 dist, ... bytes (dmc_warp_copy_wide, 512 bytes per round), a __syncwarp between
+// (each reads what the last one wrote). One byte per lane and round took len / 32 rounds, each
+// waiting for its load.
 __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
     if (len >= DMC_ZSTD_WIDE_MIN && dist < len) {
-        if (dmc_run_fill_ok(dist)) {
-            dmc_warp_run_fill(out + op, dist, len, lane);
+        if (dist < DMC_LZ_PATTERN_DIST) {
+            dmc_lz_match_copy(out, op, dist, len, lane);
             return;
         }
         for (dmc_u32 w = 0; w < len;) {
