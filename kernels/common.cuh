@@ -20,7 +20,11 @@ typedef long long dmc_i64;
 #define DMC_WARP_SIZE 32
 #define DMC_LZ4_WARPS_PER_BLOCK 4
 #define DMC_BLOSCLZ_WARPS_PER_BLOCK 4
-#define DMC_ZSTD_WARPS_PER_BLOCK 2
+#define DMC_ZSTD_WARPS_PER_BLOCK 4
+// Warps of a zstd job's team (zstd.cu): a block's warps.
+#define DMC_ZSTD_TEAM DMC_ZSTD_WARPS_PER_BLOCK
+// Blocks per SM the zstd kernel is compiled for (its launch bound; see zstd.cu).
+#define DMC_ZSTD_MIN_BLOCKS 4
 #define DMC_INFLATE_WARPS_PER_BLOCK 2
 #define DMC_MEMCPY_THREADS 256
 #define DMC_SHUFFLE_THREADS 256

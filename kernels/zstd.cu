@@ -4,7 +4,11 @@
 //
 // Mapping: one warp per job, a job being one or more consecutive frames of a chunk whose output
 // range the host knows (content sizes or the caller's expected size); jobs of all chunks decode
-// at once. Inside a job, frames and blocks are inherently sequential (a block's matches reach
+// at once. A wave of few jobs (no more than the device's resident blocks) gives each job a
+// block of DMC_ZSTD_TEAM warps, a team: the leader (warp 0) decodes the job as below, and the
+// helpers decode a block's four Huffman literal streams beside it, one stream each, between two
+// block barriers (dmc_zstd_team_round); a larger wave fills the device with its jobs, a warp
+// each, four per block. Inside a job, frames and blocks are inherently sequential (a block's matches reach
 // into earlier blocks, its repeat offsets and treeless/repeat tables come from earlier blocks),
 // so the warp walks them in order:
 //   - headers and the sequence bitstream are decoded redundantly by all 32 lanes (uniform
@@ -72,10 +76,11 @@
 // the parallelism. The split remains the next step once the emulator's cost report says the
 // serial sequence decode dominates.
 //
-// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (10228 B per warp: the
-// Huffman decode table's 4 KiB, and the warp's table of the literal and match length codes that
-// have extra bits, which its lanes copy from constant memory at the start); 8 blocks of 2 warps
-// per SM (the register limit, DMC_ZSTD_MIN_BLOCKS) take 160 KiB of the 228.
+// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (~10.3 KB per job: the
+// Huffman decode table's 4 KiB, the job's table of the literal and match length codes that
+// have extra bits, which its lanes copy from constant memory at the start, and a team's round);
+// 4 blocks of 4 warps per SM (the register limit, DMC_ZSTD_MIN_BLOCKS) take ~160 KiB of the 228
+// (a team uses one job's share of its block's).
 // Every load is checked against the job's source length and every store against its output
 // length; corrupt input ends the job with a DMC_STATUS_* code.
 #include "common.cuh"
@@ -129,6 +134,19 @@ struct dmc_zstd_smem {
     } t;
     dmc_u32 codes[DMC_ZSTD_CODES];  // length codes with extra bits (see DMC_ZSTD_CODES)
     dmc_u32 res[4];  // lane 0's results for the warp: status, bytes used, log, last symbol
+    // A job's team (DMC_ZSTD_TEAM warps, see dmc_zstd_decode): the Huffman streams of a round
+    // (dmc_zstd_team_round), written by the leader's lane 0 before the round's first barrier,
+    // and each stream's status, written by the lane 0 of the warp that decoded it.
+    struct {
+        const dmc_u8* p[4];  // the stream's bytes
+        dmc_u8* dst[4];      // where its literals go
+        dmc_u32 len[4];      // its length in bytes
+        dmc_u32 cnt[4];      // its literals
+        dmc_u32 st[4];       // its status
+        dmc_u32 n;           // streams of the round; 0: the job is done, the helpers leave
+        dmc_u32 log;         // the Huffman code's table log
+        dmc_u32 size;        // warps of the job: 1 (alone) or DMC_ZSTD_TEAM
+    } team;
 };
 
 // Literals length and match length codes: baseline and extra bits (RFC 8878 3.1.1.3.2.1.1).
@@ -817,6 +835,29 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
     return DMC_STATUS_OK;
 }
 
+// ---- Teams: a job's Huffman streams over several warps ----
+// One round of a team (every warp of the block, one job): the leader (warp 0) published the
+// round's streams in sm->team (lane 0, and the Huffman decode table in sm->hdec) before the
+// call; warp w decodes streams w, w + DMC_ZSTD_TEAM, ... (dmc_zstd_huf_stream: the whole warp on
+// one stream) and its lane 0 writes each stream's status. The first barrier publishes the
+// round to the helpers, the second the literals and statuses to the leader (a barrier orders
+// the block's shared and global memory). Every warp of the block calls this one function, so
+// all pass the same two barriers; a round of 0 streams tells the helpers the job is done
+// (returns DMC_ZSTD_TEAM_DONE, the same in every warp).
+#define DMC_ZSTD_TEAM_DONE 0xFFFFFFFFu
+__device__ __noinline__ dmc_u32 dmc_zstd_team_round(dmc_zstd_smem* sm, dmc_u32 w, dmc_u32 lane) {
+    __syncthreads();  // the leader's round (streams, decode table) is visible
+    const dmc_u32 n = sm->team.n;
+    if (n == 0) return DMC_ZSTD_TEAM_DONE;
+    for (dmc_u32 k = w; k < n; k += DMC_ZSTD_TEAM) {
+        const dmc_u32 st =
+            dmc_zstd_huf_stream(sm, sm->team.log, sm->team.p[k], sm->team.len[k], sm->team.dst[k], sm->team.cnt[k], lane);
+        if (lane == 0) sm->team.st[k] = st;
+    }
+    __syncthreads();  // every stream's literals and status are visible to the leader
+    return DMC_STATUS_OK;
+}
+
 // ---- Copies (all 32 lanes) ----
 
 // Copies and fills of this many bytes or more use aligned 4-byte stores (dmc_warp_copy_wide,
@@ -1265,13 +1306,35 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             if (3 * seg > regen) return DMC_STATUS_CORRUPT;
             start = 6;
         }
-        for (dmc_u32 k = 0; k < streams; k++) {
-            const dmc_u32 len = k + 1 < streams ? dmc_load_le16(sp + 2 * k) : slen - start;
-            if (len > slen - start) return DMC_STATUS_CORRUPT;
-            const dmc_u32 cnt = k + 1 < streams ? seg : regen - k * seg;
-            const dmc_u32 st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp + start, len, lit + k * seg, cnt, lane);
-            if (st != DMC_STATUS_OK) return st;
-            start += len;
+        if (streams == 4 && sm->team.size > 1) {
+            // the job's team decodes the four streams side by side (dmc_zstd_team_round)
+            for (dmc_u32 k = 0; k < 4; k++) {
+                const dmc_u32 len = k < 3 ? dmc_load_le16(sp + 2 * k) : slen - start;
+                if (len > slen - start) return DMC_STATUS_CORRUPT;
+                if (lane == 0) {
+                    sm->team.p[k] = sp + start;
+                    sm->team.len[k] = len;
+                    sm->team.dst[k] = lit + k * seg;
+                    sm->team.cnt[k] = k < 3 ? seg : regen - 3 * seg;
+                }
+                start += len;
+            }
+            if (lane == 0) {
+                sm->team.n = 4;
+                sm->team.log = fs->tabs & 15u;
+            }
+            dmc_zstd_team_round(sm, 0, lane);
+            for (dmc_u32 k = 0; k < 4; k++)
+                if (sm->team.st[k] != DMC_STATUS_OK) return sm->team.st[k];
+        } else {
+            for (dmc_u32 k = 0; k < streams; k++) {
+                const dmc_u32 len = k + 1 < streams ? dmc_load_le16(sp + 2 * k) : slen - start;
+                if (len > slen - start) return DMC_STATUS_CORRUPT;
+                const dmc_u32 cnt = k + 1 < streams ? seg : regen - k * seg;
+                const dmc_u32 st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp + start, len, lit + k * seg, cnt, lane);
+                if (st != DMC_STATUS_OK) return st;
+                start += len;
+            }
         }
         __syncwarp();  // the decoded literals are visible to every lane
         L.kind = 2;
@@ -1534,29 +1597,44 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     return DMC_STATUS_OK;
 }
 
-// Blocks per SM for ptxas's register target: 8 blocks (16 warps per SM) allow up to 128
-// registers; the kernel takes ~110 on sm_80 and sm_90, no spill. At 10 blocks (20 warps, 96
-// registers: sm_90's target until the per-lane Huffman and sequence readers) ptxas spills
+// Blocks per SM for ptxas's register target: 4 blocks of 4 warps (16 warps per SM) allow up to
+// 128 registers; the kernel takes ~110 on sm_80 and sm_90, no spill. At 20 warps (96
+// registers: sm_90's target until the per-lane Huffman and sequence readers) ptxas spilled
 // 24 bytes of the kernel's entry state, which the compile test forbids; the H200 runs of
-// f51d4fa–fd22e7f measured that spilling build.
-#define DMC_ZSTD_MIN_BLOCKS 8
+// f51d4fa–fd22e7f measured that spilling build. (DMC_ZSTD_MIN_BLOCKS: common.cuh.)
+// Jobs and warps: a block has DMC_ZSTD_WARPS_PER_BLOCK (= DMC_ZSTD_TEAM) warps. When the grid
+// has a block per job (gridDim.x >= n_ids: the launcher's choice for a wave whose jobs fit the
+// device's resident blocks, see decode.rs) the block's warps are one job's team: warp 0 (the
+// leader) decodes the job, and at each block's four Huffman streams the helpers join it, one
+// stream each (dmc_zstd_team_round); between rounds they wait at the round's first barrier.
+// Otherwise each warp is a job of its own (a larger wave: more jobs resident, no barriers).
 extern "C" __global__ void __launch_bounds__(DMC_ZSTD_WARPS_PER_BLOCK * DMC_WARP_SIZE, DMC_ZSTD_MIN_BLOCKS)
 dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                 dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
                 dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
     __shared__ dmc_zstd_smem smem[DMC_ZSTD_WARPS_PER_BLOCK];
-    const dmc_u32 warp = blockIdx.x * DMC_ZSTD_WARPS_PER_BLOCK + (threadIdx.x / DMC_WARP_SIZE);
+    const dmc_u32 wib = threadIdx.x / DMC_WARP_SIZE;  // warp of the block
+    const bool team = gridDim.x >= n_ids;             // uniform over the grid
+    const dmc_u32 job = team ? blockIdx.x : blockIdx.x * DMC_ZSTD_WARPS_PER_BLOCK + wib;
+    const dmc_u32 w = team ? wib : 0;  // warp of the job's team (0: the leader)
     const dmc_u32 lane = dmc_lane();
-    if (warp >= n_ids) return;  // whole warp leaves together
-    const dmc_u32 sid = ids[warp];
+    if (job >= n_ids) return;  // the whole warp (team: block) leaves together
+    const dmc_u32 sid = ids[job];
     const dmc_stream s = streams[sid];
-    if (!dmc_stream_ok(s, sid, src_total, dst_total, lane == 0, status, actual)) return;
-    dmc_zstd_smem* sm = &smem[threadIdx.x / DMC_WARP_SIZE];
+    // every warp of a team checks the same descriptor: all leave here, or none
+    if (!dmc_stream_ok(s, sid, src_total, dst_total, lane == 0 && w == 0, status, actual)) return;
+    dmc_zstd_smem* sm = &smem[team ? 0 : wib];
+    if (w > 0) {
+        while (dmc_zstd_team_round(sm, w, lane) != DMC_ZSTD_TEAM_DONE) {
+        }
+        return;
+    }
+    if (lane == 0) sm->team.size = team ? DMC_ZSTD_TEAM : 1;
     for (dmc_u32 t = lane; t < DMC_ZSTD_CODES; t += DMC_WARP_SIZE) {
         sm->codes[t] = t < 20 ? dmc_zstd_ll_base[16 + t] | ((dmc_u32)dmc_zstd_ll_bits[16 + t] << 24)
                               : dmc_zstd_ml_base[12 + t] | ((dmc_u32)dmc_zstd_ml_bits[12 + t] << 24);
     }
-    __syncwarp();  // the code table is visible to every lane
+    __syncwarp();  // the code table and the team's size are visible to every lane
     const dmc_u8* in = src_base + s.src_off;
     dmc_u8* out = dst_base + s.dst_off;
     const dmc_u32 in_len = s.src_len;
@@ -1592,6 +1670,10 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
         st = dmc_zstd_frame(sm, in, in_len, &ip, out, out_len, &op, verify, lane);
     }
     if (st == DMC_STATUS_OK && op != out_len) st = DMC_STATUS_SIZE_MISMATCH;
+    if (team) {  // the helpers leave
+        if (lane == 0) sm->team.n = 0;
+        dmc_zstd_team_round(sm, 0, lane);
+    }
     if (lane == 0) {
         status[sid] = st;
         actual[sid] = op;

@@ -59,6 +59,9 @@ constexpr int WARM_BUCKETS = 12;
 struct WarpRec {
     uint64_t block;  // linear block index (x fastest)
     uint64_t warp;   // warp of the block
+    // the block's barriers (__syncthreads) before this record: a warp's path between two of
+    // its block's barriers is one record, so that the model can wait each phase out
+    uint64_t phase;
     // basic blocks the warp ran: its lanes' paths merged in lockstep (simt_runs: a block that
     // several lanes run at the same point of their paths is one run; diverged lanes take turns)
     uint64_t bbs;
@@ -82,7 +85,7 @@ struct WarpRec {
     // makes a warm load an L2 hit when its distance exceeds the block's share of the SM's L1.
     uint64_t warm_dist[WARM_BUCKETS];
 };
-static_assert(sizeof(WarpRec) == 8 * (13 + WARM_BUCKETS), "WarpRec has no padding");
+static_assert(sizeof(WarpRec) == 8 * (14 + WARM_BUCKETS), "WarpRec has no padding");
 
 struct Rec {
     uint64_t addr;
@@ -159,7 +162,8 @@ struct ThreadCost {
     std::vector<uint64_t> scratch, scratch2;
     // per call site (DAMACY_EMU_COST_SITES set): global requests, cold ones, shared requests
     std::unordered_map<uintptr_t, std::array<uint64_t, 3>> sites;
-    std::vector<WarpRec> warp_recs;  // the launch's warps, as their blocks end
+    std::vector<WarpRec> warp_recs;  // the launch's warps' phases, as their barriers complete
+    uint64_t phase = 0;              // barriers the running block passed (blocks run one at a time)
     // per basic block (DAMACY_EMU_COST_SITES set): warp runs and weighted instructions
     std::unordered_map<uintptr_t, std::pair<uint64_t, double>> bb_sites;
 };
@@ -501,23 +505,33 @@ DMC_EMU_INTERNAL inline void flush_warp(int w) {
     tls_busy = busy;
 }
 
+// At a barrier (end false) and at the block's end: evaluates every warp's requests and closes
+// its phase, a record of what it ran since the block's last barrier (none for a warp that ran
+// nothing: one that left before the barrier).
 DMC_EMU_INTERNAL inline void flush_block(Block* b, bool end) {
     if (tls_on == 0) return;
     const int nw = (b->nthreads + 31) / 32;
     for (int w = 0; w < nw; w++) flush_warp(w);
-    if (!end) return;
     ThreadCost* c = tls_cost;
+    const uint64_t block =
+        (uint64_t)b->bidx.x + (uint64_t)b->gdim.x * ((uint64_t)b->bidx.y + (uint64_t)b->gdim.y * b->bidx.z);
     for (int w = 0; w < nw; w++) {
         WarpLog& L = c->warps[w];
-        c->cur.max_warp_g_cold = std::max(c->cur.max_warp_g_cold, L.g_cold);
-        c->cur.max_warp_g_warm = std::max(c->cur.max_warp_g_warm, L.g_warm);
-        c->cur.max_warp_s_req = std::max(c->cur.max_warp_s_req, L.s_req);
-        L.g_cold = L.g_warm = L.s_req = 0;
-        L.tot.block = (uint64_t)b->bidx.x + (uint64_t)b->gdim.x * ((uint64_t)b->bidx.y + (uint64_t)b->gdim.y * b->bidx.z);
+        if (end) {
+            c->cur.max_warp_g_cold = std::max(c->cur.max_warp_g_cold, L.g_cold);
+            c->cur.max_warp_g_warm = std::max(c->cur.max_warp_g_warm, L.g_warm);
+            c->cur.max_warp_s_req = std::max(c->cur.max_warp_s_req, L.s_req);
+            L.g_cold = L.g_warm = L.s_req = 0;
+        }
+        const WarpRec& t = L.tot;
+        if (t.bbs == 0 && t.g_store == 0 && t.g_sectors == 0 && t.s_load == 0 && t.s_store == 0) continue;
+        L.tot.block = block;
         L.tot.warp = (uint64_t)w;
+        L.tot.phase = c->phase;
         c->warp_recs.push_back(L.tot);
         L.tot = WarpRec{};
     }
+    c->phase = end ? 0 : c->phase + 1;
 }
 
 DMC_EMU_INTERNAL inline void launch_begin(const char* kernel, dim3 grid, dim3 block) {
@@ -545,6 +559,7 @@ DMC_EMU_INTERNAL inline void launch_begin(const char* kernel, dim3 grid, dim3 bl
     c->l1.clear();
     c->reuse.clear();
     c->warp_recs.clear();
+    c->phase = 0;
     for (WarpLog& L : c->warps) {
         L.recs.clear();
         L.g_cold = L.g_warm = L.s_req = 0;

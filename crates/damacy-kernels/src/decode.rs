@@ -179,6 +179,13 @@ pub struct DecodeConfig {
     /// [`Decoder::finish_batch`] calls are read back at once while they fit, else in as many
     /// reads as needed; 0: four waves' worth (`4 × wave_streams`). At least `wave_streams`.
     pub batch_streams: usize,
+    /// Whether the zstd kernel gives each job a team of [`c::DMC_ZSTD_TEAM`] warps (a block per
+    /// job; the helpers decode a block's four Huffman literal streams beside the leader) or one
+    /// warp (four jobs per block). `None` (the default) chooses per wave: teams while the wave's
+    /// jobs fit the device's resident blocks at once ([`Device::sm_count`] ×
+    /// [`c::DMC_ZSTD_MIN_BLOCKS`]), one warp per job for a larger wave, where the jobs fill the
+    /// device by themselves. A wave of a single job always gets a team.
+    pub zstd_teams: Option<bool>,
 }
 
 impl Default for DecodeConfig {
@@ -194,6 +201,7 @@ impl Default for DecodeConfig {
             staging_bytes: 0,
             staging_pieces: 4,
             batch_streams: 0,
+            zstd_teams: None,
         }
     }
 }
@@ -258,6 +266,12 @@ impl DecodeConfig {
     #[must_use]
     pub fn with_batch_streams(mut self, v: usize) -> Self {
         self.batch_streams = v;
+        self
+    }
+    /// Sets `zstd_teams`.
+    #[must_use]
+    pub fn with_zstd_teams(mut self, v: Option<bool>) -> Self {
+        self.zstd_teams = v;
         self
     }
 
@@ -833,6 +847,18 @@ fn parts_per_job(longest: u32, part_bytes: u32, n: u32) -> u32 {
     longest.div_ceil(part_bytes).clamp(1, cap)
 }
 
+/// Blocks of a zstd launch of `n` jobs on a device of `sms` SMs: one per job (the kernel then
+/// gives each job its block's warps as a team: `gx >= n` is how `dmc_zstd_decode` tells) when
+/// `teams` says so, or by default while the jobs fit the resident blocks at once; else four
+/// jobs of one warp per block.
+fn zstd_blocks(n: u32, sms: u32, teams: Option<bool>) -> u32 {
+    if teams.unwrap_or(n <= sms.saturating_mul(c::DMC_ZSTD_MIN_BLOCKS)) {
+        n
+    } else {
+        n.div_ceil(c::DMC_ZSTD_WARPS_PER_BLOCK)
+    }
+}
+
 /// A batched decoder bound to one device; owns its wave buffers.
 ///
 /// Three streams: a copy stream uploads (through a pinned staging ring, piece by piece), the
@@ -928,6 +954,19 @@ impl Decoder {
     #[must_use]
     pub fn config(&self) -> &DecodeConfig {
         &self.config
+    }
+
+    /// Whether a wave of `jobs` zstd jobs gets teams of warps ([`DecodeConfig::zstd_teams`]).
+    #[must_use]
+    pub fn zstd_teams_for(&self, jobs: usize) -> bool {
+        let n = u32::try_from(jobs).unwrap_or(u32::MAX);
+        zstd_blocks(n, self.device.sm_count(), self.config.zstd_teams) >= n
+    }
+
+    /// Sets [`DecodeConfig::zstd_teams`] for the waves queued from now on (a benchmark that
+    /// decodes a sample of a wave keeps the whole wave's choice).
+    pub fn set_zstd_teams(&mut self, teams: Option<bool>) {
+        self.config.zstd_teams = teams;
     }
 
     /// The stream the kernels run on: work queued on it after a `decode_wave` or `queue_wave`
@@ -1362,7 +1401,11 @@ impl Decoder {
                 continue;
             }
             let a = StreamArgs { ids: inp.ptr(at)?, n_ids, ..args };
-            let gx = n_ids.div_ceil(per_block);
+            let gx = if codec == SLOT_ZSTD {
+                zstd_blocks(n_ids, self.device.sm_count(), self.config.zstd_teams)
+            } else {
+                n_ids.div_ceil(per_block)
+            };
             let gy = parts_per_job(tables.longest[codec], part_bytes, gx);
             // SAFETY: all pointers address the slot's input and output, passed as `uses` (so
             // they outlive the launch); every stream's range lies inside `src_total` and the

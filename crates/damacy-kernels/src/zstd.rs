@@ -1,6 +1,6 @@
 //! Zstandard (RFC 8878) on the device: the host parse that splits a chunk's frames into jobs
 //! with known output ranges. The [`Decoder`](crate::Decoder) turns each job into one stream of
-//! its wave (codec zstd, one warp of `kernels/zstd.cu` per stream), beside the lz4, blosclz and
+//! its wave (codec zstd, one warp or team of `kernels/zstd.cu` per stream), beside the lz4, blosclz and
 //! raw streams of the same wave.
 //!
 //! A chunk holds one or more zstd frames, possibly with skippable frames between them. The host
@@ -8,7 +8,9 @@
 //! kernel cannot decode (dictionaries, truncated or malformed framing) with an error that names
 //! the byte, and cuts the chunk into *jobs*: runs of consecutive frames whose output offset is
 //! known, from the frames' content sizes or, where a frame omits its size, from the size the
-//! caller expects. Each job is one [`Kernel::ZstdDecode`](crate::Kernel::ZstdDecode) warp; the
+//! caller expects. Each job is one [`Kernel::ZstdDecode`](crate::Kernel::ZstdDecode) warp, or in
+//! a wave of few jobs a team of warps whose helpers decode the four Huffman literal streams of
+//! a block side by side ([`DecodeConfig::zstd_teams`](crate::DecodeConfig::zstd_teams)); the
 //! jobs of all chunks of a wave decode in one launch.
 //!
 //! ```no_run

@@ -100,19 +100,44 @@ fn config() -> DecodeConfig {
 }
 
 /// Decodes the chunks through the wave decoder (zstd streams of the wave's stream table) on
-/// the emulator under schedule `seed`. Each test thread keeps one decoder per seed, its buffers
-/// reused from call to call as the engine's are.
+/// the emulator under schedule `seed`, twice: each job a team of warps (a block's four Huffman
+/// streams side by side) and each job one warp; the two must agree (bytes, or the error). Each
+/// test thread keeps one decoder per seed and mode, its buffers reused from call to call as
+/// the engine's are.
 fn decode(seed: u64, inputs: &[ChunkInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
     thread_local! {
-        static DECODERS: std::cell::RefCell<Vec<(u64, Decoder)>> = const { std::cell::RefCell::new(Vec::new()) };
+        static DECODERS: std::cell::RefCell<Vec<(u64, bool, Decoder)>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     DECODERS.with_borrow_mut(|decoders| {
-        let at = decoders.iter().position(|(s, _)| *s == seed).unwrap_or_else(|| {
-            decoders.push((seed, Decoder::new(&Device::emulated(seed), config()).unwrap()));
-            decoders.len() - 1
-        });
-        decoders[at].1.decode_to_host(inputs).unwrap().chunks
+        let mut run = |teams: bool| {
+            let at = decoders.iter().position(|(s, t, _)| *s == seed && *t == teams).unwrap_or_else(|| {
+                let config = config().with_zstd_teams(Some(teams));
+                decoders.push((seed, teams, Decoder::new(&Device::emulated(seed), config).unwrap()));
+                decoders.len() - 1
+            });
+            decoders[at].2.decode_to_host(inputs).unwrap().chunks
+        };
+        let team = run(true);
+        let alone = run(false);
+        for (i, (a, b)) in team.iter().zip(&alone).enumerate() {
+            assert!(
+                format!("{a:?}") == format!("{b:?}"),
+                "chunk {i} of {}: decoded by a team of warps it is {}, by one warp {}",
+                inputs.len(),
+                describe(a),
+                describe(b)
+            );
+        }
+        team
     })
+}
+
+/// A decode result in a few words (the bytes' length, or the error).
+fn describe(r: &Result<Vec<u8>, Error>) -> String {
+    match r {
+        Ok(v) => format!("{} bytes", v.len()),
+        Err(e) => e.to_string(),
+    }
 }
 
 /// One chunk and the bytes it must decode to.

@@ -255,6 +255,15 @@ impl Backend for CudaBackend {
         Some(self.ctx.ordinal())
     }
 
+    fn sm_count(&self) -> u32 {
+        // an attribute every CUDA device has; 1 (a device too small for teams) if the query fails
+        self.ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .ok()
+            .and_then(|n| u32::try_from(n).ok())
+            .map_or(1, |n| n.max(1))
+    }
+
     fn describe(&self) -> String {
         let name = self.ctx.name().unwrap_or_else(|_| "unknown".into());
         format!("CUDA device {} ({name}, sm_{}{})", self.ctx.ordinal(), self.arch.0, self.arch.1)

@@ -64,6 +64,10 @@ impl Backend for EmuBackend {
         None
     }
 
+    fn sm_count(&self) -> u32 {
+        crate::model::Gpu::h200().sms
+    }
+
     fn describe(&self) -> String {
         format!("host emulator (schedule seed {})", self.seed)
     }

@@ -43,6 +43,8 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     /// The CUDA device ordinal; `None` on the emulator.
     fn cuda_ordinal(&self) -> Option<usize>;
     fn describe(&self) -> String;
+    /// Streaming multiprocessors.
+    fn sm_count(&self) -> u32;
     /// A new stream, named `name` in the emulator's schedule log ("stream N" when empty).
     fn new_stream(&self, name: &str) -> Result<Stream>;
     /// An event recorded on a foreign `CUstream`; `default` is the device's default stream.
@@ -390,6 +392,14 @@ impl Device {
     #[must_use]
     pub fn describe(&self) -> String {
         self.inner.backend.describe()
+    }
+
+    /// The device's streaming multiprocessors: what a launch needs to fill it (the zstd kernel's
+    /// launch shape is chosen from it). The emulator reports the GPU its performance model
+    /// predicts by default, an H200's 132.
+    #[must_use]
+    pub fn sm_count(&self) -> u32 {
+        self.inner.backend.sm_count()
     }
 
     /// The CUDA device ordinal this device is bound to; `None` on the emulator.

@@ -28,7 +28,10 @@
 //!   fits the block's share of the SM's L1 (the unified 256 KiB less the shared-memory
 //!   carve-out the kernel's occupancy needs, over the blocks resident on the SM; a warm load
 //!   beyond it was evicted and is an L2 load);
-//! - a block lasts as long as its longest warp; blocks go to SMs as the hardware's block
+//! - a block lasts as long as its longest warp; where its warps meet at barriers
+//!   (`__syncthreads`: the zstd kernel's teams), the emulator records each warp's path between
+//!   two barriers as a phase, and the block lasts the sum of its phases' longest paths (a
+//!   barrier waits for the slowest warp); a warp is active until its last phase ends; blocks go to SMs as the hardware's block
 //!   scheduler places them: the first `SMs × resident blocks` spread over the SMs, each later one
 //!   to the slot that frees first (**occupancy**: registers, shared memory, threads and blocks
 //!   per SM, [`Gpu::occupancy`]); an SM's time is at least its warps' instructions over its four
@@ -61,6 +64,10 @@ pub struct WarpRec {
     pub block: u64,
     /// Warp of the block.
     pub warp: u64,
+    /// The block's barriers (`__syncthreads`) before this record: a warp's path between two
+    /// of its block's barriers is one record (a phase), so a warp of a block with barriers has
+    /// several; [`Launch::warp_totals`] sums them per warp.
+    pub phase: u64,
     /// Host basic blocks the warp ran (its lanes' paths merged in lockstep: diverged lanes
     /// take turns).
     pub bbs: u64,
@@ -118,7 +125,38 @@ pub struct Launch {
     pub warps: Vec<WarpRec>,
 }
 
+impl WarpRec {
+    /// Adds `o`'s counts to this record's (block, warp and phase stay).
+    pub fn add(&mut self, o: &WarpRec) {
+        self.bbs += o.bbs;
+        self.insts += o.insts;
+        self.shfl += o.shfl;
+        self.g_load_cold += o.g_load_cold;
+        self.g_load_warm += o.g_load_warm;
+        self.g_store += o.g_store;
+        self.g_sectors += o.g_sectors;
+        self.s_load += o.s_load;
+        self.s_store += o.s_store;
+        self.s_wavefronts += o.s_wavefronts;
+        self.g_load_l2 += o.g_load_l2;
+        for (a, b) in self.warm_dist.iter_mut().zip(&o.warm_dist) {
+            *a += b;
+        }
+    }
+}
+
 impl Launch {
+    /// Each warp's phases summed: one record per warp of the launch (phase 0), in block and
+    /// warp order.
+    #[must_use]
+    pub fn warp_totals(&self) -> Vec<WarpRec> {
+        let mut m: BTreeMap<(u64, u64), WarpRec> = BTreeMap::new();
+        for w in &self.warps {
+            m.entry((w.block, w.warp)).or_insert(WarpRec { block: w.block, warp: w.warp, ..WarpRec::default() }).add(w);
+        }
+        m.into_values().collect()
+    }
+
     /// The launch `k` times over: its blocks (and their warps) repeated with block indices
     /// shifted by the recorded block count, its distinct bytes `k` times — what a launch of
     /// `k` times the work looks like when the recorded one ran every k-th chunk of it.
@@ -407,6 +445,43 @@ impl Gpu {
             + w.s_load as f64 * self.shared_latency
     }
 
+    /// Per block: its time (its phases between barriers, each as long as its longest warp's
+    /// path there, summed), its instructions, its warps, and its warps' active cycles summed.
+    fn block_times(&self, l: &Launch, l1_lines: f64) -> BTreeMap<u64, (f64, f64, f64, f64)> {
+        // a barrier waits for every warp; a warp is active until the end of its last phase (one
+        // waiting at a barrier is resident and active)
+        let mut phase_len: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+        let mut last: BTreeMap<(u64, u64), (u64, f64)> = BTreeMap::new();
+        for w in &l.warps {
+            let t = self.warp_cycles(w, l1_lines);
+            let e = phase_len.entry((w.block, w.phase)).or_insert(0.0);
+            *e = e.max(t);
+            let e = last.entry((w.block, w.warp)).or_insert((w.phase, t));
+            if w.phase >= e.0 {
+                *e = (w.phase, t);
+            }
+        }
+        let mut phase_start: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+        let mut blocks: BTreeMap<u64, (f64, f64, f64, f64)> = BTreeMap::new();
+        for (&(b, p), &len) in &phase_len {
+            let e = blocks.entry(b).or_insert((0.0, 0.0, 0.0, 0.0));
+            phase_start.insert((b, p), e.0);
+            e.0 += len;
+        }
+        for w in &l.warps {
+            if let Some(e) = blocks.get_mut(&w.block) {
+                e.1 += w.insts;
+            }
+        }
+        for (&(b, _), &(p, t)) in &last {
+            if let Some(e) = blocks.get_mut(&b) {
+                e.2 += 1.0;
+                e.3 += phase_start.get(&(b, p)).copied().unwrap_or(0.0) + t;
+            }
+        }
+        blocks
+    }
+
     /// The predicted time of one launch; `res` are the kernel's registers and shared memory
     /// (`None`: 32 registers, the emulator's shared memory).
     #[must_use]
@@ -422,22 +497,15 @@ impl Gpu {
         let n_blocks = c.blocks.max(l.warps.iter().map(|w| w.block + 1).max().unwrap_or(0));
         let resident = u64::from(occ.blocks_per_sm.max(1)).min(n_blocks.div_ceil(u64::from(self.sms)).max(1));
         let l1_lines = f64::from(self.l1_bytes(occ.blocks_per_sm, smem)) / 128.0 / resident as f64;
-        // per block: its longest warp, and its instructions
-        let mut blocks: BTreeMap<u64, (f64, f64, f64, f64)> = BTreeMap::new();
-        let mut longest = (0.0f64, 0u64);
-        let mut longest_warp = WarpRec::default();
-        for w in &l.warps {
-            let t = self.warp_cycles(w, l1_lines);
-            let e = blocks.entry(w.block).or_insert((0.0, 0.0, 0.0, 0.0));
-            e.0 = e.0.max(t);
-            e.1 += w.insts;
-            e.2 += 1.0;
-            e.3 += t;
-            if t > longest.0 {
-                longest = (t, w.block);
-                longest_warp = *w;
-            }
-        }
+        let blocks = self.block_times(l, l1_lines);
+        // the longest block, and the warp with the longest path of its own (its phases summed)
+        let totals = l.warp_totals();
+        let longest = blocks.iter().map(|(&b, v)| (v.0, b)).fold((0.0f64, 0u64), |a, x| if x.0 > a.0 { x } else { a });
+        let longest_warp = totals
+            .iter()
+            .map(|w| (self.warp_cycles(w, l1_lines), w))
+            .fold((0.0f64, WarpRec::default()), |a, (t, w)| if t > a.0 { (t, *w) } else { a })
+            .1;
         let sms = self.sms as usize;
         let slots = (occ.blocks_per_sm.max(1) as usize) * sms;
         // list scheduling: the first `slots` blocks spread over the SMs round robin, each later
@@ -491,7 +559,7 @@ impl Gpu {
         } else {
             Bound::Latency
         };
-        let mean_warp = if l.warps.is_empty() { 0.0 } else { insts / l.warps.len() as f64 };
+        let mean_warp = if totals.is_empty() { 0.0 } else { insts / totals.len() as f64 };
         Prediction {
             kernel: c.kernel.clone(),
             total_s: latency_s.max(memory_s) + self.launch_s,
@@ -503,10 +571,10 @@ impl Gpu {
             blocks: n_blocks,
             waves: n_blocks as f64 / slots as f64,
             achieved_occupancy,
-            warps: l.warps.len() as u64,
+            warps: totals.len() as u64,
             insts,
             mean_warp_insts: mean_warp,
-            max_warp_insts: l.warps.iter().map(|w| w.insts).fold(0.0, f64::max),
+            max_warp_insts: totals.iter().map(|w| w.insts).fold(0.0, f64::max),
             longest_warp,
             bound,
         }
@@ -597,7 +665,8 @@ pub struct Prediction {
     pub memory_s: f64,
     /// The fixed launch cost.
     pub launch_s: f64,
-    /// The longest warp's serial path.
+    /// The longest block's time: its longest warp's serial path, or in a block with barriers
+    /// the longest warp's path of each phase between them, summed.
     pub longest_warp_s: f64,
     /// Resident blocks per SM.
     pub occupancy: Occupancy,
@@ -708,7 +777,7 @@ mod tests {
         let g = Gpu { launch_s: 0.0, ..Gpu::h200() };
         // 64-thread blocks at 96 registers: 10 blocks (20 warps) per SM
         let res = KernelResources { registers: 96, smem_bytes: 0, sass_instructions: 0 };
-        let two = |b: u64, insts: f64| [warp(b, insts, 0), warp(b, insts, 0)];
+        let two = |b: u64, insts: f64| [warp(b, insts, 0), WarpRec { warp: 1, ..warp(b, insts, 0) }];
         // one full wave of even warps: every slot the occupancy allows is active throughout
         let w: Vec<WarpRec> = (0..132 * 10).flat_map(|b| two(b, 1000.0)).collect();
         let p = g.predict(&launch(64, w), Some(&res));
@@ -727,6 +796,34 @@ mod tests {
         let w: Vec<WarpRec> = (0..32).flat_map(|b| two(b, 1000.0)).collect();
         let p = g.predict(&launch(64, w), Some(&res));
         assert!((p.achieved_occupancy - 64.0 / (132.0 * 64.0)).abs() < 1e-9, "{}", p.achieved_occupancy);
+    }
+
+    #[test]
+    fn a_block_with_barriers_waits_each_phase_out_for_its_slowest_warp() {
+        let g = Gpu { launch_s: 0.0, ..Gpu::h200() };
+        let res = KernelResources { registers: 32, smem_bytes: 0, sass_instructions: 0 };
+        let rec = |warp: u64, phase: u64, insts: f64| WarpRec { block: 0, warp, phase, insts, ..WarpRec::default() };
+        // two warps, two phases: warp 0 is slower in phase 0 (100 vs 10), warp 1 in phase 1
+        // (100 vs 10); warp 0 then runs alone a third phase (50). Without barriers the block
+        // would last 160 instructions (warp 0's own path); with them 100 + 100 + 50
+        let w = vec![rec(0, 0, 100.0), rec(1, 0, 10.0), rec(0, 1, 10.0), rec(1, 1, 100.0), rec(0, 2, 50.0)];
+        let p = g.predict(&launch(64, w.clone()), Some(&res));
+        assert!((p.latency_s * g.clock_hz - 250.0 * g.cpi).abs() < 1e-6, "{}", p.latency_s * g.clock_hz / g.cpi);
+        // the launch's warps are its two warps, their phases summed
+        assert_eq!(p.warps, 2);
+        assert!((p.max_warp_insts - 160.0).abs() < 1e-9);
+        assert!((p.longest_warp.insts - 160.0).abs() < 1e-9);
+        // warp 0 is active all 250, warp 1 until phase 1 ends (200): 450 of one SM's 64 slots
+        let want = 450.0 / (f64::from(g.sms) * f64::from(g.max_warps) * 250.0);
+        assert!((p.achieved_occupancy - want).abs() < 1e-12, "{} vs {want}", p.achieved_occupancy);
+        // the same records as one phase each: the longest warp's own path
+        let flat: Vec<WarpRec> = Launch { cost: LaunchCost::default(), warps: w }
+            .warp_totals()
+            .into_iter()
+            .map(|r| WarpRec { phase: 0, ..r })
+            .collect();
+        let p = g.predict(&launch(64, flat), Some(&res));
+        assert!((p.latency_s * g.clock_hz - 160.0 * g.cpi).abs() < 1e-6);
     }
 
     #[test]
