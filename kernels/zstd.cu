@@ -5,10 +5,11 @@
 // Mapping: one warp per job, a job being one or more consecutive frames of a chunk whose output
 // range the host knows (content sizes or the caller's expected size); jobs of all chunks decode
 // at once. A wave of few jobs (no more than the device's resident blocks) gives each job a
-// block of DMC_ZSTD_TEAM warps, a team: the leader (warp 0) decodes the job as below, and the
-// helpers decode a block's four Huffman literal streams beside it, one stream each, between two
-// block barriers (dmc_zstd_team_round); a larger wave fills the device with its jobs, a warp
-// each, four per block. Inside a job, frames and blocks are inherently sequential (a block's matches reach
+// block of DMC_ZSTD_TEAM warps, a team (struct dmc_zstd_team): the leader (warp 0) walks the
+// job as below; the helpers decode a block's four Huffman literal streams beside it, one stream
+// each, and helper 1 decodes the block's sequences a group of 32 ahead of the leader, which
+// executes them from shared memory (dmc_zstd_helper; the rounds are one block barrier apart).
+// A larger wave fills the device with its jobs, a warp each, four per block. Inside a job, frames and blocks are inherently sequential (a block's matches reach
 // into earlier blocks, its repeat offsets and treeless/repeat tables come from earlier blocks),
 // so the warp walks them in order:
 //   - headers and the sequence bitstream are decoded redundantly by all 32 lanes (uniform
@@ -110,6 +111,40 @@
 
 // Per-warp tables. FSE entries pack symbol (bits 0-7), bits to read (8-15), baseline (16-31);
 // Huffman entries pack symbol (bits 0-7) and code length (8-15).
+// A job's team (DMC_ZSTD_TEAM warps, one block; see dmc_zstd_decode), in the block's shared
+// memory. The team works in rounds, one block barrier apart (dmc_zstd_team_sync): before each
+// barrier the leader's lane 0 posts the next round's task (task[round & 1]: a helper reads it
+// after the barrier while the leader may already write the one after); what a round's work
+// wrote is read after the next barrier.
+#define DMC_ZSTD_TASK_IDLE 0u
+#define DMC_ZSTD_TASK_HUF 1u   // the four Huffman streams below, warp w on stream w
+#define DMC_ZSTD_TASK_SEQ0 2u  // helper 1: start a block's sequences (below), decode group 0
+#define DMC_ZSTD_TASK_SEQ 3u   // helper 1: decode the next group of 32 sequences
+#define DMC_ZSTD_TASK_DONE 4u  // the job is done: the helpers leave
+struct dmc_zstd_team {
+    dmc_u32 task[2];
+    dmc_u32 round;  // the leader's rounds so far (its lane 0's)
+    // DMC_ZSTD_TASK_HUF: the streams' bytes, lengths, destinations, literal counts and (written
+    // by the warp that decoded it) statuses; the Huffman code's table log (the table: the
+    // job's sm->hdec)
+    const dmc_u8* p[4];
+    dmc_u8* dst[4];
+    dmc_u32 len[4], cnt[4], st[4];
+    dmc_u32 log;
+    // DMC_ZSTD_TASK_SEQ0: the block's sequence bitstream, its sequences, the table state
+    // (dmc_zstd_frame_state::tabs: the FSE tables are the job's sm->ll/of/ml) and the repeat
+    // offsets at its start
+    const dmc_u8* sp;
+    dmc_u32 slen, nseq, tabs, rep[3];
+    // helper 1's output: groups of 32 sequences, two buffers (group g in g & 1) of literals
+    // lengths, match lengths and offsets (lane j of the decoding warp stores sequence j), the
+    // index in the group of a sequence the bitstream could not give (32: none); after the
+    // block's last sequence, the bitstream's end check and the repeat offsets
+    dmc_u32 seq[2][3 * DMC_WARP_SIZE];
+    dmc_u32 bad[2];
+    dmc_u32 end_st, rep_out[3];
+};
+
 struct dmc_zstd_smem {
     // ll, ml and of first, in this order (the sequence loop indexes them as one array)
     dmc_u32 ll[1 << DMC_ZSTD_LL_LOG_MAX];
@@ -134,19 +169,7 @@ struct dmc_zstd_smem {
     } t;
     dmc_u32 codes[DMC_ZSTD_CODES];  // length codes with extra bits (see DMC_ZSTD_CODES)
     dmc_u32 res[4];  // lane 0's results for the warp: status, bytes used, log, last symbol
-    // A job's team (DMC_ZSTD_TEAM warps, see dmc_zstd_decode): the Huffman streams of a round
-    // (dmc_zstd_team_round), written by the leader's lane 0 before the round's first barrier,
-    // and each stream's status, written by the lane 0 of the warp that decoded it.
-    struct {
-        const dmc_u8* p[4];  // the stream's bytes
-        dmc_u8* dst[4];      // where its literals go
-        dmc_u32 len[4];      // its length in bytes
-        dmc_u32 cnt[4];      // its literals
-        dmc_u32 st[4];       // its status
-        dmc_u32 n;           // streams of the round; 0: the job is done, the helpers leave
-        dmc_u32 log;         // the Huffman code's table log
-        dmc_u32 size;        // warps of the job: 1 (alone) or DMC_ZSTD_TEAM
-    } team;
+    struct dmc_zstd_team* tm;  // the job's team (dmc_zstd_team); null: the warp is alone
 };
 
 // Literals length and match length codes: baseline and extra bits (RFC 8878 3.1.1.3.2.1.1).
@@ -835,29 +858,6 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
     return DMC_STATUS_OK;
 }
 
-// ---- Teams: a job's Huffman streams over several warps ----
-// One round of a team (every warp of the block, one job): the leader (warp 0) published the
-// round's streams in sm->team (lane 0, and the Huffman decode table in sm->hdec) before the
-// call; warp w decodes streams w, w + DMC_ZSTD_TEAM, ... (dmc_zstd_huf_stream: the whole warp on
-// one stream) and its lane 0 writes each stream's status. The first barrier publishes the
-// round to the helpers, the second the literals and statuses to the leader (a barrier orders
-// the block's shared and global memory). Every warp of the block calls this one function, so
-// all pass the same two barriers; a round of 0 streams tells the helpers the job is done
-// (returns DMC_ZSTD_TEAM_DONE, the same in every warp).
-#define DMC_ZSTD_TEAM_DONE 0xFFFFFFFFu
-__device__ __noinline__ dmc_u32 dmc_zstd_team_round(dmc_zstd_smem* sm, dmc_u32 w, dmc_u32 lane) {
-    __syncthreads();  // the leader's round (streams, decode table) is visible
-    const dmc_u32 n = sm->team.n;
-    if (n == 0) return DMC_ZSTD_TEAM_DONE;
-    for (dmc_u32 k = w; k < n; k += DMC_ZSTD_TEAM) {
-        const dmc_u32 st =
-            dmc_zstd_huf_stream(sm, sm->team.log, sm->team.p[k], sm->team.len[k], sm->team.dst[k], sm->team.cnt[k], lane);
-        if (lane == 0) sm->team.st[k] = st;
-    }
-    __syncthreads();  // every stream's literals and status are visible to the leader
-    return DMC_STATUS_OK;
-}
-
 // ---- Copies (all 32 lanes) ----
 
 // Copies and fills of this many bytes or more use aligned 4-byte stores (dmc_warp_copy_wide,
@@ -1120,6 +1120,144 @@ __device__ dmc_u64 dmc_zstd_xxh64(const dmc_u8* p, dmc_u64 len, dmc_u32 lane) {
     return h;
 }
 
+// ---- Sequences ----
+
+// Decodes the next sequence of a block: its literals length, match length and offset (the
+// repeat offsets resolved and moved), and unless it is the block's last (`more` false) the
+// three FSE states' updates. All 32 lanes, the same values (every lane reads the bitstream
+// through its own reader, r). False when the bitstream ran out (corrupt): the repeat offsets
+// are then left as they were.
+__device__ __forceinline__ bool dmc_zstd_seq_next(const dmc_zstd_smem* sm, dmc_zlr* r, dmc_i32* spos, dmc_u32* s_ll,
+                                                  dmc_u32* s_of, dmc_u32* s_ml, dmc_u32* rep0, dmc_u32* rep1,
+                                                  dmc_u32* rep2, bool more, dmc_u32* ll_out, dmc_u32* ml_out,
+                                                  dmc_u32* off_out) {
+    const dmc_u32 ell = sm->ll[*s_ll], eof = sm->of[*s_of], eml = sm->ml[*s_ml];
+    const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
+    const dmc_u32 ofv = (1u << ofc) + dmc_zstd_seq_read(r, spos, ofc);
+    const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
+    // literals length codes in closed form (no shared lookup): 16..24 from packed constants
+    // (baselines 16..48, 6 bits each; extra bits 1..4, 4 bits each), 25..35 are 1 << (c - 19)
+    // with c - 19 extra bits
+    const dmc_u32 lk = llc - 16;
+    const dmc_u32 llv = llc < 16   ? llc
+                        : llc < 25 ? (dmc_u32)((0x30a20718594490ull >> (6 * lk)) & 63u) |
+                                         ((dmc_u32)((0x433221111ull >> (4 * lk)) & 15u) << 24)
+                                   : (1u << (llc - 19)) | ((llc - 19) << 24);
+    const dmc_u32 ml = (mlv & 0xFFFFFFu) + dmc_zstd_seq_read(r, spos, mlv >> 24);
+    const dmc_u32 ll = (llv & 0xFFFFFFu) + dmc_zstd_seq_read(r, spos, llv >> 24);
+    if (more) {  // the three updates' bits (LL, ML, OF; at most 9 + 9 + 8) in one read
+        const dmc_u32 nll = (ell >> 8) & 0xFF, nml = (eml >> 8) & 0xFF, nof = (eof >> 8) & 0xFF;
+        const dmc_u32 v = dmc_zstd_seq_read(r, spos, nll + nml + nof);
+        *s_ll = (ell >> 16) + (v >> (nml + nof));
+        *s_ml = (eml >> 16) + ((v >> nof) & ((1u << nml) - 1u));
+        *s_of = (eof >> 16) + (v & ((1u << nof) - 1u));
+    }
+    if (*spos < 0) return false;
+    // Repeat offsets: a new offset, or a repeat offset other than the first, moves to the front
+    // (the ones before it move one place back; rep 1 chosen leaves rep 2 as it is).
+    const dmc_u32 idx = ofv > 3 ? 4u : ofv - 1 + (ll == 0 ? 1u : 0u);
+    const dmc_u32 off = idx == 4 ? ofv - 3 : (idx == 0 ? *rep0 : (idx == 1 ? *rep1 : (idx == 2 ? *rep2 : *rep0 - 1)));
+    if (idx != 0) {
+        if (idx != 1) *rep2 = *rep1;
+        *rep1 = *rep0;
+        *rep0 = off;
+    }
+    *ll_out = ll;
+    *ml_out = ml;
+    *off_out = off;
+    return true;
+}
+
+// Places a block's sequence reader: the bitstream [sp, sp + slen) (slen > 0, its last byte
+// non-zero: checked by the caller) and its three initial states; the logs from `tabs`.
+__device__ __forceinline__ void dmc_zstd_seq_start(dmc_zlr* r, dmc_i32* spos, dmc_u32* s_ll, dmc_u32* s_of,
+                                                   dmc_u32* s_ml, const dmc_u8* sp, dmc_u32 slen, dmc_u32 tabs) {
+    *spos = (dmc_i32)(slen - 1) * 8 + (dmc_i32)dmc_zstd_highbit(sp[slen - 1]);
+    r->p = sp;
+    r->len = slen;
+    r->mis = (dmc_u32)((dmc_u64)sp & 3u);
+    dmc_zlr_seek(r, *spos);
+    *s_ll = dmc_zstd_seq_read(r, spos, (tabs >> 8) & 15u);
+    *s_of = dmc_zstd_seq_read(r, spos, (tabs >> 16) & 15u);
+    *s_ml = dmc_zstd_seq_read(r, spos, (tabs >> 24) & 15u);
+}
+
+// ---- Teams (see struct dmc_zstd_team) ----
+
+// The team's barrier: every warp of the block calls this one function, so all of them wait at
+// the same __syncthreads (a barrier orders the block's shared and global memory).
+__device__ __noinline__ void dmc_zstd_team_sync() { __syncthreads(); }
+
+// The leader: posts the next round's task and ends this round.
+__device__ __forceinline__ void dmc_zstd_team_post(dmc_zstd_team* tm, dmc_u32 task, dmc_u32 lane) {
+    if (lane == 0) {
+        tm->task[tm->round & 1u] = task;
+        tm->round++;
+    }
+    dmc_zstd_team_sync();
+}
+
+// A helper (warp w > 0 of a team) until the job is done: each round it waits at the barrier and
+// does the round's task: a Huffman stream (stream w of a DMC_ZSTD_TASK_HUF round), or (helper
+// 1) the next group of 32 of a block's sequences, decoded as the leader would (the FSE states,
+// the repeat offsets) into the group's buffer, while the leader executes the group before.
+__device__ __noinline__ void dmc_zstd_helper(const dmc_zstd_smem* sm, dmc_zstd_team* tm, dmc_u32 w, dmc_u32 lane) {
+    dmc_zlr r = {};
+    dmc_i32 spos = 0;
+    dmc_u32 s_ll = 0, s_of = 0, s_ml = 0, rep0 = 0, rep1 = 0, rep2 = 0, i = 0, nseq = 0, g = 0;
+    for (dmc_u32 round = 0;; round++) {
+        dmc_zstd_team_sync();
+        const dmc_u32 task = tm->task[round & 1u];
+        if (task == DMC_ZSTD_TASK_DONE) return;
+        if (task == DMC_ZSTD_TASK_HUF) {
+            for (dmc_u32 k = w; k < 4; k += DMC_ZSTD_TEAM) {
+                const dmc_u32 st = dmc_zstd_huf_stream(sm, tm->log, tm->p[k], tm->len[k], tm->dst[k], tm->cnt[k], lane);
+                if (lane == 0) tm->st[k] = st;
+            }
+            continue;
+        }
+        if (w != 1 || (task != DMC_ZSTD_TASK_SEQ0 && task != DMC_ZSTD_TASK_SEQ)) continue;
+        if (task == DMC_ZSTD_TASK_SEQ0) {
+            dmc_zstd_seq_start(&r, &spos, &s_ll, &s_of, &s_ml, tm->sp, tm->slen, tm->tabs);
+            rep0 = tm->rep[0];
+            rep1 = tm->rep[1];
+            rep2 = tm->rep[2];
+            nseq = tm->nseq;
+            i = 0;
+            g = 0;
+        }
+        dmc_u32 e_ll = 0, e_ml = 0, e_off = 0, bad = DMC_WARP_SIZE;
+        for (dmc_u32 j = 0; j < DMC_WARP_SIZE && i < nseq; j++, i++) {
+            dmc_u32 ll, ml, off;
+            if (!dmc_zstd_seq_next(sm, &r, &spos, &s_ll, &s_of, &s_ml, &rep0, &rep1, &rep2, i + 1 < nseq, &ll, &ml,
+                                   &off)) {
+                bad = j;
+                i = nseq;  // nothing after it is decoded
+                break;
+            }
+            if (lane == j) {
+                e_ll = ll;
+                e_ml = ml;
+                e_off = off;
+            }
+        }
+        dmc_u32* e = tm->seq[g & 1u];
+        e[lane] = e_ll;
+        e[DMC_WARP_SIZE + lane] = e_ml;
+        e[2 * DMC_WARP_SIZE + lane] = e_off;
+        if (lane == 0) {
+            tm->bad[g & 1u] = bad;
+            if (i == nseq) {
+                tm->end_st = spos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+                tm->rep_out[0] = rep0;
+                tm->rep_out[1] = rep1;
+                tm->rep_out[2] = rep2;
+            }
+        }
+        g++;
+    }
+}
+
 // ---- Blocks and frames ----
 
 // Decoding state carried across the blocks of a frame (identical in every lane).
@@ -1306,26 +1444,27 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             if (3 * seg > regen) return DMC_STATUS_CORRUPT;
             start = 6;
         }
-        if (streams == 4 && sm->team.size > 1) {
-            // the job's team decodes the four streams side by side (dmc_zstd_team_round)
+        dmc_zstd_team* tm = sm->tm;
+        if (streams == 4 && tm != nullptr) {
+            // the job's team decodes the four streams side by side: posted, one round, read
             for (dmc_u32 k = 0; k < 4; k++) {
                 const dmc_u32 len = k < 3 ? dmc_load_le16(sp + 2 * k) : slen - start;
                 if (len > slen - start) return DMC_STATUS_CORRUPT;
                 if (lane == 0) {
-                    sm->team.p[k] = sp + start;
-                    sm->team.len[k] = len;
-                    sm->team.dst[k] = lit + k * seg;
-                    sm->team.cnt[k] = k < 3 ? seg : regen - 3 * seg;
+                    tm->p[k] = sp + start;
+                    tm->len[k] = len;
+                    tm->dst[k] = lit + k * seg;
+                    tm->cnt[k] = k < 3 ? seg : regen - 3 * seg;
                 }
                 start += len;
             }
-            if (lane == 0) {
-                sm->team.n = 4;
-                sm->team.log = fs->tabs & 15u;
-            }
-            dmc_zstd_team_round(sm, 0, lane);
-            for (dmc_u32 k = 0; k < 4; k++)
-                if (sm->team.st[k] != DMC_STATUS_OK) return sm->team.st[k];
+            if (lane == 0) tm->log = fs->tabs & 15u;
+            dmc_zstd_team_post(tm, DMC_ZSTD_TASK_HUF, lane);
+            const dmc_u32 st = dmc_zstd_huf_stream(sm, tm->log, tm->p[0], tm->len[0], tm->dst[0], tm->cnt[0], lane);
+            dmc_zstd_team_post(tm, DMC_ZSTD_TASK_IDLE, lane);  // the helpers' streams are done
+            if (st != DMC_STATUS_OK) return st;
+            for (dmc_u32 k = 1; k < 4; k++)
+                if (tm->st[k] != DMC_STATUS_OK) return tm->st[k];
         } else {
             for (dmc_u32 k = 0; k < streams; k++) {
                 const dmc_u32 len = k + 1 < streams ? dmc_load_le16(sp + 2 * k) : slen - start;
@@ -1371,21 +1510,31 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         // each state's entry up itself (three broadcast shared loads, issued together): no
         // shuffles on the sequences' dependent chain (a window read through shuffles and
         // entries handed over by them took ~17 dependent shuffles per sequence).
-        dmc_zlr r;
-        dmc_i32 spos;
+        // With a team, helper 1 decodes the sequences, a group of 32 ahead of the leader
+        // (dmc_zstd_helper), and the leader executes them from the group buffers.
+        dmc_zstd_team* tm = sm->tm;
+        dmc_zlr r = {};
+        dmc_i32 spos = 0;
+        dmc_u32 s_ll = 0, s_of = 0, s_ml = 0, bad = DMC_WARP_SIZE;
         {
             const dmc_u8* sp = b + bp;
             const dmc_u32 slen = n - bp;
             if (bp >= n || sp[slen - 1] == 0) return DMC_STATUS_CORRUPT;
-            spos = (dmc_i32)(slen - 1) * 8 + (dmc_i32)dmc_zstd_highbit(sp[slen - 1]);
-            r.p = sp;
-            r.len = slen;
-            r.mis = (dmc_u32)((dmc_u64)sp & 3u);
-            dmc_zlr_seek(&r, spos);
+            if (tm != nullptr) {
+                if (lane == 0) {
+                    tm->sp = sp;
+                    tm->slen = slen;
+                    tm->nseq = nseq;
+                    tm->tabs = fs->tabs;
+                    tm->rep[0] = fs->rep0;
+                    tm->rep[1] = fs->rep1;
+                    tm->rep[2] = fs->rep2;
+                }
+                dmc_zstd_team_post(tm, DMC_ZSTD_TASK_SEQ0, lane);
+            } else {
+                dmc_zstd_seq_start(&r, &spos, &s_ll, &s_of, &s_ml, sp, slen, fs->tabs);
+            }
         }
-        dmc_u32 s_ll = dmc_zstd_seq_read(&r, &spos, dmc_zstd_tlog(fs, 0));
-        dmc_u32 s_of = dmc_zstd_seq_read(&r, &spos, dmc_zstd_tlog(fs, 1));
-        dmc_u32 s_ml = dmc_zstd_seq_read(&r, &spos, dmc_zstd_tlog(fs, 2));
         // Short sequences gather into batches of up to 32 (lane k keeps the batch's sequence k)
         // executed together by dmc_zstd_seq_batch; a sequence that cannot join (a long part,
         // or stores that would reach the in-tail literals the batch reads) runs alone after the
@@ -1394,39 +1543,20 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         for (dmc_u32 i = 0; i <= nseq; i++) {
             dmc_u32 ll = 0, ml = 0, off = 1;
             if (i < nseq) {  // decode and check sequence i (i == nseq: the last batch goes out)
-                const dmc_u32 ell = sm->ll[s_ll], eof = sm->of[s_of], eml = sm->ml[s_ml];
-                const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
-                const dmc_u32 ofv = (1u << ofc) + dmc_zstd_seq_read(&r, &spos, ofc);
-                const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
-                // literals length codes in closed form (no shared lookup): 16..24 from packed
-                // constants (baselines 16..48, 6 bits each; extra bits 1..4, 4 bits each),
-                // 25..35 are 1 << (c - 19) with c - 19 extra bits
-                const dmc_u32 lk = llc - 16;
-                const dmc_u32 llv = llc < 16   ? llc
-                                    : llc < 25 ? (dmc_u32)((0x30a20718594490ull >> (6 * lk)) & 63u) |
-                                                     ((dmc_u32)((0x433221111ull >> (4 * lk)) & 15u) << 24)
-                                               : (1u << (llc - 19)) | ((llc - 19) << 24);
-                ml = (mlv & 0xFFFFFFu) + dmc_zstd_seq_read(&r, &spos, mlv >> 24);
-                ll = (llv & 0xFFFFFFu) + dmc_zstd_seq_read(&r, &spos, llv >> 24);
-                if (i + 1 < nseq) {  // the three updates' bits (LL, ML, OF; at most 9 + 9 + 8) in one read
-                    const dmc_u32 nll = (ell >> 8) & 0xFF, nml = (eml >> 8) & 0xFF, nof = (eof >> 8) & 0xFF;
-                    const dmc_u32 v = dmc_zstd_seq_read(&r, &spos, nll + nml + nof);
-                    s_ll = (ell >> 16) + (v >> (nml + nof));
-                    s_ml = (eml >> 16) + ((v >> nof) & ((1u << nml) - 1u));
-                    s_of = (eof >> 16) + (v & ((1u << nof) - 1u));
-                }
-                if (spos < 0) return DMC_STATUS_CORRUPT;
-                // Repeat offsets: a new offset, or a repeat offset other than the first, moves
-                // to the front (the ones before it move one place back; rep 1 chosen leaves
-                // rep 2 as it is).
-                {
-                    const dmc_u32 idx = ofv > 3 ? 4u : ofv - 1 + (ll == 0 ? 1u : 0u);
-                    off = idx == 4 ? ofv - 3 : (idx == 0 ? fs->rep0 : (idx == 1 ? fs->rep1 : (idx == 2 ? fs->rep2 : fs->rep0 - 1)));
-                    if (idx != 0) {
-                        if (idx != 1) fs->rep2 = fs->rep1;
-                        fs->rep1 = fs->rep0;
-                        fs->rep0 = off;
+                if (tm != nullptr) {
+                    // group i / 32: decoded by helper 1 in the round this post ends
+                    const dmc_u32 j = i & (DMC_WARP_SIZE - 1), q = (i / DMC_WARP_SIZE) & 1u;
+                    if (j == 0) {
+                        dmc_zstd_team_post(tm, i + DMC_WARP_SIZE < nseq ? DMC_ZSTD_TASK_SEQ : DMC_ZSTD_TASK_IDLE, lane);
+                        bad = tm->bad[q];
                     }
+                    if (j == bad) return DMC_STATUS_CORRUPT;
+                    ll = tm->seq[q][j];
+                    ml = tm->seq[q][DMC_WARP_SIZE + j];
+                    off = tm->seq[q][2 * DMC_WARP_SIZE + j];
+                } else if (!dmc_zstd_seq_next(sm, &r, &spos, &s_ll, &s_of, &s_ml, &fs->rep0, &fs->rep1, &fs->rep2,
+                                              i + 1 < nseq, &ll, &ml, &off)) {
+                    return DMC_STATUS_CORRUPT;
                 }
                 // Execute: the literals, then the match (both checked first).
                 if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
@@ -1495,7 +1625,14 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             }
             op = mop + ml;
         }
-        if (spos != 0) return DMC_STATUS_CORRUPT;
+        if (tm != nullptr) {
+            if (tm->end_st != DMC_STATUS_OK) return tm->end_st;
+            fs->rep0 = tm->rep_out[0];
+            fs->rep1 = tm->rep_out[1];
+            fs->rep2 = tm->rep_out[2];
+        } else if (spos != 0) {
+            return DMC_STATUS_CORRUPT;
+        }
     } else if (bp != n) {
         return DMC_STATUS_CORRUPT;
     }
@@ -1605,14 +1742,14 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
 // Jobs and warps: a block has DMC_ZSTD_WARPS_PER_BLOCK (= DMC_ZSTD_TEAM) warps. When the grid
 // has a block per job (gridDim.x >= n_ids: the launcher's choice for a wave whose jobs fit the
 // device's resident blocks, see decode.rs) the block's warps are one job's team: warp 0 (the
-// leader) decodes the job, and at each block's four Huffman streams the helpers join it, one
-// stream each (dmc_zstd_team_round); between rounds they wait at the round's first barrier.
+// leader) walks the job and posts the helpers' tasks (dmc_zstd_helper), round by round.
 // Otherwise each warp is a job of its own (a larger wave: more jobs resident, no barriers).
 extern "C" __global__ void __launch_bounds__(DMC_ZSTD_WARPS_PER_BLOCK * DMC_WARP_SIZE, DMC_ZSTD_MIN_BLOCKS)
 dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                 dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
                 dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
     __shared__ dmc_zstd_smem smem[DMC_ZSTD_WARPS_PER_BLOCK];
+    __shared__ dmc_zstd_team team_sm;
     const dmc_u32 wib = threadIdx.x / DMC_WARP_SIZE;  // warp of the block
     const bool team = gridDim.x >= n_ids;             // uniform over the grid
     const dmc_u32 job = team ? blockIdx.x : blockIdx.x * DMC_ZSTD_WARPS_PER_BLOCK + wib;
@@ -1624,17 +1761,20 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
     // every warp of a team checks the same descriptor: all leave here, or none
     if (!dmc_stream_ok(s, sid, src_total, dst_total, lane == 0 && w == 0, status, actual)) return;
     dmc_zstd_smem* sm = &smem[team ? 0 : wib];
+    dmc_zstd_team* tm = team ? &team_sm : nullptr;
     if (w > 0) {
-        while (dmc_zstd_team_round(sm, w, lane) != DMC_ZSTD_TEAM_DONE) {
-        }
+        dmc_zstd_helper(sm, tm, w, lane);
         return;
     }
-    if (lane == 0) sm->team.size = team ? DMC_ZSTD_TEAM : 1;
+    if (lane == 0) {
+        sm->tm = tm;
+        if (tm != nullptr) tm->round = 0;
+    }
     for (dmc_u32 t = lane; t < DMC_ZSTD_CODES; t += DMC_WARP_SIZE) {
         sm->codes[t] = t < 20 ? dmc_zstd_ll_base[16 + t] | ((dmc_u32)dmc_zstd_ll_bits[16 + t] << 24)
                               : dmc_zstd_ml_base[12 + t] | ((dmc_u32)dmc_zstd_ml_bits[12 + t] << 24);
     }
-    __syncwarp();  // the code table and the team's size are visible to every lane
+    __syncwarp();  // the code table and the team pointer are visible to every lane
     const dmc_u8* in = src_base + s.src_off;
     dmc_u8* out = dst_base + s.dst_off;
     const dmc_u32 in_len = s.src_len;
@@ -1670,10 +1810,7 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
         st = dmc_zstd_frame(sm, in, in_len, &ip, out, out_len, &op, verify, lane);
     }
     if (st == DMC_STATUS_OK && op != out_len) st = DMC_STATUS_SIZE_MISMATCH;
-    if (team) {  // the helpers leave
-        if (lane == 0) sm->team.n = 0;
-        dmc_zstd_team_round(sm, 0, lane);
-    }
+    if (tm != nullptr) dmc_zstd_team_post(tm, DMC_ZSTD_TASK_DONE, lane);  // the helpers leave
     if (lane == 0) {
         status[sid] = st;
         actual[sid] = op;
