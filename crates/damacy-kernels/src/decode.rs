@@ -179,12 +179,13 @@ pub struct DecodeConfig {
     /// [`Decoder::finish_batch`] calls are read back at once while they fit, else in as many
     /// reads as needed; 0: four waves' worth (`4 × wave_streams`). At least `wave_streams`.
     pub batch_streams: usize,
-    /// Whether the zstd kernel gives each job a team of [`c::DMC_ZSTD_TEAM`] warps (a block per
-    /// job; the helpers decode a block's four Huffman literal streams beside the leader) or one
-    /// warp (four jobs per block). `None` (the default) chooses per wave: teams while the wave's
-    /// jobs fit the device's resident blocks at once ([`Device::sm_count`] ×
-    /// [`c::DMC_ZSTD_MIN_BLOCKS`]), one warp per job for a larger wave, where the jobs fill the
-    /// device by themselves. A wave of a single job always gets a team.
+    /// Whether the zstd kernel gives each job a team of four warps (a block per job: the
+    /// helpers decode a block's four Huffman literal streams beside the leader, and its
+    /// sequences a group ahead of it; `DMC_ZSTD_TEAM`, `kernels/common.cuh`) or one warp (four
+    /// jobs per block). `None` (the default) chooses per wave: teams while the wave's jobs fit
+    /// the device's resident blocks at once ([`Device::sm_count`] × `DMC_ZSTD_MIN_BLOCKS`, 4),
+    /// one warp per job for a larger wave, where the jobs fill the device by themselves. A wave
+    /// of a single job always gets a team.
     pub zstd_teams: Option<bool>,
 }
 
