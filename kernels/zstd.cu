@@ -77,11 +77,11 @@
 // the parallelism. The split remains the next step once the emulator's cost report says the
 // serial sequence decode dominates.
 //
-// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (~10.3 KB per job: the
+// Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (~10.2 KB per job: the
 // Huffman decode table's 4 KiB, the job's table of the literal and match length codes that
-// have extra bits, which its lanes copy from constant memory at the start, and a team's round);
-// 4 blocks of 4 warps per SM (the register limit, DMC_ZSTD_MIN_BLOCKS) take ~160 KiB of the 228
-// (a team uses one job's share of its block's).
+// have extra bits, which its lanes copy from constant memory at the start) and one dmc_zstd_team
+// (~1 KB: a team's tasks and sequence groups); 4 blocks of 4 warps per SM (the register limit,
+// DMC_ZSTD_MIN_BLOCKS) take ~165 KiB of the 228 (a team uses one job's share of its block's).
 // Every load is checked against the job's source length and every store against its output
 // length; corrupt input ends the job with a DMC_STATUS_* code.
 #include "common.cuh"
