@@ -1433,8 +1433,8 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         dmc_u8* lit = out + tail;
         const dmc_u8* sp = c + th;
         const dmc_u32 slen = csize - th;
-        // The streams one after another, each on the whole warp (one call site: fewer live
-        // registers). 4 streams: a jump table of the first three streams' sizes (each checked
+        // The streams one after another, each on the whole warp (unless a team decodes them
+        // side by side, below). 4 streams: a jump table of the first three streams' sizes (each checked
         // against the bytes left when it is read), then segments of seg literals and a last
         // one of the rest.
         dmc_u32 seg = regen, start = 0;
@@ -1444,36 +1444,35 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             if (3 * seg > regen) return DMC_STATUS_CORRUPT;
             start = 6;
         }
+        // With a team the four streams go side by side: the jump table read here, the streams
+        // posted, decoded in one round (the leader's stream 0 here, the helpers' the others), read.
         dmc_zstd_team* tm = sm->tm;
-        if (streams == 4 && tm != nullptr) {
-            // the job's team decodes the four streams side by side: posted, one round, read
-            for (dmc_u32 k = 0; k < 4; k++) {
-                const dmc_u32 len = k < 3 ? dmc_load_le16(sp + 2 * k) : slen - start;
-                if (len > slen - start) return DMC_STATUS_CORRUPT;
+        const bool side_by_side = streams == 4 && tm != nullptr;
+        for (dmc_u32 k = 0; k < streams; k++) {
+            const dmc_u32 len = k + 1 < streams ? dmc_load_le16(sp + 2 * k) : slen - start;
+            if (len > slen - start) return DMC_STATUS_CORRUPT;
+            const dmc_u32 cnt = k + 1 < streams ? seg : regen - k * seg;
+            if (side_by_side) {
                 if (lane == 0) {
                     tm->p[k] = sp + start;
                     tm->len[k] = len;
                     tm->dst[k] = lit + k * seg;
-                    tm->cnt[k] = k < 3 ? seg : regen - 3 * seg;
+                    tm->cnt[k] = cnt;
                 }
-                start += len;
+            } else {
+                const dmc_u32 st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp + start, len, lit + k * seg, cnt, lane);
+                if (st != DMC_STATUS_OK) return st;
             }
+            start += len;
+        }
+        if (side_by_side) {
             if (lane == 0) tm->log = fs->tabs & 15u;
             dmc_zstd_team_post(tm, DMC_ZSTD_TASK_HUF, lane);
-            const dmc_u32 st = dmc_zstd_huf_stream(sm, tm->log, tm->p[0], tm->len[0], tm->dst[0], tm->cnt[0], lane);
+            const dmc_u32 st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, tm->p[0], tm->len[0], tm->dst[0], tm->cnt[0], lane);
             dmc_zstd_team_post(tm, DMC_ZSTD_TASK_IDLE, lane);  // the helpers' streams are done
             if (st != DMC_STATUS_OK) return st;
             for (dmc_u32 k = 1; k < 4; k++)
                 if (tm->st[k] != DMC_STATUS_OK) return tm->st[k];
-        } else {
-            for (dmc_u32 k = 0; k < streams; k++) {
-                const dmc_u32 len = k + 1 < streams ? dmc_load_le16(sp + 2 * k) : slen - start;
-                if (len > slen - start) return DMC_STATUS_CORRUPT;
-                const dmc_u32 cnt = k + 1 < streams ? seg : regen - k * seg;
-                const dmc_u32 st = dmc_zstd_huf_stream(sm, fs->tabs & 15u, sp + start, len, lit + k * seg, cnt, lane);
-                if (st != DMC_STATUS_OK) return st;
-                start += len;
-            }
         }
         __syncwarp();  // the decoded literals are visible to every lane
         L.kind = 2;
