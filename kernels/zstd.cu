@@ -1182,6 +1182,32 @@ __device__ __forceinline__ void dmc_zstd_seq_start(dmc_zlr* r, dmc_i32* spos, dm
     *s_ml = dmc_zstd_seq_read(r, spos, (tabs >> 24) & 15u);
 }
 
+// Decodes the next group of up to 32 of a block's sequences, from sequence *i on (*i moves past
+// them): lane j keeps the group's sequence j (dmc_zstd_seq_next's values; zeros on lanes past
+// the group). All 32 lanes. Returns the index in the group of a sequence the bitstream could not
+// give (DMC_WARP_SIZE: none); nothing after it is decoded (*i = nseq).
+__device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* sm, dmc_zlr* r, dmc_i32* spos, dmc_u32* s_ll,
+                                                      dmc_u32* s_of, dmc_u32* s_ml, dmc_u32* rep0, dmc_u32* rep1,
+                                                      dmc_u32* rep2, dmc_u32* i, dmc_u32 nseq, dmc_u32 lane,
+                                                      dmc_u32* e_ll, dmc_u32* e_ml, dmc_u32* e_off) {
+    *e_ll = 0;
+    *e_ml = 0;
+    *e_off = 0;
+    for (dmc_u32 j = 0; j < DMC_WARP_SIZE && *i < nseq; j++, (*i)++) {
+        dmc_u32 ll, ml, off;
+        if (!dmc_zstd_seq_next(sm, r, spos, s_ll, s_of, s_ml, rep0, rep1, rep2, *i + 1 < nseq, &ll, &ml, &off)) {
+            *i = nseq;
+            return j;
+        }
+        if (lane == j) {
+            *e_ll = ll;
+            *e_ml = ml;
+            *e_off = off;
+        }
+    }
+    return DMC_WARP_SIZE;
+}
+
 // ---- Teams (see struct dmc_zstd_team) ----
 
 // The team's barrier: every warp of the block calls this one function, so all of them wait at
@@ -1226,21 +1252,9 @@ __device__ __noinline__ void dmc_zstd_helper(const dmc_zstd_smem* sm, dmc_zstd_t
             i = 0;
             g = 0;
         }
-        dmc_u32 e_ll = 0, e_ml = 0, e_off = 0, bad = DMC_WARP_SIZE;
-        for (dmc_u32 j = 0; j < DMC_WARP_SIZE && i < nseq; j++, i++) {
-            dmc_u32 ll, ml, off;
-            if (!dmc_zstd_seq_next(sm, &r, &spos, &s_ll, &s_of, &s_ml, &rep0, &rep1, &rep2, i + 1 < nseq, &ll, &ml,
-                                   &off)) {
-                bad = j;
-                i = nseq;  // nothing after it is decoded
-                break;
-            }
-            if (lane == j) {
-                e_ll = ll;
-                e_ml = ml;
-                e_off = off;
-            }
-        }
+        dmc_u32 e_ll, e_ml, e_off;
+        const dmc_u32 bad =
+            dmc_zstd_seq_group(sm, &r, &spos, &s_ll, &s_of, &s_ml, &rep0, &rep1, &rep2, &i, nseq, lane, &e_ll, &e_ml, &e_off);
         dmc_u32* e = tm->seq[g & 1u];
         e[lane] = e_ll;
         e[DMC_WARP_SIZE + lane] = e_ml;
@@ -1334,6 +1348,108 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
     dmc_zstd_fse_states(sm, table, sm->res[2], lane);
     *bp += sm->res[1];
     dmc_zstd_set_table(fs, kind, 2, sm->res[2]);
+    return DMC_STATUS_OK;
+}
+
+// Checks and executes a group of n (1..32) of a block's sequences, lane j holding sequence j's
+// literals length, match length and offset; `bad`: the index of one the bitstream could not give
+// (DMC_WARP_SIZE: none). All 32 lanes; *op_io, L->used and *block_out move past the group.
+// Warp scans give each sequence its output start and literal index, so each lane makes its own
+// sequence's checks (those a sequence-by-sequence loop would make, in its order) and the group's
+// first failing check is the status (then nothing of the group is written). The group then goes
+// out in runs of consecutive short sequences, each a dmc_zstd_seq_batch (its stores may not reach
+// the first in-tail literal it reads), and long sequences alone: the literals, then the match.
+// A sequence-by-sequence loop spent ~110 instructions per sequence on the checks and the batch
+// bookkeeping, every lane the same.
+__device__ __forceinline__ dmc_u32 dmc_zstd_seq_exec(dmc_u8* out, dmc_u32 out_len, dmc_u32* op_io, dmc_zstd_lits* L,
+                                                     const dmc_zstd_frame_state* fs, dmc_u32* block_out, dmc_u32 n,
+                                                     dmc_u32 bad, dmc_u32 ll, dmc_u32 ml, dmc_u32 off, dmc_u32 lane) {
+    const bool in = lane < n;
+    if (!in) {
+        ll = 0;
+        ml = 0;
+    }
+    // inclusive scans: the group's output and literals up to the end of this lane's sequence
+    dmc_u32 oend = ll + ml, lend = ll;
+    dmc_zstd_scan2(&oend, &lend, lane);
+    const dmc_u32 op0 = *op_io, bo = *block_out + oend;  // the block's output after this sequence
+    oend += op0;
+    lend += L->used;
+    const dmc_u32 sop = oend - ml - ll, lu = lend - ll;  // this sequence's first byte, first literal
+    const dmc_u32 mop = sop + ll;                          // its match's first byte
+    dmc_u32 st = DMC_STATUS_OK;
+    if (lane == bad) {
+        st = DMC_STATUS_CORRUPT;
+    } else if (ll > L->size - lu) {
+        st = DMC_STATUS_CORRUPT;
+    } else if (ll > out_len - sop) {
+        st = DMC_STATUS_DST_OVERFLOW;
+    } else if (bo > fs->block_max) {
+        st = DMC_STATUS_CORRUPT;
+    } else if (ml > (L->kind == 2 ? L->tail + lu + ll : out_len) - mop) {
+        // the match may not reach the literals still to copy (in-tail literals) nor past the
+        // output range
+        st = DMC_STATUS_DST_OVERFLOW;
+    } else if (off == 0 || off > mop - fs->frame_start) {
+        st = DMC_STATUS_BAD_OFFSET;
+    }
+    const unsigned fail = __ballot_sync(0xffffffffu, in && st != DMC_STATUS_OK);
+    if (fail != 0) return __shfl_sync(0xffffffffu, st, __ffs(fail) - 1);
+    *block_out = __shfl_sync(0xffffffffu, bo, DMC_WARP_SIZE - 1);
+    // a match of DMC_ZSTD_RUN_MIN bytes or more that overlaps its source (a run) goes out alone
+    // too: dmc_zstd_match stores it without loads or by doubling; in a batch each of its bytes
+    // would be resolved through the batch's sequences, one binary search of shuffles per step (at
+    // 64 bytes the zstd fixtures' model time rose 11 %, at 128 5 %, with the label image's gain
+    // the same)
+    const bool short_seq = in && ll < DMC_ZSTD_WIDE_MIN && ml < DMC_ZSTD_RUN_MIN && !(ml >= DMC_ZSTD_WIDE_MIN && off >= ml);
+    for (dmc_u32 s = 0; s < n;) {
+        // the run from s: short sequences whose stores end at or before the first in-tail literal
+        // the run reads (the lanes past the group never join)
+        const dmc_u32 lim = L->tail + __shfl_sync(0xffffffffu, lu, s);
+        const bool join = short_seq && lane >= s && (L->kind != 2 || lim >= oend);
+        const unsigned stop = __ballot_sync(0xffffffffu, !join && lane >= s);
+        const dmc_u32 e = stop != 0 ? (dmc_u32)__ffs(stop) - 1 : DMC_WARP_SIZE;
+        if (e > s) {
+            // sequence s + k on lane k (ll < 64, ml < 128: short)
+            const dmc_u32 from = (lane + s) & (DMC_WARP_SIZE - 1);
+            const dmc_u32 blen = __shfl_sync(0xffffffffu, ll | ml << 8, from), boff = __shfl_sync(0xffffffffu, off, from);
+            L->used = __shfl_sync(0xffffffffu, lend, e - 1);
+            dmc_zstd_seq_batch(out, __shfl_sync(0xffffffffu, oend, e - 1), L, e - s, blen, boff, lane);
+            s = e;
+            continue;
+        }
+        // sequence s alone
+        const dmc_u32 op = __shfl_sync(0xffffffffu, sop, s), sll = __shfl_sync(0xffffffffu, ll, s);
+        const dmc_u32 sml = __shfl_sync(0xffffffffu, ml, s), soff = __shfl_sync(0xffffffffu, off, s);
+        L->used = __shfl_sync(0xffffffffu, lu, s);
+        const bool wide_lits = sll >= DMC_ZSTD_WIDE_MIN, wide_match = sml >= DMC_ZSTD_WIDE_MIN && soff >= sml;
+        __syncwarp();  // the earlier sequences' bytes are visible to every lane
+        if (L->kind != 2 || L->tail + L->used - op >= sll + sml) {
+            // a long literal run or a long match without overlap: the literals, then the match
+            // (its source may be these literals: a __syncwarp between), each long part with
+            // aligned 4-byte stores (one call site: fewer live registers)
+            for (dmc_u32 part = 0; part < 2; part++) {
+                const bool lits = part == 0;
+                if (lits ? (wide_lits && L->kind != 1) : wide_match) {
+                    dmc_warp_copy_wide(out + (lits ? op : op + sll), lits ? L->src + L->used : out + op + sll - soff,
+                                       lits ? sll : sml, lane);
+                } else if (lits) {
+                    dmc_zstd_copy_lits(out, op, L, sll, lane, false);
+                } else {
+                    dmc_zstd_match(out, op + sll, soff, sml, lane);
+                }
+                __syncwarp();
+            }
+        } else {
+            // the front is close behind the in-tail literals: literals first, in rounds
+            dmc_zstd_copy_lits(out, op, L, sll, lane, false);
+            __syncwarp();  // this match reads bytes other lanes just wrote
+            dmc_zstd_match(out, op + sll, soff, sml, lane);
+        }
+        s++;
+    }
+    *op_io = __shfl_sync(0xffffffffu, oend, DMC_WARP_SIZE - 1);
+    L->used = __shfl_sync(0xffffffffu, lend, DMC_WARP_SIZE - 1);
     return DMC_STATUS_OK;
 }
 
@@ -1514,7 +1630,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         dmc_zstd_team* tm = sm->tm;
         dmc_zlr r = {};
         dmc_i32 spos = 0;
-        dmc_u32 s_ll = 0, s_of = 0, s_ml = 0, bad = DMC_WARP_SIZE;
+        dmc_u32 s_ll = 0, s_of = 0, s_ml = 0;
         {
             const dmc_u8* sp = b + bp;
             const dmc_u32 slen = n - bp;
@@ -1534,95 +1650,27 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                 dmc_zstd_seq_start(&r, &spos, &s_ll, &s_of, &s_ml, sp, slen, fs->tabs);
             }
         }
-        // Short sequences gather into batches of up to 32 (lane k keeps the batch's sequence k)
-        // executed together by dmc_zstd_seq_batch; a sequence that cannot join (a long part,
-        // or stores that would reach the in-tail literals the batch reads) runs alone after the
-        // batch. `op` and `L.used` run ahead of the output written so far by the batch.
-        dmc_u32 nb = 0, lim = 0, blen = 0, boff = 0;  // lim: L.tail + the batch's first literal
-        for (dmc_u32 i = 0; i <= nseq; i++) {
-            dmc_u32 ll = 0, ml = 0, off = 1;
-            if (i < nseq) {  // decode and check sequence i (i == nseq: the last batch goes out)
-                if (tm != nullptr) {
-                    // group i / 32: decoded by helper 1 in the round this post ends
-                    const dmc_u32 j = i & (DMC_WARP_SIZE - 1), q = (i / DMC_WARP_SIZE) & 1u;
-                    if (j == 0) {
-                        dmc_zstd_team_post(tm, i + DMC_WARP_SIZE < nseq ? DMC_ZSTD_TASK_SEQ : DMC_ZSTD_TASK_IDLE, lane);
-                        bad = tm->bad[q];
-                    }
-                    if (j == bad) return DMC_STATUS_CORRUPT;
-                    ll = tm->seq[q][j];
-                    ml = tm->seq[q][DMC_WARP_SIZE + j];
-                    off = tm->seq[q][2 * DMC_WARP_SIZE + j];
-                } else if (!dmc_zstd_seq_next(sm, &r, &spos, &s_ll, &s_of, &s_ml, &fs->rep0, &fs->rep1, &fs->rep2,
-                                              i + 1 < nseq, &ll, &ml, &off)) {
-                    return DMC_STATUS_CORRUPT;
-                }
-                // Execute: the literals, then the match (both checked first).
-                if (ll > L.size - L.used) return DMC_STATUS_CORRUPT;
-                if (ll > out_len - op) return DMC_STATUS_DST_OVERFLOW;
-                block_out += ll + ml;
-                if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
-                const dmc_u32 mop = op + ll;  // the match's first byte
-                // The match may not reach the literals still to copy (in-tail literals) nor past
-                // the output range.
-                const dmc_u32 limit = L.kind == 2 ? L.tail + L.used + ll : out_len;
-                if (ml > limit - mop) return DMC_STATUS_DST_OVERFLOW;
-                if (off == 0 || off > mop - fs->frame_start) return DMC_STATUS_BAD_OFFSET;
-            }
-            const dmc_u32 mop = op + ll;  // the match's first byte
-            // a match of DMC_ZSTD_RUN_MIN bytes or more that overlaps its source (a run) goes
-            // out alone too: dmc_zstd_match stores it without loads or by doubling; in a batch
-            // each of its bytes would be resolved through the batch's sequences, one binary
-            // search of shuffles per step (at 64 bytes the zstd fixtures' model time rose 11 %,
-            // at 128 5 %, with the label image's gain the same)
-            const bool wide_lits = ll >= DMC_ZSTD_WIDE_MIN, wide_match = ml >= DMC_ZSTD_WIDE_MIN && off >= ml;
-            const bool long_match = wide_match || ml >= DMC_ZSTD_RUN_MIN;
-            // joins the batch unless a part is long or its stores would reach the first in-tail
-            // literal the batch reads; a full batch, or one this sequence cannot join, goes first
-            const bool short_seq = i < nseq && !wide_lits && !long_match;
-            bool join = short_seq && (L.kind != 2 || (nb > 0 ? lim : L.tail + L.used) >= mop + ml);
-            if (nb > 0 && (!join || nb == DMC_WARP_SIZE)) {
-                dmc_zstd_seq_batch(out, op, &L, nb, blen, boff, lane);
-                nb = 0;
-                join = short_seq && (L.kind != 2 || L.tail + L.used >= mop + ml);
-            }
-            if (i == nseq) break;
-            if (join) {
-                if (nb == 0) lim = L.tail + L.used;
-                if (lane == nb) {
-                    blen = ll | ml << 8;  // ll < 64 (short), ml < 2^17 (a block's output)
-                    boff = off;
-                }
-                nb++;
-                L.used += ll;
-                op = mop + ml;
-                continue;
-            }
-            __syncwarp();  // the earlier sequences' bytes are visible to every lane
-            if (L.kind != 2 || L.tail + L.used - op >= ll + ml) {
-                // a long literal run or a long match without overlap: the literals, then the
-                // match (its source may be these literals: a __syncwarp between), each long
-                // part with aligned 4-byte stores (one call site: fewer live registers)
-                for (dmc_u32 part = 0; part < 2; part++) {
-                    const bool lits = part == 0;
-                    if (lits ? (wide_lits && L.kind != 1) : wide_match) {
-                        dmc_warp_copy_wide(out + (lits ? op : mop), lits ? L.src + L.used : out + mop - off,
-                                           lits ? ll : ml, lane);
-                    } else if (lits) {
-                        dmc_zstd_copy_lits(out, op, &L, ll, lane, false);
-                    } else {
-                        dmc_zstd_match(out, mop, off, ml, lane);
-                    }
-                    __syncwarp();
-                }
-                if (wide_lits && L.kind != 1) L.used += ll;
+        // The sequences go in groups of 32 (lane j keeps the group's sequence j): decoded by this
+        // warp (dmc_zstd_seq_group) or, with a team, by helper 1 a group ahead (read from the
+        // group's buffer), then checked and executed by the whole warp (dmc_zstd_seq_exec).
+        for (dmc_u32 i = 0; i < nseq;) {
+            const dmc_u32 cnt = dmc_min_u32(nseq - i, DMC_WARP_SIZE);
+            dmc_u32 ll = 0, ml = 0, off = 0, bad;
+            if (tm != nullptr) {
+                // group i / 32: decoded by helper 1 in the round this post ends
+                const dmc_u32 q = (i / DMC_WARP_SIZE) & 1u;
+                dmc_zstd_team_post(tm, i + DMC_WARP_SIZE < nseq ? DMC_ZSTD_TASK_SEQ : DMC_ZSTD_TASK_IDLE, lane);
+                bad = tm->bad[q];
+                ll = tm->seq[q][lane];
+                ml = tm->seq[q][DMC_WARP_SIZE + lane];
+                off = tm->seq[q][2 * DMC_WARP_SIZE + lane];
+                i += cnt;
             } else {
-                // the front is close behind the in-tail literals: literals first, in rounds
-                dmc_zstd_copy_lits(out, op, &L, ll, lane, false);
-                __syncwarp();  // this match reads bytes other lanes just wrote
-                dmc_zstd_match(out, mop, off, ml, lane);
+                bad = dmc_zstd_seq_group(sm, &r, &spos, &s_ll, &s_of, &s_ml, &fs->rep0, &fs->rep1, &fs->rep2, &i, nseq,
+                                         lane, &ll, &ml, &off);
             }
-            op = mop + ml;
+            const dmc_u32 st = dmc_zstd_seq_exec(out, out_len, &op, &L, fs, &block_out, cnt, bad, ll, ml, off, lane);
+            if (st != DMC_STATUS_OK) return st;
         }
         if (tm != nullptr) {
             if (tm->end_st != DMC_STATUS_OK) return tm->end_st;

@@ -1570,3 +1570,72 @@ proptest! {
         }
     }
 }
+
+/// A block's sequences fail at the first one that breaks a rule, and the status is that
+/// sequence's first broken rule in the format's order (literals left, output range, offset),
+/// wherever the sequences sit in the kernel's groups of 32 (it checks a group's sequences at
+/// once): offsets past the frame's start, literals past the block's literals and output past
+/// the expected size, alone and two at once in either order, in one group and across two, and
+/// two in one sequence.
+#[test]
+fn the_first_failing_sequence_decides_the_status() {
+    type FailCase = (Option<usize>, Option<usize>, Option<usize>, Option<StreamStatus>);
+    let mut next = rng(11);
+    let history: Vec<u8> = (0..4100).map(|_| next() as u8).collect();
+    // offset code 12 for all: valid offsets 4093..=4112 (the output is 4116 bytes or more),
+    // the bad one 8188 (past the frame's start until sequence 70)
+    let seqs: Vec<Seq> = (0..80)
+        .map(|_| Seq { ll: 16 + (next() % 2) as u32, ofv: 4096 + (next() % 20) as u32, ml: 41 + (next() % 2) as u32 })
+        .collect();
+    let lits_all: Vec<u8> = (0..80 * 17 + 9).map(|_| next() as u8).collect();
+    let h = Header { fcs_bytes: 0, ..PLAIN };
+    // (bad offset at, literals run out at, output ends at, expected status)
+    let bad = Some(StreamStatus::BadOffset);
+    let corrupt = Some(StreamStatus::Corrupt);
+    let over = Some(StreamStatus::DstOverflow);
+    let cases: [FailCase; 15] = [
+        (Some(0), None, None, bad),
+        (Some(5), None, None, bad),
+        (Some(31), None, None, bad),
+        (Some(32), None, None, bad),
+        (Some(45), None, None, bad),
+        (None, Some(7), None, corrupt),
+        (None, None, Some(33), over),
+        (Some(10), Some(20), None, bad),
+        (Some(20), Some(10), None, corrupt),
+        (Some(40), Some(33), None, corrupt),
+        (Some(31), Some(32), None, bad),
+        (Some(20), None, Some(12), over),
+        (Some(12), None, Some(20), bad),
+        // one sequence breaking two rules: the earlier rule's status
+        (Some(20), Some(20), None, corrupt),
+        (Some(20), None, Some(20), over),
+    ];
+    let before = |k: usize, f: fn(&Seq) -> u32| seqs[..k].iter().map(f).sum::<u32>() as usize;
+    let mut frames = Vec::new();
+    let mut lens = Vec::new();
+    for &(kb, kl, ko, _) in &cases {
+        let mut s = seqs.clone();
+        if let Some(k) = kb {
+            s[k].ofv = 8191;
+        }
+        let nl = kl.map_or(before(80, |q| q.ll) + 9, |k| before(k, |q| q.ll) + 5);
+        let block = compressed_block(&Lits::Raw(&lits_all[..nl]), &s, Tables::Rle);
+        frames.push(frame(h, &[raw_block(&history, false), comp_block(&block, true)], &[]));
+        lens.push(ko.map(|k| history.len() + before(k, |q| q.ll + q.ml) + 3));
+    }
+    let inputs: Vec<ChunkInput<'_>> = frames
+        .iter()
+        .zip(&lens)
+        .map(|(f, n)| match n {
+            Some(n) => ChunkInput::zstd(f).with_expected_len(*n),
+            None => ChunkInput::zstd(f).with_expected_len(history.len() + 80 * 60),
+        })
+        .collect();
+    for &seed in seeds() {
+        let out = decode(seed, &inputs);
+        for (i, (r, c)) in out.iter().zip(&cases).enumerate() {
+            assert_eq!(status_of(r), c.3, "case {i} {:?} (seed {seed}): {:?}", &c, r.as_ref().err());
+        }
+    }
+}
