@@ -46,14 +46,16 @@
 //     scratch buffer is needed, and a front that would overrun them is corrupt input;
 //   - literal and match copies and raw/RLE blocks are cooperative over the 32 lanes, with the
 //     overlap-safe match copy of the LZ4 kernel (byte j of a match of distance d comes from
-//     op-d+(j mod d)); short sequences (no part of 64 bytes or more, except runs under 128)
-//     gather into batches of up to 32, lane k keeping sequence k's lengths and offset, and a batch goes out in one
-//     pass, in rounds of 128 bytes (dmc_zstd_seq_batch: warp scans place the sequences; four
-//     times per round each lane resolves one byte's source, through earlier bytes of the
-//     batch, to a literal or to output written before the batch, and loads it; shuffles
-//     gather each lane's 4 bytes into one aligned 4-byte store), one __syncwarp per batch; a
-//     sequence with a long part, or whose stores would reach the in-tail literals the batch
-//     reads, runs alone after the batch: literals and match (a __syncwarp between), when the
+//     op-d+(j mod d)); a block's sequences go in groups of 32, lane j holding sequence j, each
+//     group checked at once (dmc_zstd_seq_exec: warp scans give every sequence its output start
+//     and literal index, each lane checks its own, the first failing sequence's first broken
+//     rule is the status), then executed: a run of consecutive short sequences (no part of 64
+//     bytes or more, except runs under 128) goes out in one pass, in rounds of 128 bytes
+//     (dmc_zstd_seq_batch: four times per round each lane resolves one byte's source, through
+//     earlier bytes of the run, to a literal or to output written before it, and loads it;
+//     shuffles gather each lane's 4 bytes into one aligned 4-byte store), one __syncwarp per
+//     run; a sequence with a long part, or whose stores would reach the in-tail literals the
+//     run reads, goes alone: literals and match (a __syncwarp between), when the
 //     output front is close behind the in-tail literals in rounds; runs of 64 bytes or more
 //     (literal runs, matches that do not overlap their source, a block's last literals, raw
 //     and RLE blocks) go out as aligned 4-byte stores, 512 bytes per round with four loads in
@@ -74,8 +76,11 @@
 // them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
 // literal buffer per block in global memory, and the win over this mapping comes only from
 // frames with many blocks; zarr chunks of 64 KiB–1 MiB have 1–8 blocks, and the batch supplies
-// the parallelism. The split remains the next step once the emulator's cost report says the
-// serial sequence decode dominates.
+// the parallelism. The GPU model now says the serial sequence decode dominates the demo
+// volume's 256 KiB chunks (~34 k sequences each; helper 1's chain is 74 % of the launch's
+// instructions): decoding a chunk's blocks side by side (a helper per block, the later blocks'
+// repeat offsets resolved when they are executed, their decoded sequences in a scratch buffer)
+// is the next step.
 //
 // Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (~10.2 KB per job: the
 // Huffman decode table's 4 KiB, the job's table of the literal and match length codes that
