@@ -278,8 +278,10 @@ __device__ __forceinline__ dmc_win_t<W> dmc_win_open(const dmc_u8* src, dmc_u32 
 // Moves the window so that it holds [p, p + n) (n <= 32 * sizeof(W) - sizeof(W) + 1), when it does not.
 template <typename W>
 __device__ __forceinline__ void dmc_win_need(dmc_win_t<W>* w, dmc_u32 p, dmc_u32 n, dmc_u32 lane) {
-    const dmc_u64 a = (dmc_u64)p + w->mis;
-    if (a < w->start || a + n > (dmc_u64)w->start + DMC_WARP_SIZE * sizeof(W)) dmc_win_fill(w, p, lane);
+    // p's offset in the window (below its start: wraps past any window size; positions and the
+    // window's start are 32-bit, as in dmc_win_get)
+    const dmc_u32 d = p + w->mis - w->start;
+    if (d > DMC_WARP_SIZE * (dmc_u32)sizeof(W) - n) dmc_win_fill(w, p, lane);
 }
 
 // Byte p of a dmc_win; p may differ between lanes (a lane whose p lies outside the window
@@ -566,8 +568,7 @@ DMC_UNROLL
 
 // True when stream position p lies in the window.
 __device__ __forceinline__ bool dmc_win_has(const dmc_win& w, dmc_u32 p) {
-    const dmc_u64 a = (dmc_u64)p + w.mis;
-    return a >= w.start && a < (dmc_u64)w.start + DMC_WIN_BYTES;
+    return p + w.mis - w.start < DMC_WIN_BYTES;  // one 32-bit compare (see dmc_win_need)
 }
 
 // One token of a batch, held by lane t for token t.
