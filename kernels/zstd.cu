@@ -970,29 +970,25 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
 }
 
 // A batch of up to 32 short sequences in one pass: lane k holds sequence k's literals length
-// (under 64) | match length << 8 in `blen` and its offset in `boff` (lanes k >= nb: ignored);
-// the batch's output ends at `end` and its literals at literal index L->used. Warp scans give
-// each sequence its output start and literal index (so the batch starts at op = end - total);
-// then each lane takes one byte of the batch's output per slot of 32 (4 slots per round of 128
-// bytes) and resolves where that byte comes from: a literal (the literal source), or a match byte, whose source byte (the
-// overlap-safe rule of dmc_zstd_match) either lies before op (already written and
-// synchronised: read the output) or is another byte of this batch, resolved again (each step
-// lands in an earlier sequence or in a literal, so at most nb steps). No lane reads a byte that
-// any lane writes in this call, and each round of 128 bytes is four load requests and one
-// store request for the whole batch (a sequence alone spent a load and a store request per 32
-// bytes of each sequence). The caller made sure the
-// batch's stores end at or before the first in-tail literal it reads (out[op, end) never
-// meets the literals); the warp is synchronised on entry and return.
-__device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, const dmc_zstd_lits* L, dmc_u32 nb,
-                                                   dmc_u32 blen, dmc_u32 boff, dmc_u32 lane) {
+// (under 64) | match length << 8 in `blen`, its offset in `boff`, its output start in `start` and
+// its first literal's index in `lu` (lanes k >= nb: ignored); the batch's output is out[op, end)
+// (the caller's warp scans gave the starts and literal indices, so none is scanned again here).
+// Each lane takes one byte of the batch's output per slot of 32 (4 slots per round of 128
+// bytes) and resolves where that byte comes from: a literal (the literal source), or a match
+// byte, whose source byte (the overlap-safe rule of dmc_zstd_match) either lies before op
+// (already written and synchronised: read the output) or is another byte of this batch,
+// resolved again (each step lands in an earlier sequence or in a literal, so at most nb steps).
+// No lane reads a byte that any lane writes in this call, and each round of 128 bytes is four
+// load requests and one store request for the whole batch (a sequence alone spent a load and a
+// store request per 32 bytes of each sequence). The caller made sure the batch's stores end at
+// or before the first in-tail literal it reads (out[op, end) never meets the literals); the warp
+// is synchronised on entry and return.
+__device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 op, dmc_u32 end, const dmc_zstd_lits* L,
+                                                   dmc_u32 nb, dmc_u32 blen, dmc_u32 boff, dmc_u32 start,
+                                                   dmc_u32 lu, dmc_u32 lane) {
     __syncwarp();  // the bytes before op are visible to every lane
-    const dmc_u32 bll = blen & 0xFFu, bml = blen >> 8;
-    const dmc_u32 n = lane < nb ? bll + bml : 0u, l = lane < nb ? bll : 0u;
-    dmc_u32 sn = n, sl = l;  // inclusive scans over the lanes
-    dmc_zstd_scan2(&sn, &sl, lane);
-    const dmc_u32 start = sn - n, lu = sl - l;  // this lane's sequence: output start, literal index
-    const dmc_u32 total = __shfl_sync(0xffffffffu, sn, DMC_WARP_SIZE - 1);
-    const dmc_u32 op = end - total, lu0 = L->used - __shfl_sync(0xffffffffu, sl, DMC_WARP_SIZE - 1);
+    const dmc_u32 bll = blen & 0xFFu;
+    const dmc_u32 total = end - op;
     // Output in rounds of 128 bytes from the aligned word at or before op: slot b of a round is
     // the bytes x = r + 32 b + lane (x counted from that word, the batch's bytes are x in
     // [mis, span)), one byte per lane resolved and loaded; shuffles gather each lane's 4 bytes
@@ -1007,8 +1003,8 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, con
             const dmc_u32 x = r + DMC_WARP_SIZE * b + lane;
             const bool mine = x >= mis && x < span;
             bool done = !mine, lit = false;
-            dmc_u32 q = x - mis;     // the byte to resolve, relative to op
-            dmc_u32 src = 0;         // literal index (lit) or output position
+            dmc_u32 q = op + x - mis;  // the output position of the byte to resolve
+            dmc_u32 src = 0;           // literal index (lit) or output position
             while (__any_sync(0xffffffffu, !done)) {
                 // the last sequence starting at or before q
                 dmc_u32 s = 0;
@@ -1023,16 +1019,15 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 end, con
                     const dmc_u32 dq = q - st;
                     if (dq < sll) {
                         lit = true;
-                        src = lu0 + slu + dq;
+                        src = slu + dq;
                         done = true;
                     } else {
                         const dmc_u32 k = dq - sll;
                         const dmc_u32 a = st + sll + (k < soff ? k : k % soff);  // source: a - soff
-                        if (soff > a) {  // before the batch
-                            src = op - (soff - a);
+                        q = a - soff;
+                        if (q < op) {  // before the batch
+                            src = q;
                             done = true;
-                        } else {
-                            q = a - soff;
                         }
                     }
                 }
@@ -1418,8 +1413,10 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_exec(dmc_u8* out, dmc_u32 out_le
             // sequence s + k on lane k (ll < 64, ml < 128: short)
             const dmc_u32 from = (lane + s) & (DMC_WARP_SIZE - 1);
             const dmc_u32 blen = __shfl_sync(0xffffffffu, ll | ml << 8, from), boff = __shfl_sync(0xffffffffu, off, from);
+            const dmc_u32 bstart = __shfl_sync(0xffffffffu, sop, from), blu = __shfl_sync(0xffffffffu, lu, from);
             L->used = __shfl_sync(0xffffffffu, lend, e - 1);
-            dmc_zstd_seq_batch(out, __shfl_sync(0xffffffffu, oend, e - 1), L, e - s, blen, boff, lane);
+            dmc_zstd_seq_batch(out, __shfl_sync(0xffffffffu, sop, s), __shfl_sync(0xffffffffu, oend, e - 1), L, e - s,
+                               blen, boff, bstart, blu, lane);
             s = e;
             continue;
         }
