@@ -511,7 +511,11 @@ DMC_UNROLL
 //     ceil(dist / 32) loads) into a word per lane and every output byte is shuffled out of it
 //     (byte j from pattern byte j mod dist): no memory reads after that, no ordering needed;
 //     for a power-of-two dist (a divisor of a round's 512 bytes) a lane's 16 bytes are the
-//     same every round, shuffled out once.
+//     same every round, shuffled out once; with `small_period` (a constant of the call site),
+//     a period of 1, 2 or 4 bytes builds them from a 4-byte word of the pattern (four
+//     shuffles, where 16 shuffles and a modulo build a general one: a label image's runs are
+//     such periods). The zstd kernel, at its 128-register bound, passes false: there ptxas
+//     spilled 8 bytes for it, and its runs go out in long calls where this saves little.
 //   - dist >= DMC_LZ_PATTERN_DIST: rounds of R = min(496, (dist - 16) rounded down to 16) bytes.
 //     The round's source S = its destination - dist; lane l loads the aligned 16 bytes at
 //     (S rounded down to 16) + 16 l, for l = 0..R/16, and builds its output from its own and
@@ -520,7 +524,7 @@ DMC_UNROLL
 //     (a __syncwarp at the top of each round orders the earlier rounds' and the head's stores),
 //     never one this round writes. Loads that would start before `out` read single bytes.
 __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len,
-                                                  dmc_u32 lane) {
+                                                  dmc_u32 lane, bool small_period = true) {
     const dmc_u8* from = out + (op - dist);
     dmc_u8* to = out + op;
     if (len < DMC_LZ_WIDE_MATCH) {
@@ -540,7 +544,19 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         if (lane < tail) to[head + body + lane] = (dmc_u8)et;
         // a power-of-two dist divides 512: a lane's 16 bytes are the same every round
         const bool same = (dist & (dist - 1u)) == 0u;
-        dmc_u32x4 v = dmc_lz_pat_word(pat, (head + 16 * lane) % dist, dist);
+        dmc_u32x4 v;
+        if (small_period && same && dist <= 4) {
+            // a period of 1, 2 or 4 bytes: every 16-byte word of the body is four copies of P,
+            // pattern bytes 0..3 (byte q: pattern byte q mod dist), turned by the head (the words
+            // start a multiple of 4 bytes after it)
+            const dmc_u32 pm = dist - 1u;
+            const dmc_u32 P = dmc_lz_pat_byte(pat, 0) | (dmc_lz_pat_byte(pat, 1u & pm) << 8) |
+                              (dmc_lz_pat_byte(pat, 2u & pm) << 16) | (dmc_lz_pat_byte(pat, 3u & pm) << 24);
+            const dmc_u32 w = __funnelshift_r(P, P, 8 * (head & 3u));
+            v = dmc_u32x4{{w, w, w, w}};
+        } else {
+            v = dmc_lz_pat_word(pat, (head + 16 * lane) % dist, dist);
+        }
         for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
             const dmc_u32 b = head + k + 16 * lane;
             if (!same && k > 0) v = dmc_lz_pat_word(pat, b % dist, dist);

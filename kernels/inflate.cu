@@ -25,12 +25,15 @@
 //     length + k), stored with ONE aligned 4-byte store per lane when the run is full (plus one
 //     byte-store request for partial words when it is not), before a match of 64 bytes or more
 //     longer than its room and at the block's end. A length symbol ending the chain is decoded by all lanes
-//     alike (extra bits, distance code, extra bits); a match that fits the run is gathered
+//     alike (extra bits, distance code, extra bits: one 64-bit read of the window); a match
+//     that fits the run is gathered
 //     into it: bytes of the run by shuffle, older bytes left PENDING (the slot keeps the
 //     distance to its source; a match copying a pending byte inherits its source), and the
 //     flush loads all of the run's pending bytes together, 32 per load request whatever
 //     matches they belong to (compacted by a warp prefix sum: ~1 request per 128 output bytes
-//     where there was one per match); a match shorter than 64 bytes that does not fit goes in
+//     where there was one per match; more than 32 pending bytes, a label image's runs, are
+//     loaded lane by lane, one request per slot of the four, without the search); a match
+//     shorter than 64 bytes that does not fit goes in
 //     pieces (the first fills the run, which is stored whole, the rest starts the next run:
 //     no partial words, no separate copy); a longer one is copied by the overlap-safe
 //     cooperative copy of the LZ4 kernel (byte j of a match of distance d comes from
@@ -967,6 +970,12 @@ __device__ __forceinline__ void dmc_inf_resolve(const dmc_u8* out, dmc_inf_run* 
 // partial first and last words byte by byte (lanes 0-2 and 4-6, one more request); orders the
 // stores before the warp's next reads of the output and starts an empty run at `op`.
 __device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_inf_run* r, dmc_u32 op, dmc_u32 mis, dmc_u32 lane) {
+    if (r->len == 0) {  // an empty run (before a long match that follows another): nothing to store
+        __syncwarp();
+        r->base = op;
+        r->head = (mis + op) & 3;
+        return;
+    }
     dmc_inf_resolve(out, r, lane);
     const dmc_u32 end = r->head + r->len;
     const dmc_u32 lo = (r->head + 3) & ~3u;  // first whole word's slot

@@ -11,19 +11,30 @@
 // match reads.
 #include "common.cuh"
 
-// Reads an LZ4 length extension (bytes of 255 continue) from the window. Returns false when the
-// input ends.
+// Reads an LZ4 length extension (bytes of 255 continue) from the window, 32 bytes a step: lane
+// l reads byte ip + l, a ballot finds the first byte that is not 255 (a long run's match length
+// is one extension byte per 255 bytes: a byte a step took a window check and a shuffle each).
+// Returns false when the input ends inside it (or the length passes any stream's: corrupt).
 __device__ __forceinline__ bool dmc_lz4_ext_len(dmc_win* w, dmc_u32 src_len, dmc_u32* ip,
                                                 dmc_u32* len, dmc_u32 lane) {
-    dmc_u32 b;
-    do {
+    for (;;) {
         if (*ip >= src_len) return false;
-        b = dmc_win_byte(w, *ip, lane);
-        *ip += 1;
-        *len += b;
-        if (*len > 0x7fffffffu) return false;  // no stream this long: corrupt
-    } while (b == 255);
-    return true;
+        dmc_win_need(w, *ip, DMC_WARP_SIZE, lane);
+        const bool past = lane >= src_len - *ip;     // past the input
+        const dmc_u32 b = dmc_win_get(*w, *ip + lane);  // every lane: a collective
+        const unsigned stop = __ballot_sync(0xffffffffu, past || b != 255);
+        if (stop == 0) {
+            *ip += DMC_WARP_SIZE;
+            *len += 255 * DMC_WARP_SIZE;
+            if (*len > 0x7fffffffu) return false;  // no stream this long: corrupt
+            continue;
+        }
+        const dmc_u32 f = (dmc_u32)__ffs(stop) - 1;
+        if (f >= src_len - *ip) return false;  // the input ended inside the extension
+        *len += 255 * f + __shfl_sync(0xffffffffu, b, (int)f);
+        *ip += f + 1;
+        return *len <= 0x7fffffffu;
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(DMC_LZ4_WARPS_PER_BLOCK * DMC_WARP_SIZE)

@@ -886,7 +886,7 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
     if (len >= DMC_ZSTD_WIDE_MIN && dist < len) {
         if (dist < DMC_LZ_PATTERN_DIST) {
-            dmc_lz_match_copy(out, op, dist, len, lane);
+            dmc_lz_match_copy(out, op, dist, len, lane, false);  // see small_period there
             return;
         }
         for (dmc_u32 w = 0; w < len;) {
