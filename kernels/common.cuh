@@ -312,6 +312,20 @@ __device__ __forceinline__ dmc_u32 dmc_win8_bits32(const dmc_win8& w, dmc_u64 po
     return __funnelshift_r(lo, hi, rel & 31);
 }
 
+// 64 stream bits from stream bit `pos` of a dmc_win8 (first bit in bit 0), as dmc_win8_bits32:
+// the three 4-byte words from q on lie in lanes q/2 and q/2 + 1, four shuffles. The window
+// must hold bytes pos/8 .. pos/8 + 8 of every lane's pos.
+__device__ __forceinline__ dmc_u64 dmc_win8_bits64(const dmc_win8& w, dmc_u64 pos) {
+    const dmc_u32 rel = (dmc_u32)(pos + 8ull * w.mis - 8ull * w.start);
+    const dmc_u32 q = rel >> 5;
+    const dmc_u32 w0 = (dmc_u32)w.word, w1 = (dmc_u32)(w.word >> 32);
+    const int la = (int)((q >> 1) & (DMC_WARP_SIZE - 1)), lb = (int)(((q >> 1) + 1) & (DMC_WARP_SIZE - 1));
+    const dmc_u32 a0 = __shfl_sync(0xffffffffu, w0, la), a1 = __shfl_sync(0xffffffffu, w1, la);
+    const dmc_u32 b0 = __shfl_sync(0xffffffffu, w0, lb), b1 = __shfl_sync(0xffffffffu, w1, lb);
+    const dmc_u32 lo = (q & 1) ? a1 : a0, mid = (q & 1) ? b0 : a1, hi = (q & 1) ? b1 : b0;
+    return (dmc_u64)__funnelshift_r(lo, mid, rel & 31) | ((dmc_u64)__funnelshift_r(mid, hi, rel & 31) << 32);
+}
+
 // Literal runs at least this long are copied with 4-byte stores (below it, one byte per lane).
 #define DMC_WIN_WIDE_COPY 96
 

@@ -25,12 +25,15 @@
 //     length + k), stored with ONE aligned 4-byte store per lane when the run is full (plus one
 //     byte-store request for partial words when it is not), before a match of 64 bytes or more
 //     longer than its room and at the block's end. A length symbol ending the chain is decoded by all lanes
-//     alike (extra bits, distance code, extra bits); a match that fits the run is gathered
+//     alike (extra bits, distance code, extra bits: one 64-bit read of the window); a match
+//     that fits the run is gathered
 //     into it: bytes of the run by shuffle, older bytes left PENDING (the slot keeps the
 //     distance to its source; a match copying a pending byte inherits its source), and the
 //     flush loads all of the run's pending bytes together, 32 per load request whatever
 //     matches they belong to (compacted by a warp prefix sum: ~1 request per 128 output bytes
-//     where there was one per match); a match shorter than 64 bytes that does not fit goes in
+//     where there was one per match; more than 32 pending bytes, a label image's runs, are
+//     loaded lane by lane, one request per slot of the four, without the search); a match
+//     shorter than 64 bytes that does not fit goes in
 //     pieces (the first fills the run, which is stored whole, the rest starts the next run:
 //     no partial words, no separate copy); a longer one is copied by the overlap-safe
 //     cooperative copy of the LZ4 kernel (byte j of a match of distance d comes from
@@ -844,12 +847,6 @@ __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
 
 #define DMC_INF_FULL 0xFFFFFFFFu
 
-// n (<= 15) stream bits from bit `pos` (the same in every lane), moving the window when needed.
-__device__ __forceinline__ dmc_u32 dmc_inf_wbits(dmc_win8* w, dmc_u64 pos, dmc_u32 n, dmc_u32 lane) {
-    dmc_win_need(w, (dmc_u32)(pos >> 3), 8, lane);
-    return dmc_win8_bits32(*w, pos) & ((1u << n) - 1);
-}
-
 // One step of pointer doubling over the window's offsets: j∘j, where offsets >= 32 (out of
 // the window, or 255: the run ends) stay where they are.
 __device__ __forceinline__ dmc_u32 dmc_inf_jump(dmc_u32 j) {
@@ -901,49 +898,65 @@ __device__ __forceinline__ dmc_u32 dmc_inf_slot_pend(const dmc_inf_run& r, dmc_u
     return (((slot & 2) ? c : a) >> (16 * (slot & 1))) & 0xFFFFu;
 }
 
-// Loads the run's pending bytes, 32 per request whatever their slots: the pending slots are
-// numbered in slot order (a warp prefix sum of the lanes' counts); lane j of a round finds the
-// j-th (a binary search over the lanes' sums, then its rank among its lane's four slots) and
-// loads its source; each slot's owner takes its byte back by shuffle. The sources lie before
-// the run: stored by earlier flushes and copies, which a __syncwarp ordered before this.
+// Loads the run's pending bytes. The sources lie before the run: stored by earlier flushes and
+// copies, which a __syncwarp ordered before this. Up to 32 pending bytes (one request): the
+// pending slots are numbered in slot order (a warp prefix sum of the lanes' counts); lane j finds
+// the j-th (a binary search over the lanes' sums, then its rank among its lane's four slots) and
+// loads its source; each slot's owner takes its byte back by shuffle. More than 32 (a run made
+// of matches whose sources lie before it: a label image's constant regions, where the whole run
+// is pending): each lane loads its own pending slots' sources, one request per slot of the four
+// that any lane has pending (at most four requests, as the numbered way's four rounds, without
+// its search: ~14 dependent shuffles per round of 32).
 __device__ __forceinline__ void dmc_inf_resolve(const dmc_u8* out, dmc_inf_run* r, dmc_u32 lane) {
     const dmc_u32 pm = ((r->pd01 & 0xFFFFu) ? 1u : 0u) | ((r->pd01 >> 16) ? 2u : 0u) |
                        ((r->pd23 & 0xFFFFu) ? 4u : 0u) | ((r->pd23 >> 16) ? 8u : 0u);
     if (__ballot_sync(DMC_INF_FULL, pm != 0) == 0) return;
+    const dmc_u32 pos0 = r->base - r->head;  // output position of slot 0
     const dmc_u32 cnt = (dmc_u32)__popc(pm);
+    const dmc_u32 total = __reduce_add_sync(DMC_INF_FULL, cnt);  // pending bytes
+    if (total > DMC_WARP_SIZE) {
+        DMC_UNROLL
+        for (dmc_u32 k = 0; k < 4; k++) {
+            if ((pm >> k) & 1u) {
+                const dmc_u32 d = (((k & 2) ? r->pd23 : r->pd01) >> (16 * (k & 1))) & 0xFFFFu;
+                const dmc_u32 got = out[pos0 + 4 * lane + k - d];
+                r->mine = (r->mine & ~(0xFFu << (8 * k))) | (got << (8 * k));
+            }
+        }
+        r->pd01 = 0;
+        r->pd23 = 0;
+        return;
+    }
     dmc_u32 incl = cnt;
     for (int o = 1; o < DMC_WARP_SIZE; o <<= 1) {
         const dmc_u32 t = __shfl_up_sync(DMC_INF_FULL, incl, o);
         if (lane >= (dmc_u32)o) incl += t;
     }
     const dmc_u32 excl = incl - cnt;
-    const dmc_u32 total = __shfl_sync(DMC_INF_FULL, incl, DMC_WARP_SIZE - 1);
-    const dmc_u32 pos0 = r->base - r->head;  // output position of slot 0
-    for (dmc_u32 j0 = 0; j0 < total; j0 += DMC_WARP_SIZE) {
-        const dmc_u32 j = j0 + lane;
-        dmc_u32 L = 0;  // the lane holding pending byte j: the lanes whose sums are <= j
-        for (dmc_u32 s = DMC_WARP_SIZE / 2; s > 0; s >>= 1) {
-            if (__shfl_sync(DMC_INF_FULL, incl, (int)(L + s - 1)) <= j) L += s;
+    // total <= 32: lane j loads pending byte j
+    const dmc_u32 j = lane;
+    dmc_u32 L = 0;  // the lane holding pending byte j: the lanes whose sums are <= j
+    for (dmc_u32 s = DMC_WARP_SIZE / 2; s > 0; s >>= 1) {
+        if (__shfl_sync(DMC_INF_FULL, incl, (int)(L + s - 1)) <= j) L += s;
+    }
+    const dmc_u32 m = __shfl_sync(DMC_INF_FULL, pm, (int)L);
+    const dmc_u32 rk = j - __shfl_sync(DMC_INF_FULL, excl, (int)L);
+    const dmc_u32 a01 = __shfl_sync(DMC_INF_FULL, r->pd01, (int)L);
+    const dmc_u32 a23 = __shfl_sync(DMC_INF_FULL, r->pd23, (int)L);
+    dmc_u32 b = 0, seen = 0;  // the rk-th pending slot of lane L
+    for (dmc_u32 k = 0; k < 4; k++) {
+        if ((m >> k) & 1u) {
+            if (seen == rk) b = k;
+            seen++;
         }
-        const dmc_u32 m = __shfl_sync(DMC_INF_FULL, pm, (int)L);
-        const dmc_u32 rk = j - __shfl_sync(DMC_INF_FULL, excl, (int)L);
-        const dmc_u32 a01 = __shfl_sync(DMC_INF_FULL, r->pd01, (int)L);
-        const dmc_u32 a23 = __shfl_sync(DMC_INF_FULL, r->pd23, (int)L);
-        dmc_u32 b = 0, seen = 0;  // the rk-th pending slot of lane L
-        for (dmc_u32 k = 0; k < 4; k++) {
-            if ((m >> k) & 1u) {
-                if (seen == rk) b = k;
-                seen++;
-            }
-        }
-        const dmc_u32 d = (((b & 2) ? a23 : a01) >> (16 * (b & 1))) & 0xFFFFu;
-        dmc_u32 v = 0;
-        if (j < total) v = out[pos0 + 4 * L + b - d];
-        for (dmc_u32 k = 0; k < 4; k++) {
-            const dmc_u32 idx = excl + (dmc_u32)__popc(pm & ((1u << k) - 1u)) - j0;
-            const dmc_u32 got = __shfl_sync(DMC_INF_FULL, v, (int)(idx & 31));
-            if (((pm >> k) & 1u) && idx < DMC_WARP_SIZE) r->mine = (r->mine & ~(0xFFu << (8 * k))) | (got << (8 * k));
-        }
+    }
+    const dmc_u32 d = (((b & 2) ? a23 : a01) >> (16 * (b & 1))) & 0xFFFFu;
+    dmc_u32 v = 0;
+    if (j < total) v = out[pos0 + 4 * L + b - d];
+    for (dmc_u32 k = 0; k < 4; k++) {
+        const dmc_u32 idx = excl + (dmc_u32)__popc(pm & ((1u << k) - 1u));
+        const dmc_u32 got = __shfl_sync(DMC_INF_FULL, v, (int)(idx & 31));
+        if ((pm >> k) & 1u) r->mine = (r->mine & ~(0xFFu << (8 * k))) | (got << (8 * k));
     }
     r->pd01 = 0;
     r->pd23 = 0;
@@ -953,6 +966,12 @@ __device__ __forceinline__ void dmc_inf_resolve(const dmc_u8* out, dmc_inf_run* 
 // partial first and last words byte by byte (lanes 0-2 and 4-6, one more request); orders the
 // stores before the warp's next reads of the output and starts an empty run at `op`.
 __device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_inf_run* r, dmc_u32 op, dmc_u32 mis, dmc_u32 lane) {
+    if (r->len == 0) {  // an empty run (before a long match that follows another): nothing to store
+        __syncwarp();
+        r->base = op;
+        r->head = (mis + op) & 3;
+        return;
+    }
     dmc_inf_resolve(out, r, lane);
     const dmc_u32 end = r->head + r->len;
     const dmc_u32 lo = (r->head + 3) & ~3u;  // first whole word's slot
@@ -1105,16 +1124,23 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
         }
         pos += xl;
         if (kind == DMC_INF_KIND_EOB) break;
-        // A length: its extra bits, then the distance code and its extra bits.
-        const dmc_u32 len = (x & 0xFFFF) + dmc_inf_wbits(&win, pos, (x >> 24) & 15, lane);
-        pos += (x >> 24) & 15;
-        dmc_win_need(&win, (dmc_u32)(pos >> 3), 8, lane);
-        const dmc_u32 dv = dmc_win8_bits32(win, pos);
+        // A length: its extra bits, then the distance code and its extra bits: at most 5 + 15 +
+        // 13 bits, from one 64-bit read of the window (one bounds check, four shuffles; three
+        // 32-bit reads took nine).
+        dmc_win_need(&win, (dmc_u32)(pos >> 3), 9, lane);
+        dmc_u64 bits = dmc_win8_bits64(win, pos);
+        const dmc_u32 lb = (x >> 24) & 15;
+        const dmc_u32 len = (x & 0xFFFF) + ((dmc_u32)bits & ((1u << lb) - 1));
+        pos += lb;
+        bits >>= lb;
+        const dmc_u32 dv = (dmc_u32)bits;
         dmc_u32 d = sm->dist[dv & ((1u << DMC_INF_DIST_BITS) - 1)];
         if (d & DMC_INF_ENT_SUB) {
             d = sm->dist[(d & 0xFFFF) + ((dv >> DMC_INF_DIST_BITS) & ((1u << ((d >> 16) & 0xFF)) - 1))];
         }
-        if (d & DMC_INF_ENT_SYM) pos += (d >> 16) & 31;
+        const dmc_u32 dl = (d & DMC_INF_ENT_SYM) ? (d >> 16) & 31 : 0;
+        pos += dl;
+        bits >>= dl;
         if (pos > limit) {
             st = DMC_STATUS_SRC_TRUNCATED;
             break;
@@ -1123,8 +1149,9 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
             st = DMC_STATUS_CORRUPT;
             break;
         }
-        const dmc_u32 dist = (d & 0xFFFF) + dmc_inf_wbits(&win, pos, (d >> 24) & 15, lane);
-        pos += (d >> 24) & 15;
+        const dmc_u32 db = (d >> 24) & 15;
+        const dmc_u32 dist = (d & 0xFFFF) + ((dmc_u32)bits & ((1u << db) - 1));
+        pos += db;
         if (pos > limit) {
             st = DMC_STATUS_SRC_TRUNCATED;
             break;
@@ -1185,7 +1212,10 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
     return res;
 }
 
-extern "C" __global__ void __launch_bounds__(DMC_INFLATE_WARPS_PER_BLOCK * DMC_WARP_SIZE)
+// 12 blocks per SM: what shared memory allows on sm_90 (228 KiB per SM, ~18.4 KiB per block with
+// the 1 KiB reserved), so the register bound it sets (85) costs no occupancy. Without it ptxas
+// chose 80 registers and spilled 4 bytes on sm_90 once the resolve's lane-by-lane load landed.
+extern "C" __global__ void __launch_bounds__(DMC_INFLATE_WARPS_PER_BLOCK * DMC_WARP_SIZE, 12)
 dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                    dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
                    dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
