@@ -23,6 +23,10 @@ NVRTC_VERSION := 13.0.88
 NVRTC_DIR := .nvrtc/$(NVRTC_VERSION)
 NVRTC_WHEEL := nvidia-cuda-nvrtc==$(NVRTC_VERSION)
 NVRTC_LIB := $(CURDIR)/$(NVRTC_DIR)/nvidia/cu13/lib
+# The kernel images compiled by damacy-kernels' build script, shared by its builds in the other
+# target folders (ASan, TSan, cost model, wheel): each kernel is compiled by NVRTC once, not once
+# per folder (crates/damacy-kernels/build.rs).
+export DAMACY_KERNEL_IMAGE_CACHE := $(CURDIR)/target/kernel-images
 
 .PHONY: help demo test lint rust-test kernel-asan kernel-ubsan kernel-tsan kernel-cost fixtures fixtures-check bench venv venv313 nvrtc nvdisasm gpu-model fuzz \
 	clean py-wheel py-test zarr-suite bench-python

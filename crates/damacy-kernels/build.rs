@@ -18,7 +18,9 @@
 //!    the build still succeeds, with a cargo warning: the kernels are then compiled at run time
 //!    as before. `DAMACY_SHIPPED_KERNELS=off` skips the images on purpose. Images are kept in
 //!    `OUT_DIR` by source hash, target and NVRTC version, so a rebuild compiles only the kernels
-//!    whose source changed;
+//!    whose source changed; with `DAMACY_KERNEL_IMAGE_CACHE` set to a folder (`make` sets
+//!    `target/kernel-images`), builds in other target folders (the sanitizer and cost-model
+//!    builds) copy the images from there instead of compiling them again;
 //!
 //! and, with the `emulate` feature, every `kernels/*.cu` file is compiled with the host C++
 //! compiler under the emulation header (`kernels/emu/cuda_emu.hpp`).
@@ -641,6 +643,23 @@ fn write_shipped_images(manifest: &Path, kernels: &Path, common: &str, out: &Pat
     std::fs::write(out.join("shipped_images.rs"), rs).expect("OUT_DIR is writable");
 }
 
+/// `DAMACY_KERNEL_IMAGE_CACHE`: a folder of compiled images that builds in other target folders
+/// share (created if missing), named by kernel, source hash, target, NVRTC version and a hash of
+/// the NVRTC options. Unset: each build keeps its images in its own `OUT_DIR` only.
+fn image_cache() -> Option<PathBuf> {
+    println!("cargo:rerun-if-env-changed={CACHE_ENV}");
+    let dir = PathBuf::from(std::env::var_os(CACHE_ENV).filter(|v| !v.is_empty())?);
+    match std::fs::create_dir_all(&dir) {
+        Ok(()) => Some(dir),
+        Err(e) => {
+            println!("cargo:warning=damacy-kernels: {CACHE_ENV}={}: {e}; not using it", dir.display());
+            None
+        }
+    }
+}
+
+const CACHE_ENV: &str = "DAMACY_KERNEL_IMAGE_CACHE";
+
 /// One compiled image on disk.
 struct ImageFile {
     file: String,
@@ -861,6 +880,30 @@ fn compile_images(
             let _ = std::fs::remove_file(e.path());
         }
     }
+    // A cache shared by the build's target folders (`make test` builds this crate under ASan,
+    // TSan, the cost model and plainly): images found there are copied, not compiled again.
+    let cache = image_cache();
+    let cached = |job: &ImageFile| {
+        let dir = cache.as_ref()?;
+        let options = source::nvrtc_options(job.target).join(" ");
+        let name = job.path.file_name()?.to_str()?.trim_end_matches(".img");
+        Some(dir.join(format!("{name}-opt{:016x}.img", source::source_hash(&options))))
+    };
+    // Written under a temporary name and renamed: an interrupted build never leaves a partial
+    // image to be embedded by the next (nor, in the shared cache, to be copied by another build).
+    let place = |to: &Path, image: &[u8]| {
+        let tmp = to.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, image)
+            .and_then(|()| std::fs::rename(&tmp, to))
+            .map_err(|e| format!("{}: {e}", to.display()))
+    };
+    for (job, _) in &jobs {
+        if !job.path.is_file()
+            && let Some(image) = cached(job).and_then(|c| std::fs::read(c).ok())
+        {
+            place(&job.path, &image).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
     let todo: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].0.path.is_file()).collect();
     let workers = std::thread::available_parallelism().map_or(2, std::num::NonZero::get).clamp(1, 4);
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -873,12 +916,11 @@ fn compile_images(
                     let Some(&i) = todo.get(at) else { break };
                     let (job, src) = &jobs[i];
                     let written = nvrtc.compile(&job.file, src, job.target).and_then(|image| {
-                        // Written under a temporary name and renamed: an interrupted build never
-                        // leaves a partial image to be embedded by the next.
-                        let tmp = job.path.with_extension("tmp");
-                        std::fs::write(&tmp, image)
-                            .and_then(|()| std::fs::rename(&tmp, &job.path))
-                            .map_err(|e| format!("{}: {e}", job.path.display()))
+                        if let Some(c) = cached(job) {
+                            // A cache that cannot be written only costs the next build a compile.
+                            let _ = place(&c, &image);
+                        }
+                        place(&job.path, &image)
                     });
                     if let Err(e) = written {
                         failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(e);

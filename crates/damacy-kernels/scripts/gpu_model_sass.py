@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
+import concurrent.futures
 import ctypes
 import os
 import re
@@ -338,25 +339,36 @@ def main() -> int:
             ctypes.CDLL(os.path.join(libdir, f), mode=ctypes.RTLD_GLOBAL)
     lib = ctypes.CDLL(os.path.join(libdir, next(f for f in sorted(os.listdir(libdir)) if f.startswith("libnvrtc.so"))))
 
+    def one_file(name: str):
+        # registers, shared memory and SASS per kernel: the build the crate launches
+        cubin, log, lines = nvrtc_compile(lib, name, rolled=False)
+        _, _, per_fn, _ = sass_lines(a.nvdisasm, cubin, lines)
+        cubin, _, lines = nvrtc_compile(lib, name, rolled=True)
+        per_line, copies, _, per_line_shfl = sass_lines(a.nvdisasm, cubin, lines)
+        return ptxas_resources(log), per_fn, per_line, copies, per_line_shfl
+
+    # The files compile side by side (NVRTC is thread-safe; ctypes lets go of the GIL in its
+    # calls), the two largest first, beside the host binary's scan; merged in FILES order.
+    workers = max(2, os.cpu_count() or 2)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        host = pool.submit(host_sites, a.binary)
+        order = sorted(FILES, key=lambda n: n not in ("zstd.cu", "inflate.cu"))
+        futures = {name: pool.submit(one_file, name) for name in order}
+        results = [futures[name].result() for name in FILES]
+        sites, host_copies = host.result()
     sass: collections.Counter = collections.Counter()
     shfl: collections.Counter = collections.Counter()
     gpu_copies: dict = collections.defaultdict(set)
     resources: dict[str, tuple[int, int]] = {}
     totals: dict[str, int] = {}
-    for name in FILES:
-        # registers, shared memory and SASS per kernel: the build the crate launches
-        cubin, log, lines = nvrtc_compile(lib, name, rolled=False)
-        _, _, per_fn, _ = sass_lines(a.nvdisasm, cubin, lines)
-        resources.update(ptxas_resources(log))
+    for res, per_fn, per_line, copies, per_line_shfl in results:
+        resources.update(res)
         totals.update(per_fn)
-        cubin, _, lines = nvrtc_compile(lib, name, rolled=True)
-        per_line, copies, _, per_line_shfl = sass_lines(a.nvdisasm, cubin, lines)
         sass.update(per_line)
         shfl.update(per_line_shfl)
         for k, v in copies.items():
             gpu_copies[k] |= v
 
-    sites, host_copies = host_sites(a.binary)
     if not sites:
         raise SystemExit(f"no __sanitizer_cov_trace_pc call of a kernel source in {a.binary}")
     # Both compilers copy a line once per inlined call (and the host may keep one out-of-line

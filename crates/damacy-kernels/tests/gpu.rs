@@ -10,8 +10,8 @@
 mod common;
 
 use common::{
-    blosc_compress, decode_host, manifest, run_blosc_fixtures, run_bytes_fixtures, run_inflate_checks,
-    run_mixed_codec_waves, run_pipelined_waves, test_data,
+    blosc_compress, blosc_fixture_in_run, blosc_fixtures, decode_host, manifest, run_blosc_fixtures,
+    run_bytes_fixtures, run_inflate_checks, run_mixed_codec_waves, run_pipelined_waves, test_data,
 };
 use damacy_kernels::{ChunkInput, Device, DeviceKind, Error};
 
@@ -92,21 +92,17 @@ fn scaled(device: &Device, len: usize) -> usize {
 /// compressor of the fixtures has a kernel) and match the manifest's digests.
 fn blosc_fixtures_match_manifest_digests(device: &Device) {
     let m = manifest();
-    let blosc: Vec<&serde_json::Value> = m["arrays"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| {
-            a["zarr_format"] == 3 && a["codecs"].as_array().is_some_and(|c| c.len() == 2 && c[1]["name"] == "blosc")
-        })
-        .collect();
+    let blosc = blosc_fixtures(&m);
     assert!(!blosc.is_empty(), "the manifest lists blosc fixtures");
     for a in &blosc {
         let cname = a["codecs"][1]["configuration"]["cname"].as_str().unwrap();
         assert!(matches!(cname, "lz4" | "lz4hc" | "blosclz" | "zstd" | "zlib"), "{}: {cname} has no kernel", a["path"]);
     }
-    let (checked, unsupported) = run_blosc_fixtures(device);
-    assert_eq!(checked, blosc.len(), "blosc fixtures checked ({})", device.describe());
+    // under ASan, half of them (`blosc_fixture_in_run`)
+    let expected = blosc.iter().filter(|a| blosc_fixture_in_run(a)).count();
+    assert!(expected * 2 >= blosc.len(), "{expected} of {} blosc fixtures", blosc.len());
+    let (checked, unsupported) = run_blosc_fixtures(device, |_| true);
+    assert_eq!(checked, expected, "blosc fixtures checked ({})", device.describe());
     assert_eq!(unsupported, 0, "every blosc fixture's compressor has a kernel");
 }
 
