@@ -11,7 +11,7 @@ mod common;
 
 use common::{
     blosc_compress, blosc_fixture_in_run, blosc_fixtures, decode_host, manifest, run_blosc_fixtures,
-    run_bytes_fixtures, run_inflate_checks, run_mixed_codec_waves, run_pipelined_waves, test_data,
+    run_bytes_fixtures, run_inflate_checks, run_mixed_codec_waves, run_pipelined_waves, test_data, under_asan,
 };
 use damacy_kernels::{ChunkInput, Device, DeviceKind, Error};
 
@@ -98,10 +98,18 @@ fn blosc_fixtures_match_manifest_digests(device: &Device) {
         let cname = a["codecs"][1]["configuration"]["cname"].as_str().unwrap();
         assert!(matches!(cname, "lz4" | "lz4hc" | "blosclz" | "zstd" | "zlib"), "{}: {cname} has no kernel", a["path"]);
     }
-    // under ASan, half of them (`blosc_fixture_in_run`)
-    let expected = blosc.iter().filter(|a| blosc_fixture_in_run(a)).count();
-    assert!(expected * 2 >= blosc.len(), "{expected} of {} blosc fixtures", blosc.len());
-    let (checked, unsupported) = run_blosc_fixtures(device, |_| true);
+    // Under ASan half of them (`blosc_fixture_in_run`), and not the zlib ones: tests/inflate.rs's
+    // blosc-zlib test decodes those under ASan (inflating blosc's 1000-byte blocks under the
+    // instrumented emulator is most of either test's time).
+    let zlib_elsewhere = |cname: &str| under_asan() && cname == "zlib";
+    let expected = blosc
+        .iter()
+        .filter(|a| {
+            blosc_fixture_in_run(a) && !zlib_elsewhere(a["codecs"][1]["configuration"]["cname"].as_str().unwrap())
+        })
+        .count();
+    assert!(expected * 5 >= blosc.len() * 2, "{expected} of {} blosc fixtures", blosc.len());
+    let (checked, unsupported) = run_blosc_fixtures(device, |c| !zlib_elsewhere(c));
     assert_eq!(checked, expected, "blosc fixtures checked ({})", device.describe());
     assert_eq!(unsupported, 0, "every blosc fixture's compressor has a kernel");
 }
