@@ -137,3 +137,59 @@ def test_the_report_reads_a_runs_kernel_bench_tables(tmp_path):
     # assemble: (read + written) / 2 bytes at the kernel's copy-equivalent rate
     assert abs(rows["assemble-64KiB"] - (32 << 20) / 919.80e9 * 1e6) < 1e-6
     assert abs(rows["assemble-cast-1MiB"] - (48 << 20) / 1197.92e9 * 1e6) < 1e-6
+
+
+HOST = """
+0000000000001000 <dmc_k>:
+dmc_k():
+/x/k.cu:3
+    1000:\tpush   %rbx
+    1001:\tcall   2000 <__sanitizer_cov_trace_pc>
+    1006:\tmov    %edi,%eax
+/x/k.cu:4
+    1008:\tcall   3000 <__tsan_read4>
+    100d:\tadd    $0x1,%eax
+    1010:\tjne    1020 <dmc_k+0x20>
+    1012:\tcall   2000 <__sanitizer_cov_trace_pc>
+/x/k.cu:5
+    1017:\tmov    %eax,%ebx
+helper():
+/x/k.cu:4
+    1019:\tshl    $0x2,%eax
+    101c:\tnop
+/usr/include/c++/12/bits/stl_algo.h:77
+    101d:\tret
+/x/k.cu:6
+    1020:\tcall   2000 <__sanitizer_cov_trace_pc>
+    1025:\tint3
+"""
+
+
+def test_each_host_block_holds_the_kernel_instructions_after_its_coverage_call():
+    blocks, insns = gpu_model_sass.parse_host(HOST, {"k.cu"})
+    # a block starts at each coverage call's return address, on the call's line
+    assert blocks == [(0x1006, "k.cu", 3), (0x1017, "k.cu", 4), (0x1025, "k.cu", 6)]
+    # the prologue before the first call joins the first block; the instrumentation's calls,
+    # padding and lines of other files are not counted
+    assert sorted(insns) == [
+        (0x1000, ("k.cu", 3), 0x1006), (0x1006, ("k.cu", 3), 0x1006), (0x100d, ("k.cu", 4), 0x1006),
+        (0x1010, ("k.cu", 4), 0x1006), (0x1017, ("k.cu", 5), 0x1017), (0x1019, ("k.cu", 4), 0x1017),
+    ]
+
+
+def test_a_lines_sass_goes_to_the_blocks_that_hold_its_host_instructions():
+    blocks = [(0x10, "k.cu", 3), (0x20, "k.cu", 4), (0x30, "k.cu", 8)]
+    # line 4: two host instructions in block 0x10, one in 0x20, one copy; line 5: one copy in
+    # block 0x20, a second copy elsewhere (0x30); line 9 has no host instruction (folded)
+    insns = [(1, ("k.cu", 4), 0x10), (2, ("k.cu", 4), 0x10), (3, ("k.cu", 4), 0x20),
+             (4, ("k.cu", 5), 0x20), (5, ("k.cu", 5), 0x30), (6, ("k.cu", 3), 0x10)]
+    host_copies = {("k.cu", 4): {"a"}, ("k.cu", 5): {"a", "b"}, ("k.cu", 3): {"a"}, ("k.cu", 8): {"a"}}
+    sass = {("k.cu", 3): 2, ("k.cu", 4): 6, ("k.cu", 5): 10, ("k.cu", 9): 4, ("k.cu", 1): 7}
+    shfl = {("k.cu", 4): 3}
+    gpu_copies = {("k.cu", 5): {"x", "y"}}
+    w, wsh, unplaced = gpu_model_sass.block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies)
+    # 0x10: line 3 (2) + 2/3 of line 4 (4); 0x20: 1/3 of line 4 (2) + line 5's copy (10 / 2);
+    # 0x30: line 5's other copy (5) + line 9 through its bucket (line 8's block: 4)
+    assert w == {0x10: 6.0, 0x20: 7.0, 0x30: 9.0}
+    assert {k: v for k, v in wsh.items() if v} == {0x10: 2.0, 0x20: 1.0}
+    assert unplaced == 7  # line 1 lies before every block of its file

@@ -3,13 +3,26 @@
 
 Compiles every kernel of kernels/ with NVRTC for sm_90 (the options the crate uses, plus
 -lineinfo and ptxas -v), counts the SASS instructions nvdisasm attributes to each source line,
-finds every basic block of the emulated kernels in BINARY (objdump: the calls of
-__sanitizer_cov_trace_pc; addr2line: their source lines), and joins the two by source line:
+finds every basic block of the emulated kernels in BINARY (objdump -d -l: a block starts at
+each call of __sanitizer_cov_trace_pc) and the host instructions of each source line in each
+block (objdump's line of each instruction, the innermost of its inlining chain; copies of a line:
+addr2line -i), and joins the two by source line:
 
-    weight(call site) = SASS instructions of the line's bucket / host basic blocks of that bucket
+    weight(block) = sum over the lines with host instructions in the block of
+                    SASS of the line per GPU copy x (the line's host instructions in the block /
+                                                      the line's host instructions per host copy)
 
-and likewise the exposed shuffles among them (`ShuffleChains`: a SHFL that lengthens the longest
-chain of dependent shuffles of its straight-line stretch of SASS; shuffles beside it overlap).
+that is, a line's SASS is spread over the host blocks that hold its host instructions, in
+proportion to them; a line with no host instruction of its own (folded into another line's by
+the host compiler) falls back to its bucket: the nearest line at or above it in its file where a
+host block starts, shared by the blocks that start there. The exposed shuffles among a line's
+SASS (`ShuffleChains`: a SHFL that lengthens the longest chain of dependent shuffles of its
+straight-line stretch of SASS; shuffles beside it overlap) are spread the same way.
+
+An earlier form charged every line to such a bucket; the weight of a bucket moved with the
+host compiler's block layout (removing a compare from a zstd loop moved the instructions charged
+to the FSE entries' line from ~1.4 M to ~7.1 M in a launch), where a line's host instructions
+stay with the line wherever the compiler puts them.
 
 Each line's SASS leaves out the out-of-line copies nvcc makes of every collective for a
 diverged warp (reached by `BRA.DIV`, never taken by the converged warps of these kernels: they
@@ -20,12 +33,10 @@ rolled (`roll_loops`: nvcc unrolls run-time-trip loops the host keeps rolled), s
 SASS is one iteration's; registers, shared memory and per-kernel SASS totals come from the build
 the crate launches.
 
-A bucket is a line that starts a host basic block, with the lines after it up to the next such
-line of the same file (straight-line code that the host compiled into the same block). The
-weight file (one "offset weight" line per call site, the offset being the return address of
-the call in BINARY, which is what the emulator's coverage hook sees) is what
-DAMACY_GPU_MODEL_SASS names; its "#res" lines give each kernel's registers and static shared
-memory from ptxas, for the model's occupancy.
+The weight file (one "offset weight shuffles" line per host block with a weight, the offset
+being the return address of the block's coverage call in BINARY, which is what the emulator's
+coverage hook sees) is what DAMACY_GPU_MODEL_SASS names; its "#res" lines give each kernel's
+registers and static shared memory from ptxas, for the model's occupancy.
 
 usage: gpu_model_sass.py --binary BIN --out FILE [--nvrtc-dir DIR] [--nvdisasm PATH] [--summary]
 """
@@ -271,25 +282,59 @@ class ShuffleChains:
         return exposed
 
 
-def host_sites(binary: str) -> tuple[list[tuple[int, str, int]], dict]:
-    """(return address, file, line) of every __sanitizer_cov_trace_pc call in a kernel source,
-    and the host copies of each (file, line): distinct (function, inlined-at location) pairs
-    (addr2line -i -f)."""
-    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", binary], check=True, capture_output=True,
-                         text=True).stdout.splitlines()
-    calls = []
-    for i, line in enumerate(dis):
-        if "call" in line and "<__sanitizer_cov_trace_pc" in line:
-            m = re.match(r"\s*([0-9a-f]+):", line)
-            # the return address: the next instruction's address
-            for nxt in dis[i + 1:i + 4]:
-                n = re.match(r"\s*([0-9a-f]+):", nxt)
-                if n:
-                    calls.append((int(m.group(1), 16), int(n.group(1), 16)))
-                    break
-    if not calls:
-        return [], {}
-    out = subprocess.run(["addr2line", "-a", "-i", "-f", "-e", binary], input="\n".join(hex(c) for c, _ in calls),
+def parse_host(text: str, known: set) -> tuple[list[tuple[int, str, int]], list[tuple[int, tuple[str, int], int]]]:
+    """The host's basic blocks and the kernel-source instructions in each, from `objdump -d -l`
+    output of the binary: (return address, file, line) of every __sanitizer_cov_trace_pc call
+    (a block starts there: the return address is what the emulator's coverage hook sees; file
+    and line those of the call, or "" and 0 outside the kernel sources), and (address, (file,
+    line), block) of every instruction objdump puts on a line of a KNOWN file (the innermost
+    line of its inlining chain), the block being the return address of the last coverage call
+    before it in its function (a function's instructions before its first call: that call's
+    block). The instrumentation's own calls (coverage, ThreadSanitizer hooks) and padding are
+    not counted."""
+    blocks: list[tuple[int, str, int]] = []
+    insns: list[tuple[int, tuple[str, int], int]] = []
+    where: tuple[str, int] | None = None
+    block = None
+    pending: list[tuple[int, tuple[str, int]]] = []
+    start_next, call_at = False, None
+    for line in text.splitlines():
+        m = re.match(r"^[0-9a-f]+ <.*>:$", line)
+        if m:
+            block, pending, start_next, where = None, [], False, None
+            continue
+        m = re.match(r"^(/\S*|[^\s:]+\.\w+):(\d+)", line)
+        if m:
+            f = os.path.basename(m.group(1))
+            where = (f, int(m.group(2))) if f in known else None
+            continue
+        m = re.match(r"^\s+([0-9a-f]+):\s+(\S.*)$", line)
+        if not m:
+            continue
+        addr, ins = int(m.group(1), 16), m.group(2)
+        if start_next:
+            block, start_next = addr, False
+            blocks.append((addr, call_at[0] if call_at else "", call_at[1] if call_at else 0))
+            insns.extend((a, w, block) for a, w in pending)
+            pending = []
+        if "<__sanitizer_cov_trace_pc" in ins:
+            start_next, call_at = True, where
+            continue
+        if "<__tsan_" in ins or ins.startswith(("int3", "nop", "data16", "cs nopw", "xchg   %ax,%ax")):
+            continue
+        if where is None:
+            continue
+        if block is None:
+            pending.append((addr, where))
+        else:
+            insns.append((addr, where, block))
+    return blocks, insns
+
+
+def inline_copies(binary: str, addrs: list[int]) -> list[tuple[tuple[str, int], tuple]]:
+    """For each address, its innermost (file, line) and its copy: the outermost function and the
+    call sites it is inlined at (addr2line -i -f), distinct per inlined copy of a line."""
+    out = subprocess.run(["addr2line", "-a", "-i", "-f", "-e", binary], input="\n".join(hex(a) for a in addrs),
                          check=True, capture_output=True, text=True).stdout.splitlines()
     # groups: "0xaddr", then (function, file:line) pairs, innermost first
     groups, cur = [], None
@@ -299,25 +344,87 @@ def host_sites(binary: str) -> tuple[list[tuple[int, str, int]], dict]:
             groups.append(cur)
         elif cur is not None:
             cur.append(line)
-    sites, copies = [], collections.defaultdict(set)
-    known = set(FILES) | {"common.cuh"}
 
     def loc(text: str):
         path, _, ln = text.rpartition(":")
         ln = ln.split()[0] if ln else "0"
         return (os.path.basename(path), int(ln)) if ln.isdigit() else (os.path.basename(path), 0)
 
-    for (_, ret), g in zip(calls, groups):
+    res = []
+    for g in groups:
         if len(g) < 2:
+            res.append((("", 0), ()))
             continue
-        where = loc(g[1])
-        if where[0] not in known or where[1] == 0:
+        chain = tuple(loc(g[i]) for i in range(3, len(g), 2))
+        res.append((loc(g[1]), (g[-2], chain)))
+    return res
+
+
+def host_blocks(binary: str):
+    """`parse_host` of BINARY's disassembly, with the host copies of each (file, line): the
+    distinct copies (`inline_copies`) of its instructions and of its blocks' coverage calls."""
+    known = set(FILES) | {"common.cuh"}
+    text = subprocess.run(["objdump", "-d", "-l", "--no-show-raw-insn", binary], check=True, capture_output=True,
+                          text=True).stdout
+    blocks, insns = parse_host(text, known)
+    copies: dict = collections.defaultdict(set)
+    addrs = [a for a, _, _ in insns]
+    # a coverage call's copy: the call is the instruction before its return address; addr2line
+    # of the return address - 1 names the call's line
+    sites = [b for b in blocks if b[1]]
+    for (w, key) in inline_copies(binary, addrs + [ret - 1 for ret, _, _ in sites]) if addrs or sites else []:
+        if w[0] in known and w[1] != 0:
+            copies[w].add(key)
+    return blocks, insns, copies
+
+
+def block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies) -> tuple[dict, dict, int]:
+    """SASS instructions and exposed shuffles per execution of each host block (by return
+    address), and the SASS instructions placed on no block.
+
+    A source line's SASS, per GPU copy of the line, is spread over the host blocks that hold the
+    line's host instructions, in proportion to them, per host copy: a block holding k of the
+    line's n host instructions per copy is charged k / n of its SASS per execution. A line with
+    no host instruction (the host compiler folded it into another line's) falls back to its
+    bucket: the nearest line at or above it, in its file, where a host block starts (its SASS
+    shared by the blocks that start there, per host copy)."""
+    w: dict = collections.Counter()
+    wsh: dict = collections.Counter()
+    per_line_blocks: dict = collections.defaultdict(collections.Counter)
+    for _, where, blk in insns:
+        per_line_blocks[where][blk] += 1
+    sites = [(ret, f, ln) for ret, f, ln in blocks if f]
+    at_line: dict = collections.defaultdict(list)
+    for ret, f, ln in sites:
+        at_line[(f, ln)].append(ret)
+    starts: dict = collections.defaultdict(list)
+    for (f, ln) in at_line:
+        starts[f].append(ln)
+    for f in starts:
+        starts[f].sort()
+    unplaced = 0
+    for (f, ln), n in sass.items():
+        g = max(1, len(gpu_copies.get((f, ln), ())))
+        s_copy, sh_copy = n / g, shfl.get((f, ln), 0) / g
+        hb = per_line_blocks.get((f, ln))
+        if hb:
+            per_copy = sum(hb.values()) / max(1, len(host_copies.get((f, ln), ())))
+            for blk, k in hb.items():
+                w[blk] += s_copy * k / per_copy
+                wsh[blk] += sh_copy * k / per_copy
             continue
-        chain = tuple(loc(g[i]) for i in range(3, len(g), 2))  # the call sites it is inlined at
-        outer = g[-2]  # the outermost function: the copy's home
-        sites.append((ret, where[0], where[1]))
-        copies[where].add((outer, chain))
-    return sites, copies
+        st = starts.get(f)
+        k = bisect.bisect_right(st, ln) - 1 if st else -1
+        if k < 0:
+            unplaced += n
+            continue
+        first = (f, st[k])
+        rets = at_line[first]
+        per_copy = len(rets) / max(1, len(host_copies.get(first, ())))
+        for ret in rets:
+            w[ret] += s_copy / per_copy
+            wsh[ret] += sh_copy / per_copy
+    return w, wsh, unplaced
 
 
 def main() -> int:
@@ -351,11 +458,11 @@ def main() -> int:
     # calls), the two largest first, beside the host binary's scan; merged in FILES order.
     workers = max(2, os.cpu_count() or 2)
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        host = pool.submit(host_sites, a.binary)
+        host = pool.submit(host_blocks, a.binary)
         order = sorted(FILES, key=lambda n: n not in ("zstd.cu", "inflate.cu"))
         futures = {name: pool.submit(one_file, name) for name in order}
         results = [futures[name].result() for name in FILES]
-        sites, host_copies = host.result()
+        blocks, insns, host_copies = host.result()
     sass: collections.Counter = collections.Counter()
     shfl: collections.Counter = collections.Counter()
     gpu_copies: dict = collections.defaultdict(set)
@@ -369,44 +476,23 @@ def main() -> int:
         for k, v in copies.items():
             gpu_copies[k] |= v
 
-    if not sites:
+    if not any(f for _, f, _ in blocks):
         raise SystemExit(f"no __sanitizer_cov_trace_pc call of a kernel source in {a.binary}")
-    # Both compilers copy a line once per inlined call (and the host may keep one out-of-line
-    # copy for several kernels): compare one copy with one copy. SASS per GPU copy of a line,
-    # summed over its bucket; host basic blocks per host copy of the bucket's first line.
-    per_line_sites = collections.Counter((f, ln) for _, f, ln in sites)
-    starts: dict[str, list[int]] = collections.defaultdict(list)
-    for (f, ln) in per_line_sites:
-        starts[f].append(ln)
-    for f in starts:
-        starts[f].sort()
-    bucket_sass: collections.Counter = collections.Counter()
-    bucket_shfl: collections.Counter = collections.Counter()
-    unplaced = 0
-    for (f, ln), n in sass.items():
-        s = starts.get(f)
-        if not s:
-            unplaced += n
-            continue
-        k = bisect.bisect_right(s, ln) - 1
-        n_copies = max(1, len(gpu_copies.get((f, ln), ())))
-        bucket_sass[(f, s[max(k, 0)])] += n / n_copies
-        bucket_shfl[(f, s[max(k, 0)])] += shfl[(f, ln)] / n_copies
+    weight, weight_shfl, unplaced = block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies)
     with open(a.out, "w") as out:
         out.write("# SASS instructions, and the exposed shuffles among them, per host basic block "
                   "(crates/damacy-kernels/scripts/gpu_model_sass.py)\n")
         out.write(f"# binary {os.path.abspath(a.binary)}\n")
         for k, (regs, smem) in sorted(resources.items()):
             out.write(f"#res {k} {regs} {smem} {totals.get(k, 0)}\n")
-        for ret, f, ln in sites:
-            per_copy = per_line_sites[(f, ln)] / max(1, len(host_copies.get((f, ln), ())))
-            w = bucket_sass[(f, ln)] / per_copy
-            out.write(f"{ret:x} {w:.4f} {bucket_shfl[(f, ln)] / per_copy:.4f}\n")
+        for ret, _, _ in blocks:
+            if weight.get(ret, 0) > 0:
+                out.write(f"{ret:x} {weight[ret]:.4f} {weight_shfl.get(ret, 0):.4f}\n")
     if a.summary:
         by_file_sass = collections.Counter()
         for (f, _), n in sass.items():
             by_file_sass[f] += n
-        by_file_sites = collections.Counter(f for _, f, _ in sites)
+        by_file_sites = collections.Counter(f for _, f, _ in blocks if f)
         for f in sorted(set(by_file_sass) | set(by_file_sites)):
             print(f"{f:12} SASS {by_file_sass[f]:6}  host blocks {by_file_sites[f]:6}", file=sys.stderr)
         print(f"SASS instructions on lines of no host block's file: {unplaced}", file=sys.stderr)
