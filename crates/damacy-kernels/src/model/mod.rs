@@ -7,9 +7,11 @@
 //!   (`simt_runs` in `kernels/emu/cost.hpp`: lanes at the same block run it together, diverged
 //!   lanes take turns, lowest host address first, so a branch's sides meet at their join and
 //!   the warp runs each iteration's union of its lanes' paths), each block weighted by the SASS
-//!   instructions per host basic block of its source line: `scripts/gpu_model_sass.py` joins
-//!   NVRTC's `sm_90` cubins (nvdisasm line info) with the binary's coverage call sites (objdump,
-//!   addr2line) and writes the table `DAMACY_GPU_MODEL_SASS` names, with the **exposed
+//!   instructions of the source lines whose host instructions it holds (each line's SASS spread
+//!   over its host blocks in proportion to its host instructions in each):
+//!   `scripts/gpu_model_sass.py` joins NVRTC's `sm_90` cubins (nvdisasm line info) with the
+//!   binary's basic blocks and the source line of each host instruction (`objdump -d -l`,
+//!   `addr2line -i`) and writes the table `DAMACY_GPU_MODEL_SASS` names, with the **exposed
 //!   shuffles** among them (a `SHFL` that lengthens the longest chain of shuffles through
 //!   register dependencies in its straight-line stretch of SASS: independent shuffles overlap);
 //! - **memory**: global loads (first touch of a sector in the launch, or a re-touch, with the
