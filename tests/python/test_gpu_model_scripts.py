@@ -44,7 +44,29 @@ def test_a_collectives_divergent_copy_is_not_counted():
     assert per_line == {("k.cu", 3): 2, ("k.cu", 4): 1, ("k.cu", 5): 2, ("k.cu", 6): 1}
     assert shfl == {("k.cu", 4): 1}
     assert per_fn == {"dmc_k": 10}
-    assert copies[("k.cu", 4)] == {("dmc_k", ())}
+    # one copy (not inlined), with its SASS: the counted instruction, not the divergent copy's
+    assert copies[("k.cu", 4)] == {("dmc_k", ()): 1}
+
+
+TWO_COPIES = """
+.text.dmc_k:
+\t//## File "/x/k.cu", line 3 inlined at "/x/k.cu", line 8
+\t//## File "/x/k.cu", line 8
+        /*0000*/                   IADD3 R4, R4, 0x1, RZ ;
+        /*0010*/                   IADD3 R4, R4, 0x1, RZ ;
+        /*0020*/                   IADD3 R4, R4, 0x1, RZ ;
+\t//## File "/x/k.cu", line 3 inlined at "/x/k.cu", line 9
+\t//## File "/x/k.cu", line 9
+        /*0030*/                   IADD3 R4, R4, 0x1, RZ ;
+        /*0040*/                   EXIT ;
+"""
+
+
+def test_each_inlined_copy_of_a_line_has_its_own_sass_count():
+    lines = {3: ("k.cu", 3), 8: ("k.cu", 8), 9: ("k.cu", 9)}
+    per_line, copies, _, _ = gpu_model_sass.count_lines(TWO_COPIES, lines)
+    assert per_line == {("k.cu", 3): 5}
+    assert copies[("k.cu", 3)] == {("dmc_k", (("k.cu", 8),)): 3, ("dmc_k", (("k.cu", 9),)): 2}
 
 
 CHAINS = """
@@ -193,3 +215,31 @@ def test_a_lines_sass_goes_to_the_blocks_that_hold_its_host_instructions():
     assert w == {0x10: 6.0, 0x20: 7.0, 0x30: 9.0}
     assert {k: v for k, v in wsh.items() if v} == {0x10: 2.0, 0x20: 1.0}
     assert unplaced == 7  # line 1 lies before every block of its file
+
+
+def test_a_host_copy_is_charged_the_sass_of_the_same_gpu_copy():
+    # line 3 inlined at lines 8 and 9 (a template's two instantiations, say): the GPU copies have
+    # 9 and 3 SASS instructions; the host's copies sit in blocks 0x10 (at 8: two instructions)
+    # and 0x20 (at 9: one), and a third host copy (at 12) has no GPU copy of its own
+    blocks = [(0x10, "k.cu", 8), (0x20, "k.cu", 9), (0x30, "k.cu", 12)]
+    a, b, c = ("dmc_k", (("k.cu", 8),)), ("dmc_k", (("k.cu", 9),)), ("dmc_k", (("k.cu", 12),))
+    insns = [(1, ("k.cu", 3), 0x10), (2, ("k.cu", 3), 0x10), (3, ("k.cu", 3), 0x20), (4, ("k.cu", 3), 0x30)]
+    insn_copy = {1: a, 2: a, 3: b, 4: c}
+    host_copies = {("k.cu", 3): {a, b, c}}
+    sass = {("k.cu", 3): 12}
+    shfl = {("k.cu", 3): 4}
+    import collections
+    gpu_copies = {("k.cu", 3): collections.Counter({a: 9, b: 3})}
+    w, wsh, unplaced = gpu_model_sass.block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies, insn_copy)
+    # each matched copy its own SASS (the shuffles in proportion); the unmatched copy: none left
+    assert w == {0x10: 9.0, 0x20: 3.0}
+    assert wsh == {0x10: 3.0, 0x20: 1.0}
+    assert unplaced == 0
+    # without the copies' counts (a set per line) every host copy is charged the GPU copies' mean
+    # (6), spread over its blocks by host instructions (4 over 3 copies), as before
+    w, _, _ = gpu_model_sass.block_weights(blocks, insns, host_copies, sass, shfl, {("k.cu", 3): {a, b}}, insn_copy)
+    assert w == {0x10: 9.0, 0x20: 4.5, 0x30: 4.5}
+    # host copies not matched (instructions 3 and 4: copy unknown) share the GPU copies left (b's
+    # 3 instructions, per host copy)
+    w, _, _ = gpu_model_sass.block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies, {1: a, 2: a})
+    assert w == {0x10: 9.0, 0x20: 3.0, 0x30: 3.0}

@@ -152,7 +152,8 @@ def ptxas_resources(log: str) -> dict[str, tuple[int, int]]:
 def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Counter, dict, dict[str, int],
                                                                   collections.Counter]:
     """SASS instructions per (file, line) of one cubin, the inlined copies of each (file, line)
-    (distinct "inlined at" call sites: nvdisasm -gi), the SASS instructions per kernel, and the
+    (distinct "inlined at" call sites: nvdisasm -gi) with the SASS of each, the SASS instructions
+    per kernel, and the
     exposed shuffles (`SHFL`, see `ShuffleChains`) per (file, line)."""
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
@@ -166,15 +167,16 @@ def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Co
 
 def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict[str, int], collections.Counter]:
     """`sass_lines` of a disassembly (`nvdisasm -gi -c` output); the shuffles counted per line
-    are the exposed ones (`ShuffleChains`)."""
+    are the exposed ones (`ShuffleChains`); the copies of a line map each copy (kernel, call
+    sites innermost first) to its SASS instructions."""
     per_line: collections.Counter = collections.Counter()
     per_line_shfl: collections.Counter = collections.Counter()
-    copies: dict = collections.defaultdict(set)
+    copies: dict = collections.defaultdict(collections.Counter)
     per_fn: dict[str, int] = collections.Counter()
     # Before an instruction whose location changes, nvdisasm -gi prints the inlining chain, one
     # "//##" line per level, innermost first: the instruction belongs to the first one's line;
     # the rest (the call sites it is inlined at) name its copy.
-    where, fn, chain = None, None, []
+    where, fn, chain, key = None, None, [], None
     chains = ShuffleChains()
 
     # A collective (shuffle, vote with a mask) is compiled as `BRA.DIV` to an out-of-line copy
@@ -200,9 +202,7 @@ def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict
         m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(\S.*)", line)
         if m:
             if chain:
-                where = chain[0]
-                if where is not None and not cold:
-                    copies[where].add((fn, tuple(chain[1:])))
+                where, key = chain[0], (fn, tuple(chain[1:]))
                 chain = []
             per_fn[fn] += 1
             if cold:
@@ -212,6 +212,7 @@ def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict
             exposed = chains.step(m.group(1))
             if where is not None:
                 per_line[where] += 1
+                copies[where][key] += 1
                 if exposed:
                     per_line_shfl[where] += 1
     return per_line, copies, per_fn, per_line_shfl
@@ -362,7 +363,8 @@ def inline_copies(binary: str, addrs: list[int]) -> list[tuple[tuple[str, int], 
 
 def host_blocks(binary: str):
     """`parse_host` of BINARY's disassembly, with the host copies of each (file, line): the
-    distinct copies (`inline_copies`) of its instructions and of its blocks' coverage calls."""
+    distinct copies (`inline_copies`) of its instructions and of its blocks' coverage calls;
+    and the copy of each instruction (by address)."""
     known = set(FILES) | {"common.cuh"}
     text = subprocess.run(["objdump", "-d", "-l", "--no-show-raw-insn", binary], check=True, capture_output=True,
                           text=True).stdout
@@ -372,27 +374,34 @@ def host_blocks(binary: str):
     # a coverage call's copy: the call is the instruction before its return address; addr2line
     # of the return address - 1 names the call's line
     sites = [b for b in blocks if b[1]]
-    for (w, key) in inline_copies(binary, addrs + [ret - 1 for ret, _, _ in sites]) if addrs or sites else []:
+    found = inline_copies(binary, addrs + [ret - 1 for ret, _, _ in sites]) if addrs or sites else []
+    insn_copy = {a: key for a, (w, key) in zip(addrs, found) if w[0] in known and w[1] != 0}
+    for (w, key) in found:
         if w[0] in known and w[1] != 0:
             copies[w].add(key)
-    return blocks, insns, copies
+    return blocks, insns, copies, insn_copy
 
 
-def block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies) -> tuple[dict, dict, int]:
+def block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies, insn_copy=None) -> tuple[dict, dict, int]:
     """SASS instructions and exposed shuffles per execution of each host block (by return
     address), and the SASS instructions placed on no block.
 
     A source line's SASS, per GPU copy of the line, is spread over the host blocks that hold the
     line's host instructions, in proportion to them, per host copy: a block holding k of the
-    line's n host instructions per copy is charged k / n of its SASS per execution. A line with
-    no host instruction (the host compiler folded it into another line's) falls back to its
+    copy's n host instructions of the line is charged k / n of the copy's SASS per execution.
+    A host copy and a GPU copy are the same copy when their kernels and call-site chains are
+    (INSN_COPY: each host instruction's copy; GPU_COPIES: each line's copies with their SASS);
+    a host copy with no such GPU copy is charged the mean SASS of the GPU copies left (so
+    are all copies when the copies are not known: a set, not a count, per line). A line with no
+    host instruction (the host compiler folded it into another line's) falls back to its
     bucket: the nearest line at or above it, in its file, where a host block starts (its SASS
     shared by the blocks that start there, per host copy)."""
     w: dict = collections.Counter()
     wsh: dict = collections.Counter()
-    per_line_blocks: dict = collections.defaultdict(collections.Counter)
-    for _, where, blk in insns:
-        per_line_blocks[where][blk] += 1
+    insn_copy = insn_copy or {}
+    per_line_copy_blocks: dict = collections.defaultdict(lambda: collections.defaultdict(collections.Counter))
+    for addr, where, blk in insns:
+        per_line_copy_blocks[where][insn_copy.get(addr)][blk] += 1
     sites = [(ret, f, ln) for ret, f, ln in blocks if f]
     at_line: dict = collections.defaultdict(list)
     for ret, f, ln in sites:
@@ -404,15 +413,44 @@ def block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies) -> tuple[d
         starts[f].sort()
     unplaced = 0
     for (f, ln), n in sass.items():
-        g = max(1, len(gpu_copies.get((f, ln), ())))
-        s_copy, sh_copy = n / g, shfl.get((f, ln), 0) / g
-        hb = per_line_blocks.get((f, ln))
-        if hb:
-            per_copy = sum(hb.values()) / max(1, len(host_copies.get((f, ln), ())))
-            for blk, k in hb.items():
-                w[blk] += s_copy * k / per_copy
-                wsh[blk] += sh_copy * k / per_copy
+        gc = gpu_copies.get((f, ln), ())
+        counted = isinstance(gc, collections.Counter)
+        g = max(1, len(gc))
+        sh = shfl.get((f, ln), 0)
+        by_copy = per_line_copy_blocks.get((f, ln))
+        if by_copy:
+            matched = [c for c in by_copy if counted and c is not None and c in gc]
+            for c in matched:
+                hb = by_copy[c]
+                k_all = sum(hb.values())
+                for blk, k in hb.items():
+                    w[blk] += gc[c] * k / k_all
+                    wsh[blk] += sh * gc[c] / n * k / k_all
+            rest = collections.Counter()
+            for c, hb in by_copy.items():
+                if c not in matched:
+                    rest.update(hb)
+            n_rest = n - sum(gc[c] for c in matched)
+            if rest and n_rest > 0:
+                g_rest = max(1, g - len(matched))
+                s_copy, sh_copy = n_rest / g_rest, sh * n_rest / n / g_rest
+                h_rest = max(1, len(host_copies.get((f, ln), ())) - len(matched))
+                per_copy = sum(rest.values()) / h_rest
+                for blk, k in rest.items():
+                    w[blk] += s_copy * k / per_copy
+                    wsh[blk] += sh_copy * k / per_copy
+            elif n_rest > 0:
+                # GPU copies with no host copy: shared by the host's copies, as their mean
+                hb = collections.Counter()
+                for c in matched:
+                    hb.update(by_copy[c])
+                g_rest = max(1, g - len(matched))
+                per_copy = sum(hb.values()) / max(1, len(matched))
+                for blk, k in hb.items():
+                    w[blk] += n_rest / g_rest * k / per_copy
+                    wsh[blk] += sh * n_rest / n / g_rest * k / per_copy
             continue
+        s_copy, sh_copy = n / g, sh / g
         st = starts.get(f)
         k = bisect.bisect_right(st, ln) - 1 if st else -1
         if k < 0:
@@ -462,10 +500,10 @@ def main() -> int:
         order = sorted(FILES, key=lambda n: n not in ("zstd.cu", "inflate.cu"))
         futures = {name: pool.submit(one_file, name) for name in order}
         results = [futures[name].result() for name in FILES]
-        blocks, insns, host_copies = host.result()
+        blocks, insns, host_copies, insn_copy = host.result()
     sass: collections.Counter = collections.Counter()
     shfl: collections.Counter = collections.Counter()
-    gpu_copies: dict = collections.defaultdict(set)
+    gpu_copies: dict = collections.defaultdict(collections.Counter)
     resources: dict[str, tuple[int, int]] = {}
     totals: dict[str, int] = {}
     for res, per_fn, per_line, copies, per_line_shfl in results:
@@ -474,11 +512,11 @@ def main() -> int:
         sass.update(per_line)
         shfl.update(per_line_shfl)
         for k, v in copies.items():
-            gpu_copies[k] |= v
+            gpu_copies[k].update(v)
 
     if not any(f for _, f, _ in blocks):
         raise SystemExit(f"no __sanitizer_cov_trace_pc call of a kernel source in {a.binary}")
-    weight, weight_shfl, unplaced = block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies)
+    weight, weight_shfl, unplaced = block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies, insn_copy)
     with open(a.out, "w") as out:
         out.write("# SASS instructions, and the exposed shuffles among them, per host basic block "
                   "(crates/damacy-kernels/scripts/gpu_model_sass.py)\n")

@@ -1337,6 +1337,43 @@ fn short_sequences(seed: u64, n_seq: usize, max_dist: usize) -> (Vec<Sequence>, 
     (seqs, last)
 }
 
+/// Runs, as in a label image's LZ4 streams (compressed 8 times or more: `dmc_lz4_decode`'s
+/// batches that end at a long match): mostly no literals, short matches at distance 1 or 2 or
+/// farther, and long matches of 64 bytes to ~4 KiB (one to 16 length-extension bytes: up to four
+/// read in a batch, more the single way), at distances up to 65,535.
+fn run_sequences(seed: u64, n_seq: usize) -> (Vec<Sequence>, Vec<u8>) {
+    let mut next = below(seed);
+    let mut seqs = Vec::new();
+    let mut op = 0usize;
+    for i in 0..n_seq {
+        let lit_len = if i == 0 {
+            1 + next(4)
+        } else if next(8) == 0 {
+            1 + next(20)
+        } else {
+            0
+        };
+        let lit: Vec<u8> = (0..lit_len).map(|_| next(256) as u8).collect();
+        op += lit.len();
+        let far = op.min(65_535);
+        let dist = match next(4) {
+            0 | 1 => 1 + next(2.min(far)),
+            2 => 1 + next(far.min(64)),
+            _ => 1 + next(far),
+        };
+        let len = match next(8) {
+            0..=2 => 4 + next(12),
+            3..=6 => 64 + next(1100),
+            _ => 1100 + next(3000),
+        };
+        op += len;
+        seqs.push((lit, dist, len));
+    }
+    let last_len = 1 + next(8);
+    let last = (0..last_len).map(|_| next(256) as u8).collect();
+    (seqs, last)
+}
+
 /// A damaged copy of `s`: cut short, a byte flipped, or as it is.
 fn damage(s: &[u8], how: u8, at: usize, v: u8) -> Vec<u8> {
     let mut s = s.to_vec();
@@ -1352,6 +1389,35 @@ fn damage(s: &[u8], how: u8, at: usize, v: u8) -> Vec<u8> {
         _ => {}
     }
     s
+}
+
+/// One generated LZ4 block (`lz4`) or BloscLZ stream, damaged by `how`/`at`/`v` (see
+/// [`damage`]) and decoded into its full size plus `size_delta` by the kernel launched
+/// directly at the given misalignments, under a fixed (seed bit 3 clear) or shuffled schedule:
+/// its status, bytes written and their values must equal the sequential reference's.
+#[allow(clippy::too_many_arguments)]
+fn lz_kernel_agrees(
+    lz4: bool,
+    enc: &[u8],
+    how: u8,
+    at: usize,
+    v: u8,
+    size_delta: i64,
+    src_mis: usize,
+    dst_mis: usize,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let reference = if lz4 { lz4_reference } else { blosclz_reference };
+    let (_, full, _) = reference(enc, usize::MAX / 2);
+    let src = damage(enc, how, at, v);
+    let dst_len = (full as i64 + size_delta).max(0) as usize;
+    let want = reference(&src, dst_len);
+    if how == 3 && size_delta == 0 {
+        prop_assert_eq!(want.0, ST_OK);
+    }
+    let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
+    prop_assert_eq!(launch_lz_kernel(lz4, &src, src_mis, dst_mis, dst_len, sched), want, "lz4 {}", lz4);
+    Ok(())
 }
 
 proptest! {
@@ -1376,16 +1442,7 @@ proptest! {
         let (seqs, last) = random_sequences(seed, n_seq, 65_535);
         let seqs: Vec<_> = seqs.into_iter().map(|(l, d, m)| (l, d as u16, m)).collect();
         let block = lz4_encode(&seqs, &last);
-        let (_, full, _) = lz4_reference(&block, usize::MAX / 2);
-        let src = damage(&block, how, at, v);
-        let dst_len = (full as i64 + size_delta).max(0) as usize;
-        let want = lz4_reference(&src, dst_len);
-        if how == 3 && size_delta == 0 {
-            prop_assert_eq!(want.0, ST_OK);
-        }
-        let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
-        let got = launch_lz_kernel(true, &src, src_mis, dst_mis, dst_len, sched);
-        prop_assert_eq!(got, want);
+        lz_kernel_agrees(true, &block, how, at, v, size_delta, src_mis, dst_mis, seed)?;
     }
 
     /// `dmc_blosclz_decode` the same way: literal runs, near, far (past 8191) and overlapping
@@ -1403,16 +1460,32 @@ proptest! {
     ) {
         let (seqs, last) = random_sequences(seed, n_seq, 8191 + 65_535);
         let stream = blosclz_encode(&seqs, &last);
-        let (_, full, _) = blosclz_reference(&stream, usize::MAX / 2);
-        let src = damage(&stream, how, at, v);
-        let dst_len = (full as i64 + size_delta).max(0) as usize;
-        let want = blosclz_reference(&src, dst_len);
-        if how == 3 && size_delta == 0 {
-            prop_assert_eq!(want.0, ST_OK);
-        }
-        let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
-        let got = launch_lz_kernel(false, &src, src_mis, dst_mis, dst_len, sched);
-        prop_assert_eq!(got, want);
+        lz_kernel_agrees(false, &stream, how, at, v, size_delta, src_mis, dst_mis, seed)?;
+    }
+
+    /// `dmc_lz4_decode` on label-image runs (streams compressed 8 times or more: its batches
+    /// end at a long match, whose literals are the batch's last and whose match is copied right
+    /// after it; longer extensions and corrupt ones the single way), intact, cut or with a
+    /// flipped byte, with an exact or a wrong output size, every misalignment: equal to the
+    /// sequential reference under fixed and shuffled schedules.
+    #[test]
+    fn lz4_kernel_matches_reference_on_label_runs(
+        seed in any::<u64>(),
+        n_seq in 4usize..200,
+        src_mis in 0usize..4,
+        dst_mis in 0usize..16,
+        how in 0u8..4,
+        at in any::<usize>(),
+        v in any::<u8>(),
+        size_delta in prop::sample::select(vec![0i64, 0, 0, -1, 1, -100]),
+    ) {
+        let (seqs, last) = run_sequences(seed, n_seq);
+        let seqs: Vec<_> = seqs.into_iter().map(|(l, d, m)| (l, d as u16, m)).collect();
+        let block = lz4_encode(&seqs, &last);
+        let (_, full, _) = lz4_reference(&block, usize::MAX / 2);
+        // the kernel's runs mode (a ratio of 8 or more) is the one under test
+        prop_assert!(full >= 8 * block.len(), "{} bytes from {}", full, block.len());
+        lz_kernel_agrees(true, &block, how, at, v, size_delta, src_mis, dst_mis, seed)?;
     }
 
     /// Both decoders on runs of short sequences (their batches of up to 32 tokens, rounds of 32
@@ -1431,20 +1504,11 @@ proptest! {
         size_delta in prop::sample::select(vec![0i64, 0, 0, -1, 1, -100]),
     ) {
         let (seqs, last) = short_sequences(seed, n_seq, 9000);
-        let sched = if seed & 8 == 0 { 0 } else { seed | 1 };
         let lz4_seqs: Vec<_> = seqs.iter().map(|(l, d, m)| (l.clone(), *d as u16, *m)).collect();
         let block = lz4_encode(&lz4_seqs, &last);
         let stream = blosclz_encode(&seqs, &last);
         for (lz4, enc) in [(true, &block), (false, &stream)] {
-            let reference = if lz4 { lz4_reference } else { blosclz_reference };
-            let (_, full, _) = reference(enc, usize::MAX / 2);
-            let src = damage(enc, how, at, v);
-            let dst_len = (full as i64 + size_delta).max(0) as usize;
-            let want = reference(&src, dst_len);
-            if how == 3 && size_delta == 0 {
-                prop_assert_eq!(want.0, ST_OK);
-            }
-            prop_assert_eq!(launch_lz_kernel(lz4, &src, src_mis, dst_mis, dst_len, sched), want, "lz4 {}", lz4);
+            lz_kernel_agrees(lz4, enc, how, at, v, size_delta, src_mis, dst_mis, seed)?;
         }
     }
 }
