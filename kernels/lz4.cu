@@ -93,7 +93,7 @@ __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, d
             const dmc_u32 offset = dmc_win_get(w, q) | (dmc_win_get(w, q + 1) << 8);
             q += 2;
             ml = tk & 15;
-            if (RUNS) b = 0;
+            if constexpr (RUNS) b = 0;
             if (ml == 15) {
                 if (q >= src_len || !dmc_win_has(w, q)) break;
                 b = dmc_win_get(w, q++);
@@ -101,23 +101,24 @@ __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, d
             }
             ml += 4;
             if (ml >= DMC_LZ_WIDE_MATCH || offset == 0 || offset > op + lit || ml > dst_len - op - lit) {
-                if (!RUNS) break;
-                // A long match: with up to DMC_LZ4_BATCH_EXT extension bytes, all in the window,
-                // and sound, the sequence's literals end the batch and its match follows it.
-                for (dmc_u32 e = 1; b == 255 && e < DMC_LZ4_BATCH_EXT; e++) {
-                    if (q >= src_len || !dmc_win_has(w, q)) break;
-                    b = dmc_win_get(w, q++);
-                    ml += b;
+                if constexpr (RUNS) {
+                    // A long match: with up to DMC_LZ4_BATCH_EXT extension bytes, all in the window,
+                    // and sound, the sequence's literals end the batch and its match follows it.
+                    for (dmc_u32 e = 1; b == 255 && e < DMC_LZ4_BATCH_EXT; e++) {
+                        if (q >= src_len || !dmc_win_has(w, q)) break;
+                        b = dmc_win_get(w, q++);
+                        ml += b;
+                    }
+                    if (b == 255 || offset == 0 || offset > op + lit || ml > dst_len - op - lit) break;
+                    if (lit > 0) {
+                        if (lane == ntok) tok = dmc_lz_tok{op - op0, lit, lip, offset};
+                        ntok++;
+                    }
+                    op += lit;
+                    ip = q;
+                    mdist = offset;
+                    mlen = ml;
                 }
-                if (b == 255 || offset == 0 || offset > op + lit || ml > dst_len - op - lit) break;
-                if (lit > 0) {
-                    if (lane == ntok) tok = dmc_lz_tok{op - op0, lit, lip, offset};
-                    ntok++;
-                }
-                op += lit;
-                ip = q;
-                mdist = offset;
-                mlen = ml;
                 break;
             }
             if (lane == ntok) tok = dmc_lz_tok{op - op0, lit, lip, offset};
