@@ -37,7 +37,13 @@
 //     pieces (the first fills the run, which is stored whole, the rest starts the next run:
 //     no partial words, no separate copy); a longer one is copied by the overlap-safe
 //     cooperative copy of the LZ4 kernel (byte j of a match of distance d comes from
-//     op-d+(j mod d)). Statuses follow the serial decode's order exactly.
+//     op-d+(j mod d)), together with its REPEATS: the same bits again right after a long
+//     match are the same match (a prefix code decodes equal bits to equal symbols), which is
+//     what zlib writes for a label image's regions (258-byte matches at one distance, one
+//     after another); lane k compares the bits of the k-th candidate with the match's (31 a
+//     step, for matches of up to 32 bits), and the run of equal ones joins one copy, where each
+//     match cost a round, a flush and a copy of its own. Statuses follow the serial decode's
+//     order exactly.
 //     Each round covers 32 candidate bits, so ~3-4 symbols of 8-9 bits: the model charges one
 //     shared request per round, where the serial decode paid one per symbol plus a global
 //     request per input byte and per literal;
@@ -867,6 +873,11 @@ struct dmc_inf_run {
 };
 
 #define DMC_INF_RUN_BYTES (4 * DMC_WARP_SIZE)
+// A long match's repeats (dmc_inf_huff): matches of at most this many bits are looked for, 31
+// candidates a step; the window holds the match and the candidates' bits (32 x 32 bits from the
+// match's first byte, plus the bytes a 32-bit read spans).
+#define DMC_INF_REPEAT_BITS 32u
+#define DMC_INF_REPEAT_WINDOW (4u * DMC_WARP_SIZE + 5u)
 
 // Puts byte `v` (a value of this lane) into slot `slot` of this lane's word when `put`.
 __device__ __forceinline__ void dmc_inf_put(dmc_inf_run* r, dmc_u32 b, bool put, dmc_u32 v) {
@@ -995,6 +1006,35 @@ struct dmc_inf_huff_res {
     dmc_u32 st;   // DMC_STATUS_OK at the end of the block
 };
 
+// The match whose length symbol's entry is x (its code consumed: *pos is after it): the
+// length's extra bits, the distance code and its extra bits, at most 5 + 15 + 13 bits, from one
+// 64-bit read of the window (one bounds check, four shuffles; three 32-bit reads took nine).
+// DMC_STATUS_SRC_TRUNCATED when they reach past `limit`, DMC_STATUS_CORRUPT for a distance code
+// that is not one; *pos moves past them. A warp collective (uniform arguments).
+__device__ __forceinline__ dmc_u32 dmc_inf_match(const dmc_inflate_smem* sm, dmc_win8* win, dmc_u64* pos,
+                                                 dmc_u64 limit, dmc_u32 x, dmc_u32* len, dmc_u32* dist,
+                                                 dmc_u32 lane) {
+    dmc_win_need(win, (dmc_u32)(*pos >> 3), 9, lane);
+    dmc_u64 bits = dmc_win8_bits64(*win, *pos);
+    const dmc_u32 lb = (x >> 24) & 15;
+    *len = (x & 0xFFFF) + ((dmc_u32)bits & ((1u << lb) - 1));
+    bits >>= lb;
+    const dmc_u32 dv = (dmc_u32)bits;
+    dmc_u32 d = sm->dist[dv & ((1u << DMC_INF_DIST_BITS) - 1)];
+    if (d & DMC_INF_ENT_SUB) {
+        d = sm->dist[(d & 0xFFFF) + ((dv >> DMC_INF_DIST_BITS) & ((1u << ((d >> 16) & 0xFF)) - 1))];
+    }
+    const dmc_u32 dl = (d & DMC_INF_ENT_SYM) ? (d >> 16) & 31 : 0;
+    bits >>= dl;
+    if (*pos + lb + dl > limit) return DMC_STATUS_SRC_TRUNCATED;
+    if (!(d & DMC_INF_ENT_SYM) || ((d >> 28) & 3) == DMC_INF_KIND_BAD) return DMC_STATUS_CORRUPT;
+    const dmc_u32 db = (d >> 24) & 15;
+    *dist = (d & 0xFFFF) + ((dmc_u32)bits & ((1u << db) - 1));
+    *pos += lb + dl + db;
+    if (*pos > limit) return DMC_STATUS_SRC_TRUNCATED;
+    return DMC_STATUS_OK;
+}
+
 // All lanes: decodes one Huffman block's symbols from stream bit `pos` (<= 8 * in_len) through
 // the shared tables, writing out[op, ...). Each round:
 //   1. lane i looks up the root entry of the symbol that would start at bit pos + i (one
@@ -1122,40 +1162,13 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
             st = DMC_STATUS_CORRUPT;
             break;
         }
+        const dmc_u64 p0 = pos;  // where the symbol starts
         pos += xl;
         if (kind == DMC_INF_KIND_EOB) break;
-        // A length: its extra bits, then the distance code and its extra bits: at most 5 + 15 +
-        // 13 bits, from one 64-bit read of the window (one bounds check, four shuffles; three
-        // 32-bit reads took nine).
-        dmc_win_need(&win, (dmc_u32)(pos >> 3), 9, lane);
-        dmc_u64 bits = dmc_win8_bits64(win, pos);
-        const dmc_u32 lb = (x >> 24) & 15;
-        const dmc_u32 len = (x & 0xFFFF) + ((dmc_u32)bits & ((1u << lb) - 1));
-        pos += lb;
-        bits >>= lb;
-        const dmc_u32 dv = (dmc_u32)bits;
-        dmc_u32 d = sm->dist[dv & ((1u << DMC_INF_DIST_BITS) - 1)];
-        if (d & DMC_INF_ENT_SUB) {
-            d = sm->dist[(d & 0xFFFF) + ((dv >> DMC_INF_DIST_BITS) & ((1u << ((d >> 16) & 0xFF)) - 1))];
-        }
-        const dmc_u32 dl = (d & DMC_INF_ENT_SYM) ? (d >> 16) & 31 : 0;
-        pos += dl;
-        bits >>= dl;
-        if (pos > limit) {
-            st = DMC_STATUS_SRC_TRUNCATED;
-            break;
-        }
-        if (!(d & DMC_INF_ENT_SYM) || ((d >> 28) & 3) == DMC_INF_KIND_BAD) {
-            st = DMC_STATUS_CORRUPT;
-            break;
-        }
-        const dmc_u32 db = (d >> 24) & 15;
-        const dmc_u32 dist = (d & 0xFFFF) + ((dmc_u32)bits & ((1u << db) - 1));
-        pos += db;
-        if (pos > limit) {
-            st = DMC_STATUS_SRC_TRUNCATED;
-            break;
-        }
+        // A length: its extra bits, then the distance code and its extra bits (dmc_inf_match).
+        dmc_u32 len, dist;
+        st = dmc_inf_match(sm, &win, &pos, limit, x, &len, &dist, lane);
+        if (st != DMC_STATUS_OK) break;
         if (dist > op - member_start) {
             st = DMC_STATUS_BAD_OFFSET;
             break;
@@ -1195,10 +1208,56 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
             }
             op += len;
         } else {
+            // A long match whose very bits come again right after it (a label image's region:
+            // zlib's 258-byte matches at the same distance, one after another) is that match
+            // again: a prefix code decodes the same bits to the same symbol, extra bits and
+            // distance. So the repeats join this match's copy, one copy for all of them: lane k
+            // compares the sb bits at p0 + k sb with lane 0's (the match's own), the first
+            // mismatch, a repeat reaching past the input or the output ending the run of them.
+            // Those left are decoded as before, in order (statuses as the serial decode's).
+            const dmc_u32 sb = (dmc_u32)(pos - p0);  // the match's bits: code, extra, distance
+            dmc_u32 reps = 0;
+            if (sb <= DMC_INF_REPEAT_BITS) {
+                for (;;) {
+                    const dmc_u64 q0 = p0 + (dmc_u64)(reps + 1) * sb;  // candidate k = lane at q0 + (lane - 1) sb
+                    dmc_win_need(&win, (dmc_u32)((q0 - sb) >> 3), DMC_INF_REPEAT_WINDOW, lane);
+                    const dmc_u32 mask = sb == 32 ? 0xFFFFFFFFu : (1u << sb) - 1;
+                    const dmc_u64 qk = q0 + (dmc_u64)lane * sb - sb;  // lane 0: the match itself
+                    const dmc_u32 vk = dmc_win8_bits32(win, qk) & mask;
+                    const dmc_u32 v0 = __shfl_sync(DMC_INF_FULL, vk, 0);
+                    const dmc_u32 k = reps + lane;  // repeats before this lane's candidate
+                    const bool same = lane == 0 || (vk == v0 && qk + sb <= limit &&
+                                                    (dmc_u64)len * (k + 1) <= (dmc_u64)(out_len - op));
+                    const dmc_u32 run_of = (dmc_u32)__ffs(~__ballot_sync(DMC_INF_FULL, same));  // first mismatch + 1, or 0
+                    const dmc_u32 got = run_of == 0 ? DMC_WARP_SIZE - 1 : run_of - 2;
+                    reps += got;
+                    if (got < DMC_WARP_SIZE - 1) break;
+                }
+                pos = p0 + (dmc_u64)(reps + 1) * sb;
+            }
+            dmc_u32 total = len * (reps + 1);
+            // Matches at the same distance right after it continue it (a region's last, shorter
+            // match at its distance): byte j of the whole comes from op - dist + (j mod dist)
+            // as well, so they join the copy too. One root lookup at pos (one request) finds the
+            // next symbol; anything but a length whose match has the same distance and fits (a
+            // literal, another distance, a match that does not decode: its status in order) is
+            // left to the next pass, as before.
+            for (;;) {
+                dmc_win_need(&win, (dmc_u32)(pos >> 3), 5, lane);
+                const dmc_u32 e = sm->litlen[dmc_win8_bits32(win, pos) & ((1u << DMC_INF_LITLEN_BITS) - 1)];
+                if (!(e & DMC_INF_ENT_SYM) || ((e >> 28) & 3) != DMC_INF_KIND_LEN) break;
+                dmc_u64 p1 = pos + ((e >> 16) & 31);
+                dmc_u32 len1, dist1;
+                if (p1 > limit || dmc_inf_match(sm, &win, &p1, limit, e, &len1, &dist1, lane) != DMC_STATUS_OK ||
+                    dist1 != dist || len1 > out_len - op - total)
+                    break;
+                total += len1;
+                pos = p1;
+            }
             dmc_inf_flush(out, &run, op, mis, lane);
-            dmc_lz_match_copy(out, op, dist, len, lane);
+            dmc_lz_match_copy(out, op, dist, total, lane);
             __syncwarp();  // the copy's bytes are visible to the warp's next reads
-            op += len;
+            op += total;
             run.base = op;
             run.head = (mis + op) & 3;
         }
@@ -1212,10 +1271,17 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
     return res;
 }
 
-// 12 blocks per SM: what shared memory allows on sm_90 (228 KiB per SM, ~18.4 KiB per block with
-// the 1 KiB reserved), so the register bound it sets (85) costs no occupancy. Without it ptxas
-// chose 80 registers and spilled 4 bytes on sm_90 once the resolve's lane-by-lane load landed.
-extern "C" __global__ void __launch_bounds__(DMC_INFLATE_WARPS_PER_BLOCK * DMC_WARP_SIZE, 12)
+// Blocks per SM: what shared memory allows (~18.4 KiB per block with the 1 KiB reserved): 12 on
+// sm_90 (228 KiB per SM), 8 on sm_80 (164 KiB), so the register bound each sets (85 and 128)
+// costs no occupancy. Without it ptxas chose 80 registers and spilled 4 bytes on sm_90 once the
+// resolve's lane-by-lane load landed; with 12 on sm_80 it spilled 4 bytes once a long match's
+// repeats joined its copy.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define DMC_INF_MIN_BLOCKS 8
+#else
+#define DMC_INF_MIN_BLOCKS 12
+#endif
+extern "C" __global__ void __launch_bounds__(DMC_INFLATE_WARPS_PER_BLOCK * DMC_WARP_SIZE, DMC_INF_MIN_BLOCKS)
 dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                    dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
                    dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {

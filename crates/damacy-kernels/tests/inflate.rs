@@ -92,6 +92,14 @@ fn ref_unzlib(c: &[u8]) -> Option<Vec<u8>> {
     std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(c), &mut out).ok().map(|_| out)
 }
 
+/// The bytes flate2 decodes from a zlib stream cut short: those of its whole symbols.
+fn ref_unzlib_prefix(c: &[u8]) -> usize {
+    let mut out = vec![0u8; 1 << 24];
+    let mut z = flate2::Decompress::new(true);
+    let _ = z.decompress(c, &mut out, flate2::FlushDecompress::None);
+    usize::try_from(z.total_out()).unwrap()
+}
+
 fn status_of(r: &Result<Vec<u8>, Error>) -> Option<StreamStatus> {
     match r {
         Err(Error::Stream { status, codec, .. }) => {
@@ -825,6 +833,98 @@ fn short_matches_across_the_runs_end_decode() {
     let second: Vec<Op> =
         (0..90u32).map(|k| Op::Match(3 + k % 20, 1 + 7 * k)).chain((0..300).map(|_| lit(&mut next))).collect();
     check_hand_built_zlib(&blocks_after_leads(&[&ops, &second], &[0, 1, 2, 3], 9));
+}
+
+/// Runs of one long match repeated — the same length and distance, so the same bits one after
+/// another, what zlib makes of a label image's constant regions — which the decoder copies as
+/// one match (31 candidates compared a step), and a match at the same distance after them (a
+/// continuation, also joined): runs of 1-100 repeats, lengths 64-258 with and without extra
+/// bits, distances 1-24577 (symbols of up to 32 bits with dynamic codes, 31 with fixed),
+/// literals or a match at another distance between runs, after leads of 0-3 bytes. Then the
+/// statuses where a run is cut short: the stream cut inside runs (`SrcTruncated`) and outputs
+/// ending inside them or their continuations (`DstOverflow`), in the serial decode's order and at
+/// its output byte — also
+/// for a match whose bits are all zeros (a 1-bit length code and a 1-bit distance code, both
+/// code 0), which the zero bits read past a stream's end repeat.
+#[test]
+fn repeated_long_matches_decode() {
+    let mut next = xorshift(0xC0DE);
+    let mut ops: Vec<Op> = (0..300).map(|_| Op::Lit((next() % 200) as u8)).collect();
+    let mut produced = 300u32;
+    let reps = [1u32, 2, 3, 5, 30, 31, 32, 33, 62, 63, 64, 100];
+    let lens = [64u32, 100, 130, 227, 257, 258];
+    let dists = [1u32, 2, 4, 7, 33, 300, 2048, 24577];
+    // output positions inside runs of repeats, for the outputs cut short below
+    let mut inside = Vec::new();
+    for (i, &n) in reps.iter().cycle().take(72).enumerate() {
+        for _ in 0..i % 3 {
+            ops.push(Op::Lit((next() % 200) as u8));
+            produced += 1;
+        }
+        let len = lens[i % lens.len()];
+        let dist = dists[(i / 2) % dists.len()].min(produced);
+        if n > 2 {
+            // (the output's end, where the serial decode stops: the repeat that overflows it)
+            inside.push((produced + len * (n / 2) + (i as u32 % 7), produced + len * (n / 2)));
+        }
+        for _ in 0..n {
+            ops.push(Op::Match(len, dist));
+        }
+        produced += len * n;
+        if i % 4 == 1 {
+            ops.push(Op::Match(len, dist + 1)); // the same length, another distance
+            produced += len;
+        }
+        if i % 4 == 3 {
+            ops.push(Op::Match(len - 1, dist)); // the same distance, another length
+            inside.push((produced + len / 2, produced));
+            produced += len - 1;
+        }
+    }
+    let cases = blocks_after_leads(&[&ops], &[0, 1, 3], 11);
+    check_hand_built_zlib(&cases);
+    let (_, z, d) = &cases.iter().find(|(what, ..)| what.contains("dynamic") && what.ends_with("lead 0")).unwrap();
+    // (what, input, status, the bytes produced when it stops: checked for outputs cut short)
+    let mut inputs: Vec<(String, ChunkInput<'_>, StreamStatus, Option<u32>)> = Vec::new();
+    // length 258 (symbol 285) the only 1-bit code, end of block 2 bits, literals 0..128 9 bits;
+    // distances 1 and 2 1 bit each: Match(258, 1) is two zero bits
+    let mut ll = vec![0u32; 286];
+    ll[..128].fill(9);
+    ll[256] = 2;
+    ll[285] = 1;
+    let mut zero_ops: Vec<Op> = (0..50).map(|_| Op::Lit((next() % 128) as u8)).collect();
+    zero_ops.extend([Op::Match(258, 1)].repeat(500));
+    zero_ops.extend((0..9).map(|_| Op::Lit((next() % 128) as u8)));
+    zero_ops.extend([Op::Match(258, 1)].repeat(200));
+    let mut zd = Vec::new();
+    execute(&mut zd, &zero_ops);
+    let mut w = Bits::default();
+    let mut dl = vec![0u32; 30];
+    dl[..2].fill(1);
+    dynamic_block_with(&mut w, &zero_ops, &ll, &dl, true);
+    let zz = zlib_wrap(&w.finish(), &zd);
+    check_hand_built_zlib(&[("zero-bit matches".to_string(), zz.clone(), zd.clone())]);
+    for (c, len) in [(z, d.len()), (&zz, zd.len())] {
+        for k in 1..24 {
+            let cut = 2 + (c.len() - 6) * k / 24; // inside the deflate data (2-byte header, 4-byte trailer)
+            let stop = u32::try_from(ref_unzlib_prefix(&c[..cut])).unwrap();
+            let input = ChunkInput::zlib(&c[..cut]).with_expected_len(len);
+            inputs.push((format!("cut at {cut} of {}", c.len()), input, StreamStatus::SrcTruncated, Some(stop)));
+        }
+    }
+    for &(end, stop) in &inside {
+        let what = format!("output of {end} bytes");
+        inputs.push((what, ChunkInput::zlib(z).with_expected_len(end as usize), StreamStatus::DstOverflow, Some(stop)));
+    }
+    for &seed in seeds() {
+        let chunks: Vec<ChunkInput<'_>> = inputs.iter().map(|(_, i, ..)| *i).collect();
+        for (r, (what, _, want, stop)) in decode(seed, &chunks).iter().zip(&inputs) {
+            assert_eq!(status_of(r), Some(*want), "{what} (seed {seed}): {r:?}");
+            if let (Some(stop), Err(Error::Stream { actual, .. })) = (stop, r) {
+                assert_eq!(actual, stop, "{what} (seed {seed}): stopped at output byte {actual}");
+            }
+        }
+    }
 }
 
 /// Zlib streams of a stored block of `lead_len` bytes (the output's alignment) followed by one
