@@ -843,9 +843,8 @@ fn short_matches_across_the_runs_end_decode() {
 /// literals or a match at another distance between runs, after leads of 0-3 bytes. Then the
 /// statuses where a run is cut short: the stream cut inside runs (`SrcTruncated`) and outputs
 /// ending inside them or their continuations (`DstOverflow`), in the serial decode's order and at
-/// its output byte — also
-/// for a match whose bits are all zeros (a 1-bit length code and a 1-bit distance code, both
-/// code 0), which the zero bits read past a stream's end repeat.
+/// its output byte — also for a match whose bits are all zeros (a 1-bit length code and a 1-bit
+/// distance code, both code 0), which the zero bits read past a stream's end repeat.
 #[test]
 fn repeated_long_matches_decode() {
     let mut next = xorshift(0xC0DE);
