@@ -159,7 +159,22 @@ kernel-tsan: nvrtc
 kernel-cost: nvrtc nvdisasm
 	bash crates/damacy-kernels/scripts/cost.sh
 
-test: venv lint rust-test kernel-asan kernel-tsan kernel-cost fixtures-check py-test
+# `make test`: the set-up (venvs, NVRTC, nvdisasm) first, then two chains side by side, one per
+# core of a 2-core CI machine: the host chain (lint, workspace tests, fixtures, Python) and the
+# kernel chain (the emulated kernels under ASan, TSan and the cost model). Each chain alone leaves
+# a core idle much of the time (long single-threaded emulator tests, link steps), so the two
+# overlap well. They share nothing they write but the kernel-image cache (written by rename) and
+# cargo's locks; only the host chain starts the loopback servers. Output lines carry the chain's
+# name; the target fails if either chain does (both run to their end).
+TEST_CHAIN_HOST := lint rust-test fixtures-check py-test
+TEST_CHAIN_KERNELS := kernel-asan kernel-tsan kernel-cost
+test: venv venv313 nvrtc nvdisasm
+	set -o pipefail; \
+	( $(MAKE) --no-print-directory -j1 $(TEST_CHAIN_HOST) 2>&1 | sed -u 's/^/[host] /' ) & host=$$!; \
+	( $(MAKE) --no-print-directory -j1 $(TEST_CHAIN_KERNELS) 2>&1 | sed -u 's/^/[kernels] /' ) & kernels=$$!; \
+	rc_host=0; rc_kernels=0; wait $$host || rc_host=$$?; wait $$kernels || rc_kernels=$$?; \
+	echo "make test: host chain ($(TEST_CHAIN_HOST)) exit $$rc_host, kernel chain ($(TEST_CHAIN_KERNELS)) exit $$rc_kernels"; \
+	[ $$rc_host -eq 0 ] && [ $$rc_kernels -eq 0 ]
 
 fixtures: venv
 	$(VPY) fixtures/generate.py --check
