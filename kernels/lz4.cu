@@ -1,19 +1,21 @@
 // lz4.cu — LZ4 block-format decoder (also decodes LZ4HC output: same format).
 // Mapping: one warp per stream; the warp holds a 128-byte window of the input in registers
-// (dmc_win, one coalesced 4-byte load per lane), every lane parses the same token from it
-// redundantly with shuffles (uniform control flow). Runs of short sequences (literals < 96,
-// matches < 64 bytes) are parsed ahead into a batch, lane t holding sequence t, and written by
+// (dmc_win, one coalesced 4-byte load per lane). Runs of short sequences (literals < 96, matches
+// < 64 bytes) are parsed ahead into a batch, lane t holding sequence t, and written by
 // dmc_lz_batch_copy in rounds of 32 output bytes, lane l writing byte l of a round (one
-// __syncwarp per round). A stream compressed 8x or more (a label image's: runs, each a short
-// sequence and one whose match is long) is decoded in runs mode (dmc_lz4_stream<true>): a
-// sequence whose match alone is long ends the batch (its literals the batch's last) and its
-// match is copied right after it, not parsed a second time the single way; other streams keep
-// the parser loop without that exit, which is cheaper for their short sequences (the GPU model,
-// benches/results/gpu-model.md). A long, final, corrupt or out-of-window sequence is done on its own:
-// the 32 lanes copy its literals (from the window; long runs with 4-byte stores) and its match
-// (long ones with 16-byte stores, dmc_lz_match_copy) cooperatively, one __syncwarp before the
-// match copy (and one per round of a far match's copy) ordering every earlier write before the
-// match reads.
+// __syncwarp per round). Most streams' batches are parsed by dmc_lz4_parse_batch: every window
+// byte is parsed as if a sequence started there (lane l the bytes it holds), then the batch
+// follows the chain of real sequences from the stream position, one shuffle per sequence. A
+// stream compressed 8x or more (a label image's: runs, each a short sequence and one whose match
+// is long) is decoded in runs mode (dmc_lz4_stream<true>): its batches are parsed one sequence
+// after another, every lane the same with shuffles (a label image's batches hold one or two
+// sequences: parsing all 128 bytes would not pay), and a sequence whose match alone is long ends
+// the batch (its literals the batch's last) and its match is copied right after it, not parsed a
+// second time the single way (the GPU model, benches/results/gpu-model.md). A long, final,
+// corrupt or out-of-window sequence is done on its own: the 32 lanes copy its literals (from the
+// window; long runs with 4-byte stores) and its match (long ones with 16-byte stores,
+// dmc_lz_match_copy) cooperatively, one __syncwarp before the match copy (and one per round of a
+// far match's copy) ordering every earlier write before the match reads.
 #include "common.cuh"
 
 // Extension bytes of a long match's length a batch reads (each a shuffle); more: the single way.
@@ -45,6 +47,107 @@ __device__ __forceinline__ bool dmc_lz4_ext_len(dmc_win* w, dmc_u32 src_len, dmc
     }
 }
 
+// A batch of short sequences parsed from the window at once (the short-sequence fields' parser,
+// dmc_lz4_stream<false>): lane l first parses a sequence at each of the 4 window bytes it holds
+// as if one started there (candidates: the window's 128 positions, 9 shuffles for all), keeping
+// two words per candidate (dmc_lz4_cand); then the batch follows the chain from ip, one shuffle
+// per sequence (the chain word of the candidate at the next sequence's window byte), where the
+// serial parse took four or five shuffles, each depending on the one before, and their checks.
+// What depends on the output position (the match's distance and both lengths against the
+// output) is checked on the chain. Stops, unconsumed, where the serial parse's batch would: at
+// the first sequence that is not a short one wholly in the window or does not fit the output.
+struct dmc_lz4_cand {
+    // 0 where no short sequence can start (long, corrupt, the stream's last, not wholly in the
+    // window); else bit 31 set, bits 24-30 the sequence's input bytes, 16-23 its output bytes
+    // (literals + match), 0-15 how far the match distance reaches before the literals
+    // (distance - literals, 0 when the literals cover it): the output before the sequence must be
+    // at least that long.
+    dmc_u32 chain;
+    dmc_u32 info;  // bits 0-15 the match distance, 16-22 the literal bytes
+};
+
+// The candidate at window byte r (lane r / 4's byte r % 4; stream position r + start - mis).
+// `pair`: the lane's window word and the next lane's (its bytes r % 4 .. r % 4 + 4 from bit
+// 8 (r % 4)). Stricter than the serial parse at the window's end (a sequence whose next byte
+// is past the window is left to the next batch, whose window holds it).
+__device__ __forceinline__ dmc_lz4_cand dmc_lz4_candidate(const dmc_win& w, dmc_u32 src_len, dmc_u32 r,
+                                                          dmc_u64 pair) {
+    const dmc_u32 P = r + w.start - w.mis;  // wraps below the stream's start: >= src_len
+    // The bytes from r on that are both in the input and in the window.
+    const dmc_u32 avail = dmc_min_u32(P < src_len ? src_len - P : 0u, DMC_WIN_BYTES - r);
+    const dmc_u32 tk = (dmc_u32)(pair >> (8 * (r & 3u))) & 0xffu;
+    const dmc_u32 e = (tk >> 4) == 15 ? 1u : 0u;  // one extension byte (255: long literals)
+    dmc_u32 lit = (tk >> 4) + (e != 0 ? (dmc_u32)(pair >> (8 * (r & 3u) + 8)) & 0xffu : 0u);
+    // the token, literals, offset and one more byte (the match length's extension byte, or the
+    // next token: the last sequence has no match) all available
+    bool ok = lit < DMC_WIN_WIDE_COPY && avail >= 4 + e + lit;
+    lit = ok ? lit : 0;
+    // The offset's bytes and the match length's extension byte (every lane: collectives).
+    const dmc_u32 ro = r + 1 + e + lit;
+    const dmc_u32 a = __shfl_sync(0xffffffffu, w.word, (int)((ro >> 2) & (DMC_WARP_SIZE - 1)));
+    const dmc_u32 b = __shfl_sync(0xffffffffu, w.word, (int)(((ro >> 2) + 1) & (DMC_WARP_SIZE - 1)));
+    const dmc_u32 x = __funnelshift_r(a, b, 8 * (ro & 3u));
+    const dmc_u32 offset = x & 0xffffu;
+    const dmc_u32 em = (tk & 15) == 15 ? 1u : 0u;
+    const dmc_u32 ml = (tk & 15) + 4 + (em != 0 ? (x >> 16) & 0xffu : 0u);
+    ok = ok && offset != 0 && ml < DMC_LZ_WIDE_MATCH;
+    const dmc_u32 reach = offset > lit ? offset - lit : 0;
+    const dmc_u32 seq = 3 + e + lit + em;
+    return dmc_lz4_cand{ok ? 1u << 31 | seq << 24 | (lit + ml) << 16 | reach : 0u, offset | lit << 16};
+}
+
+// The batch at *ip_io (in the window), its output from *op_io: returns its sequences (up to 32;
+// 0 when the first is not a short one), lane t < that count holding sequence t in *tok; moves
+// *ip_io and *op_io past them. A warp collective (uniform arguments).
+__device__ __forceinline__ dmc_u32 dmc_lz4_parse_batch(const dmc_win& w, dmc_u32 src_len, dmc_u32 dst_len,
+                                                       dmc_u32* ip_io, dmc_u32* op_io, dmc_lz_tok* tok,
+                                                       dmc_u32 lane) {
+    // The first sequence's literals first (one or two shuffles): a batch that would stop at once
+    // (long literals, the window's end: a third of an f32 field's batches) computes no candidates.
+    {
+        const dmc_u32 r0 = *ip_io + w.mis - w.start;
+        const dmc_u32 tk0 = dmc_win_get(w, *ip_io);
+        const dmc_u32 e0 = (tk0 >> 4) == 15 ? 1u : 0u;
+        const dmc_u32 lit0 = (tk0 >> 4) + (e0 != 0 ? dmc_win_get(w, *ip_io + 1) : 0u);
+        if (lit0 >= DMC_WIN_WIDE_COPY || r0 + e0 + lit0 + 2 >= DMC_WIN_BYTES) return 0;
+    }
+    const dmc_u32 nw = __shfl_down_sync(0xffffffffu, w.word, 1);  // lane 31's: beyond the window
+    const dmc_u64 pair = (dmc_u64)w.word | (dmc_u64)nw << 32;
+    dmc_lz4_cand c[4];
+DMC_UNROLL
+    for (dmc_u32 j = 0; j < 4; j++) c[j] = dmc_lz4_candidate(w, src_len, 4 * lane + j, pair);
+    // The chain from ip, by window byte; the selects are uniform (rel is).
+    const dmc_u32 op0 = *op_io;
+    dmc_u32 rel = *ip_io + w.mis - w.start, op = op0;
+    dmc_u32 ntok = 0, mine_rel = 0, mine_start = 0;
+    while (ntok < DMC_WARP_SIZE && rel < DMC_WIN_BYTES) {
+        const dmc_u32 lo = (rel & 1u) ? c[1].chain : c[0].chain, hi = (rel & 1u) ? c[3].chain : c[2].chain;
+        const dmc_u32 v = __shfl_sync(0xffffffffu, (rel & 2u) ? hi : lo, (int)(rel >> 2));
+        const dmc_u32 out = (v >> 16) & 0xffu;
+        if (v == 0 || out > dst_len - op || (v & 0xffffu) > op) break;
+        if (lane == ntok) {
+            mine_rel = rel;
+            mine_start = op - op0;
+        }
+        ntok++;
+        op += out;
+        rel += (v >> 24) & 0x7fu;
+    }
+    // Lane t < ntok: its sequence's literals and distance, from the candidate's second word.
+    const int from = (int)((mine_rel >> 2) & (DMC_WARP_SIZE - 1));
+    const dmc_u32 i0 = __shfl_sync(0xffffffffu, c[0].info, from), i1 = __shfl_sync(0xffffffffu, c[1].info, from);
+    const dmc_u32 i2 = __shfl_sync(0xffffffffu, c[2].info, from), i3 = __shfl_sync(0xffffffffu, c[3].info, from);
+    const dmc_u32 k = mine_rel & 3u;
+    const dmc_u32 info = k == 0 ? i0 : k == 1 ? i1 : k == 2 ? i2 : i3;
+    if (lane < ntok) {
+        const dmc_u32 lit = (info >> 16) & 0x7fu;
+        *tok = dmc_lz_tok{mine_start, lit, mine_rel + w.start - w.mis + 1 + (lit >= 15 ? 1u : 0u), info & 0xffffu};
+    }
+    *ip_io = rel + w.start - w.mis;
+    *op_io = op;
+    return ntok;
+}
+
 // A stream compressed RUNS_RATIO times or more (a label image's: long runs, each a short
 // sequence and one with a long match) is decoded with dmc_lz4_stream<true>, any other with
 // dmc_lz4_stream<false> (dmc_lz4_decode).
@@ -52,11 +155,11 @@ __device__ __forceinline__ bool dmc_lz4_ext_len(dmc_win* w, dmc_u32 src_len, dmc
 
 // Decodes one stream (the warp's; a warp collective) from the window w on src[0, src_len) into
 // dst[0, dst_len); returns its status, the bytes written in *op.
-// RUNS: a sequence whose match alone is long ends a batch instead of being left for the single
-// way — its literals are the batch's last, its match copied right after it (no second parse of
-// it, no extension read 32 bytes a step for its one to three extension bytes). Off, the
-// parser's loop has one exit fewer: the short-sequence fields, all of whose sequences are
-// short, keep the loop that is cheapest for them.
+// RUNS: batches parsed one sequence after another, and a sequence whose match alone is long ends
+// a batch instead of being left for the single way — its literals are the batch's last, its
+// match copied right after it (no second parse of it, no extension read 32 bytes a step for its
+// one to three extension bytes). Off: batches parsed by dmc_lz4_parse_batch (all of a
+// short-sequence field's sequences are short, a batch holds up to 32 of them).
 template <bool RUNS>
 __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, dmc_u8* dst, dmc_u32 dst_len,
                                                   dmc_u32* op_out, dmc_u32 lane) {
@@ -73,35 +176,37 @@ __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, d
         dmc_u32 ntok = 0;
         dmc_u32 mdist = 0, mlen = 0;  // the match after the batch, or the single sequence's
         dmc_lz_tok tok = {0, 0, 0, 1};
-        while (ntok < DMC_WARP_SIZE) {
-            dmc_u32 q = ip;
-            dmc_u32 lit = 0, ml = 0, b = 255, lip = 0;
-            if (q >= src_len || !dmc_win_has(w, q)) break;
-            const dmc_u32 tk = dmc_win_get(w, q++);
-            lit = tk >> 4;
-            if (lit == 15) {
+        if constexpr (!RUNS) {
+            ntok = dmc_lz4_parse_batch(w, src_len, dst_len, &ip, &op, &tok, lane);
+        } else {
+            while (ntok < DMC_WARP_SIZE) {
+                dmc_u32 q = ip;
+                dmc_u32 lit = 0, ml = 0, b = 255, lip = 0;
                 if (q >= src_len || !dmc_win_has(w, q)) break;
-                b = dmc_win_get(w, q++);
-                lit += b;
-                if (b == 255) break;  // long
-            }
-            if (lit >= DMC_WIN_WIDE_COPY || lit > src_len - q || lit > dst_len - op) break;
-            if (lit > 0 && !dmc_win_has(w, q + lit - 1)) break;
-            lip = q;
-            q += lit;
-            if (src_len - q < 3 || !dmc_win_has(w, q + 1)) break;  // the last sequence, or more
-            const dmc_u32 offset = dmc_win_get(w, q) | (dmc_win_get(w, q + 1) << 8);
-            q += 2;
-            ml = tk & 15;
-            if constexpr (RUNS) b = 0;
-            if (ml == 15) {
-                if (q >= src_len || !dmc_win_has(w, q)) break;
-                b = dmc_win_get(w, q++);
-                ml += b;
-            }
-            ml += 4;
-            if (ml >= DMC_LZ_WIDE_MATCH || offset == 0 || offset > op + lit || ml > dst_len - op - lit) {
-                if constexpr (RUNS) {
+                const dmc_u32 tk = dmc_win_get(w, q++);
+                lit = tk >> 4;
+                if (lit == 15) {
+                    if (q >= src_len || !dmc_win_has(w, q)) break;
+                    b = dmc_win_get(w, q++);
+                    lit += b;
+                    if (b == 255) break;  // long
+                }
+                if (lit >= DMC_WIN_WIDE_COPY || lit > src_len - q || lit > dst_len - op) break;
+                if (lit > 0 && !dmc_win_has(w, q + lit - 1)) break;
+                lip = q;
+                q += lit;
+                if (src_len - q < 3 || !dmc_win_has(w, q + 1)) break;  // the last sequence, or more
+                const dmc_u32 offset = dmc_win_get(w, q) | (dmc_win_get(w, q + 1) << 8);
+                q += 2;
+                ml = tk & 15;
+                b = 0;
+                if (ml == 15) {
+                    if (q >= src_len || !dmc_win_has(w, q)) break;
+                    b = dmc_win_get(w, q++);
+                    ml += b;
+                }
+                ml += 4;
+                if (ml >= DMC_LZ_WIDE_MATCH || offset == 0 || offset > op + lit || ml > dst_len - op - lit) {
                     // A long match: with up to DMC_LZ4_BATCH_EXT extension bytes, all in the window,
                     // and sound, the sequence's literals end the batch and its match follows it.
                     for (dmc_u32 e = 1; b == 255 && e < DMC_LZ4_BATCH_EXT; e++) {
@@ -118,13 +223,13 @@ __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, d
                     ip = q;
                     mdist = offset;
                     mlen = ml;
+                    break;
                 }
-                break;
+                if (lane == ntok) tok = dmc_lz_tok{op - op0, lit, lip, offset};
+                ntok++;
+                op += lit + ml;
+                ip = q;
             }
-            if (lane == ntok) tok = dmc_lz_tok{op - op0, lit, lip, offset};
-            ntok++;
-            op += lit + ml;
-            ip = q;
         }
         if (ntok > 0) {
             dmc_lz_batch_copy(w, dst, op0, op - op0, ntok, tok, lane);

@@ -1513,6 +1513,54 @@ proptest! {
     }
 }
 
+/// `dmc_lz4_decode`'s batches (each window byte parsed as a candidate sequence, then the chain
+/// of real ones followed) stop exactly where the sequential parse says the stream goes wrong:
+/// short-sequence blocks cut at every byte (a sequence's literals, offset or length extension
+/// byte cut off), at every misalignment; the same blocks with the farthest valid match distances
+/// (the whole output so far), and with one of them a byte farther (a bad offset: the first, a
+/// middle or the last sequence of a batch), decoded into the intact block's size; and output
+/// sizes one off. Status, bytes written and their values equal the reference's under
+/// fixed and shuffled schedules.
+#[test]
+fn lz4_batches_stop_where_the_sequential_parse_does() {
+    for seed in 0..4u64 {
+        let (seqs, last) = short_sequences(seed * 7 + 1, 40, 9000);
+        let lz4_seqs: Vec<_> = seqs.iter().map(|(l, d, m)| (l.clone(), *d as u16, *m)).collect();
+        let block = lz4_encode(&lz4_seqs, &last);
+        for cut in 0..block.len() {
+            let mis = (cut + seed as usize) % 4;
+            lz_kernel_agrees(true, &block, 0, cut, 0, 0, mis, (cut * 5) % 16, seed << 4 | (cut as u64 & 8)).unwrap();
+        }
+        for delta in [-1i64, 1] {
+            lz_kernel_agrees(true, &block, 3, 0, 0, delta, seed as usize % 4, 3, seed | 8).unwrap();
+        }
+        // Every distance the farthest it may be: the whole output before the match.
+        let mut far = Vec::new();
+        let mut op = 0usize;
+        for (lit, _, len) in &seqs {
+            op += lit.len();
+            if op == 0 || op >= 65_535 {
+                break;
+            }
+            far.push((lit.clone(), op as u16, *len));
+            op += len;
+        }
+        let block = lz4_encode(&far, &last);
+        lz_kernel_agrees(true, &block, 3, 0, 0, 0, 1, 7, seed | 8).unwrap();
+        let whole = lz4_reference(&block, usize::MAX / 2).1;
+        for i in 0..far.len() {
+            let mut bad = far.clone();
+            bad[i].1 += 1;
+            let block = lz4_encode(&bad, &last);
+            let (st, upto, _) = lz4_reference(&block, usize::MAX / 2);
+            assert_eq!(st, ST_BAD_OFFSET, "sequence {i}: a distance one too far");
+            // decoded into the intact block's whole size: room for the bad sequence's match
+            let delta = whole as i64 - upto as i64;
+            lz_kernel_agrees(true, &block, 2, 0, 0, delta, i % 4, i % 16, (seed << 4) | (i as u64 & 8)).unwrap();
+        }
+    }
+}
+
 /// Raw chunks without a checksum go straight from the upload into the output, with no kernel:
 /// a wave of them launches nothing, a wave mixing them with other chunks launches only for the
 /// others, and every chunk comes back whole, whatever the order of the chunks.
