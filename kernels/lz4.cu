@@ -54,8 +54,9 @@ __device__ __forceinline__ bool dmc_lz4_ext_len(dmc_win* w, dmc_u32 src_len, dmc
 // per sequence (the chain word of the candidate at the next sequence's window byte), where the
 // serial parse took four or five shuffles, each depending on the one before, and their checks.
 // What depends on the output position (the match's distance and both lengths against the
-// output) is checked on the chain. Stops, unconsumed, where the serial parse's batch would: at
-// the first sequence that is not a short one wholly in the window or does not fit the output.
+// output) is checked on the chain. Stops, unconsumed, at the first sequence that is not a short
+// one wholly in the window (with the byte after it) or does not fit the output: where the serial
+// parse's batch would, or one sequence earlier at the window's end.
 struct dmc_lz4_cand {
     // 0 where no short sequence can start (long, corrupt, the stream's last, not wholly in the
     // window); else bit 31 set, bits 24-30 the sequence's input bytes, 16-23 its output bytes
