@@ -588,8 +588,9 @@ DMC_UNROLL
 
 // ---- Batches of short LZ tokens (the LZ4 and BloscLZ decoders) ----
 // A token is a literal run followed by a match (LZ4 sequences; a BloscLZ control is one or the
-// other). Consecutive short tokens whose input lies in the window are parsed ahead (every lane
-// the same, from the window), lane t keeping token t, and their output is then written in
+// other). Consecutive short tokens whose input lies in the window are parsed ahead from the
+// window (every lane the same, or, for most LZ4 streams, from candidates at every window byte:
+// lz4.cu's dmc_lz4_parse_batch), lane t keeping token t, and their output is then written in
 // rounds of 32 bytes, one byte per lane, whatever the tokens' boundaries: per round one load
 // request (the match bytes written before the round) and one store request, instead of a store
 // per literal run and a load and a store per match.
