@@ -10,6 +10,14 @@ datasheets and published microbenchmarks, so the next run replaces them with mea
 - cpi_dep_mix:      the same with a data-dependent branch every few ops (decoder-like)
 - lat_l1, lat_l2, lat_dram: cycles of one dependent global load (pointer chase) whose
                     working set fits L1 (16 KiB), L2 (8 MiB) or neither (1 GiB)
+- lat_dram_pairs:   cycles of one step of a dependent chain through a 1 GiB buffer's 64-byte
+                    blocks in a random order, each block's first sector then its second: the
+                    mean of an HBM load and of a first load of a sector whose 64-byte block
+                    the step before loaded. The model's L2 lines are 64 bytes (a miss fetches
+                    both sectors, the second load hits L2): it expects (lat_dram + lat_l2) / 2;
+                    with 32-byte fetches it would be lat_dram
+- l2_fetch_granularity: cudaDeviceGetLimit(cudaLimitMaxL2FetchGranularity), bytes (a hint the
+                    driver reports; null where the runtime refuses the query)
 - lat_shared:       cycles of one dependent shared-memory load
 - lat_imad:         cycles of one dependent IMAD (x = x * x + y: one SASS instruction a step)
 - lat_shfl_step:    cycles of one step of a dependent shuffle chain (x = shfl(x, x + 1): a
@@ -217,6 +225,22 @@ def main():
         cp.cuda.Device().synchronize()
         res[label] = int(cyc[0]) / steps
         del nxt, idx, perm, order
+    # 64-byte blocks of 1 GiB in a random order, each visited at its first sector then its
+    # second (word offsets 0 and 8); the chain goes on to the next block's first sector
+    blocks = (1 << 30) // 64
+    order = cp.random.permutation(blocks).astype(cp.uint32) * 16
+    nxt = cp.zeros((1 << 30) // 4, dtype=cp.uint32)
+    nxt[order] = order + 8
+    nxt[order + 8] = cp.roll(order, -1)
+    steps = 1 << 14
+    k["chase"]((1,), (1,), (nxt, cp.uint32(steps), cyc, sink))
+    cp.cuda.Device().synchronize()
+    res["lat_dram_pairs"] = int(cyc[0]) / steps
+    del nxt, order
+    try:
+        res["l2_fetch_granularity"] = int(cp.cuda.runtime.deviceGetLimit(0x05))
+    except Exception:  # noqa: BLE001 - an older CuPy or a runtime that refuses the query
+        res["l2_fetch_granularity"] = None
     for label, size in (("lat_l1_lines32", 16 << 10), ("lat_l2_lines32", 8 << 20)):
         # 32 cycles, one per lane, each through its own lines: lane l owns the lines whose
         # index is l mod 32, visited in a random order (the step's 32 requests are 32 lines)

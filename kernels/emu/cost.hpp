@@ -71,9 +71,10 @@ struct WarpRec {
     // the exposed shuffles among them (the table's third column: those that lengthen a chain
     // of dependent shuffles; 0 without a table)
     double shfl;
-    // global requests and sectors; loads: cold (a sector the launch never touched), warm
-    // (every sector loaded before and not stored since: an L1 hit), l2 (the rest: a sector the
-    // launch stored, which a store does not leave in L1, or an L1 miss after one)
+    // global requests and sectors; loads: cold (a sector the launch never touched whose
+    // 64-byte L2 line no load fetched: HBM), warm (every sector loaded before and not stored
+    // since: an L1 hit), l2 (the rest: a first touch of a sector whose line partner a load
+    // fetched, a sector the launch stored, which a store does not leave in L1, or an L1 miss)
     uint64_t g_load_cold, g_load_warm, g_store, g_sectors;
     uint64_t s_load, s_store, s_wavefronts;  // shared requests, wavefronts
     uint64_t g_load_l2;
@@ -153,6 +154,10 @@ struct ReuseDistance {
 struct ThreadCost {
     LaunchCost cur{};
     std::unordered_set<uint64_t> footprint;
+    // the 64-byte L2 lines (a sector index >> 1) a load of the launch brought in from HBM: a
+    // load that misses L2 fetches its sector's whole 64-byte line, so the first load of the
+    // line's other sector is an L2 hit, not an HBM access (stores fetch nothing)
+    std::unordered_set<uint64_t> fetched;
     // sectors loaded since they were last stored (the L1's global lines: stores write through
     // and leave no line in L1)
     std::unordered_set<uint64_t> l1;
@@ -328,9 +333,13 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
         t.g_lines[k] += lines.size();
         units(r, n, 5, u);
         t.g_sectors[k] += u.size();
-        bool cold = false, in_l1 = true;
+        // cold: a sector no earlier request of the launch touched; hbm: one of them whose
+        // 64-byte L2 line no earlier load fetched (the load waits for HBM)
+        bool cold = false, hbm = false, in_l1 = true;
         for (uint64_t s : u) {
-            cold |= c->footprint.insert(s).second;
+            const bool fresh = c->footprint.insert(s).second;
+            cold |= fresh;
+            hbm |= fresh && c->fetched.count(s >> 1) == 0;
             in_l1 = in_l1 && c->l1.count(s) != 0;
         }
         // loads allocate lines in L1 (stores and atomics do not): their LRU distance
@@ -345,12 +354,18 @@ DMC_EMU_INTERNAL inline void request(ThreadCost* c, WarpLog& L, const Rec* r, si
             L.tot.g_store++;
             for (uint64_t s : u) c->l1.erase(s);
         } else if (k == KIND_ATOMIC) {  // performed in L2
-            (cold ? L.tot.g_load_cold : L.tot.g_load_l2)++;
-            for (uint64_t s : u) c->l1.erase(s);
+            (hbm ? L.tot.g_load_cold : L.tot.g_load_l2)++;
+            for (uint64_t s : u) {
+                c->l1.erase(s);
+                c->fetched.insert(s >> 1);
+            }
         } else {
-            (cold ? L.tot.g_load_cold : in_l1 ? L.tot.g_load_warm : L.tot.g_load_l2)++;
+            (hbm ? L.tot.g_load_cold : (!cold && in_l1) ? L.tot.g_load_warm : L.tot.g_load_l2)++;
             if (!cold && in_l1) L.tot.warm_dist[warm_bucket(dist)]++;
-            for (uint64_t s : u) c->l1.insert(s);
+            for (uint64_t s : u) {
+                c->l1.insert(s);
+                c->fetched.insert(s >> 1);
+            }
         }
         if (sites_on()) {
             auto& e = c->sites[r[0].pc];
@@ -556,6 +571,7 @@ DMC_EMU_INTERNAL inline void launch_begin(const char* kernel, dim3 grid, dim3 bl
     c->cur.block_threads = (uint64_t)block.x * block.y * block.z;
     c->cur.warps = (uint64_t)grid.x * grid.y * grid.z * ((c->cur.block_threads + 31) / 32);
     c->footprint.clear();
+    c->fetched.clear();
     c->l1.clear();
     c->reuse.clear();
     c->warp_recs.clear();

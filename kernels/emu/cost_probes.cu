@@ -55,3 +55,14 @@ extern "C" __global__ void dmc_cost_reuse(dmc_u32 gap, const dmc_u32* in, dmc_u3
     out[lane] = acc;
 }
 DMC_EMU_LAUNCHER(dmc_cost_reuse, (dmc_u32 gap, const dmc_u32* in, dmc_u32* out), (gap, in, out))
+
+// L2 lines: lane 0 of one warp loads word k * step of `in` for k < n, one request each (step 8:
+// every 32-byte sector in turn, so each 64-byte L2 line's second sector after its first; 16:
+// one sector of each line; 4: every sector twice).
+extern "C" __global__ void dmc_cost_sectors(dmc_u32 n, dmc_u32 step, const dmc_u32* in, dmc_u32* out) {
+    if (threadIdx.x != 0) return;
+    dmc_u32 acc = 0;
+    for (dmc_u32 k = 0; k < n; k++) acc = acc * 3u + ((const volatile dmc_u32*)in)[k * step];
+    out[0] = acc;
+}
+DMC_EMU_LAUNCHER(dmc_cost_sectors, (dmc_u32 n, dmc_u32 step, const dmc_u32* in, dmc_u32* out), (n, step, in, out))

@@ -31,6 +31,16 @@ unsafe extern "C" {
         out: *mut u32,
     ) -> i32;
     fn dmc_emu_dmc_cost_reuse(gx: u32, gy: u32, bx: u32, seed: u64, gap: u32, input: *const u32, out: *mut u32) -> i32;
+    fn dmc_emu_dmc_cost_sectors(
+        gx: u32,
+        gy: u32,
+        bx: u32,
+        seed: u64,
+        n: u32,
+        step: u32,
+        input: *const u32,
+        out: *mut u32,
+    ) -> i32;
 }
 
 /// The launches of `kernel` among those recorded, summed; the record is emptied.
@@ -167,6 +177,25 @@ fn a_warm_loads_reuse_distance_is_the_lines_loaded_since() {
         let hit = g.warp_cycles(w, 1e6);
         let evicted = g.warp_cycles(w, 4.0);
         assert!((evicted - hit - (g.l2_latency - g.warm_latency)).abs() < 1e-9, "gap {gap}");
+    }
+}
+
+#[test]
+fn a_loads_miss_fetches_its_whole_64_byte_l2_line() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // (words between two loads, loads) -> (HBM, L2, L1) loads: a sector's first load waits for
+    // HBM unless a load already fetched the other sector of its 64-byte line
+    for (step, n, want) in [(8u32, 16u32, (8u64, 8u64, 0u64)), (16, 16, (16, 0, 0)), (4, 32, (8, 8, 16))] {
+        let l = one_warp_probe("dmc_cost_sectors", (step * n) as usize, |input, out| {
+            // SAFETY: `input` holds step * n words, `out` 32 (one_warp_probe).
+            unsafe { dmc_emu_dmc_cost_sectors(1, 1, 32, 0, n, step, input, out) }
+        });
+        let w = &l.warps[0];
+        assert_eq!((w.g_load_cold, w.g_load_l2, w.g_load_warm), want, "step {step}: {w:?}");
+        assert_eq!(l.cost.global[LOAD].requests, u64::from(n));
     }
 }
 

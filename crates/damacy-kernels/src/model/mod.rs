@@ -22,7 +22,9 @@
 //! The time (see [`Gpu`] for every constant and its source):
 //! - a warp's **serial path**: `insts × cpi + exposed shuffles × (shuffle latency − cpi) + cold
 //!   loads × HBM latency + warm loads × L1 latency + L2 loads × L2 latency + shared loads ×
-//!   shared latency` cycles: a warp issues in
+//!   shared latency` cycles (a cold load: the first touch of a sector whose 64-byte L2 line no
+//!   load of the launch fetched; a miss fetches both sectors of its line, so the first load of
+//!   the other one is an L2 load): a warp issues in
 //!   order and the decoders' code is one dependent chain, so a lone warp waits out each load
 //!   and each instruction's dependent latency; a load is warm when the launch loaded all of its
 //!   sectors before and stored none of them since (global stores write through to L2 and leave
@@ -78,7 +80,8 @@ pub struct WarpRec {
     /// The exposed shuffles (`SHFL`s that lengthen a chain of dependent shuffles) among those
     /// instructions (0 without a weight table).
     pub shfl: f64,
-    /// Global loads whose sectors no earlier request of the launch touched.
+    /// Global loads that wait for HBM: a sector no earlier request of the launch touched, in a
+    /// 64-byte L2 line no earlier load fetched.
     pub g_load_cold: u64,
     /// Global loads of sectors the launch loaded before and has not stored since (L1 hits).
     pub g_load_warm: u64,
@@ -92,8 +95,9 @@ pub struct WarpRec {
     pub s_store: u64,
     /// Shared-memory wavefronts of all its requests.
     pub s_wavefronts: u64,
-    /// Global loads (and atomics) of sectors the launch touched before that are not in L1: a
-    /// store writes through to L2 and leaves no L1 line, so re-reading output is an L2 hit.
+    /// Global loads (and atomics) served by L2: sectors the launch touched before that are not
+    /// in L1 (a store writes through to L2 and leaves no L1 line, so re-reading output is an
+    /// L2 hit), or a first touch of a sector whose 64-byte L2 line a load fetched.
     pub g_load_l2: u64,
     /// The warm loads by reuse distance (the distinct 128-byte lines the emulator thread's loads
     /// touched since the request's lines were last touched): bucket 0 under 16 lines, bucket k
@@ -307,12 +311,15 @@ pub struct Gpu {
     /// Cycles of a dependent shuffle (`SHFL`, a variable-latency instruction of the MIO pipe:
     /// charged this instead of `cpi`).
     pub shfl_latency: f64,
-    /// Cycles of a global load that brings sectors the launch did not touch before.
+    /// Cycles of a global load that brings sectors the launch did not touch before from HBM
+    /// (the first load of a 64-byte L2 line: the cost recorder's lines; a later first load of
+    /// the line's other sector is an L2 hit).
     pub cold_latency: f64,
     /// Cycles of a global load of sectors the launch touched before (an L1 hit: one warp per
     /// chunk re-reads what it read or wrote).
     pub warm_latency: f64,
-    /// Cycles of a global load served by L2 (a sector the launch stored, or loaded and lost).
+    /// Cycles of a global load served by L2 (a sector the launch stored, or loaded and lost,
+    /// or the other sector of a 64-byte line a load fetched).
     pub l2_latency: f64,
     /// Cycles of a shared-memory load.
     pub shared_latency: f64,
@@ -374,7 +381,8 @@ impl Gpu {
              - clock {:.2} GHz: the H200's boost clock (datasheet); the ncu rows are predicted at the 1.50 GHz ncu locked (its `SM Frequency`)\n\
              - cpi {:.1} cycles per instruction of a lone warp: the dependent-issue latency of sm_90's integer and logic pipes (published microbenchmarks of Hopper: 4 cycles for IADD3/LOP3/IMAD chains) — **not** fitted; a serial decoder issues mostly dependent instructions\n\
              - shuffle {:.1} cycles (a dependent `SHFL`, charged instead of the cpi): measured — `benches/gpu/model_cal.py`'s dependent shuffle step (32.0 cycles: a `SHFL.IDX` and the add that makes its lane) less one dependent add (`lat_imad`, 4.4 cycles), run of a61ddac; it was a fit (18.8) before that run; not fitted\n\
-             - cold load {:.0} cycles (first touch of a sector in the launch: HBM), warm load {:.0} cycles (an L1 hit: sectors the warp loaded and has not stored since), L2 load {:.0} cycles (a sector the launch stored: stores write through and leave no L1 line), shared load {:.0} cycles: the H200's dependent-load chains of `benches/gpu/model_cal.py` (1 GiB, 8 MiB and 16 KiB working sets, shared memory; run of d5a7030, `model_cal.json`), rounded; not fitted\n\
+             - cold load {:.0} cycles (first touch of a sector in the launch whose 64-byte L2 line no load fetched: HBM), warm load {:.0} cycles (an L1 hit: sectors the warp loaded and has not stored since), L2 load {:.0} cycles (a sector the launch stored: stores write through and leave no L1 line; or the first touch of a sector whose line partner a load fetched), shared load {:.0} cycles: the H200's dependent-load chains of `benches/gpu/model_cal.py` (1 GiB, 8 MiB and 16 KiB working sets, shared memory; run of d5a7030, `model_cal.json`), rounded; not fitted\n\
+             - L2 lines of 64 bytes (the cost recorder's, `kernels/emu/cost.hpp`: a load that misses fetches both 32-byte sectors of its line from HBM, so a first load of the other sector is an L2 hit): the L2 line size Jia et al. measured on Volta (\"Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking\", 2018), assumed unchanged on Hopper — not measured on the H200 yet (`benches/gpu/model_cal.py`'s `lat_dram_pairs` measures it on the next run); not fitted\n\
              - L1: {} KiB of unified L1 and shared memory per SM, shared-memory carve-outs of 0, 8, 16, 32, 64, 100, 132, 164, 196 or 228 KiB (the smallest that holds the resident blocks' shared memory is the L1's complement): NVIDIA's Hopper tuning guide (datasheet); a warm load whose LRU reuse distance exceeds its block's share is charged the L2 latency\n\
              - copy bandwidth {:.2} TB/s of bytes moved: the slope of the H200's device-to-device `cudaMemcpyAsync` between two sizes (32 MiB at 1365.3 GB/s, 48 MiB at 1555.8 GB/s, event-timed, run of aff1452: 16 MiB more copied in 7.77 µs), so that the launch cost is not counted as bandwidth; a microbenchmark of the run, not a kernel row\n\
              - launch {:.1} µs: an empty kernel between two events on the H200 (`benches/gpu/model_cal.py`, `launch_us`, run of d5a7030); the same line's intercept (9.0 µs at zero bytes) agrees\n",
