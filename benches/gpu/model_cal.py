@@ -16,6 +16,12 @@ datasheets and published microbenchmarks, so the next run replaces them with mea
                     the step before loaded. The model's L2 lines are 64 bytes (a miss fetches
                     both sectors, the second load hits L2): it expects (lat_dram + lat_l2) / 2;
                     with 32-byte fetches it would be lat_dram
+- lat_dram_stream:  cycles of one step of a dependent chain through a fresh 1 GiB buffer in
+                    address order, one 128-byte line a step: HBM latency for a stream read in
+                    order (open DRAM rows, few TLB misses), against lat_dram's random order.
+                    The model charges lat_dram for both; the zstd raw-block row of f51d4fa
+                    (four dependent waits per 512-byte round, ~2,630 cycles a round measured,
+                    ~3,600 charged) suggests a stream waits less
 - l2_fetch_granularity: cudaDeviceGetLimit(cudaLimitMaxL2FetchGranularity), bytes (a hint the
                     driver reports; null where the runtime refuses the query)
 - lat_shared:       cycles of one dependent shared-memory load
@@ -237,6 +243,15 @@ def main():
     cp.cuda.Device().synchronize()
     res["lat_dram_pairs"] = int(cyc[0]) / steps
     del nxt, order
+    # one line a step in address order through memory no step touched before
+    words = (1 << 30) // 4
+    idx = cp.arange(0, words, 32, dtype=cp.uint32)
+    nxt = cp.zeros(words, dtype=cp.uint32)
+    nxt[idx] = cp.roll(idx, -1)
+    k["chase"]((1,), (1,), (nxt, cp.uint32(steps), cyc, sink))
+    cp.cuda.Device().synchronize()
+    res["lat_dram_stream"] = int(cyc[0]) / steps
+    del nxt, idx
     try:
         res["l2_fetch_granularity"] = int(cp.cuda.runtime.deviceGetLimit(0x05))
     except Exception:  # noqa: BLE001 - an older CuPy or a runtime that refuses the query
