@@ -217,6 +217,12 @@ def main():
     cp.cuda.Device().synchronize()
     res["lat_popc_step"] = int(cyc[0]) / n
 
+    def chase_cycles(nxt, steps=1 << 14):
+        """Cycles per step of one thread's dependent chain through nxt (from word 0)."""
+        k["chase"]((1,), (1,), (nxt, cp.uint32(steps), cyc, sink))
+        cp.cuda.Device().synchronize()
+        return int(cyc[0]) / steps
+
     for label, size in (("lat_l1", 16 << 10), ("lat_l2", 8 << 20), ("lat_dram", 1 << 30)):
         words = size // 4
         stride = 32 if label != "lat_l1" else 8  # one step per 128 B line (L2/DRAM), 32 B (L1)
@@ -226,10 +232,7 @@ def main():
         # a random cycle through the chosen words
         order = idx[perm]
         nxt[order] = cp.roll(order, -1)
-        steps = 1 << 14
-        k["chase"]((1,), (1,), (nxt, cp.uint32(steps), cyc, sink))
-        cp.cuda.Device().synchronize()
-        res[label] = int(cyc[0]) / steps
+        res[label] = chase_cycles(nxt)
         del nxt, idx, perm, order
     # 64-byte blocks of 1 GiB in a random order, each visited at its first sector then its
     # second (word offsets 0 and 8); the chain goes on to the next block's first sector
@@ -238,19 +241,14 @@ def main():
     nxt = cp.zeros((1 << 30) // 4, dtype=cp.uint32)
     nxt[order] = order + 8
     nxt[order + 8] = cp.roll(order, -1)
-    steps = 1 << 14
-    k["chase"]((1,), (1,), (nxt, cp.uint32(steps), cyc, sink))
-    cp.cuda.Device().synchronize()
-    res["lat_dram_pairs"] = int(cyc[0]) / steps
+    res["lat_dram_pairs"] = chase_cycles(nxt)
     del nxt, order
     # one line a step in address order through memory no step touched before
     words = (1 << 30) // 4
     idx = cp.arange(0, words, 32, dtype=cp.uint32)
     nxt = cp.zeros(words, dtype=cp.uint32)
     nxt[idx] = cp.roll(idx, -1)
-    k["chase"]((1,), (1,), (nxt, cp.uint32(steps), cyc, sink))
-    cp.cuda.Device().synchronize()
-    res["lat_dram_stream"] = int(cyc[0]) / steps
+    res["lat_dram_stream"] = chase_cycles(nxt)
     del nxt, idx
     try:
         res["l2_fetch_granularity"] = int(cp.cuda.runtime.deviceGetLimit(0x05))
