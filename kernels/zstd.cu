@@ -9,9 +9,17 @@
 // job as below; the helpers decode a block's four Huffman literal streams beside it, one stream
 // each, and helper 1 decodes the block's sequences a group of 32 ahead of the leader, which
 // executes them from shared memory (dmc_zstd_helper; the rounds are one block barrier apart).
-// A larger wave fills the device with its jobs, a warp each, four per block. Inside a job, frames and blocks are inherently sequential (a block's matches reach
-// into earlier blocks, its repeat offsets and treeless/repeat tables come from earlier blocks),
-// so the warp walks them in order:
+// Meanwhile helper 2 decodes the next block's sequences side by side with helper 1 (the leader
+// reads that block's headers and builds its tables ahead, in a second set of tables:
+// dmc_zstd_look_ahead), into the job's sequence scratch (its output range mirrored into the
+// other half of the wave's output buffer), so that the next block's sequences are mostly
+// decoded when its turn comes and the leader executes them from there at its own pace; the
+// block after that is the leader's again, and so on in pairs. The repeat offsets are resolved
+// where the sequences are executed (dmc_zstd_rep_resolve), which frees a block's sequence
+// decode from the blocks before it. A larger wave fills the device with its jobs, a warp each,
+// four per block. Inside a job, frames and blocks are otherwise sequential (a block's matches
+// reach into earlier blocks, its treeless/repeat tables come from earlier blocks), so the warp
+// walks them in order:
 //   - headers and the sequence bitstream are decoded redundantly by all 32 lanes (uniform
 //     control flow, broadcast loads, no shared state to order), as the LZ4 kernel parses tokens:
 //     every lane keeps the three FSE states and reads their entries itself (three broadcast
@@ -72,21 +80,22 @@
 //     offset code lived in local memory: a 64-byte stack frame on sm_90); no per-thread array
 //     is indexed dynamically;
 //   - the XXH64 checksum runs its four accumulators on lanes 0..3.
-// Why not the two-kernel split (a warp per block decoding sequences, a warp per frame executing
-// them) first: it needs a sequence buffer of up to ~43 K sequences per 128 KiB block and a
-// literal buffer per block in global memory, and the win over this mapping comes only from
-// frames with many blocks; zarr chunks of 64 KiB–1 MiB have 1–8 blocks, and the batch supplies
-// the parallelism. The GPU model now says the serial sequence decode dominates the demo
-// volume's 256 KiB chunks (~34 k sequences each; helper 1's chain is 74 % of the launch's
-// instructions): decoding a chunk's blocks side by side (a helper per block, the later blocks'
-// repeat offsets resolved when they are executed, their decoded sequences in a scratch buffer)
-// is the next step.
+// Why a block ahead and not a two-kernel split (a warp per block decoding sequences, a warp per
+// frame executing them): the split needs a sequence buffer of up to ~43 K sequences per 128
+// KiB block and a literal buffer per block in global memory for every block at once; the team
+// decodes one block ahead, whose sequences (12 bytes each) fit in its chunk's mirror range
+// when they average 12 bytes of output or more (the demo volume's 256 KiB chunks: ~17 k
+// sequences a block, ~210 KB of the 256 KiB; a block that does not fit is decoded in turn).
+// The GPU model says the serial sequence decode dominated those chunks (helper 1's chain was
+// 74 % of the launch's instructions); with the second block ahead the leader's execution of
+// the second block is what follows the first block's decode.
 //
 // Shared memory: DMC_ZSTD_WARPS_PER_BLOCK × sizeof(dmc_zstd_smem) (~10.2 KB per job: the
 // Huffman decode table's 4 KiB, the job's table of the literal and match length codes that
 // have extra bits, which its lanes copy from constant memory at the start) and one dmc_zstd_team
 // (~1 KB: a team's tasks and sequence groups); 4 blocks of 4 warps per SM (the register limit,
-// DMC_ZSTD_MIN_BLOCKS) take ~165 KiB of the 228 (a team uses one job's share of its block's).
+// DMC_ZSTD_MIN_BLOCKS) take ~165 KiB of the 228 (a team uses two jobs' shares of its block's:
+// the second for the block ahead's tables).
 // Every load is checked against the job's source length and every store against its output
 // length; corrupt input ends the job with a DMC_STATUS_* code.
 #include "common.cuh"
@@ -126,6 +135,11 @@
 #define DMC_ZSTD_TASK_SEQ0 2u  // helper 1: start a block's sequences (below), decode group 0
 #define DMC_ZSTD_TASK_SEQ 3u   // helper 1: decode the next group of 32 sequences
 #define DMC_ZSTD_TASK_DONE 4u  // the job is done: the helpers leave
+// Or'ed into a round's task: helper 2 starts the block ahead (below) this round.
+#define DMC_ZSTD_TASK_AHEAD 8u
+// A group of 32 decoded sequences in memory: literals lengths, match lengths, offset values
+// (lane j of the decoding warp stores sequence j of each).
+#define DMC_ZSTD_GROUP_WORDS (3 * DMC_WARP_SIZE)
 struct dmc_zstd_team {
     dmc_u32 task[2];
     dmc_u32 round;  // the leader's rounds so far (its lane 0's)
@@ -136,18 +150,32 @@ struct dmc_zstd_team {
     dmc_u8* dst[4];
     dmc_u32 len[4], cnt[4], st[4];
     dmc_u32 log;
-    // DMC_ZSTD_TASK_SEQ0: the block's sequence bitstream, its sequences, the table state
-    // (dmc_zstd_frame_state::tabs: the FSE tables are the job's sm->ll/of/ml) and the repeat
-    // offsets at its start
+    // DMC_ZSTD_TASK_SEQ0: the block's sequence bitstream, its sequences and the table state
+    // (dmc_zstd_frame_state::tabs: the FSE tables are the job's sm->ll/of/ml or the second set)
     const dmc_u8* sp;
-    dmc_u32 slen, nseq, tabs, rep[3];
-    // helper 1's output: groups of 32 sequences, two buffers (group g in g & 1) of literals
-    // lengths, match lengths and offsets (lane j of the decoding warp stores sequence j), the
-    // index in the group of a sequence the bitstream could not give (32: none); after the
-    // block's last sequence, the bitstream's end check and the repeat offsets
-    dmc_u32 seq[2][3 * DMC_WARP_SIZE];
+    dmc_u32 slen, nseq, tabs;
+    // helper 1's output: groups of 32 sequences, two buffers (group g in g & 1), the index in
+    // the group of a sequence the bitstream could not give (32: none); after the block's last
+    // sequence, the bitstream's end check
+    dmc_u32 seq[2][DMC_ZSTD_GROUP_WORDS];
     dmc_u32 bad[2];
-    dmc_u32 end_st, rep_out[3];
+    dmc_u32 end_st;
+    // DMC_ZSTD_TASK_AHEAD: the next block of the frame, decoded ahead by helper 2 while the
+    // leader executes this one: its sequence bitstream, sequences and table state, and where its
+    // groups go (the job's sequence scratch: group g at ahead + g * DMC_ZSTD_GROUP_WORDS). Helper
+    // 2 decodes one group a round (Huffman rounds aside) and posts in every round r, in
+    // aprog[r & 1] (the leader reads the last round's while helper 2 writes this one's): the
+    // groups done, the index in the block of a sequence the bitstream could not give (nseq:
+    // none) and, once done, the bitstream's end check.
+    const dmc_u8* asp;
+    dmc_u32 aslen, anseq, atabs;
+    dmc_u32 aprog[2][3];
+    // The job's sequence scratch (dmc_zstd_decode; null: none) and its size in groups.
+    dmc_u32* scratch;
+    dmc_u32 scratch_groups;
+    // The leader's (lane 0 writes, the warp reads after a __syncwarp): 1 + the round that
+    // started helper 2 on the frame's next block (asp..atabs above); 0: none.
+    dmc_u32 ahead_at;
 };
 
 struct dmc_zstd_smem {
@@ -174,6 +202,11 @@ struct dmc_zstd_smem {
     } t;
     dmc_u32 codes[DMC_ZSTD_CODES];  // length codes with extra bits (see DMC_ZSTD_CODES)
     dmc_u32 res[4];  // lane 0's results for the warp: status, bytes used, log, last symbol
+    // lane 0's copy of the frame header's content size and flags (bit 0: a checksum follows,
+    // bit 1: the content size is given), read after the frame's blocks (kept in registers
+    // through the block loop, they spilled)
+    dmc_u64 fcs;
+    dmc_u32 fflags;
     struct dmc_zstd_team* tm;  // the job's team (dmc_zstd_team); null: the warp is alone
 };
 
@@ -928,7 +961,7 @@ struct dmc_zstd_lits {
 
 // Copies the next n literals to out[op..). In-tail literals may overlap the target when the
 // front is close behind them (the target is always at or before the source): then the copy
-// goes in rounds of 256 bytes, each round's loads ordered before its stores, and not at all when
+// goes in rounds of 128 bytes, each round's loads ordered before its stores, and not at all when
 // the front has reached them (target = source: a block's last literals, when the block's
 // matches are all behind; for a block of literals with few matches, nearly the whole block).
 // `wide`: long copies with aligned 4-byte stores (a constant at every call site).
@@ -948,19 +981,20 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
             for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
         }
     } else if (L->tail + L->used != op) {
-        // rounds of 256 bytes, 8 per lane: every load of a round before any of its stores (a
-        // store reaches only source bytes this round or an earlier one loaded)
+        // rounds of 128 bytes, 4 per lane: every load of a round before any of its stores (a
+        // store reaches only source bytes this round or an earlier one loaded; 8 per lane
+        // spilled the kernel's registers)
         const dmc_u8* s = L->src + L->used;
-        for (dmc_u32 j0 = 0; j0 < n; j0 += 8 * DMC_WARP_SIZE) {
-            dmc_u8 v[8];
+        for (dmc_u32 j0 = 0; j0 < n; j0 += 4 * DMC_WARP_SIZE) {
+            dmc_u8 v[4];
             DMC_UNROLL
-            for (dmc_u32 b = 0; b < 8; b++) {
+            for (dmc_u32 b = 0; b < 4; b++) {
                 const dmc_u32 j = j0 + DMC_WARP_SIZE * b + lane;
                 v[b] = j < n ? s[j] : 0;
             }
             __syncwarp();
             DMC_UNROLL
-            for (dmc_u32 b = 0; b < 8; b++) {
+            for (dmc_u32 b = 0; b < 4; b++) {
                 const dmc_u32 j = j0 + DMC_WARP_SIZE * b + lane;
                 if (j < n) out[op + j] = v[b];
             }
@@ -1122,19 +1156,29 @@ __device__ dmc_u64 dmc_zstd_xxh64(const dmc_u8* p, dmc_u64 len, dmc_u32 lane) {
 
 // ---- Sequences ----
 
-// Decodes the next sequence of a block: its literals length, match length and offset (the
-// repeat offsets resolved and moved), and unless it is the block's last (`more` false) the
-// three FSE states' updates. All 32 lanes, the same values (every lane reads the bitstream
-// through its own reader, r). False when the bitstream ran out (corrupt): the repeat offsets
-// are then left as they were.
-__device__ __forceinline__ bool dmc_zstd_seq_next(const dmc_zstd_smem* sm, dmc_zlr* r, dmc_i32* spos, dmc_u32* s_ll,
-                                                  dmc_u32* s_of, dmc_u32* s_ml, dmc_u32* rep0, dmc_u32* rep1,
-                                                  dmc_u32* rep2, bool more, dmc_u32* ll_out, dmc_u32* ml_out,
-                                                  dmc_u32* off_out) {
-    const dmc_u32 ell = sm->ll[*s_ll], eof = sm->of[*s_of], eml = sm->ml[*s_ml];
+// A block's sequence decoder (identical in every lane): the bitstream reader, the three FSE
+// states and the sequences decoded so far. Its tables are those of the dmc_zstd_smem `ts` its
+// functions take: the table state's set (dmc_zstd_seq_set).
+struct dmc_zstd_seqdec {
+    dmc_zlr r;
+    dmc_i32 spos;
+    dmc_u32 s_ll, s_of, s_ml;
+    dmc_u32 i, nseq;
+};
+
+// Decodes the next sequence of a block: its literals length, match length and offset value
+// (the repeat offsets are resolved where the sequences are executed: dmc_zstd_rep_resolve, so a
+// block's sequences decode without the blocks before them), and unless it is the block's last
+// (`more` false) the three FSE states' updates. All 32 lanes, the same values (every lane reads
+// the bitstream through its own reader). False when the bitstream ran out (corrupt).
+__device__ __forceinline__ bool dmc_zstd_seq_next(const dmc_zstd_smem* ts, dmc_zstd_seqdec* D, bool more,
+                                                  dmc_u32* ll_out, dmc_u32* ml_out, dmc_u32* ofv_out) {
+    dmc_zlr* r = &D->r;
+    dmc_i32* spos = &D->spos;
+    const dmc_u32 ell = ts->ll[D->s_ll], eof = ts->of[D->s_of], eml = ts->ml[D->s_ml];
     const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
     const dmc_u32 ofv = (1u << ofc) + dmc_zstd_seq_read(r, spos, ofc);
-    const dmc_u32 mlv = mlc < 32 ? mlc + 3 : sm->codes[20 + mlc - 32];
+    const dmc_u32 mlv = mlc < 32 ? mlc + 3 : ts->codes[20 + mlc - 32];
     // literals length codes in closed form (no shared lookup): 16..24 from packed constants
     // (baselines 16..48, 6 bits each; extra bits 1..4, 4 bits each), 25..35 are 1 << (c - 19)
     // with c - 19 extra bits
@@ -1148,64 +1192,70 @@ __device__ __forceinline__ bool dmc_zstd_seq_next(const dmc_zstd_smem* sm, dmc_z
     if (more) {  // the three updates' bits (LL, ML, OF; at most 9 + 9 + 8) in one read
         const dmc_u32 nll = (ell >> 8) & 0xFF, nml = (eml >> 8) & 0xFF, nof = (eof >> 8) & 0xFF;
         const dmc_u32 v = dmc_zstd_seq_read(r, spos, nll + nml + nof);
-        *s_ll = (ell >> 16) + (v >> (nml + nof));
-        *s_ml = (eml >> 16) + ((v >> nof) & ((1u << nml) - 1u));
-        *s_of = (eof >> 16) + (v & ((1u << nof) - 1u));
+        D->s_ll = (ell >> 16) + (v >> (nml + nof));
+        D->s_ml = (eml >> 16) + ((v >> nof) & ((1u << nml) - 1u));
+        D->s_of = (eof >> 16) + (v & ((1u << nof) - 1u));
     }
     if (*spos < 0) return false;
-    // Repeat offsets: a new offset, or a repeat offset other than the first, moves to the front
-    // (the ones before it move one place back; rep 1 chosen leaves rep 2 as it is).
-    const dmc_u32 idx = ofv > 3 ? 4u : ofv - 1 + (ll == 0 ? 1u : 0u);
-    const dmc_u32 off = idx == 4 ? ofv - 3 : (idx == 0 ? *rep0 : (idx == 1 ? *rep1 : (idx == 2 ? *rep2 : *rep0 - 1)));
-    if (idx != 0) {
-        if (idx != 1) *rep2 = *rep1;
-        *rep1 = *rep0;
-        *rep0 = off;
-    }
     *ll_out = ll;
     *ml_out = ml;
-    *off_out = off;
+    *ofv_out = ofv;
     return true;
 }
 
-// Places a block's sequence reader: the bitstream [sp, sp + slen) (slen > 0, its last byte
-// non-zero: checked by the caller) and its three initial states; the logs from `tabs`.
-__device__ __forceinline__ void dmc_zstd_seq_start(dmc_zlr* r, dmc_i32* spos, dmc_u32* s_ll, dmc_u32* s_of,
-                                                   dmc_u32* s_ml, const dmc_u8* sp, dmc_u32 slen, dmc_u32 tabs) {
-    *spos = (dmc_i32)(slen - 1) * 8 + (dmc_i32)dmc_zstd_highbit(sp[slen - 1]);
-    r->p = sp;
-    r->len = slen;
-    r->mis = (dmc_u32)((dmc_u64)sp & 3u);
-    dmc_zlr_seek(r, *spos);
-    *s_ll = dmc_zstd_seq_read(r, spos, (tabs >> 8) & 15u);
-    *s_of = dmc_zstd_seq_read(r, spos, (tabs >> 16) & 15u);
-    *s_ml = dmc_zstd_seq_read(r, spos, (tabs >> 24) & 15u);
+// The tables of a table state (dmc_zstd_frame_state::tabs): the job's (sm), or when its set
+// bit is on (a team's second set: the block decoded ahead builds its tables there while helper
+// 1 still reads the current block's; see dmc_zstd_seq_tables) the next dmc_zstd_smem of the
+// block's shared memory.
+#define DMC_ZSTD_TABS_SET (1u << 28)
+__device__ __forceinline__ const dmc_zstd_smem* dmc_zstd_seq_set(const dmc_zstd_smem* sm, dmc_u32 tabs) {
+    return sm + ((tabs & DMC_ZSTD_TABS_SET) != 0 ? 1 : 0);
 }
 
-// Decodes the next group of up to 32 of a block's sequences, from sequence *i on (*i moves past
-// them): lane j keeps the group's sequence j (dmc_zstd_seq_next's values; zeros on lanes past
-// the group). All 32 lanes. Returns the index in the group of a sequence the bitstream could not
-// give (DMC_WARP_SIZE: none); nothing after it is decoded (*i = nseq).
-__device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* sm, dmc_zlr* r, dmc_i32* spos, dmc_u32* s_ll,
-                                                      dmc_u32* s_of, dmc_u32* s_ml, dmc_u32* rep0, dmc_u32* rep1,
-                                                      dmc_u32* rep2, dmc_u32* i, dmc_u32 nseq, dmc_u32 lane,
-                                                      dmc_u32* e_ll, dmc_u32* e_ml, dmc_u32* e_off) {
+// Places a block's sequence decoder: the bitstream [sp, sp + slen) (slen > 0, its last byte
+// non-zero: checked by the caller), its nseq sequences and its three initial states (the logs
+// from `tabs`).
+__device__ __forceinline__ void dmc_zstd_seq_start(dmc_zstd_seqdec* D, const dmc_u8* sp, dmc_u32 slen, dmc_u32 nseq,
+                                                   dmc_u32 tabs) {
+    D->spos = (dmc_i32)(slen - 1) * 8 + (dmc_i32)dmc_zstd_highbit(sp[slen - 1]);
+    D->r.p = sp;
+    D->r.len = slen;
+    D->r.mis = (dmc_u32)((dmc_u64)sp & 3u);
+    dmc_zlr_seek(&D->r, D->spos);
+    D->s_ll = dmc_zstd_seq_read(&D->r, &D->spos, (tabs >> 8) & 15u);
+    D->s_of = dmc_zstd_seq_read(&D->r, &D->spos, (tabs >> 16) & 15u);
+    D->s_ml = dmc_zstd_seq_read(&D->r, &D->spos, (tabs >> 24) & 15u);
+    D->i = 0;
+    D->nseq = nseq;
+}
+
+// Decodes the next group of up to 32 of a block's sequences (D->i moves past them): lane j
+// keeps the group's sequence j (dmc_zstd_seq_next's values; zeros on lanes past the group).
+// All 32 lanes. Returns the index in the group of a sequence the bitstream could not give
+// (DMC_WARP_SIZE: none); nothing after it is decoded (D->i = nseq).
+__device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* ts, dmc_zstd_seqdec* D, dmc_u32 lane,
+                                                      dmc_u32* e_ll, dmc_u32* e_ml, dmc_u32* e_ofv) {
     *e_ll = 0;
     *e_ml = 0;
-    *e_off = 0;
-    for (dmc_u32 j = 0; j < DMC_WARP_SIZE && *i < nseq; j++, (*i)++) {
-        dmc_u32 ll, ml, off;
-        if (!dmc_zstd_seq_next(sm, r, spos, s_ll, s_of, s_ml, rep0, rep1, rep2, *i + 1 < nseq, &ll, &ml, &off)) {
-            *i = nseq;
+    *e_ofv = 0;
+    for (dmc_u32 j = 0; j < DMC_WARP_SIZE && D->i < D->nseq; j++, D->i++) {
+        dmc_u32 ll, ml, ofv;
+        if (!dmc_zstd_seq_next(ts, D, D->i + 1 < D->nseq, &ll, &ml, &ofv)) {
+            D->i = D->nseq;
             return j;
         }
         if (lane == j) {
             *e_ll = ll;
             *e_ml = ml;
-            *e_off = off;
+            *e_ofv = ofv;
         }
     }
     return DMC_WARP_SIZE;
+}
+
+// The end of a block's sequence bitstream once its sequences are decoded: exactly used up.
+__device__ __forceinline__ dmc_u32 dmc_zstd_seq_end(const dmc_zstd_seqdec* D) {
+    return D->spos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
 }
 
 // ---- Teams (see struct dmc_zstd_team) ----
@@ -1214,59 +1264,81 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* sm, d
 // the same __syncthreads (a barrier orders the block's shared and global memory).
 __device__ __noinline__ void dmc_zstd_team_sync() { __syncthreads(); }
 
-// The leader: posts the next round's task and ends this round.
-__device__ __forceinline__ void dmc_zstd_team_post(dmc_zstd_team* tm, dmc_u32 task, dmc_u32 lane) {
+// The leader: posts the next round's task and ends this round. Returns the number of the
+// round posted (the helpers' count of barriers passed, less one), on every lane.
+__device__ __forceinline__ dmc_u32 dmc_zstd_team_post(dmc_zstd_team* tm, dmc_u32 task, dmc_u32 lane) {
+    dmc_u32 r = 0;
     if (lane == 0) {
-        tm->task[tm->round & 1u] = task;
-        tm->round++;
+        r = tm->round;
+        tm->task[r & 1u] = task;
+        tm->round = r + 1;
     }
+    r = __shfl_sync(0xffffffffu, r, 0);
     dmc_zstd_team_sync();
+    return r;
+}
+
+// Stores a decoded group (lane j: sequence j's values) at e (DMC_ZSTD_GROUP_WORDS words).
+__device__ __forceinline__ void dmc_zstd_group_put(dmc_u32* e, dmc_u32 ll, dmc_u32 ml, dmc_u32 ofv, dmc_u32 lane) {
+    e[lane] = ll;
+    e[DMC_WARP_SIZE + lane] = ml;
+    e[2 * DMC_WARP_SIZE + lane] = ofv;
 }
 
 // A helper (warp w > 0 of a team) until the job is done: each round it waits at the barrier and
 // does the round's task: a Huffman stream (stream w of a DMC_ZSTD_TASK_HUF round), or (helper
-// 1) the next group of 32 of a block's sequences, decoded as the leader would (the FSE states,
-// the repeat offsets) into the group's buffer, while the leader executes the group before.
+// 1) the next group of 32 of a block's sequences into the group's buffer, while the leader
+// executes the group before; helper 2, once a round posts the block ahead, decodes that block's
+// next group into the job's sequence scratch in every other round until the block is done.
 __device__ __noinline__ void dmc_zstd_helper(const dmc_zstd_smem* sm, dmc_zstd_team* tm, dmc_u32 w, dmc_u32 lane) {
-    dmc_zlr r = {};
-    dmc_i32 spos = 0;
-    dmc_u32 s_ll = 0, s_of = 0, s_ml = 0, rep0 = 0, rep1 = 0, rep2 = 0, i = 0, nseq = 0, g = 0;
+    dmc_zstd_seqdec D = {};
+    const dmc_zstd_smem* ts = sm;  // the tables of the block being decoded
+    dmc_u32 g = 0, abad = 0;
     for (dmc_u32 round = 0;; round++) {
         dmc_zstd_team_sync();
         const dmc_u32 task = tm->task[round & 1u];
         if (task == DMC_ZSTD_TASK_DONE) return;
-        if (task == DMC_ZSTD_TASK_HUF) {
+        if ((task & 7u) == DMC_ZSTD_TASK_HUF) {
             for (dmc_u32 k = w; k < 4; k += DMC_ZSTD_TEAM) {
                 const dmc_u32 st = dmc_zstd_huf_stream(sm, tm->log, tm->p[k], tm->len[k], tm->dst[k], tm->cnt[k], lane);
                 if (lane == 0) tm->st[k] = st;
             }
+        }
+        if (w == 2) {
+            if (task & DMC_ZSTD_TASK_AHEAD) {
+                dmc_zstd_seq_start(&D, tm->asp, tm->aslen, tm->anseq, tm->atabs);
+                ts = dmc_zstd_seq_set(sm, tm->atabs);
+                g = 0;
+                abad = D.nseq;
+            }
+            if ((task & 7u) != DMC_ZSTD_TASK_HUF && D.i < D.nseq) {
+                dmc_u32 e_ll, e_ml, e_ofv;
+                const dmc_u32 at = D.i;
+                const dmc_u32 bad = dmc_zstd_seq_group(ts, &D, lane, &e_ll, &e_ml, &e_ofv);
+                dmc_zstd_group_put(tm->scratch + g * DMC_ZSTD_GROUP_WORDS, e_ll, e_ml, e_ofv, lane);
+                g++;
+                if (bad != DMC_WARP_SIZE) abad = at + bad;
+            }
+            if (lane == 0) {
+                dmc_u32* pr = tm->aprog[round & 1u];
+                pr[0] = g;
+                pr[1] = abad;
+                pr[2] = D.i < D.nseq ? DMC_STATUS_OK : dmc_zstd_seq_end(&D);
+            }
             continue;
         }
-        if (w != 1 || (task != DMC_ZSTD_TASK_SEQ0 && task != DMC_ZSTD_TASK_SEQ)) continue;
-        if (task == DMC_ZSTD_TASK_SEQ0) {
-            dmc_zstd_seq_start(&r, &spos, &s_ll, &s_of, &s_ml, tm->sp, tm->slen, tm->tabs);
-            rep0 = tm->rep[0];
-            rep1 = tm->rep[1];
-            rep2 = tm->rep[2];
-            nseq = tm->nseq;
-            i = 0;
+        if (w != 1 || ((task & 7u) != DMC_ZSTD_TASK_SEQ0 && (task & 7u) != DMC_ZSTD_TASK_SEQ)) continue;
+        if ((task & 7u) == DMC_ZSTD_TASK_SEQ0) {
+            dmc_zstd_seq_start(&D, tm->sp, tm->slen, tm->nseq, tm->tabs);
+            ts = dmc_zstd_seq_set(sm, tm->tabs);
             g = 0;
         }
-        dmc_u32 e_ll, e_ml, e_off;
-        const dmc_u32 bad =
-            dmc_zstd_seq_group(sm, &r, &spos, &s_ll, &s_of, &s_ml, &rep0, &rep1, &rep2, &i, nseq, lane, &e_ll, &e_ml, &e_off);
-        dmc_u32* e = tm->seq[g & 1u];
-        e[lane] = e_ll;
-        e[DMC_WARP_SIZE + lane] = e_ml;
-        e[2 * DMC_WARP_SIZE + lane] = e_off;
+        dmc_u32 e_ll, e_ml, e_ofv;
+        const dmc_u32 bad = dmc_zstd_seq_group(ts, &D, lane, &e_ll, &e_ml, &e_ofv);
+        dmc_zstd_group_put(tm->seq[g & 1u], e_ll, e_ml, e_ofv, lane);
         if (lane == 0) {
             tm->bad[g & 1u] = bad;
-            if (i == nseq) {
-                tm->end_st = spos == 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
-                tm->rep_out[0] = rep0;
-                tm->rep_out[1] = rep1;
-                tm->rep_out[2] = rep2;
-            }
+            if (D.i == D.nseq) tm->end_st = dmc_zstd_seq_end(&D);
         }
         g++;
     }
@@ -1283,29 +1355,39 @@ struct dmc_zstd_frame_state {
     dmc_u32 rep0, rep1, rep2;
     // One register for the table state: bits 0-3 the Huffman table's log (0: no table yet),
     // then per sequence table k (0 LL, 1 OF, 2 ML) at bit 4 + 8k its tag (2 bits: 0 none yet,
-    // 1 predefined, 2 other) and at bit 8 + 8k its accuracy log (4 bits).
+    // 1 predefined, 2 other) and at bit 8 + 8k its accuracy log (4 bits); DMC_ZSTD_TABS_SET:
+    // the tables are a team's second set.
     dmc_u32 tabs;
 };
 
-// Sets up one sequence table (mode 0 predefined, 1 RLE, 2 FSE, 3 repeat). kind: 0 LL, 1 OF, 2 ML.
-__device__ __forceinline__ dmc_u32 dmc_zstd_tag(const dmc_zstd_frame_state* fs, dmc_u32 k) {
-    return (fs->tabs >> (4 + 8 * k)) & 3u;
-}
-__device__ __forceinline__ dmc_u32 dmc_zstd_tlog(const dmc_zstd_frame_state* fs, dmc_u32 k) {
-    return (fs->tabs >> (8 + 8 * k)) & 15u;
-}
-__device__ __forceinline__ void dmc_zstd_set_table(dmc_zstd_frame_state* fs, dmc_u32 k, dmc_u32 tag, dmc_u32 log) {
-    fs->tabs = (fs->tabs & ~(0xFFu << (4 + 8 * k))) | (tag << (4 + 8 * k)) | (log << (8 + 8 * k));
+// Sets up one sequence table (mode 0 predefined, 1 RLE, 2 FSE, 3 repeat) of the table state
+// *tabs in the set `to` (kind: 0 LL, 1 OF, 2 ML). `from` is the current tables' set: a team
+// builds a block's tables in the set the current ones are not in (the block decoded ahead
+// builds them while helper 1 still reads the current block's), so a table the block keeps
+// (repeated, or predefined again) is copied over; a warp alone has one set (from = to).
+__device__ __forceinline__ dmc_u32 dmc_zstd_tag(dmc_u32 tabs, dmc_u32 k) { return (tabs >> (4 + 8 * k)) & 3u; }
+__device__ __forceinline__ void dmc_zstd_set_table(dmc_u32* tabs, dmc_u32 k, dmc_u32 tag, dmc_u32 log) {
+    *tabs = (*tabs & ~(0xFFu << (4 + 8 * k))) | (tag << (4 + 8 * k)) | (log << (8 + 8 * k));
 }
 
-__device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, dmc_u32 kind, dmc_u32 mode,
-                                      const dmc_u8* b, dmc_u32 n, dmc_u32* bp, dmc_u32 lane) {
-    dmc_u32* table = kind == 0 ? sm->ll : (kind == 1 ? sm->of : sm->ml);
+__device__ __forceinline__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_u32* tabs, dmc_u32 kind, dmc_u32 mode, const dmc_u8* b,
+                                      dmc_u32 n, dmc_u32* bp, dmc_u32 lane, const dmc_zstd_smem* from,
+                                      dmc_zstd_smem* to) {
+    dmc_u32* table = kind == 0 ? to->ll : (kind == 1 ? to->of : to->ml);
     const dmc_u32 sym_max = kind == 0 ? DMC_ZSTD_LL_MAX_SYM : (kind == 1 ? DMC_ZSTD_OF_MAX_SYM : DMC_ZSTD_ML_MAX_SYM);
     const dmc_u32 log_max = kind == 0 ? DMC_ZSTD_LL_LOG_MAX : (kind == 1 ? DMC_ZSTD_OF_LOG_MAX : DMC_ZSTD_ML_LOG_MAX);
-    if (mode == 3) return dmc_zstd_tag(fs, kind) != 0 ? DMC_STATUS_OK : DMC_STATUS_CORRUPT;
+    const dmc_u32 tag = dmc_zstd_tag(*tabs, kind);
+    if (mode == 3 && tag == 0) return DMC_STATUS_CORRUPT;
+    if (mode == 3 || (mode == 0 && tag == 1)) {  // the table already holds it
+        if (from != to) {
+            const dmc_u32* old = kind == 0 ? from->ll : (kind == 1 ? from->of : from->ml);
+            const dmc_u32 size = 1u << ((*tabs >> (8 + 8 * kind)) & 15u);
+            for (dmc_u32 j = lane; j < size; j += DMC_WARP_SIZE) table[j] = old[j];
+            __syncwarp();
+        }
+        return DMC_STATUS_OK;
+    }
     if (mode == 0) {
-        if (dmc_zstd_tag(fs, kind) == 1) return DMC_STATUS_OK;  // the table already holds it
         const dmc_i16* dist = kind == 0 ? dmc_zstd_ll_default : (kind == 1 ? dmc_zstd_of_default : dmc_zstd_ml_default);
         const dmc_u32 n_sym = kind == 0 ? 36u : (kind == 1 ? 29u : 53u);
         const dmc_i32 n0 = lane < n_sym ? dist[lane] : 0;
@@ -1314,7 +1396,7 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
         const dmc_u32 s = dmc_zstd_spread_warp(sm, table, kind == 1 ? 5 : 6, n0, n1, lane);
         if (s != DMC_STATUS_OK) return s;
         dmc_zstd_fse_states(sm, table, kind == 1 ? 5 : 6, lane);
-        dmc_zstd_set_table(fs, kind, 1, kind == 1 ? 5 : 6);
+        dmc_zstd_set_table(tabs, kind, 1, kind == 1 ? 5 : 6);
         return DMC_STATUS_OK;
     }
     if (mode == 1) {
@@ -1325,7 +1407,7 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
         __syncwarp();
         if (lane == 0) table[0] = sym;
         __syncwarp();
-        dmc_zstd_set_table(fs, kind, 2, 0);
+        dmc_zstd_set_table(tabs, kind, 2, 0);
         return DMC_STATUS_OK;
     }
     // FSE-compressed description.
@@ -1347,13 +1429,208 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
     if (st != DMC_STATUS_OK) return st;
     dmc_zstd_fse_states(sm, table, sm->res[2], lane);
     *bp += sm->res[1];
-    dmc_zstd_set_table(fs, kind, 2, sm->res[2]);
+    dmc_zstd_set_table(tabs, kind, 2, sm->res[2]);
     return DMC_STATUS_OK;
 }
 
+// The literals section header of block b[0..n) (RFC 8878 3.1.1.3.1): its type, size format,
+// header size, regenerated size, and for Huffman literals the compressed size and streams.
+// Returns the status; *end is where the sequences section starts.
+struct dmc_zstd_lhdr {
+    dmc_u32 ltype, hs, regen, csize, streams;
+};
+__device__ __forceinline__ dmc_u32 dmc_zstd_lits_header(const dmc_u8* b, dmc_u32 n, dmc_u32 block_max,
+                                                        dmc_zstd_lhdr* h, dmc_u32* end) {
+    if (n < 1) return DMC_STATUS_CORRUPT;
+    const dmc_u32 b0 = b[0];
+    const dmc_u32 sf = (b0 >> 2) & 3;
+    h->ltype = b0 & 3;
+    h->csize = 0;
+    h->streams = 0;
+    if (h->ltype <= 1) {
+        if (sf == 0 || sf == 2) {
+            h->hs = 1;
+            h->regen = b0 >> 3;
+        } else if (sf == 1) {
+            h->hs = 2;
+            if (n < 2) return DMC_STATUS_CORRUPT;
+            h->regen = (b0 >> 4) + ((dmc_u32)b[1] << 4);
+        } else {
+            h->hs = 3;
+            if (n < 3) return DMC_STATUS_CORRUPT;
+            h->regen = (b0 >> 4) + ((dmc_u32)b[1] << 4) + ((dmc_u32)b[2] << 12);
+        }
+        if (h->regen > block_max) return DMC_STATUS_CORRUPT;
+        if (h->ltype == 0) {
+            if (h->regen > n - h->hs) return DMC_STATUS_CORRUPT;
+            *end = h->hs + h->regen;
+        } else {
+            if (h->hs >= n) return DMC_STATUS_CORRUPT;
+            *end = h->hs + 1;
+        }
+        return DMC_STATUS_OK;
+    }
+    if (sf <= 1) {
+        h->hs = 3;
+        if (n < 3) return DMC_STATUS_CORRUPT;
+        const dmc_u32 x = b0 | ((dmc_u32)b[1] << 8) | ((dmc_u32)b[2] << 16);
+        h->regen = (x >> 4) & 0x3FF;
+        h->csize = (x >> 14) & 0x3FF;
+        h->streams = sf == 0 ? 1 : 4;
+    } else if (sf == 2) {
+        h->hs = 4;
+        if (n < 4) return DMC_STATUS_CORRUPT;
+        const dmc_u32 x = dmc_load_le32(b);
+        h->regen = (x >> 4) & 0x3FFF;
+        h->csize = x >> 18;
+        h->streams = 4;
+    } else {
+        h->hs = 5;
+        if (n < 5) return DMC_STATUS_CORRUPT;
+        const dmc_u32 x = dmc_load_le32(b);
+        h->regen = (x >> 4) & 0x3FFFF;
+        h->csize = (x >> 22) + ((dmc_u32)b[4] << 10);
+        h->streams = 4;
+    }
+    if (h->regen > block_max) return DMC_STATUS_CORRUPT;
+    if (h->csize > n - h->hs) return DMC_STATUS_CORRUPT;
+    *end = h->hs + h->csize;
+    return DMC_STATUS_OK;
+}
+
+// The sequences section header at b[*bp..n): the number of sequences (*bp moves past it).
+__device__ __forceinline__ dmc_u32 dmc_zstd_nseq(const dmc_u8* b, dmc_u32 n, dmc_u32* bp, dmc_u32* nseq_out) {
+    if (*bp >= n) return DMC_STATUS_CORRUPT;
+    dmc_u32 nseq = b[(*bp)++];
+    if (nseq >= 128) {
+        if (*bp >= n) return DMC_STATUS_CORRUPT;
+        if (nseq < 255) {
+            nseq = ((nseq - 128) << 8) + b[(*bp)++];
+        } else {
+            if (n - *bp < 2) return DMC_STATUS_CORRUPT;
+            nseq = b[*bp] + ((dmc_u32)b[*bp + 1] << 8) + 0x7F00;
+            *bp += 2;
+        }
+    }
+    *nseq_out = nseq;
+    return DMC_STATUS_OK;
+}
+
+// The three sequence tables of a block with sequences (b[bp] its modes byte) built on the
+// table state `tabs`, then a check of the bitstream that follows the descriptions (not empty,
+// its last byte not zero). Returns the new table state (low 32 bits), and the status | the
+// bitstream's start in b << 8 (high 32 bits). Not inlined (three call sites; values in and
+// out, so no caller's state goes to memory).
+__device__ __noinline__ dmc_u64 dmc_zstd_seq_tables(dmc_zstd_smem* sm, dmc_u32 tabs, const dmc_u8* b, dmc_u32 n,
+                                                    dmc_u32 bp, dmc_u32 lane) {
+#define DMC_ZSTD_TABLES_RET(st) (((dmc_u64)((st) | bp << 8) << 32) | tabs)
+    if (bp >= n) return DMC_ZSTD_TABLES_RET(DMC_STATUS_CORRUPT);
+    const dmc_u32 modes = b[bp++];
+    if (modes & 3) return DMC_ZSTD_TABLES_RET(DMC_STATUS_CORRUPT);
+    const dmc_zstd_smem* from = dmc_zstd_seq_set(sm, tabs);
+    dmc_zstd_smem* to = sm->tm != nullptr && from == sm ? sm + 1 : sm;
+    dmc_u32 st = dmc_zstd_seq_table(sm, &tabs, 0, modes >> 6, b, n, &bp, lane, from, to);
+    if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, &tabs, 1, (modes >> 4) & 3, b, n, &bp, lane, from, to);
+    if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, &tabs, 2, (modes >> 2) & 3, b, n, &bp, lane, from, to);
+    if (st != DMC_STATUS_OK) return DMC_ZSTD_TABLES_RET(st);
+    tabs = (tabs & ~DMC_ZSTD_TABS_SET) | (to != sm ? DMC_ZSTD_TABS_SET : 0u);
+    if (bp >= n || b[n - 1] == 0) return DMC_ZSTD_TABLES_RET(DMC_STATUS_CORRUPT);
+    return DMC_ZSTD_TABLES_RET(DMC_STATUS_OK);
+#undef DMC_ZSTD_TABLES_RET
+}
+
+// A team's leader, while helper 1 decodes the current block's sequences: when the frame's next
+// block (its header at nb[0..navail)) is a compressed block with sequences whose groups fit the
+// job's scratch, parses its literals header, builds its sequence tables into the sets the
+// current block's are not in and hands its sequence bitstream to helper 2 (the caller posts
+// DMC_ZSTD_TASK_AHEAD with its next round), so the two blocks' sequences decode side by side.
+// Anything wrong with the block, or no room: false, and the block is decoded when its turn
+// comes as if this never ran (its errors are reported then, in order). All 32 lanes.
+// (tabs and block_max: the frame state's.)
+__device__ __forceinline__ bool dmc_zstd_look_ahead(dmc_zstd_smem* sm, dmc_u32 tabs, dmc_u32 block_max, const dmc_u8* nb,
+                                                 dmc_u32 navail, dmc_u32 lane) {
+    dmc_zstd_team* tm = sm->tm;
+    if (tm->scratch == nullptr || navail < 3) return false;
+    const dmc_u32 bh = nb[0] | ((dmc_u32)nb[1] << 8) | ((dmc_u32)nb[2] << 16);
+    const dmc_u32 bsize = bh >> 3;
+    if (((bh >> 1) & 3) != 2 || bsize > block_max || bsize > navail - 3) return false;
+    const dmc_u8* b = nb + 3;
+    dmc_zstd_lhdr h;
+    dmc_u32 bp = 0, nseq = 0;
+    if (dmc_zstd_lits_header(b, bsize, block_max, &h, &bp) != DMC_STATUS_OK) return false;
+    if (dmc_zstd_nseq(b, bsize, &bp, &nseq) != DMC_STATUS_OK || nseq == 0) return false;
+    if ((nseq + DMC_WARP_SIZE - 1) / DMC_WARP_SIZE > tm->scratch_groups) return false;
+    const dmc_u64 t = dmc_zstd_seq_tables(sm, tabs, b, bsize, bp, lane);
+    if (((t >> 32) & 0xFFu) != DMC_STATUS_OK) return false;
+    tabs = (dmc_u32)t;
+    bp = (dmc_u32)(t >> 40);
+    if (lane == 0) {
+        tm->asp = b + bp;
+        tm->aslen = bsize - bp;
+        tm->anseq = nseq;
+        tm->atabs = tabs;
+    }
+    return true;
+}
+
+// The repeat offsets of a group of sequences (RFC 8878 3.1.2.5), all 32 lanes: lane j brings
+// sequence j's offset value and literals length (`in` false: a lane past the group, or one the
+// bitstream could not give, which changes nothing) and gets its offset; fs->rep0..2 move past
+// the group. What a sequence does to the three offsets is a map of the three before it, each
+// new one an old one less a constant (repeat code 3 after a zero literals length: rep0 - 1) or
+// a constant (a new offset): such maps compose into maps of the same form, so a warp scan of
+// five shuffle rounds gives every lane the map from the group's start through its sequence.
+// A map is three pairs (v_i, s_i): offset i is v_i when s_i is 3, else old offset s_i less v_i;
+// the s_i are packed 2 bits each. (The decoder once kept the offsets itself; resolving them here
+// lets the blocks of a frame decode their sequences side by side: dmc_zstd_helper.)
+__device__ __forceinline__ dmc_u32 dmc_zstd_rep_resolve(dmc_zstd_frame_state* fs, dmc_u32 ofv, dmc_u32 ll, bool in,
+                                                        dmc_u32 lane) {
+    // 0..3: repeat offset 1..3 or rep0 - 1 (the codes shift by one after a zero literals
+    // length), 4: a new offset (ofv - 3)
+    const dmc_u32 idx = !in ? 0u : (ofv > 3 ? 4u : ofv - 1 + (ll == 0 ? 1u : 0u));
+    const dmc_u32 r0 = fs->rep0, r1 = fs->rep1, r2 = fs->rep2;
+    if (!__any_sync(0xffffffffu, idx != 0 && idx != 4)) {
+        // Only new offsets and repeats of the latest (most groups): a repeat takes the offset of
+        // the nearest new one before it (r0 if none), and the last three new ones lead the
+        // offsets after the group.
+        const unsigned fresh = __ballot_sync(0xffffffffu, idx == 4);
+        const unsigned upto = fresh & (0xffffffffu >> (DMC_WARP_SIZE - 1 - lane));  // lanes <= this one
+        const dmc_u32 src = upto != 0 ? 31u - (dmc_u32)__clz(upto) : lane;
+        const dmc_u32 got = __shfl_sync(0xffffffffu, ofv - 3, src);
+        const dmc_u32 m = (dmc_u32)__popc(fresh);
+        const dmc_u32 p0 = m > 0 ? 31u - (dmc_u32)__clz(fresh) : 0u;
+        const unsigned f1 = m > 1 ? fresh & ~(1u << p0) : 0u;
+        const dmc_u32 p1 = m > 1 ? 31u - (dmc_u32)__clz(f1) : 0u;
+        const dmc_u32 p2 = m > 2 ? 31u - (dmc_u32)__clz(f1 & ~(1u << p1)) : 0u;
+        const dmc_u32 o0 = __shfl_sync(0xffffffffu, ofv - 3, p0), o1 = __shfl_sync(0xffffffffu, ofv - 3, p1);
+        const dmc_u32 o2 = __shfl_sync(0xffffffffu, ofv - 3, p2);
+        fs->rep0 = m > 0 ? o0 : r0;
+        fs->rep1 = m > 1 ? o1 : (m == 1 ? r0 : r1);
+        fs->rep2 = m > 2 ? o2 : (m == 2 ? r0 : (m == 1 ? r1 : r2));
+        return upto != 0 ? got : r0;
+    }
+    // Else one sequence at a time, each lane taking its own sequence's offset.
+    dmc_u32 a = r0, c1 = r1, c2 = r2, off = 0;
+    for (dmc_u32 j = 0; j < DMC_WARP_SIZE; j++) {
+        const dmc_u32 xj = __shfl_sync(0xffffffffu, idx, j), oj = __shfl_sync(0xffffffffu, ofv - 3, j);
+        const dmc_u32 o = xj == 4 ? oj : (xj == 0 ? a : (xj == 1 ? c1 : (xj == 2 ? c2 : a - 1)));
+        if (xj != 0) {
+            if (xj != 1) c2 = c1;
+            c1 = a;
+            a = o;
+        }
+        if (lane == j) off = o;
+    }
+    fs->rep0 = a;
+    fs->rep1 = c1;
+    fs->rep2 = c2;
+    return off;
+}
+
 // Checks and executes a group of n (1..32) of a block's sequences, lane j holding sequence j's
-// literals length, match length and offset; `bad`: the index of one the bitstream could not give
-// (DMC_WARP_SIZE: none). All 32 lanes; *op_io, L->used and *block_out move past the group.
+// literals length, match length and offset value; `bad`: the index of one the bitstream could
+// not give (DMC_WARP_SIZE: none). All 32 lanes; *op_io, L->used, *block_out and the repeat
+// offsets (dmc_zstd_rep_resolve) move past the group.
 // Warp scans give each sequence its output start and literal index, so each lane makes its own
 // sequence's checks (those a sequence-by-sequence loop would make, in its order) and the group's
 // first failing check is the status (then nothing of the group is written). The group then goes
@@ -1362,13 +1639,14 @@ __device__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_zstd_frame_state* f
 // A sequence-by-sequence loop spent ~110 instructions per sequence on the checks and the batch
 // bookkeeping, every lane the same.
 __device__ __forceinline__ dmc_u32 dmc_zstd_seq_exec(dmc_u8* out, dmc_u32 out_len, dmc_u32* op_io, dmc_zstd_lits* L,
-                                                     const dmc_zstd_frame_state* fs, dmc_u32* block_out, dmc_u32 n,
-                                                     dmc_u32 bad, dmc_u32 ll, dmc_u32 ml, dmc_u32 off, dmc_u32 lane) {
+                                                     dmc_zstd_frame_state* fs, dmc_u32* block_out, dmc_u32 n,
+                                                     dmc_u32 bad, dmc_u32 ll, dmc_u32 ml, dmc_u32 ofv, dmc_u32 lane) {
     const bool in = lane < n;
     if (!in) {
         ll = 0;
         ml = 0;
     }
+    const dmc_u32 off = dmc_zstd_rep_resolve(fs, ofv, ll, in && lane < bad, lane);
     // inclusive scans: the group's output and literals up to the end of this lane's sequence
     dmc_u32 oend = ll + ml, lend = ll;
     dmc_zstd_scan2(&oend, &lend, lane);
@@ -1455,77 +1733,41 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_exec(dmc_u8* out, dmc_u32 out_le
     return DMC_STATUS_OK;
 }
 
+// Groups a team's leader executes from the scratch between two rounds while helper 2 still
+// decodes the block ahead (one group a round): the round's length is then the longer of helper
+// 2's group and these.
+#define DMC_ZSTD_AHEAD_RUN 4u
+
 // Decodes one compressed block b[0..n) to out[*op..). out_len bounds the job's output.
+// b[n..n+navail): what follows the block in its frame (navail 0: it is the last), for a team's
+// look ahead (dmc_zstd_look_ahead).
 __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, const dmc_u8* b, dmc_u32 n,
-                                  dmc_u8* out, dmc_u32 out_len, dmc_u32* op_io, dmc_u32 lane) {
+                                  dmc_u32 navail, dmc_u8* out, dmc_u32 out_len, dmc_u32* op_io, dmc_u32 lane) {
     dmc_u32 op = *op_io;
-    if (n < 1) return DMC_STATUS_CORRUPT;
     // ---- Literals section ----
-    const dmc_u32 b0 = b[0];
-    const dmc_u32 ltype = b0 & 3;
-    const dmc_u32 sf = (b0 >> 2) & 3;
+    dmc_zstd_lhdr h;
+    dmc_u32 bp = 0;
+    {
+        const dmc_u32 st = dmc_zstd_lits_header(b, n, fs->block_max, &h, &bp);
+        if (st != DMC_STATUS_OK) return st;
+    }
     dmc_zstd_lits L;
     L.used = 0;
     L.tail = 0;
     L.rle = 0;
-    dmc_u32 bp;
-    if (ltype <= 1) {
-        dmc_u32 hs, regen;
-        if (sf == 0 || sf == 2) {
-            hs = 1;
-            regen = b0 >> 3;
-        } else if (sf == 1) {
-            hs = 2;
-            if (n < 2) return DMC_STATUS_CORRUPT;
-            regen = (b0 >> 4) + ((dmc_u32)b[1] << 4);
-        } else {
-            hs = 3;
-            if (n < 3) return DMC_STATUS_CORRUPT;
-            regen = (b0 >> 4) + ((dmc_u32)b[1] << 4) + ((dmc_u32)b[2] << 12);
-        }
-        if (regen > fs->block_max) return DMC_STATUS_CORRUPT;
-        L.size = regen;
-        if (ltype == 0) {
-            if (regen > n - hs) return DMC_STATUS_CORRUPT;
-            L.kind = 0;
-            L.src = b + hs;
-            bp = hs + regen;
-        } else {
-            if (hs >= n) return DMC_STATUS_CORRUPT;
-            L.kind = 1;
-            L.src = b;
-            L.rle = b[hs];
-            bp = hs + 1;
-        }
+    L.size = h.regen;
+    if (h.ltype == 0) {
+        L.kind = 0;
+        L.src = b + h.hs;
+    } else if (h.ltype == 1) {
+        L.kind = 1;
+        L.src = b;
+        L.rle = b[h.hs];
     } else {
-        dmc_u32 hs, regen, csize, streams;
-        if (sf <= 1) {
-            hs = 3;
-            if (n < 3) return DMC_STATUS_CORRUPT;
-            const dmc_u32 h = b0 | ((dmc_u32)b[1] << 8) | ((dmc_u32)b[2] << 16);
-            regen = (h >> 4) & 0x3FF;
-            csize = (h >> 14) & 0x3FF;
-            streams = sf == 0 ? 1 : 4;
-        } else if (sf == 2) {
-            hs = 4;
-            if (n < 4) return DMC_STATUS_CORRUPT;
-            const dmc_u32 h = dmc_load_le32(b);
-            regen = (h >> 4) & 0x3FFF;
-            csize = h >> 18;
-            streams = 4;
-        } else {
-            hs = 5;
-            if (n < 5) return DMC_STATUS_CORRUPT;
-            const dmc_u32 h = dmc_load_le32(b);
-            regen = (h >> 4) & 0x3FFFF;
-            csize = (h >> 22) + ((dmc_u32)b[4] << 10);
-            streams = 4;
-        }
-        if (regen > fs->block_max) return DMC_STATUS_CORRUPT;
-        if (csize > n - hs) return DMC_STATUS_CORRUPT;
-        const dmc_u8* c = b + hs;
+        const dmc_u32 regen = h.regen, csize = h.csize, streams = h.streams;
+        const dmc_u8* c = b + h.hs;
         dmc_u32 th = 0;
-        if (ltype == 2) {
+        if (h.ltype == 2) {
             __syncwarp();  // earlier readers of the Huffman table are done
             if (lane == 0) {
                 dmc_u32 used = 0, nw = 0;
@@ -1596,92 +1838,116 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         L.kind = 2;
         L.src = lit;
         L.tail = tail;
-        L.size = regen;
-        bp = hs + csize;
     }
     // ---- Sequences section ----
-    if (bp >= n) return DMC_STATUS_CORRUPT;
-    dmc_u32 nseq = b[bp++];
-    if (nseq >= 128) {
-        if (bp >= n) return DMC_STATUS_CORRUPT;
-        if (nseq < 255) {
-            nseq = ((nseq - 128) << 8) + b[bp++];
-        } else {
-            if (n - bp < 2) return DMC_STATUS_CORRUPT;
-            nseq = b[bp] + ((dmc_u32)b[bp + 1] << 8) + 0x7F00;
-            bp += 2;
-        }
+    dmc_zstd_team* tm = sm->tm;
+    dmc_u32 nseq = 0;
+    dmc_u32 ahead_at = 0;
+    if (tm != nullptr) {
+        ahead_at = tm->ahead_at;
+        __syncwarp();
+        if (lane == 0) tm->ahead_at = 0;
+    }
+    const dmc_u32 ahead_round = ahead_at - 1;
+    const bool from_ahead = ahead_at != 0;  // helper 2 decodes this block's sequences
+    if (from_ahead) {
+        // the header and tables were read by dmc_zstd_look_ahead (posted to the team rounds ago)
+        nseq = tm->anseq;
+        fs->tabs = (tm->atabs & ~15u) | (fs->tabs & 15u);
+    } else {
+        const dmc_u32 st = dmc_zstd_nseq(b, n, &bp, &nseq);
+        if (st != DMC_STATUS_OK) return st;
     }
     dmc_u32 block_out = 0;
-    if (nseq > 0) {
-        if (bp >= n) return DMC_STATUS_CORRUPT;
-        const dmc_u32 modes = b[bp++];
-        if (modes & 3) return DMC_STATUS_CORRUPT;
-        dmc_u32 st = dmc_zstd_seq_table(sm, fs, 0, modes >> 6, b, n, &bp, lane);
-        if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 1, (modes >> 4) & 3, b, n, &bp, lane);
-        if (st == DMC_STATUS_OK) st = dmc_zstd_seq_table(sm, fs, 2, (modes >> 2) & 3, b, n, &bp, lane);
-        if (st != DMC_STATUS_OK) return st;
-        // The sequence bitstream: every lane reads it in step through a reader of its own
-        // (dmc_zlr: a 64-bit container and the next word loaded ahead; the lanes load the same
-        // words, one broadcast request per 4 bytes) and keeps the three FSE states, and looks
-        // each state's entry up itself (three broadcast shared loads, issued together): no
-        // shuffles on the sequences' dependent chain (a window read through shuffles and
-        // entries handed over by them took ~17 dependent shuffles per sequence).
-        // With a team, helper 1 decodes the sequences, a group of 32 ahead of the leader
-        // (dmc_zstd_helper), and the leader executes them from the group buffers.
-        dmc_zstd_team* tm = sm->tm;
-        dmc_zlr r = {};
-        dmc_i32 spos = 0;
-        dmc_u32 s_ll = 0, s_of = 0, s_ml = 0;
-        {
-            const dmc_u8* sp = b + bp;
-            const dmc_u32 slen = n - bp;
-            if (bp >= n || sp[slen - 1] == 0) return DMC_STATUS_CORRUPT;
-            if (tm != nullptr) {
-                if (lane == 0) {
-                    tm->sp = sp;
-                    tm->slen = slen;
-                    tm->nseq = nseq;
-                    tm->tabs = fs->tabs;
-                    tm->rep[0] = fs->rep0;
-                    tm->rep[1] = fs->rep1;
-                    tm->rep[2] = fs->rep2;
-                }
-                dmc_zstd_team_post(tm, DMC_ZSTD_TASK_SEQ0, lane);
-            } else {
-                dmc_zstd_seq_start(&r, &spos, &s_ll, &s_of, &s_ml, sp, slen, fs->tabs);
+    if (nseq > 0 && tm != nullptr) {
+        // A team: the groups come from helper 1, a group ahead through the two shared buffers,
+        // or, for a block decoded ahead, from the scratch as helper 2 posts them (aprog: trusted
+        // from the round after the one that started it; a round every DMC_ZSTD_AHEAD_RUN groups
+        // lets it go on). Meanwhile the leader looks at the next block, whose sequences helper 2
+        // may decode side by side (dmc_zstd_look_ahead).
+        bool ahead = false;
+        if (!from_ahead) {
+            {
+                const dmc_u64 t = dmc_zstd_seq_tables(sm, fs->tabs, b, n, bp, lane);
+                if (((t >> 32) & 0xFFu) != DMC_STATUS_OK) return (dmc_u32)(t >> 32) & 0xFFu;
+                fs->tabs = (dmc_u32)t;
+                bp = (dmc_u32)(t >> 40);
             }
+            if (lane == 0) {
+                tm->sp = b + bp;
+                tm->slen = n - bp;
+                tm->nseq = nseq;
+                tm->tabs = fs->tabs;
+            }
+            dmc_zstd_team_post(tm, DMC_ZSTD_TASK_SEQ0, lane);
+            ahead = dmc_zstd_look_ahead(sm, fs->tabs, fs->block_max, b + n, navail, lane);
         }
-        // The sequences go in groups of 32 (lane j keeps the group's sequence j): decoded by this
-        // warp (dmc_zstd_seq_group) or, with a team, by helper 1 a group ahead (read from the
-        // group's buffer), then checked and executed by the whole warp (dmc_zstd_seq_exec).
-        for (dmc_u32 i = 0; i < nseq;) {
-            const dmc_u32 cnt = dmc_min_u32(nseq - i, DMC_WARP_SIZE);
-            dmc_u32 ll = 0, ml = 0, off = 0, bad;
-            if (tm != nullptr) {
-                // group i / 32: decoded by helper 1 in the round this post ends
-                const dmc_u32 q = (i / DMC_WARP_SIZE) & 1u;
-                dmc_zstd_team_post(tm, i + DMC_WARP_SIZE < nseq ? DMC_ZSTD_TASK_SEQ : DMC_ZSTD_TASK_IDLE, lane);
-                bad = tm->bad[q];
-                ll = tm->seq[q][lane];
-                ml = tm->seq[q][DMC_WARP_SIZE + lane];
-                off = tm->seq[q][2 * DMC_WARP_SIZE + lane];
-                i += cnt;
+        dmc_u32 r = tm->round - 1;  // the round in progress
+        __syncwarp();
+        const dmc_u32 groups = (nseq + DMC_WARP_SIZE - 1) / DMC_WARP_SIZE;
+        dmc_u32 done = 0, abad = nseq, aend = DMC_STATUS_OK;
+        for (dmc_u32 g = 0; g < groups; g++) {
+            const dmc_u32 i = g * DMC_WARP_SIZE, cnt = dmc_min_u32(nseq - i, DMC_WARP_SIZE);
+            const dmc_u32* e;
+            dmc_u32 bad;
+            if (from_ahead) {
+                for (;;) {
+                    if (r > ahead_round) {
+                        const dmc_u32* pr = tm->aprog[(r - 1) & 1u];
+                        done = pr[0];
+                        abad = pr[1];
+                        aend = pr[2];
+                    }
+                    if (g < done) break;
+                    r = dmc_zstd_team_post(tm, DMC_ZSTD_TASK_IDLE, lane);
+                }
+                e = tm->scratch + g * DMC_ZSTD_GROUP_WORDS;
+                bad = abad >= i && abad - i < DMC_WARP_SIZE ? abad - i : DMC_WARP_SIZE;
             } else {
-                bad = dmc_zstd_seq_group(sm, &r, &spos, &s_ll, &s_of, &s_ml, &fs->rep0, &fs->rep1, &fs->rep2, &i, nseq,
-                                         lane, &ll, &ml, &off);
+                // group g: decoded by helper 1 in the round this post ends
+                const dmc_u32 task = (i + DMC_WARP_SIZE < nseq ? DMC_ZSTD_TASK_SEQ : DMC_ZSTD_TASK_IDLE) |
+                                     (ahead ? DMC_ZSTD_TASK_AHEAD : 0u);
+                r = dmc_zstd_team_post(tm, task, lane);
+                if (ahead && lane == 0) tm->ahead_at = r + 1;
+                ahead = false;
+                e = tm->seq[g & 1u];
+                bad = tm->bad[g & 1u];
             }
-            const dmc_u32 st = dmc_zstd_seq_exec(out, out_len, &op, &L, fs, &block_out, cnt, bad, ll, ml, off, lane);
+            const dmc_u32 ll = e[lane], ml = e[DMC_WARP_SIZE + lane], ofv = e[2 * DMC_WARP_SIZE + lane];
+            const dmc_u32 st = dmc_zstd_seq_exec(out, out_len, &op, &L, fs, &block_out, cnt, bad, ll, ml, ofv, lane);
+            if (st != DMC_STATUS_OK) return st;
+            if (from_ahead && g % DMC_ZSTD_AHEAD_RUN == DMC_ZSTD_AHEAD_RUN - 1 && done < groups)
+                r = dmc_zstd_team_post(tm, DMC_ZSTD_TASK_IDLE, lane);
+        }
+        const dmc_u32 st = from_ahead ? aend : tm->end_st;
+        if (st != DMC_STATUS_OK) return st;
+    } else if (nseq > 0) {
+        // A warp alone: the sequence bitstream is read by every lane in step through a reader of
+        // its own (dmc_zlr: a 64-bit container and the next word loaded ahead; the lanes load
+        // the same words, one broadcast request per 4 bytes), each keeping the three FSE states
+        // and looking each state's entry up itself (three broadcast shared loads, issued
+        // together): no shuffles on the sequences' dependent chain (a window read through
+        // shuffles and entries handed over by them took ~17 dependent shuffles per sequence).
+        // The sequences go in groups of 32 (lane j keeps the group's sequence j: dmc_zstd_seq_group),
+        // each checked and executed by the whole warp (dmc_zstd_seq_exec). A team's helpers
+        // decode them the same way (dmc_zstd_helper).
+        {
+            const dmc_u64 t = dmc_zstd_seq_tables(sm, fs->tabs, b, n, bp, lane);
+            if (((t >> 32) & 0xFFu) != DMC_STATUS_OK) return (dmc_u32)(t >> 32) & 0xFFu;
+            fs->tabs = (dmc_u32)t;
+            bp = (dmc_u32)(t >> 40);
+        }
+        dmc_zstd_seqdec D = {};
+        dmc_zstd_seq_start(&D, b + bp, n - bp, nseq, fs->tabs);
+        while (D.i < D.nseq) {
+            const dmc_u32 cnt = dmc_min_u32(D.nseq - D.i, DMC_WARP_SIZE);
+            dmc_u32 ll, ml, ofv;
+            const dmc_u32 bad = dmc_zstd_seq_group(sm, &D, lane, &ll, &ml, &ofv);
+            const dmc_u32 st = dmc_zstd_seq_exec(out, out_len, &op, &L, fs, &block_out, cnt, bad, ll, ml, ofv, lane);
             if (st != DMC_STATUS_OK) return st;
         }
-        if (tm != nullptr) {
-            if (tm->end_st != DMC_STATUS_OK) return tm->end_st;
-            fs->rep0 = tm->rep_out[0];
-            fs->rep1 = tm->rep_out[1];
-            fs->rep2 = tm->rep_out[2];
-        } else if (spos != 0) {
-            return DMC_STATUS_CORRUPT;
-        }
+        const dmc_u32 st = dmc_zstd_seq_end(&D);
+        if (st != DMC_STATUS_OK) return st;
     } else if (bp != n) {
         return DMC_STATUS_CORRUPT;
     }
@@ -1727,8 +1993,13 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     for (dmc_u32 k = 0; k < fcs_size; k++) fcs |= (dmc_u64)in[ip + k] << (8 * k);
     if (fcs_size == 2) fcs += 256;
     ip += fcs_size;
-    const bool has_fcs = fcs_size > 0;
     if (single) window = fcs;
+    __syncwarp();  // the lanes read the last frame's fields
+    if (lane == 0) {
+        sm->fcs = fcs;
+        sm->fflags = (has_checksum ? 1u : 0u) | (fcs_size > 0 ? 2u : 0u);
+    }
+    __syncwarp();
     dmc_zstd_frame_state fs;
     fs.frame_start = *op_io;
     fs.block_max = (dmc_u32)dmc_min_u64(window, DMC_ZSTD_BLOCK_MAX);
@@ -1762,15 +2033,16 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
         } else {
             if (bsize > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
             __syncwarp();  // earlier raw/RLE bytes are visible to this block's matches
-            const dmc_u32 st = dmc_zstd_block(sm, &fs, in + ip, bsize, out, out_len, &op, lane);
+            // what follows in the frame, for a team's look ahead
+            const dmc_u32 st = dmc_zstd_block(sm, &fs, in + ip, bsize, last ? 0 : in_len - ip - bsize, out, out_len, &op, lane);
             if (st != DMC_STATUS_OK) return st;
             ip += bsize;
         }
         if (last) break;
     }
     __syncwarp();
-    if (has_fcs && (dmc_u64)(op - fs.frame_start) != fcs) return DMC_STATUS_SIZE_MISMATCH;
-    if (has_checksum) {
+    if ((sm->fflags & 2u) && (dmc_u64)(op - fs.frame_start) != sm->fcs) return DMC_STATUS_SIZE_MISMATCH;
+    if (sm->fflags & 1u) {
         if (in_len - ip < 4) return DMC_STATUS_SRC_TRUNCATED;
         if (verify) {
             const dmc_u64 h = dmc_zstd_xxh64(out + fs.frame_start, op - fs.frame_start, lane);
@@ -1796,7 +2068,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
 extern "C" __global__ void __launch_bounds__(DMC_ZSTD_WARPS_PER_BLOCK * DMC_WARP_SIZE, DMC_ZSTD_MIN_BLOCKS)
 dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                 dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
-                dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
+                dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual, dmc_u64 seq_half) {
     __shared__ dmc_zstd_smem smem[DMC_ZSTD_WARPS_PER_BLOCK];
     __shared__ dmc_zstd_team team_sm;
     const dmc_u32 wib = threadIdx.x / DMC_WARP_SIZE;  // warp of the block
@@ -1815,15 +2087,37 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
         dmc_zstd_helper(sm, tm, w, lane);
         return;
     }
+    // A team's sequence scratch: the job's output range mirrored into the other half of the
+    // wave's output buffer (seq_half bytes away: the unshuffle scratch half, whose bytes at a
+    // zstd job's mirror no kernel touches before this one ends), 16-byte aligned; whole groups.
+    dmc_u32* scratch = nullptr;
+    dmc_u32 scratch_groups = 0;
+    if (tm != nullptr && seq_half != 0) {
+        const dmc_u64 m = s.dst_off >= seq_half ? s.dst_off - seq_half : s.dst_off + seq_half;
+        const dmc_u64 pad = (16u - ((dmc_u64)(dst_base + m) & 15u)) & 15u;
+        if (m + s.dst_len <= dst_total && s.dst_len > pad) {
+            scratch_groups = (dmc_u32)((s.dst_len - pad) / (4u * DMC_ZSTD_GROUP_WORDS));
+            if (scratch_groups > 0) scratch = (dmc_u32*)(dst_base + m + pad);
+        }
+    }
     if (lane == 0) {
         sm->tm = tm;
-        if (tm != nullptr) tm->round = 0;
+        if (tm != nullptr) {
+            tm->round = 0;
+            tm->ahead_at = 0;
+            tm->scratch = scratch;
+            tm->scratch_groups = scratch_groups;
+        }
     }
-    for (dmc_u32 t = lane; t < DMC_ZSTD_CODES; t += DMC_WARP_SIZE) {
-        sm->codes[t] = t < 20 ? dmc_zstd_ll_base[16 + t] | ((dmc_u32)dmc_zstd_ll_bits[16 + t] << 24)
-                              : dmc_zstd_ml_base[12 + t] | ((dmc_u32)dmc_zstd_ml_bits[12 + t] << 24);
+    // the length codes, in both table sets of a team (dmc_zstd_seq_set), a set at a time (one
+    // store request to consecutive words)
+    for (dmc_u32 set = 0; set < (tm != nullptr ? 2u : 1u); set++) {
+        for (dmc_u32 t = lane; t < DMC_ZSTD_CODES; t += DMC_WARP_SIZE) {
+            sm[set].codes[t] = t < 20 ? dmc_zstd_ll_base[16 + t] | ((dmc_u32)dmc_zstd_ll_bits[16 + t] << 24)
+                                      : dmc_zstd_ml_base[12 + t] | ((dmc_u32)dmc_zstd_ml_bits[12 + t] << 24);
+        }
     }
-    __syncwarp();  // the code table and the team pointer are visible to every lane
+    __syncwarp();  // the code tables and the team's fields are visible to every lane
     const dmc_u8* in = src_base + s.src_off;
     dmc_u8* out = dst_base + s.dst_off;
     const dmc_u32 in_len = s.src_len;
@@ -1870,6 +2164,6 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
 DMC_EMU_LAUNCHER(dmc_zstd_decode,
                  (const dmc_u8* src_base, dmc_u64 src_total, dmc_u8* dst_base, dmc_u64 dst_total,
                   const dmc_stream* streams, const dmc_u32* ids, dmc_u32 n_ids, dmc_u32* status,
-                  dmc_u32* actual),
-                 (src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual))
+                  dmc_u32* actual, dmc_u64 seq_half),
+                 (src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, seq_half))
 #endif

@@ -1377,6 +1377,7 @@ impl Decoder {
             n_ids: 0,
             status: inp.ptr(tables.status_at)?,
             actual: inp.ptr(tables.status_at + 4 * n_streams)?,
+            half: self.config.wave_dst_bytes as u64,
         };
         let mut launches = 0;
         let (crc_at, n_crc) = tables.ids[SLOT_CRC];

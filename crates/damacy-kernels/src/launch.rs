@@ -262,10 +262,13 @@ kernel_launchers! {
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
         streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
     );
-    /// `dmc_zstd_decode` (zstd.cu): one warp per stream (a run of frames) of `ids`.
+    /// `dmc_zstd_decode` (zstd.cu): one warp per stream (a run of frames) of `ids`, or a team of
+    /// warps per stream; `seq_half`: how far the other half of the output buffer lies (a team's
+    /// sequence scratch is its job's output range mirrored there; 0: no scratch).
     ZstdDecodeArgs => ZstdDecode "dmc_zstd_decode" (
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
         streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
+        seq_half: u64,
     );
     /// `dmc_inflate_decode` (inflate.cu): one warp per stream (a gzip/zlib/raw deflate stream) of `ids`.
     InflateDecodeArgs => InflateDecode "dmc_inflate_decode" (
@@ -308,6 +311,9 @@ pub(crate) struct StreamArgs {
     pub(crate) n_ids: u32,
     pub(crate) status: DevPtr<u32>,
     pub(crate) actual: DevPtr<u32>,
+    /// Bytes from the output's first half to its second, the unshuffle scratch (0: the output
+    /// has one half); only `dmc_zstd_decode` takes it.
+    pub(crate) half: u64,
 }
 
 /// A launcher whose kernel takes [`StreamArgs`].
@@ -320,13 +326,20 @@ macro_rules! stream_kernel_args {
     ($($args:ident),*) => {$(
         impl StreamKernelArgs for $args {
             fn from_stream_args(a: StreamArgs) -> Self {
-                let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual } = a;
+                let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, half: _ } = a;
                 Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual }
             }
         }
     )*};
 }
-stream_kernel_args!(Lz4DecodeArgs, BloscLzDecodeArgs, ZstdDecodeArgs, InflateDecodeArgs, MemcpyArgs);
+stream_kernel_args!(Lz4DecodeArgs, BloscLzDecodeArgs, InflateDecodeArgs, MemcpyArgs);
+
+impl StreamKernelArgs for ZstdDecodeArgs {
+    fn from_stream_args(a: StreamArgs) -> Self {
+        let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, half } = a;
+        Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, seq_half: half }
+    }
+}
 
 /// Launches `A`'s kernel with the shared stream arguments (one entry of the decoder's launch
 /// table).

@@ -1493,6 +1493,69 @@ fn corrupt_frames_never_crash() {
     }
 }
 
+/// Frames of many small compressed blocks (a 1 KiB window: blocks of at most 1 KiB), so that a
+/// team decodes each odd block's sequences ahead, beside the block before it (helper 2, into the
+/// job's sequence scratch; its tables in the second set, its repeat offsets resolved when it is
+/// executed): they must decode as libzstd does, and their corrupt and truncated variants (bits
+/// flipped and cuts past the first block) end as the one-warp decode ends (`decode` compares
+/// every result of the team with the warp alone's).
+#[test]
+fn blocks_decoded_side_by_side_match_libzstd_and_fail_alike() {
+    let small_window = |d: &[u8], level: i32| {
+        let mut c = zstd::bulk::Compressor::new(level).unwrap();
+        c.set_parameter(CParameter::WindowLog(10)).unwrap();
+        c.set_parameter(CParameter::ChecksumFlag(true)).unwrap();
+        c.compress(d).unwrap()
+    };
+    let mut cases = Vec::new();
+    for (n, kind, level) in [(6000usize, 4u8, 3), (9000, 5, 19), (5000, 0, 1), (7000, 3, 9)] {
+        let d = data(n, kind, 5 + n as u64);
+        let frame = small_window(&d, level);
+        cases.push(Case {
+            frame,
+            expect: d,
+            give_len: false,
+            verify: true,
+            what: format!("{n} bytes of kind {kind}, 1 KiB window"),
+        });
+    }
+    let modes = check(&cases);
+    assert!(modes.compressed_blocks >= 16, "the frames have many compressed blocks: {modes:?}");
+    let mut next = rng(91);
+    for c in &cases {
+        let f = &c.frame;
+        let mut bad = Vec::new();
+        for k in 0..if under_tsan() { 6 } else { 40 } {
+            // past the frame header and the first block's first bytes
+            let from = 40.min(f.len() - 1);
+            let mut g = f.clone();
+            if k % 4 == 3 {
+                g.truncate(from + (next() as usize) % (f.len() - from));
+            } else {
+                for _ in 0..=(next() % 2) {
+                    let at = from + (next() as usize) % (g.len() - from);
+                    g[at] ^= 1 << (next() % 8);
+                }
+            }
+            bad.push(g);
+        }
+        let inputs: Vec<ChunkInput<'_>> = bad
+            .iter()
+            .map(|g| ChunkInput::zstd(g).with_expected_len(c.expect.len()).with_checksum_verification())
+            .collect();
+        for &seed in seeds() {
+            for (r, g) in decode(seed, &inputs).iter().zip(&bad) {
+                if let Ok(v) = r {
+                    assert!(
+                        reference(g, c.expect.len()).as_ref() == Some(v),
+                        "a corrupt frame decoded to bytes libzstd does not produce"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Structured data: runs of fresh bytes and copies of earlier bytes (near and far).
 fn structured() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec((0u8..4, 1usize..3000, any::<u64>()), 1..40).prop_map(|parts| {
