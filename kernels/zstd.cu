@@ -1519,8 +1519,8 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_nseq(const dmc_u8* b, dmc_u32 n, dmc
 // The three sequence tables of a block with sequences (b[bp] its modes byte) built on the
 // table state `tabs`, then a check of the bitstream that follows the descriptions (not empty,
 // its last byte not zero). Returns the new table state (low 32 bits), and the status | the
-// bitstream's start in b << 8 (high 32 bits). Not inlined (three call sites; values in and
-// out, so no caller's state goes to memory).
+// bitstream's start in b << 8 (high 32 bits). Not inlined (two call sites, one per block and
+// one ahead; values in and out, so no caller's state goes to memory).
 __device__ __noinline__ dmc_u64 dmc_zstd_seq_tables(dmc_zstd_smem* sm, dmc_u32 tabs, const dmc_u8* b, dmc_u32 n,
                                                     dmc_u32 bp, dmc_u32 lane) {
 #define DMC_ZSTD_TABLES_RET(st) (((dmc_u64)((st) | bp << 8) << 32) | tabs)
@@ -1576,13 +1576,10 @@ __device__ __forceinline__ bool dmc_zstd_look_ahead(dmc_zstd_smem* sm, dmc_u32 t
 // The repeat offsets of a group of sequences (RFC 8878 3.1.2.5), all 32 lanes: lane j brings
 // sequence j's offset value and literals length (`in` false: a lane past the group, or one the
 // bitstream could not give, which changes nothing) and gets its offset; fs->rep0..2 move past
-// the group. What a sequence does to the three offsets is a map of the three before it, each
-// new one an old one less a constant (repeat code 3 after a zero literals length: rep0 - 1) or
-// a constant (a new offset): such maps compose into maps of the same form, so a warp scan of
-// five shuffle rounds gives every lane the map from the group's start through its sequence.
-// A map is three pairs (v_i, s_i): offset i is v_i when s_i is 3, else old offset s_i less v_i;
-// the s_i are packed 2 bits each. (The decoder once kept the offsets itself; resolving them here
-// lets the blocks of a frame decode their sequences side by side: dmc_zstd_helper.)
+// the group. A group of only new offsets and repeats of the latest (about four in five of the
+// demo volume's) takes one ballot and four shuffles; any other goes one sequence at a time, the
+// lanes' codes broadcast by shuffles. (The decoder once kept the offsets itself; resolving them
+// here lets the blocks of a frame decode their sequences side by side: dmc_zstd_helper.)
 __device__ __forceinline__ dmc_u32 dmc_zstd_rep_resolve(dmc_zstd_frame_state* fs, dmc_u32 ofv, dmc_u32 ll, bool in,
                                                         dmc_u32 lane) {
     // 0..3: repeat offset 1..3 or rep0 - 1 (the codes shift by one after a zero literals
@@ -1858,6 +1855,12 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         const dmc_u32 st = dmc_zstd_nseq(b, n, &bp, &nseq);
         if (st != DMC_STATUS_OK) return st;
     }
+    if (nseq > 0 && !from_ahead) {
+        const dmc_u64 t = dmc_zstd_seq_tables(sm, fs->tabs, b, n, bp, lane);
+        if (((t >> 32) & 0xFFu) != DMC_STATUS_OK) return (dmc_u32)(t >> 32) & 0xFFu;
+        fs->tabs = (dmc_u32)t;
+        bp = (dmc_u32)(t >> 40);
+    }
     dmc_u32 block_out = 0;
     if (nseq > 0 && tm != nullptr) {
         // A team: the groups come from helper 1, a group ahead through the two shared buffers,
@@ -1867,12 +1870,6 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         // may decode side by side (dmc_zstd_look_ahead).
         bool ahead = false;
         if (!from_ahead) {
-            {
-                const dmc_u64 t = dmc_zstd_seq_tables(sm, fs->tabs, b, n, bp, lane);
-                if (((t >> 32) & 0xFFu) != DMC_STATUS_OK) return (dmc_u32)(t >> 32) & 0xFFu;
-                fs->tabs = (dmc_u32)t;
-                bp = (dmc_u32)(t >> 40);
-            }
             if (lane == 0) {
                 tm->sp = b + bp;
                 tm->slen = n - bp;
@@ -1931,12 +1928,6 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         // The sequences go in groups of 32 (lane j keeps the group's sequence j: dmc_zstd_seq_group),
         // each checked and executed by the whole warp (dmc_zstd_seq_exec). A team's helpers
         // decode them the same way (dmc_zstd_helper).
-        {
-            const dmc_u64 t = dmc_zstd_seq_tables(sm, fs->tabs, b, n, bp, lane);
-            if (((t >> 32) & 0xFFu) != DMC_STATUS_OK) return (dmc_u32)(t >> 32) & 0xFFu;
-            fs->tabs = (dmc_u32)t;
-            bp = (dmc_u32)(t >> 40);
-        }
         dmc_zstd_seqdec D = {};
         dmc_zstd_seq_start(&D, b + bp, n - bp, nseq, fs->tabs);
         while (D.i < D.nseq) {
