@@ -1361,7 +1361,10 @@ fn run_sequences(seed: u64, n_seq: usize) -> (Vec<Sequence>, Vec<u8>) {
             2 => 1 + next(far.min(64)),
             _ => 1 + next(far),
         };
-        let len = match next(8) {
+        // every fourth match is a long one, so that any four sequences in a row expand
+        // at least 8 times (the runs mode's threshold) whatever the other draws
+        let class = if i % 4 == 0 { 7 } else { next(8) };
+        let len = match class {
             0..=2 => 4 + next(12),
             3..=6 => 64 + next(1100),
             _ => 1100 + next(3000),
