@@ -37,7 +37,10 @@
 //     one __syncwarp (shuffles and ballots order no shared memory);
 //   - the sequence bitstream is read by every lane through a reader of its own (dmc_zlr: a
 //     64-bit container refilled from aligned 4-byte words, the next one loaded ahead; the lanes
-//     load the same words), the three state updates' bits in one read, the
+//     load the same words) in two phases per group of 32 sequences (dmc_zstd_seq_group): the
+//     FSE chain alone (per sequence three table entries whose sum gives the bits to pass over
+//     and the state updates' bits, read at once), then every lane reads its own sequence's
+//     extra bits from the position the chain left it; the
 //     Huffman weights' bitstream (lane 0 alone) through a 128-bit cache of two aligned 8-byte
 //     words (one load per 64 bits: dmc_zbr), and so are the FSE table descriptions (lane 0,
 //     forward: dmc_zstd_read_ncount);
@@ -118,13 +121,13 @@
 
 // Literals length codes 16..35 then match length codes 32..52 (the codes with extra bits; a
 // smaller literals length code is its own baseline, a smaller match length code is 3 below it)
-// as baseline | extra bits << 24: the warp's shared copy of the constant tables below. The
-// sequence loop reads only the match length entries (literals length codes are computed in
-// closed form there); the literals length entries are filled but no longer read.
+// as baseline | extra bits << 24: the warp's shared copy of the constant tables below, where a
+// group's lanes look their sequences' baselines up (dmc_zstd_seq_group).
 #define DMC_ZSTD_CODES (20 + 21)
 
-// Per-warp tables. FSE entries pack symbol (bits 0-7), bits to read (8-15), baseline (16-31);
-// Huffman entries pack symbol (bits 0-7) and code length (8-15).
+// Per-warp tables. The Huffman weights' FSE entries pack symbol (bits 0-7), bits to read (8-15),
+// baseline (16-31); the sequence tables' entries are dmc_zstd_seq_entry's; Huffman entries pack
+// symbol (bits 0-7) and code length (8-15).
 // A job's team (DMC_ZSTD_TEAM warps, one block; see dmc_zstd_decode), in the block's shared
 // memory. The team works in rounds, one block barrier apart (dmc_zstd_team_sync): before each
 // barrier the leader's lane 0 posts the next round's task (task[round & 1]: a helper reads it
@@ -522,11 +525,27 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
     return DMC_STATUS_OK;
 }
 
-// All lanes: the states of a spread table (dmc_zstd_spread_fse, published by a __syncwarp), 32
-// cells per round: the k-th cell of symbol s in cell order gets next[s] + k, so a lane counts
-// the lanes before it holding the same symbol (__match_any_sync) and the last of them moves
-// next[s] on; four shared requests per 32 cells (lane 0 alone spent four per cell). log >= 5.
-__device__ void dmc_zstd_fse_states(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 log, dmc_u32 lane) {
+// A sequence table's entry (kind 0 LL, 1 OF, 2 ML) for symbol `sym` whose next state is `base`
+// plus `nb` bits: the baseline in bits 0-8, nb in bits 11-15, the symbol's extra bits (the
+// offset code itself for OF) in bits 16-22 and the symbol in bits 24-31. The fields are placed
+// so that the sum of a sequence's three entries holds the sums of each field: its baselines
+// (at most 3 x 511, bits 0-10), its state updates' bits (at most 9 + 9 + 8, bits 11-15) and its
+// extra bits (at most 31 + 16 + 16, bits 16-22) — what the sequence loop reads with one add
+// (dmc_zstd_seq_group).
+__device__ __forceinline__ dmc_u32 dmc_zstd_seq_entry(dmc_u32 kind, dmc_u32 sym, dmc_u32 nb, dmc_u32 base) {
+    const dmc_u32 x = kind == 1 ? sym : (kind == 0 ? (dmc_u32)dmc_zstd_ll_bits[sym] : (dmc_u32)dmc_zstd_ml_bits[sym]);
+    return base | (nb << 11) | (x << 16) | (sym << 24);
+}
+#define DMC_ZSTD_ENTRY_BASE(e) ((e) & 511u)
+#define DMC_ZSTD_ENTRY_NB(e) (((e) >> 11) & 31u)
+#define DMC_ZSTD_ENTRY_EXTRA(e) (((e) >> 16) & 127u)
+
+// All lanes: the states of a spread sequence table of `kind` (dmc_zstd_spread_warp, published
+// by a __syncwarp; each cell its symbol), 32 cells per round: the k-th cell of symbol s in cell
+// order gets next[s] + k, so a lane counts the lanes before it holding the same symbol
+// (__match_any_sync) and the last of them moves next[s] on; four shared requests per 32 cells
+// (lane 0 alone spent four per cell). Each cell becomes its dmc_zstd_seq_entry. log >= 5.
+__device__ void dmc_zstd_fse_states(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 kind, dmc_u32 log, dmc_u32 lane) {
     const dmc_u32 size = 1u << log;
     for (dmc_u32 u = lane; u < size; u += DMC_WARP_SIZE) {
         const dmc_u32 s = table[u] & 0xFFu;
@@ -535,7 +554,7 @@ __device__ void dmc_zstd_fse_states(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32 l
         __syncwarp();  // every lane read next[s] before it moves on
         if ((peers >> lane) == 1u) sm->t.f.next[s] = (dmc_u16)(nxt + 1);  // the group's last lane
         const dmc_u32 nb = log - dmc_zstd_highbit(nxt);
-        table[u] = s | (nb << 8) | (((nxt << nb) - size) << 16);
+        table[u] = dmc_zstd_seq_entry(kind, s, nb, (nxt << nb) - size);
         __syncwarp();
     }
 }
@@ -1166,41 +1185,28 @@ struct dmc_zstd_seqdec {
     dmc_u32 i, nseq;
 };
 
-// Decodes the next sequence of a block: its literals length, match length and offset value
-// (the repeat offsets are resolved where the sequences are executed: dmc_zstd_rep_resolve, so a
-// block's sequences decode without the blocks before them), and unless it is the block's last
-// (`more` false) the three FSE states' updates. All 32 lanes, the same values (every lane reads
-// the bitstream through its own reader). False when the bitstream ran out (corrupt).
-__device__ __forceinline__ bool dmc_zstd_seq_next(const dmc_zstd_smem* ts, dmc_zstd_seqdec* D, bool more,
-                                                  dmc_u32* ll_out, dmc_u32* ml_out, dmc_u32* ofv_out) {
-    dmc_zlr* r = &D->r;
-    dmc_i32* spos = &D->spos;
-    const dmc_u32 ell = ts->ll[D->s_ll], eof = ts->of[D->s_of], eml = ts->ml[D->s_ml];
-    const dmc_u32 llc = ell & 0xFF, ofc = eof & 0xFF, mlc = eml & 0xFF;
-    const dmc_u32 ofv = (1u << ofc) + dmc_zstd_seq_read(r, spos, ofc);
-    const dmc_u32 mlv = mlc < 32 ? mlc + 3 : ts->codes[20 + mlc - 32];
-    // literals length codes in closed form (no shared lookup): 16..24 from packed constants
-    // (baselines 16..48, 6 bits each; extra bits 1..4, 4 bits each), 25..35 are 1 << (c - 19)
-    // with c - 19 extra bits
-    const dmc_u32 lk = llc - 16;
-    const dmc_u32 llv = llc < 16   ? llc
-                        : llc < 25 ? (dmc_u32)((0x30a20718594490ull >> (6 * lk)) & 63u) |
-                                         ((dmc_u32)((0x433221111ull >> (4 * lk)) & 15u) << 24)
-                                   : (1u << (llc - 19)) | ((llc - 19) << 24);
-    const dmc_u32 ml = (mlv & 0xFFFFFFu) + dmc_zstd_seq_read(r, spos, mlv >> 24);
-    const dmc_u32 ll = (llv & 0xFFFFFFu) + dmc_zstd_seq_read(r, spos, llv >> 24);
-    if (more) {  // the three updates' bits (LL, ML, OF; at most 9 + 9 + 8) in one read
-        const dmc_u32 nll = (ell >> 8) & 0xFF, nml = (eml >> 8) & 0xFF, nof = (eof >> 8) & 0xFF;
-        const dmc_u32 v = dmc_zstd_seq_read(r, spos, nll + nml + nof);
-        D->s_ll = (ell >> 16) + (v >> (nml + nof));
-        D->s_ml = (eml >> 16) + ((v >> nof) & ((1u << nml) - 1u));
-        D->s_of = (eof >> 16) + (v & ((1u << nof) - 1u));
+// Moves the reader n (<= 63) bits down, to bit `pos` (the position already lowered by n): when
+// 32 or fewer bits are left it refills from the word loaded ahead, and when none are left (n
+// was more than the bits left: a long offset's extra bits) it is placed anew at pos.
+__device__ __forceinline__ void dmc_zlr_drop(dmc_zlr* r, dmc_i32 pos, dmc_u32 n) {
+    const dmc_i32 nb = (dmc_i32)r->nb - (dmc_i32)n;
+    if (nb > 32) {
+        r->nb = (dmc_u32)nb;
+    } else if (nb > 0) {
+        r->c = (r->c << 32) | r->nx;
+        r->nb = (dmc_u32)nb + 32u;
+        r->k--;
+        r->nx = dmc_word4(r->p, r->len, r->mis, r->k);
+    } else {
+        dmc_zlr_seek(r, pos);
     }
-    if (*spos < 0) return false;
-    *ll_out = ll;
-    *ml_out = ml;
-    *ofv_out = ofv;
-    return true;
+}
+
+// The n (<= 31) bits from address bit a (relative to the word k0 that w0, w1, w2 are words k0,
+// k0 + 1, k0 + 2 of; the bits lie in them) as a number.
+__device__ __forceinline__ dmc_u32 dmc_zstd_bits_in(dmc_u32 w0, dmc_u32 w1, dmc_u32 w2, dmc_u32 a, dmc_u32 n) {
+    const bool up = a >= 32u;
+    return __funnelshift_r(up ? w1 : w0, up ? w2 : w1, a & 31u) & ~(0xFFFFFFFFu << n);
 }
 
 // The tables of a table state (dmc_zstd_frame_state::tabs): the job's (sm), or when its set
@@ -1230,26 +1236,87 @@ __device__ __forceinline__ void dmc_zstd_seq_start(dmc_zstd_seqdec* D, const dmc
 }
 
 // Decodes the next group of up to 32 of a block's sequences (D->i moves past them): lane j
-// keeps the group's sequence j (dmc_zstd_seq_next's values; zeros on lanes past the group).
-// All 32 lanes. Returns the index in the group of a sequence the bitstream could not give
-// (DMC_WARP_SIZE: none); nothing after it is decoded (D->i = nseq).
+// keeps the group's sequence j — its literals length, match length and offset value (the
+// repeat offsets are resolved where the sequences are executed: dmc_zstd_rep_resolve, so a
+// block's sequences decode without the blocks before them); zeros on lanes past the group. All
+// 32 lanes. Returns the index in the group of the first sequence the bitstream could not give
+// (DMC_WARP_SIZE: none); nothing from it on is decoded (D->i = nseq).
+//
+// Two phases. The FSE chain, the serial part, is walked by every lane in step through a reader
+// of its own (no shuffles on it): per sequence the three states' entries (three broadcast
+// shared loads issued together) and their sum, whose fields give the extra bits to pass over
+// and the state updates' bits (dmc_zstd_seq_entry), one drop past the extra bits, one read of
+// the updates' bits (LL, ML, OF; at most 9 + 9 + 8) and the three new states; lane j keeps
+// sequence j's position and states. Then every lane at once reads its sequence's entries again
+// and its three extra-bit fields from its position (three word loads), and forms the values: what
+// the chain no longer carries (three reads, the code baselines) costs the group one pass of
+// independent lanes instead of 32 passes of the whole warp. A sequence the bitstream could not
+// give is one whose end lies below the stream's first bit (words outside the stream read as
+// zeros and states stay in their tables, so the walk past it is harmless; its result is not
+// used).
 __device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* ts, dmc_zstd_seqdec* D, dmc_u32 lane,
                                                       dmc_u32* e_ll, dmc_u32* e_ml, dmc_u32* e_ofv) {
-    *e_ll = 0;
-    *e_ml = 0;
-    *e_ofv = 0;
-    for (dmc_u32 j = 0; j < DMC_WARP_SIZE && D->i < D->nseq; j++, D->i++) {
-        dmc_u32 ll, ml, ofv;
-        if (!dmc_zstd_seq_next(ts, D, D->i + 1 < D->nseq, &ll, &ml, &ofv)) {
-            D->i = D->nseq;
-            return j;
-        }
+    const dmc_u32 cnt = dmc_min_u32(D->nseq - D->i, DMC_WARP_SIZE);
+    dmc_i32 kpos = 0;  // lane j: sequence j's position (its first extra bit's top) and states
+    dmc_u32 kst = 0;
+    dmc_u32 s_ll = D->s_ll, s_ml = D->s_ml, s_of = D->s_of, sb = 0;
+    for (dmc_u32 j = 0; j < cnt; j++) {
+        const dmc_u32 ell = ts->ll[s_ll], eml = ts->ml[s_ml], eof = ts->of[s_of];
         if (lane == j) {
-            *e_ll = ll;
-            *e_ml = ml;
-            *e_ofv = ofv;
+            kpos = D->spos;
+            kst = s_ll + s_ml * 512u + s_of * 262144u;
         }
+        const dmc_u32 sum = ell + eml + eof;
+        const dmc_u32 xb = DMC_ZSTD_ENTRY_EXTRA(sum);
+        sb = DMC_ZSTD_ENTRY_NB(sum);
+        D->spos -= (dmc_i32)xb;
+        dmc_zlr_drop(&D->r, D->spos, xb);
+        const dmc_u32 v = dmc_zstd_seq_read(&D->r, &D->spos, sb);  // 33 or more bits were left
+        const dmc_u32 nof = DMC_ZSTD_ENTRY_NB(eof), nml = DMC_ZSTD_ENTRY_NB(eml);
+        s_of = DMC_ZSTD_ENTRY_BASE(eof) + (v & ~(0xFFFFFFFFu << nof));
+        s_ml = DMC_ZSTD_ENTRY_BASE(eml) + ((v >> nof) & ~(0xFFFFFFFFu << nml));
+        s_ll = DMC_ZSTD_ENTRY_BASE(ell) + (v >> (nof + nml));
     }
+    // the block's last sequence has no state update: the bits read for one (past the stream's
+    // first bit they read as zeros) go back; the reader is not used after it
+    if (D->i + cnt == D->nseq) D->spos += (dmc_i32)sb;
+    D->s_ll = s_ll;
+    D->s_ml = s_ml;
+    D->s_of = s_of;
+    // sequence j ends where sequence j + 1 starts (the group's last: at the reader's position)
+    const dmc_i32 next = __shfl_down_sync(0xffffffffu, kpos, 1);
+    const dmc_i32 end = lane + 1 < cnt ? next : D->spos;
+    const dmc_u32 broken = __ballot_sync(0xffffffffu, lane < cnt && end < 0);
+    const dmc_u32 bad = broken != 0 ? (dmc_u32)__ffs(broken) - 1u : DMC_WARP_SIZE;
+    dmc_u32 ll = 0, ml = 0, ofv = 0;
+    if (lane < dmc_min_u32(cnt, bad)) {
+        const dmc_u32 ell = ts->ll[kst & 511u], eml = ts->ml[(kst >> 9) & 511u], eof = ts->of[kst >> 18];
+        const dmc_u32 xo = DMC_ZSTD_ENTRY_EXTRA(eof), xm = DMC_ZSTD_ENTRY_EXTRA(eml);
+        const dmc_u32 llc = ell >> 24, mlc = eml >> 24;
+        // the codes with extra bits: baseline | extra bits << 24 (sm->codes); the others are
+        // their own baselines (match lengths 3 above their code)
+        const dmc_u32 llb = llc < 16 ? llc : ts->codes[llc - 16] & 0xFFFFFFu;
+        const dmc_u32 mlb = mlc < 32 ? mlc + 3 : ts->codes[20 + mlc - 32] & 0xFFFFFFu;
+        // the three fields, at most 63 bits below kpos, lie in three words from the one holding
+        // the lowest bit (LL's lowest; then ML, then OF above it)
+        const dmc_u32 xl = DMC_ZSTD_ENTRY_EXTRA(ell);
+        const dmc_i32 a = kpos - (dmc_i32)(xo + xm + xl) + 8 * (dmc_i32)D->r.mis;
+        const dmc_i32 k0 = a >> 5;  // floor
+        const dmc_u32 w0 = dmc_word4(D->r.p, D->r.len, D->r.mis, k0), w1 = dmc_word4(D->r.p, D->r.len, D->r.mis, k0 + 1),
+                      w2 = dmc_word4(D->r.p, D->r.len, D->r.mis, k0 + 2);
+        const dmc_u32 al = (dmc_u32)a & 31u;  // LL's lowest bit in w0
+        ll = llb + dmc_zstd_bits_in(w0, w1, w2, al, xl);
+        ml = mlb + dmc_zstd_bits_in(w0, w1, w2, al + xl, xm);
+        ofv = (1u << (eof >> 24)) + dmc_zstd_bits_in(w0, w1, w2, al + xl + xm, xo);
+    }
+    *e_ll = ll;
+    *e_ml = ml;
+    *e_ofv = ofv;
+    if (bad != DMC_WARP_SIZE) {
+        D->i = D->nseq;
+        return bad;
+    }
+    D->i += cnt;
     return DMC_WARP_SIZE;
 }
 
@@ -1395,7 +1462,7 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_u32
         __syncwarp();
         const dmc_u32 s = dmc_zstd_spread_warp(sm, table, kind == 1 ? 5 : 6, n0, n1, lane);
         if (s != DMC_STATUS_OK) return s;
-        dmc_zstd_fse_states(sm, table, kind == 1 ? 5 : 6, lane);
+        dmc_zstd_fse_states(sm, table, kind, kind == 1 ? 5 : 6, lane);
         dmc_zstd_set_table(tabs, kind, 1, kind == 1 ? 5 : 6);
         return DMC_STATUS_OK;
     }
@@ -1405,7 +1472,7 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_u32
         *bp += 1;
         if (sym > sym_max) return DMC_STATUS_CORRUPT;
         __syncwarp();
-        if (lane == 0) table[0] = sym;
+        if (lane == 0) table[0] = dmc_zstd_seq_entry(kind, sym, 0, 0);
         __syncwarp();
         dmc_zstd_set_table(tabs, kind, 2, 0);
         return DMC_STATUS_OK;
@@ -1427,7 +1494,7 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_table(dmc_zstd_smem* sm, dmc_u32
     const dmc_i32 n1 = lane + 32 <= msym ? sm->t.f.norm[lane + 32] : 0;
     const dmc_u32 st = dmc_zstd_spread_warp(sm, table, sm->res[2], n0, n1, lane);
     if (st != DMC_STATUS_OK) return st;
-    dmc_zstd_fse_states(sm, table, sm->res[2], lane);
+    dmc_zstd_fse_states(sm, table, kind, sm->res[2], lane);
     *bp += sm->res[1];
     dmc_zstd_set_table(tabs, kind, 2, sm->res[2]);
     return DMC_STATUS_OK;
@@ -1919,15 +1986,12 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         const dmc_u32 st = from_ahead ? aend : tm->end_st;
         if (st != DMC_STATUS_OK) return st;
     } else if (nseq > 0) {
-        // A warp alone: the sequence bitstream is read by every lane in step through a reader of
-        // its own (dmc_zlr: a 64-bit container and the next word loaded ahead; the lanes load
-        // the same words, one broadcast request per 4 bytes), each keeping the three FSE states
-        // and looking each state's entry up itself (three broadcast shared loads, issued
-        // together): no shuffles on the sequences' dependent chain (a window read through
-        // shuffles and entries handed over by them took ~17 dependent shuffles per sequence).
-        // The sequences go in groups of 32 (lane j keeps the group's sequence j: dmc_zstd_seq_group),
-        // each checked and executed by the whole warp (dmc_zstd_seq_exec). A team's helpers
-        // decode them the same way (dmc_zstd_helper).
+        // A warp alone: the sequences go in groups of 32 (dmc_zstd_seq_group: every lane walks
+        // the FSE chain in step through a reader of its own — dmc_zlr, a 64-bit container and
+        // the next word loaded ahead, the lanes loading the same words, one broadcast request
+        // per 4 bytes — so the dependent chain has no shuffle, then lane j reads sequence j's
+        // extra bits), each checked and executed by the whole warp (dmc_zstd_seq_exec). A
+        // team's helpers decode them the same way (dmc_zstd_helper).
         dmc_zstd_seqdec D = {};
         dmc_zstd_seq_start(&D, b + bp, n - bp, nseq, fs->tabs);
         while (D.i < D.nseq) {

@@ -30,6 +30,7 @@ cargo test -p damacy-kernels --features emulate --test inflate "$@" -- \
 # truncated sweeps (a smaller corpus under TSan: frames up to 8 KB, fewer cuts and flips)
 cargo test -p damacy-kernels --features emulate --test zstd "$@" -- \
     crafted_frames_match_libzstd repeat_offsets_of_every_kind_match_libzstd blocks_decoded_side_by_side_match_libzstd_and_fail_alike \
+    extra_bits_past_the_reader_match_libzstd \
     truncated_frames_are_errors corrupt_frames_never_crash huffman_streams_at_every_alignment
 # the bytes fixtures (assemble) and every codec in one wave: tests/gpu.rs's emulated variants
 # (under TSan the shuffled seed only, and one wave)

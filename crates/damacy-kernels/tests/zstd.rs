@@ -928,6 +928,78 @@ fn repeat_offsets_of_every_kind_match_libzstd() {
     }]);
 }
 
+/// Sequences whose extra bits outrun the sequence reader's 64-bit container (more than the 33
+/// to 64 bits it holds between refills, so the reader is placed anew past them): crafted blocks
+/// of offset code 20 with literals length codes 32 and 33 and match length codes 47 and 50 (45
+/// and 48 extra bits a sequence; RLE tables) after 1.25 MiB of history (a single-segment frame:
+/// its window is its size), and the same frame cut inside the last block's bitstream, where
+/// libzstd fails too; then libzstd's own frame of such data (8 to 16 KiB of new bytes, then 4 to
+/// 8 KiB copied from about 1 MiB back, over and over), whose FSE states are read from the
+/// reader after it was placed anew.
+#[test]
+fn extra_bits_past_the_reader_match_libzstd() {
+    let mut next = rng(21);
+    let history: Vec<u8> = (0..1_310_720).map(|_| next() as u8).collect();
+    let mut out = history.clone();
+    let mut rep = [1u32, 4, 8];
+    let mut blocks: Vec<Vec<u8>> = history.chunks(128 << 10).map(|c| raw_block(c, false)).collect();
+    for round in 0..4 {
+        let (n, ll, ml) =
+            if round % 2 == 0 { (6, (8192, 2000), (4099, 4000)) } else { (2, (16384, 16000), (16387, 16000)) };
+        let seqs: Vec<Seq> = (0..n)
+            .map(|_| Seq {
+                ll: ll.0 + (next() % ll.1) as u32,
+                ofv: (1 << 20) + (next() % 200_000) as u32,
+                ml: ml.0 + (next() % ml.1) as u32,
+            })
+            .collect();
+        let extra = {
+            let (llc, ofc, mlc) = codes(seqs[0]);
+            LL_BITS[llc] + ofc as u32 + ml_code(mlc).1
+        };
+        assert!(extra >= 45, "{extra} extra bits a sequence");
+        let lits: Vec<u8> = (0..seqs.iter().map(|s| s.ll).sum::<u32>() + 3).map(|_| next() as u8).collect();
+        blocks.push(comp_block(&compressed_block(&Lits::Raw(&lits), &seqs, Tables::Rle), round == 3));
+        execute(&mut out, &lits, &seqs, &mut rep);
+    }
+    let single = Header { fcs_bytes: 4, single: true, checksum: false, did_bytes: 0, dict: 0 };
+    let whole = frame(single, &blocks, &out);
+    check(&[Case {
+        frame: whole.clone(),
+        expect: out.clone(),
+        give_len: false,
+        verify: false,
+        what: "45 and 48 extra bits a sequence".into(),
+    }]);
+    // cut 5 bytes before the end: inside the last block's sequence bitstream
+    let cut = &whole[..whole.len() - 5];
+    assert!(reference(cut, out.len()).is_none(), "libzstd decodes the cut frame");
+    for &seed in seeds() {
+        let r = decode(seed, &[ChunkInput::zstd(cut)]);
+        assert!(r[0].is_err(), "seed {seed}: the cut frame decoded to {}", describe(&r[0]));
+    }
+    let mut d = history;
+    while d.len() < 3 << 20 {
+        let new = 8192 + (next() % 8192) as usize;
+        d.extend((0..new).map(|_| next() as u8));
+        let len = 4096 + (next() % 4096) as usize;
+        let from = d.len() - (1 << 20) - (next() % 100_000) as usize;
+        d.extend_from_within(from..from + len);
+    }
+    let mut c = zstd::bulk::Compressor::new(19).unwrap();
+    c.set_parameter(CParameter::WindowLog(22)).unwrap();
+    c.set_parameter(CParameter::ChecksumFlag(true)).unwrap();
+    let frame = c.compress(&d).unwrap();
+    assert!(frame.len() < d.len() - 500_000, "the compressor found the far matches ({} bytes)", frame.len());
+    check(&[Case {
+        frame,
+        expect: d,
+        give_len: false,
+        verify: true,
+        what: "far matches between long literal runs".into(),
+    }]);
+}
+
 /// Code lengths (in bits) of the literals of a Huffman stream.
 fn stream_bits(lits: &[u8], codes: &[Option<(u32, u32)>]) -> u32 {
     lits.iter().map(|&l| codes[l as usize].expect("symbol has a code").1).sum()

@@ -50,6 +50,11 @@ impl Model {
     pub(crate) fn collect_scaled(&self, k: usize) -> (f64, Value) {
         use damacy_kernels::model;
         let launches: Vec<model::Launch> = model::take().iter().map(|l| l.replicate(k)).collect();
+        if std::env::var_os("DAMACY_GPU_MODEL_PHASES").is_some() {
+            for l in &launches {
+                eprint!("{}", self.phases(l));
+            }
+        }
         let preds = model::predict_all(&self.gpu, &launches, &self.res);
         let total: f64 = preds.iter().map(|p| p.total_s).sum();
         // the same launches at the 1.5 GHz Nsight Compute locks the H200's SM clock to
@@ -84,6 +89,62 @@ impl Model {
     /// The model's constants and their sources (Markdown).
     pub(crate) fn constants(&self) -> String {
         self.gpu.sources()
+    }
+
+    /// `DAMACY_GPU_MODEL_PHASES` set: where the slowest block of `l` spends its time — per warp
+    /// of the block, the phases (paths between barriers) whose longest path is that warp's, their
+    /// cycles, and that path's terms summed. The serial path cycles are taken without L1
+    /// evictions (the launch's L1 share is the prediction's business), so they can fall a little
+    /// short of the predicted time.
+    #[allow(clippy::cast_precision_loss)]
+    fn phases(&self, l: &damacy_kernels::model::Launch) -> String {
+        use damacy_kernels::model::WarpRec;
+        use std::collections::BTreeMap;
+        use std::fmt::Write as _;
+        let mut by_phase: BTreeMap<(u64, u64), (f64, WarpRec)> = BTreeMap::new();
+        for w in &l.warps {
+            let t = self.gpu.warp_cycles(w, f64::INFINITY);
+            let e = by_phase.entry((w.block, w.phase)).or_insert((-1.0, *w));
+            if t > e.0 {
+                *e = (t, *w);
+            }
+        }
+        let mut blocks: BTreeMap<u64, f64> = BTreeMap::new();
+        for (&(b, _), &(t, _)) in &by_phase {
+            *blocks.entry(b).or_insert(0.0) += t;
+        }
+        let Some((&slow, &total)) = blocks.iter().max_by(|a, b| a.1.total_cmp(b.1)) else { return String::new() };
+        let mut per_warp: BTreeMap<u64, (u64, f64, WarpRec)> = BTreeMap::new();
+        for (&(b, _), (t, w)) in &by_phase {
+            if b == slow {
+                let e = per_warp.entry(w.warp).or_insert((0, 0.0, WarpRec { warp: w.warp, ..WarpRec::default() }));
+                e.0 += 1;
+                e.1 += t;
+                e.2.add(w);
+            }
+        }
+        let mut s = format!(
+            "phases {}: block {slow} of {}, {:.0} cycles ({:.1} us at {:.2} GHz)\n",
+            l.cost.kernel,
+            blocks.len(),
+            total,
+            total / self.gpu.clock_hz * 1e6,
+            self.gpu.clock_hz / 1e9
+        );
+        for (w, (n, t, r)) in &per_warp {
+            let _ = writeln!(
+                s,
+                "  warp {w}: longest in {n} phases, {t:.0} cycles ({:.1} %): insts {:.0} shfl {:.0} cold {} l2 {} warm {} shared {}",
+                100.0 * t / total,
+                r.insts,
+                r.shfl,
+                r.g_load_cold,
+                r.g_load_l2,
+                r.g_load_warm,
+                r.s_load
+            );
+        }
+        s
     }
 }
 
