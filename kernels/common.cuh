@@ -694,10 +694,14 @@ __device__ __forceinline__ dmc_u32 dmc_word4(const dmc_u8* p, dmc_u32 len, dmc_u
 }
 
 // All 32 lanes of a warp: d[0, n) = s[0, n) for disjoint ranges (no byte of d is a byte of s). The
-// destination's aligned words go out with aligned 4-byte stores, 512 bytes per round (four
-// words per lane, their loads first), each shifted together from the two aligned source words it spans (two coalesced
-// load requests per round, one when the source is aligned like the destination); the bytes
-// of d's partial words at either end go one per lane (one load and one store request).
+// destination's aligned words go out with aligned 4-byte stores, W words per lane a round (their
+// loads first; 512 bytes a round with the default four); when the source is aligned apart from
+// the destination each
+// word is shifted together from the two aligned source words it spans, the upper one taken from
+// the next lane's lower one by a shuffle (lane 0 loads the round's one word past its last), so a
+// round is W or W + 1 coalesced load requests, not 2 W; the bytes of d's partial words at
+// either end go one per lane (one load and one store request).
+template <dmc_u32 W = 4>
 __device__ inline void dmc_warp_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane) {
     const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
     const dmc_u32 nw = (n - head) / 4;
@@ -706,30 +710,37 @@ __device__ inline void dmc_warp_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n,
         const dmc_u32 j = lane < head ? lane : n - tail + (lane - head);
         d[j] = s[j];
     }
-    // word k of the body: d + head + 4k = bytes sm + 4k .. sm + 4k + 3 from sb - sm (aligned)
+    // word k of the body: d + head + 4k = bytes sm + 4k .. sm + 4k + 3 from sb - sm (aligned), that
+    // is source words k and k + 1 shifted (k + 1 unused when sm = 0: word nw is loaded only when
+    // sm != 0)
     const dmc_u8* sb = s + head;
     const dmc_u32 sm = (dmc_u32)((dmc_u64)sb & 3u);
     dmc_u32* dw = (dmc_u32*)(d + head);
-    // rounds of 512 bytes: each lane's four words loaded before any is stored, so that a lane
-    // has four loads in flight, not one (a warp issues in order: a store waits for its load)
-    dmc_u32 k0 = 0;
-    for (; k0 + 4 * DMC_WARP_SIZE <= nw; k0 += 4 * DMC_WARP_SIZE) {
-        dmc_u32 v[4];
+    // rounds of up to W * 128 bytes: each lane's W words loaded before any is stored, so that a
+    // lane has W loads in flight, not one (a warp issues in order: a store waits for its load)
+    for (dmc_u32 k0 = 0; k0 < nw; k0 += W * DMC_WARP_SIZE) {
+        dmc_u32 v[W];
         DMC_UNROLL
-        for (dmc_u32 b = 0; b < 4; b++) {
+        for (dmc_u32 b = 0; b < W; b++) {
             const dmc_u32 k = k0 + DMC_WARP_SIZE * b + lane;
-            v[b] = dmc_word4(sb, n - head, sm, (dmc_i32)k);
-            if (sm != 0) {
-                v[b] = (dmc_u32)((((dmc_u64)dmc_word4(sb, n - head, sm, (dmc_i32)k + 1) << 32) | v[b]) >> (8 * sm));
+            v[b] = k < nw || (k == nw && sm != 0) ? dmc_word4(sb, n - head, sm, (dmc_i32)k) : 0u;
+        }
+        if (sm != 0) {
+            const dmc_u32 kw = k0 + W * DMC_WARP_SIZE;  // lane 0: the word after the round's last
+            const dmc_u32 vw = lane == 0 && kw <= nw ? dmc_word4(sb, n - head, sm, (dmc_i32)kw) : 0u;
+            DMC_UNROLL
+            for (dmc_u32 b = 0; b < W; b++) {
+                // lane l's upper word is lane l + 1's lower one; lane 31's, lane 0's next one
+                const dmc_u32 up = lane == 0 ? (b + 1 < W ? v[(b + 1) % W] : vw) : v[b];
+                const dmc_u32 hi = __shfl_sync(0xffffffffu, up, (int)((lane + 1) & (DMC_WARP_SIZE - 1)));
+                v[b] = __funnelshift_r(v[b], hi, 8 * sm);
             }
         }
         DMC_UNROLL
-        for (dmc_u32 b = 0; b < 4; b++) dw[k0 + DMC_WARP_SIZE * b + lane] = v[b];
-    }
-    for (dmc_u32 k = k0 + lane; k < nw; k += DMC_WARP_SIZE) {
-        dmc_u32 v = dmc_word4(sb, n - head, sm, (dmc_i32)k);
-        if (sm != 0) v = (dmc_u32)((((dmc_u64)dmc_word4(sb, n - head, sm, (dmc_i32)k + 1) << 32) | v) >> (8 * sm));
-        dw[k] = v;
+        for (dmc_u32 b = 0; b < W; b++) {
+            const dmc_u32 k = k0 + DMC_WARP_SIZE * b + lane;
+            if (k < nw) dw[k] = v[b];
+        }
     }
 }
 

@@ -932,7 +932,8 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 // stored as aligned 16-byte words without further loads. A longer period grows by doubling: the
 // bytes [op - dist, op + w) repeat with period dist, so the next min(w + dist, len - w) bytes are
 // a copy of the ones w + dist back, which do not overlap them: disjoint wide copies of dist,
-// 2 dist, 4 dist, ... bytes (dmc_warp_copy_wide, 512 bytes per round), a __syncwarp between
+// 2 dist, 4 dist, ... bytes (dmc_warp_copy_wide, two words per lane and round: four spilled the
+// kernel's registers here), a __syncwarp between
 // (each reads what the last one wrote). One byte per lane and round took len / 32 rounds, each
 // waiting for its load.
 __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
@@ -943,7 +944,7 @@ __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 
         }
         for (dmc_u32 w = 0; w < len;) {
             const dmc_u32 m = dmc_min_u32(w + dist, len - w);
-            dmc_warp_copy_wide(out + op + w, out + op + w - (w + dist), m, lane);
+            dmc_warp_copy_wide<2>(out + op + w, out + op + w - (w + dist), m, lane);
             w += m;
             __syncwarp();
         }
