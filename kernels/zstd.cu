@@ -1645,8 +1645,8 @@ __device__ __forceinline__ bool dmc_zstd_look_ahead(dmc_zstd_smem* sm, dmc_u32 t
 // sequence j's offset value and literals length (`in` false: a lane past the group, or one the
 // bitstream could not give, which changes nothing) and gets its offset; fs->rep0..2 move past
 // the group. A group of only new offsets and repeats of the latest (about four in five of the
-// demo volume's) takes one ballot and four shuffles; any other goes one sequence at a time, the
-// lanes' codes broadcast by shuffles. (The decoder once kept the offsets itself; resolving them
+// demo volume's) takes one ballot and four shuffles; any other a warp scan of the sequences'
+// moves of the offsets (five steps of four shuffles). (The decoder once kept the offsets itself; resolving them
 // here lets the blocks of a frame decode their sequences side by side: dmc_zstd_helper.)
 __device__ __forceinline__ dmc_u32 dmc_zstd_rep_resolve(dmc_zstd_frame_state* fs, dmc_u32 ofv, dmc_u32 ll, bool in,
                                                         dmc_u32 lane) {
@@ -1674,22 +1674,34 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_rep_resolve(dmc_zstd_frame_state* fs
         fs->rep2 = m > 2 ? o2 : (m == 2 ? r0 : (m == 1 ? r1 : r2));
         return upto != 0 ? got : r0;
     }
-    // Else one sequence at a time, each lane taking its own sequence's offset.
-    dmc_u32 a = r0, c1 = r1, c2 = r2, off = 0;
-    for (dmc_u32 j = 0; j < DMC_WARP_SIZE; j++) {
-        const dmc_u32 xj = __shfl_sync(0xffffffffu, idx, j), oj = __shfl_sync(0xffffffffu, ofv - 3, j);
-        const dmc_u32 o = xj == 4 ? oj : (xj == 0 ? a : (xj == 1 ? c1 : (xj == 2 ? c2 : a - 1)));
-        if (xj != 0) {
-            if (xj != 1) c2 = c1;
-            c1 = a;
-            a = o;
+    // Else a warp scan of the sequences' moves of the three offsets: a move sets each offset j to
+    // an offset before it plus a delta (kind j = that offset's index) or to a value (kind 3);
+    // moves compose into moves (a later move's offset from an earlier one's value is a value, its
+    // delta added), so lane j's inclusive scan is what sequences 0..j do to the group's offsets.
+    // 0: none; 1: (r1, r0, r2); 2: (r2, r0, r1); 3: (r0 - 1, r0, r1); 4: (new, r0, r1).
+    dmc_u32 kinds = idx == 0 ? 0x24u : (idx == 1 ? 0x21u : (idx == 2 ? 0x12u : (idx == 3 ? 0x10u : 0x13u)));
+    dmc_u32 v0 = idx == 3 ? 0xFFFFFFFFu : (idx == 4 ? ofv - 3 : 0u), v1 = 0, v2 = 0;
+    DMC_UNROLL
+    for (dmc_u32 d = 1; d < DMC_WARP_SIZE; d <<= 1) {
+        const dmc_u32 pk = __shfl_up_sync(0xffffffffu, kinds, d), p0 = __shfl_up_sync(0xffffffffu, v0, d),
+                      p1 = __shfl_up_sync(0xffffffffu, v1, d), p2 = __shfl_up_sync(0xffffffffu, v2, d);
+        if (lane >= d) {  // this lane's moves after the d lanes' before it
+            const dmc_u32 k0 = kinds & 3u, k1 = (kinds >> 2) & 3u, k2 = (kinds >> 4) & 3u;
+            kinds = (k0 == 3 ? 3u : (pk >> (2 * k0)) & 3u) | (k1 == 3 ? 3u : (pk >> (2 * k1)) & 3u) << 2 |
+                    (k2 == 3 ? 3u : (pk >> (2 * k2)) & 3u) << 4;
+            v0 += k0 == 3 ? 0u : (k0 == 0 ? p0 : (k0 == 1 ? p1 : p2));
+            v1 += k1 == 3 ? 0u : (k1 == 0 ? p0 : (k1 == 1 ? p1 : p2));
+            v2 += k2 == 3 ? 0u : (k2 == 0 ? p0 : (k2 == 1 ? p1 : p2));
         }
-        if (lane == j) off = o;
     }
-    fs->rep0 = a;
-    fs->rep1 = c1;
-    fs->rep2 = c2;
-    return off;
+    const dmc_u32 k0 = kinds & 3u, k1 = (kinds >> 2) & 3u, k2 = (kinds >> 4) & 3u;
+    const dmc_u32 a = (k0 == 3 ? 0u : (k0 == 0 ? r0 : (k0 == 1 ? r1 : r2))) + v0;
+    const dmc_u32 c1 = (k1 == 3 ? 0u : (k1 == 0 ? r0 : (k1 == 1 ? r1 : r2))) + v1;
+    const dmc_u32 c2 = (k2 == 3 ? 0u : (k2 == 0 ? r0 : (k2 == 1 ? r1 : r2))) + v2;
+    fs->rep0 = __shfl_sync(0xffffffffu, a, DMC_WARP_SIZE - 1);
+    fs->rep1 = __shfl_sync(0xffffffffu, c1, DMC_WARP_SIZE - 1);
+    fs->rep2 = __shfl_sync(0xffffffffu, c2, DMC_WARP_SIZE - 1);
+    return a;
 }
 
 // Checks and executes a group of n (1..32) of a block's sequences, lane j holding sequence j's
