@@ -764,17 +764,19 @@ __device__ __forceinline__ dmc_u32 dmc_zlr_peek(const dmc_zlr* r, dmc_u32 n) {
     return (dmc_u32)(r->c >> (r->nb - n)) & ((1u << n) - 1u);
 }
 
-// Consumes n (<= 31) bits; refills the container from the word loaded ahead when 32 or fewer
-// bits are left, and loads the next one. (A branch-free form, selects and a predicated load,
-// measured 8 % slower on an H200: benches/results/gpu-h200-2026-11-28-b2a1de2/.)
+// Refills the container (32 or fewer bits left) from the word loaded ahead, and loads the next.
+__device__ __forceinline__ void dmc_zlr_refill(dmc_zlr* r) {
+    r->c = (r->c << 32) | r->nx;
+    r->nb += 32u;
+    r->k--;
+    r->nx = dmc_word4(r->p, r->len, r->mis, r->k);
+}
+// Consumes n (<= 31) bits, refilling when 32 or fewer bits are left. (A branch-free form,
+// selects and a predicated load, measured 8 % slower on an H200:
+// benches/results/gpu-h200-2026-11-28-b2a1de2/.)
 __device__ __forceinline__ void dmc_zlr_skip(dmc_zlr* r, dmc_u32 n) {
     r->nb -= n;
-    if (r->nb <= 32u) {
-        r->c = (r->c << 32) | r->nx;
-        r->nb += 32u;
-        r->k--;
-        r->nx = dmc_word4(r->p, r->len, r->mis, r->k);
-    }
+    if (r->nb <= 32u) dmc_zlr_refill(r);
 }
 
 // Reads n (<= 31) bits (n = 0: none, 0) and lowers *pos by n: the sequence bitstream's reads.
@@ -1187,17 +1189,15 @@ struct dmc_zstd_seqdec {
 };
 
 // Moves the reader n (<= 63) bits down, to bit `pos` (the position already lowered by n): when
-// 32 or fewer bits are left it refills from the word loaded ahead, and when none are left (n
-// was more than the bits left: a long offset's extra bits) it is placed anew at pos.
+// 32 or fewer bits are left it refills (dmc_zlr_refill), and when none are left (n was more
+// than the bits left: a long offset's extra bits) it is placed anew at pos.
 __device__ __forceinline__ void dmc_zlr_drop(dmc_zlr* r, dmc_i32 pos, dmc_u32 n) {
     const dmc_i32 nb = (dmc_i32)r->nb - (dmc_i32)n;
     if (nb > 32) {
         r->nb = (dmc_u32)nb;
     } else if (nb > 0) {
-        r->c = (r->c << 32) | r->nx;
-        r->nb = (dmc_u32)nb + 32u;
-        r->k--;
-        r->nx = dmc_word4(r->p, r->len, r->mis, r->k);
+        r->nb = (dmc_u32)nb;
+        dmc_zlr_refill(r);
     } else {
         dmc_zlr_seek(r, pos);
     }

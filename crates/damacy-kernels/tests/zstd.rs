@@ -883,6 +883,22 @@ fn crafted_frames_match_libzstd() {
     assert!(m.rle.iter().all(|&n| n > 0) && m.repeat.iter().all(|&n| n > 0));
 }
 
+/// Appends a compressed block of `seqs` (RLE tables: one code per table) whose raw literals,
+/// drawn from `next`, are the sequences' and 3 last ones, and executes it on `out`.
+fn push_rle_block(
+    blocks: &mut Vec<Vec<u8>>,
+    out: &mut Vec<u8>,
+    rep: &mut [u32; 3],
+    seqs: &[Seq],
+    next: &mut dyn FnMut() -> u64,
+    last: bool,
+) {
+    let n: u32 = seqs.iter().map(|s| s.ll).sum::<u32>() + 3;
+    let lits: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+    blocks.push(comp_block(&compressed_block(&Lits::Raw(&lits), seqs, Tables::Rle), last));
+    execute(out, &lits, seqs, rep);
+}
+
 /// Every repeat-offset rule on distinct bytes (the crafted frames' repeat offsets copy runs of
 /// one byte value, where a wrong offset reads the same bytes): after new offsets set three
 /// different repeat offsets, blocks of sequences with literals (repeat codes 1, 2 and 3: rep[0],
@@ -895,29 +911,19 @@ fn repeat_offsets_of_every_kind_match_libzstd() {
     let mut out = history.clone();
     let mut rep = [1u32, 4, 8];
     let mut blocks = vec![raw_block(&history, false)];
-    let push = |blocks: &mut Vec<Vec<u8>>,
-                out: &mut Vec<u8>,
-                rep: &mut [u32; 3],
-                seqs: &[Seq],
-                next: &mut dyn FnMut() -> u64| {
-        let n: u32 = seqs.iter().map(|s| s.ll).sum::<u32>() + 3;
-        let lits: Vec<u8> = (0..n).map(|_| next() as u8).collect();
-        blocks.push(comp_block(&compressed_block(&Lits::Raw(&lits), seqs, Tables::Rle), false));
-        execute(out, &lits, seqs, rep);
-    };
     // new offsets 512..=1020 (offset code 9), so the three repeat offsets differ
     let seqs: Vec<Seq> = (0..3).map(|_| Seq { ll: 1, ofv: 515 + (next() % 500) as u32, ml: 4 }).collect();
-    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
     // literals before the match: offset values 1 (rep[0]); 2 and 3 (rep[1], rep[2])
     let seqs: Vec<Seq> = (0..8).map(|_| Seq { ll: 1, ofv: 1, ml: 4 }).collect();
-    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
     let seqs: Vec<Seq> = (0..40).map(|_| Seq { ll: 1, ofv: 2 + (next() % 2) as u32, ml: 4 }).collect();
-    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
     // no literals: offset values 1 and 2 (rep[1], rep[2]) and 3 (rep[0] - 1)
     let seqs: Vec<Seq> = (0..40).map(|_| Seq { ll: 0, ofv: 1, ml: 4 }).collect();
-    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
     let seqs: Vec<Seq> = (0..40).map(|_| Seq { ll: 0, ofv: 2 + (next() % 2) as u32, ml: 4 }).collect();
-    push(&mut blocks, &mut out, &mut rep, &seqs, &mut next);
+    push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
     blocks.push(raw_block(&[], true));
     check(&[Case {
         frame: frame(PLAIN, &blocks, &out),
@@ -958,9 +964,7 @@ fn extra_bits_past_the_reader_match_libzstd() {
             LL_BITS[llc] + ofc as u32 + ml_code(mlc).1
         };
         assert!(extra >= 45, "{extra} extra bits a sequence");
-        let lits: Vec<u8> = (0..seqs.iter().map(|s| s.ll).sum::<u32>() + 3).map(|_| next() as u8).collect();
-        blocks.push(comp_block(&compressed_block(&Lits::Raw(&lits), &seqs, Tables::Rle), round == 3));
-        execute(&mut out, &lits, &seqs, &mut rep);
+        push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, round == 3);
     }
     let single = Header { fcs_bytes: 4, single: true, checksum: false, did_bytes: 0, dict: 0 };
     let whole = frame(single, &blocks, &out);
