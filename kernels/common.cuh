@@ -25,7 +25,12 @@ typedef long long dmc_i64;
 #define DMC_ZSTD_TEAM DMC_ZSTD_WARPS_PER_BLOCK
 // Blocks per SM the zstd kernel is compiled for (its launch bound; see zstd.cu).
 #define DMC_ZSTD_MIN_BLOCKS 4
-#define DMC_INFLATE_WARPS_PER_BLOCK 2
+// A wave's zstd or inflate jobs get teams of warps (a block each) while they fit this many
+// blocks per SM: both kernels' resident blocks on every supported device (the launcher's rule).
+#define DMC_TEAM_BLOCKS_PER_SM 4
+#define DMC_INFLATE_WARPS_PER_BLOCK 4
+// Warps of an inflate job's team (inflate.cu): a block's warps.
+#define DMC_INFLATE_TEAM DMC_INFLATE_WARPS_PER_BLOCK
 #define DMC_MEMCPY_THREADS 256
 #define DMC_SHUFFLE_THREADS 256
 #define DMC_CRC32C_THREADS 256
@@ -742,6 +747,15 @@ __device__ inline void dmc_warp_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n,
             if (k < nw) dw[k] = v[b];
         }
     }
+}
+
+// A team's barrier (the zstd and inflate kernels' teams of warps, one job per block): every warp
+// of the block calls this one function, so all of them wait at the same __syncthreads (a
+// barrier orders the block's shared and global memory). A template so that every kernel file
+// may include it unused (one definition across the emulator's files, no unused-function error).
+template <int = 0>
+__device__ __noinline__ void dmc_team_sync() {
+    __syncthreads();
 }
 
 // Copies of this many bytes or more go through dmc_warp_copy_long's 16-byte path.

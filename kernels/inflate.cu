@@ -1271,37 +1271,73 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
     return res;
 }
 
-// Blocks per SM: what shared memory allows (~18.4 KiB per block with the 1 KiB reserved): 12 on
-// sm_90 (228 KiB per SM), 8 on sm_80 (164 KiB), so the register bound each sets (85 and 128)
-// costs no occupancy. Without it ptxas chose 80 registers and spilled 4 bytes on sm_90 once the
-// resolve's lane-by-lane load landed; with 12 on sm_80 it spilled 4 bytes once a long match's
-// repeats joined its copy.
+// Blocks per SM for ptxas's register target. sm_80: 4 (what its 164 KiB of shared memory holds at
+// ~36 KiB a block of 4 warps; 128 registers). sm_90: 5 (96 registers; its 228 KiB would hold 6,
+// but 6 blocks' 80 registers spilled 4 bytes of the leader's state once teams landed, as they
+// had with 12 blocks of 2 warps before whenever the decode grew: so 20 warps per SM, not 24,
+// for a wave of one warp per stream). The launcher's team rule (DMC_TEAM_BLOCKS_PER_SM, 4:
+// common.cuh) holds on both.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define DMC_INF_MIN_BLOCKS 8
+#define DMC_INF_MIN_BLOCKS 4
 #else
-#define DMC_INF_MIN_BLOCKS 12
+#define DMC_INF_MIN_BLOCKS 5
 #endif
+
+// A stored block this long or longer is copied by the whole team (one barrier before, one
+// after); a shorter one by the leader alone, the helpers not woken.
+#define DMC_INF_TEAM_COPY_MIN 4096u
+
+// A team's helper (warp w > 0 of a job's block): waits at the team's barrier for the leader's
+// command; copies its parts of a stored block with the leader (dmc_range_copy's rounds of
+// 2 KiB, round k to warp k mod DMC_INFLATE_TEAM); leaves on anything else (the leader posts
+// DONE when the job ends).
+__device__ void dmc_inf_helper(const dmc_inflate_smem* sm, const dmc_u8* in, dmc_u8* out, dmc_u32 w, dmc_u32 lane) {
+    for (;;) {
+        dmc_team_sync();  // the leader posted a command
+        const dmc_u32 kind = sm->cmd[0], a = sm->cmd[1], b = sm->cmd[2], c = sm->cmd[3];
+        if (kind != DMC_INF_CMD_STORED) return;
+        dmc_range_copy<DMC_COPY_UNROLL>(out + b, in + a, c, w, DMC_INFLATE_TEAM, lane, DMC_WARP_SIZE);
+        dmc_team_sync();  // the copy is done; the leader may post the next command
+    }
+}
+
+// Jobs and warps: a block has DMC_INFLATE_WARPS_PER_BLOCK (= DMC_INFLATE_TEAM) warps. When the
+// grid has a block per job (gridDim.x >= n_ids: the launcher's choice for a wave whose jobs fit
+// the device's resident blocks, see decode.rs) the block's warps are one job's team: warp 0 (the
+// leader) decodes the stream as below, and the helpers (dmc_inf_helper) join it for each stored
+// block of DMC_INF_TEAM_COPY_MIN bytes or more, a stored block's copy being the one step of a
+// stream whose work does not depend on the bits before it (a Huffman block's symbols do, and its
+// end is where its last symbol ends). Otherwise each warp is a job of its own (a larger wave:
+// more jobs resident, no barriers).
 extern "C" __global__ void __launch_bounds__(DMC_INFLATE_WARPS_PER_BLOCK * DMC_WARP_SIZE, DMC_INF_MIN_BLOCKS)
 dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                    dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
                    dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
     __shared__ dmc_inflate_smem smem[DMC_INFLATE_WARPS_PER_BLOCK];
-    const dmc_u32 warp = blockIdx.x * DMC_INFLATE_WARPS_PER_BLOCK + (threadIdx.x / DMC_WARP_SIZE);
+    const dmc_u32 wib = threadIdx.x / DMC_WARP_SIZE;  // warp of the block
+    const bool team = gridDim.x >= n_ids;             // uniform over the grid
+    const dmc_u32 job = team ? blockIdx.x : blockIdx.x * DMC_INFLATE_WARPS_PER_BLOCK + wib;
+    const dmc_u32 w = team ? wib : 0;  // warp of the job's team (0: the leader)
     const dmc_u32 lane = dmc_lane();
-    if (warp >= n_ids) return;  // whole warp leaves together
-    const dmc_u32 sid = ids[warp];
+    if (job >= n_ids) return;  // the whole warp (team: block) leaves together
+    const dmc_u32 sid = ids[job];
     const dmc_stream sd = streams[sid];
-    if (!dmc_stream_ok(sd, sid, src_total, dst_total, lane == 0, status, actual)) return;
-    dmc_inflate_smem* sm = &smem[threadIdx.x / DMC_WARP_SIZE];
+    // every warp of a team checks the same descriptor: all leave here, or none
+    if (!dmc_stream_ok(sd, sid, src_total, dst_total, lane == 0 && w == 0, status, actual)) return;
+    dmc_inflate_smem* sm = &smem[team ? 0 : wib];
     const dmc_u8* in = src_base + sd.src_off;
     dmc_u8* out = dst_base + sd.dst_off;
+    if (w > 0) {
+        dmc_inf_helper(sm, in, out, w, lane);
+        return;
+    }
     for (dmc_u32 e = lane; e < 256; e += DMC_WARP_SIZE) {
         dmc_u32 c = e;
         for (int k = 0; k < 8; k++) c = (c & 1u) ? ((c >> 1) ^ DMC_INF_CRC_POLY) : (c >> 1);
         sm->crc[e] = c;
     }
     // The warp's window on the input (the Huffman decode's bit window), two words per lane.
-    dmc_win8 w = dmc_win_open<dmc_u64>(in, sd.src_len, lane);
+    dmc_win8 win = dmc_win_open<dmc_u64>(in, sd.src_len, lane);
     dmc_inf_state s;
     s.in = in;
     s.in_len = sd.src_len;
@@ -1350,7 +1386,7 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
             }
         } else if (kind == DMC_INF_CMD_HUFF) {
             const dmc_inf_huff_res r =
-                dmc_inf_huff(sm, &w, out, ((dmc_u64)b << 32) | a, c, sd.dst_len, sm->cmd[4], lane);
+                dmc_inf_huff(sm, &win, out, ((dmc_u64)b << 32) | a, c, sd.dst_len, sm->cmd[4], lane);
             if (lane == 0) {
                 s.op = r.op;
                 dmc_inf_seek(&s, r.pos);
@@ -1360,9 +1396,16 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
                 break;
             }
         } else if (kind == DMC_INF_CMD_STORED) {
-            // aligned 4-byte stores, four loads in flight per lane (one byte per lane and round
-            // took a load's latency per 32 bytes)
-            dmc_warp_copy_long(out + b, in + a, c, lane);
+            // 16-byte loads and stores, four in flight per lane; a long one by the whole team:
+            // the helpers read the command after the barrier, and lane 0 posts no other before
+            // the barrier after the copy, which makes the helpers' bytes visible to the leader
+            if (team && c >= DMC_INF_TEAM_COPY_MIN) {
+                dmc_team_sync();
+                dmc_range_copy<DMC_COPY_UNROLL>(out + b, in + a, c, 0, DMC_INFLATE_TEAM, lane, DMC_WARP_SIZE);
+                dmc_team_sync();
+            } else {
+                dmc_warp_copy_long(out + b, in + a, c, lane);
+            }
         } else if (kind == DMC_INF_CMD_CRC32) {
             const dmc_u32 v = dmc_inf_crc32(sm, out + a, b, lane);
             if (lane == 0) s.check = v;
@@ -1371,6 +1414,11 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
             if (lane == 0) s.check = v;
         }
         __syncwarp();  // the warp's writes are visible to lane 0's next step
+    }
+    if (team) {  // the helpers leave
+        if (lane == 0) sm->cmd[0] = DMC_INF_CMD_DONE;
+        __syncwarp();
+        dmc_team_sync();
     }
     if (lane == 0) {
         status[sid] = st;

@@ -129,7 +129,7 @@
 // baseline (16-31); the sequence tables' entries are dmc_zstd_seq_entry's; Huffman entries pack
 // symbol (bits 0-7) and code length (8-15).
 // A job's team (DMC_ZSTD_TEAM warps, one block; see dmc_zstd_decode), in the block's shared
-// memory. The team works in rounds, one block barrier apart (dmc_zstd_team_sync): before each
+// memory. The team works in rounds, one block barrier apart (dmc_team_sync): before each
 // barrier the leader's lane 0 posts the next round's task (task[round & 1]: a helper reads it
 // after the barrier while the leader may already write the one after); what a round's work
 // wrote is read after the next barrier.
@@ -1328,10 +1328,6 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_end(const dmc_zstd_seqdec* D) {
 
 // ---- Teams (see struct dmc_zstd_team) ----
 
-// The team's barrier: every warp of the block calls this one function, so all of them wait at
-// the same __syncthreads (a barrier orders the block's shared and global memory).
-__device__ __noinline__ void dmc_zstd_team_sync() { __syncthreads(); }
-
 // The leader: posts the next round's task and ends this round. Returns the number of the
 // round posted (the helpers' count of barriers passed, less one), on every lane.
 __device__ __forceinline__ dmc_u32 dmc_zstd_team_post(dmc_zstd_team* tm, dmc_u32 task, dmc_u32 lane) {
@@ -1342,7 +1338,7 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_team_post(dmc_zstd_team* tm, dmc_u32
         tm->round = r + 1;
     }
     r = __shfl_sync(0xffffffffu, r, 0);
-    dmc_zstd_team_sync();
+    dmc_team_sync();
     return r;
 }
 
@@ -1363,7 +1359,7 @@ __device__ __noinline__ void dmc_zstd_helper(const dmc_zstd_smem* sm, dmc_zstd_t
     const dmc_zstd_smem* ts = sm;  // the tables of the block being decoded
     dmc_u32 g = 0, abad = 0;
     for (dmc_u32 round = 0;; round++) {
-        dmc_zstd_team_sync();
+        dmc_team_sync();
         const dmc_u32 task = tm->task[round & 1u];
         if (task == DMC_ZSTD_TASK_DONE) return;
         if ((task & 7u) == DMC_ZSTD_TASK_HUF) {

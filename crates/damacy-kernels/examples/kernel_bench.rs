@@ -9,7 +9,7 @@
 //!     [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
 //!     [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] \
 //!     [--batch-mib N] [--zstd-levels 0,3,9] [--datasets u16-labels,noise,…] [--dataset DEMO_DIR] \
-//!     [--model h200|h100] [--model-mib N] [--zstd-teams auto|on|off]
+//!     [--model h200|h100] [--model-mib N] [--teams auto|on|off]
 //! ```
 //!
 //! Every decode case is one wave (`Decoder::decode_wave`) holding a whole batch (≥ 256 MiB of
@@ -42,8 +42,8 @@
 //! from the verification run alone (no timed runs); `--model-mib N` runs every k-th chunk of a
 //! decode case only (assemble cases run whole: their launch shape depends on the job count) (k the smallest that keeps the chunks run within N MiB) and stands each
 //! recorded launch for k (`model_sample` in the JSON; its zstd launch keeps the whole wave's
-//! team choice, `zstd_teams`). `--zstd-teams on|off` forces the zstd kernel's teams of warps
-//! (`DecodeConfig::zstd_teams`; `auto`, the default, chooses per wave). `benches/gpu/compare.py`
+//! team choice, `teams`). `--teams on|off` forces the zstd and inflate kernels' teams of warps
+//! (`DecodeConfig::teams`; `auto`, the default, chooses per wave). `benches/gpu/compare.py`
 //! runs this and `benches/gpu/nvcomp_decode.py` on the same streams and prints the ratios.
 #![allow(
     clippy::doc_markdown,
@@ -80,7 +80,7 @@ const WIDTH: usize = 2048;
 
 const USAGE: &str = "usage: kernel_bench [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
 [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] [--batch-mib N] \
-[--zstd-levels 0,3,9] [--datasets u16-labels,noise,...] [--dataset DEMO_DIR] [--model h200|h100] [--model-mib N] [--zstd-teams auto|on|off]";
+[--zstd-levels 0,3,9] [--datasets u16-labels,noise,...] [--dataset DEMO_DIR] [--model h200|h100] [--model-mib N] [--teams auto|on|off]";
 
 /// Every case name `--cases` takes (`demo` runs only with `--dataset`).
 const CASES: [&str; 6] = ["lz4", "zstd", "deflate", "shuffle", "assemble", "demo"];
@@ -105,7 +105,7 @@ struct Args {
     datasets: Option<Vec<String>>,
     model: Option<String>,
     model_mib: Option<usize>,
-    zstd_teams: Option<bool>,
+    teams: Option<bool>,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -138,7 +138,7 @@ fn parse_args() -> Result<Args, String> {
         datasets: None,
         model: None,
         model_mib: None,
-        zstd_teams: None,
+        teams: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -178,12 +178,12 @@ fn parse_args() -> Result<Args, String> {
             "--model-mib" => {
                 a.model_mib = Some(value("--model-mib")?.parse().map_err(|e| format!("--model-mib: {e}"))?);
             }
-            "--zstd-teams" => {
-                a.zstd_teams = match value("--zstd-teams")?.as_str() {
+            "--teams" => {
+                a.teams = match value("--teams")?.as_str() {
                     "auto" => None,
                     "on" => Some(true),
                     "off" => Some(false),
-                    v => return Err(format!("--zstd-teams: auto, on or off, not {v}")),
+                    v => return Err(format!("--teams: auto, on or off, not {v}")),
                 };
             }
             "-h" | "--help" => return Err(USAGE.into()),
@@ -664,14 +664,14 @@ impl Bench {
         if let Some(m) = &self.model {
             m.reset();
         }
-        // the sample's zstd launch has the whole wave's shape (a chunk is a job: one frame),
-        // not the one its fewer jobs would get
-        let teams = self.decoder.config().zstd_teams;
-        let whole = self.decoder.zstd_teams_for(inputs.len());
-        self.decoder.set_zstd_teams(Some(whole));
+        // the sample's zstd or inflate launch has the whole wave's shape (a chunk is a job: one
+        // frame, one zlib stream), not the one its fewer jobs would get
+        let teams = self.decoder.config().teams;
+        let whole = self.decoder.teams_for(inputs.len());
+        self.decoder.set_teams(Some(whole));
         let verified = self.verify(&sub, &sub_expected);
-        self.decoder.set_zstd_teams(teams);
-        row["zstd_teams"] = json!(whole);
+        self.decoder.set_teams(teams);
+        row["teams"] = json!(whole);
         match verified {
             Ok(stats) => {
                 row["verified"] = json!(true);
@@ -1432,7 +1432,7 @@ fn run(args: &Args) -> Res<ExitCode> {
         .with_wave_src_bytes(cap + cap / 8 + (1 << 20))
         .with_wave_dst_bytes(cap + (1 << 20))
         .with_wave_streams(if args.small { 1 << 16 } else { 1 << 20 })
-        .with_zstd_teams(args.zstd_teams);
+        .with_teams(args.teams);
     // Budgets from the waves this run decodes: a 256 MiB batch needs more pinned staging than
     // DecodeConfig's default 256 MiB host budget (two slots of sources and tables).
     let (device_bytes, host_bytes) = (config.device_bytes(), config.host_bytes());

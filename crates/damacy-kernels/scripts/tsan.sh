@@ -20,11 +20,12 @@ export TSAN_OPTIONS="halt_on_error=0:exitcode=66:report_signal_unsafe=0:suppress
 # asserted by emulator_checks in a child process.)
 cargo test -p damacy-kernels --features emulate --test emulator_checks "$@"
 # inflate: hand-built stored/fixed/dynamic blocks, gzip members and every status case (small
-# streams: table builds, match and stored copies, both checksums, all through the warp commands)
-# and its corrupt/truncated sweep (fewer variants per stream under TSan)
+# streams: table builds, match and stored copies, both checksums, all through the warp commands),
+# stored blocks a team copies (the barriers around the helpers' copies) and its corrupt/truncated sweep (fewer variants per stream under TSan)
 cargo test -p damacy-kernels --features emulate --test inflate "$@" -- \
     hand_built_blocks_decode gzip_members_and_header_fields statuses_name_what_is_wrong \
-    short_codes_and_long_runs_decode corrupt_and_truncated_streams_end_in_a_status
+    short_codes_and_long_runs_decode corrupt_and_truncated_streams_end_in_a_status \
+    stored_blocks_copied_by_a_team_decode
 # zstd: frames built for every literal/table mode, every repeat-offset rule, Huffman streams of
 # every length and alignment (one segment per lane, table stores and reads), and the corrupt and
 # truncated sweeps (a smaller corpus under TSan: frames up to 8 KB, fewer cuts and flips)

@@ -179,14 +179,16 @@ pub struct DecodeConfig {
     /// [`Decoder::finish_batch`] calls are read back at once while they fit, else in as many
     /// reads as needed; 0: four waves' worth (`4 × wave_streams`). At least `wave_streams`.
     pub batch_streams: usize,
-    /// Whether the zstd kernel gives each job a team of four warps (a block per job: the
-    /// helpers decode a block's four Huffman literal streams beside the leader, and its
-    /// sequences a group ahead of it; `DMC_ZSTD_TEAM`, `kernels/common.cuh`) or one warp (four
-    /// jobs per block). `None` (the default) chooses per wave: teams while the wave's jobs fit
-    /// the device's resident blocks at once ([`Device::sm_count`] × `DMC_ZSTD_MIN_BLOCKS`, 4),
-    /// one warp per job for a larger wave, where the jobs fill the device by themselves. A wave
-    /// of a single job always gets a team.
-    pub zstd_teams: Option<bool>,
+    /// Whether the zstd and inflate kernels give each job a team of four warps (a block per
+    /// job) or one warp (four jobs per block). zstd's helpers decode a block's four Huffman
+    /// literal streams beside the leader and its sequences a group ahead of it
+    /// (`DMC_ZSTD_TEAM`, `kernels/common.cuh`); inflate's copy its stored blocks of 4 KiB or
+    /// more with the leader (`DMC_INFLATE_TEAM`). `None` (the default) chooses per wave and
+    /// kernel: teams while the kernel's jobs in the wave fit the device's resident blocks at once
+    /// ([`Device::sm_count`] × `DMC_TEAM_BLOCKS_PER_SM`, 4), one warp per job for a larger
+    /// wave, where the jobs fill the device by themselves. A wave of a single job always gets a
+    /// team.
+    pub teams: Option<bool>,
 }
 
 impl Default for DecodeConfig {
@@ -202,7 +204,7 @@ impl Default for DecodeConfig {
             staging_bytes: 0,
             staging_pieces: 4,
             batch_streams: 0,
-            zstd_teams: None,
+            teams: None,
         }
     }
 }
@@ -269,10 +271,10 @@ impl DecodeConfig {
         self.batch_streams = v;
         self
     }
-    /// Sets `zstd_teams`.
+    /// Sets `teams`.
     #[must_use]
-    pub fn with_zstd_teams(mut self, v: Option<bool>) -> Self {
-        self.zstd_teams = v;
+    pub fn with_teams(mut self, v: Option<bool>) -> Self {
+        self.teams = v;
         self
     }
 
@@ -848,16 +850,12 @@ fn parts_per_job(longest: u32, part_bytes: u32, n: u32) -> u32 {
     longest.div_ceil(part_bytes).clamp(1, cap)
 }
 
-/// Blocks of a zstd launch of `n` jobs on a device of `sms` SMs: one per job (the kernel then
-/// gives each job its block's warps as a team: `gx >= n` is how `dmc_zstd_decode` tells) when
-/// `teams` says so, or by default while the jobs fit the resident blocks at once; else four
-/// jobs of one warp per block.
-fn zstd_blocks(n: u32, sms: u32, teams: Option<bool>) -> u32 {
-    if teams.unwrap_or(n <= sms.saturating_mul(c::DMC_ZSTD_MIN_BLOCKS)) {
-        n
-    } else {
-        n.div_ceil(c::DMC_ZSTD_WARPS_PER_BLOCK)
-    }
+/// Blocks of a zstd or inflate launch of `n` jobs on a device of `sms` SMs: one per job (the
+/// kernel then gives each job its block's warps as a team: `gx >= n` is how `dmc_zstd_decode`
+/// and `dmc_inflate_decode` tell) when `teams` says so, or by default while the jobs fit the
+/// resident blocks at once; else `per_block` jobs of one warp per block.
+fn team_blocks(n: u32, sms: u32, per_block: u32, teams: Option<bool>) -> u32 {
+    if teams.unwrap_or(n <= sms.saturating_mul(c::DMC_TEAM_BLOCKS_PER_SM)) { n } else { n.div_ceil(per_block) }
 }
 
 /// A batched decoder bound to one device; owns its wave buffers.
@@ -957,17 +955,18 @@ impl Decoder {
         &self.config
     }
 
-    /// Whether a wave of `jobs` zstd jobs gets teams of warps ([`DecodeConfig::zstd_teams`]).
+    /// Whether a wave of `jobs` zstd (or inflate) jobs gets teams of warps
+    /// ([`DecodeConfig::teams`]).
     #[must_use]
-    pub fn zstd_teams_for(&self, jobs: usize) -> bool {
+    pub fn teams_for(&self, jobs: usize) -> bool {
         let n = u32::try_from(jobs).unwrap_or(u32::MAX);
-        zstd_blocks(n, self.device.sm_count(), self.config.zstd_teams) >= n
+        team_blocks(n, self.device.sm_count(), c::DMC_ZSTD_WARPS_PER_BLOCK, self.config.teams) >= n
     }
 
-    /// Sets [`DecodeConfig::zstd_teams`] for the waves queued from now on (a benchmark that
-    /// decodes a sample of a wave keeps the whole wave's choice).
-    pub fn set_zstd_teams(&mut self, teams: Option<bool>) {
-        self.config.zstd_teams = teams;
+    /// Sets [`DecodeConfig::teams`] for the waves queued from now on (a benchmark that decodes
+    /// a sample of a wave keeps the whole wave's choice).
+    pub fn set_teams(&mut self, teams: Option<bool>) {
+        self.config.teams = teams;
     }
 
     /// The stream the kernels run on: work queued on it after a `decode_wave` or `queue_wave`
@@ -1403,8 +1402,8 @@ impl Decoder {
                 continue;
             }
             let a = StreamArgs { ids: inp.ptr(at)?, n_ids, ..args };
-            let gx = if codec == SLOT_ZSTD {
-                zstd_blocks(n_ids, self.device.sm_count(), self.config.zstd_teams)
+            let gx = if codec == SLOT_ZSTD || codec == SLOT_INFLATE {
+                team_blocks(n_ids, self.device.sm_count(), per_block, self.config.teams)
             } else {
                 n_ids.div_ceil(per_block)
             };

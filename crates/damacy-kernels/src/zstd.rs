@@ -10,7 +10,7 @@
 //! known, from the frames' content sizes or, where a frame omits its size, from the size the
 //! caller expects. Each job is one [`Kernel::ZstdDecode`](crate::Kernel::ZstdDecode) warp, or in
 //! a wave of few jobs a team of warps whose helpers decode the four Huffman literal streams of
-//! a block side by side ([`DecodeConfig::zstd_teams`](crate::DecodeConfig::zstd_teams)); the
+//! a block side by side ([`DecodeConfig::teams`](crate::DecodeConfig::teams)); the
 //! jobs of all chunks of a wave decode in one launch.
 //!
 //! ```no_run

@@ -16,7 +16,7 @@ mod common;
 
 use std::io::Write;
 
-use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device, Error, StreamStatus};
+use damacy_kernels::{ChunkInput, DecodeConfig, Device, Error, StreamStatus};
 use flate2::Compression;
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
@@ -47,18 +47,11 @@ fn config() -> DecodeConfig {
         .with_slots(1)
 }
 
-/// Decodes the chunks on the emulator under schedule `seed`, one decoder per seed and thread.
+/// Decodes the chunks on the emulator under schedule `seed`, by teams of warps (the helpers copy
+/// stored blocks of 4 KiB or more with the leader) and by one warp a stream, which must agree
+/// (`common::decode_teams_and_alone`).
 fn decode(seed: u64, inputs: &[ChunkInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
-    thread_local! {
-        static DECODERS: std::cell::RefCell<Vec<(u64, Decoder)>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    DECODERS.with_borrow_mut(|decoders| {
-        let at = decoders.iter().position(|(s, _)| *s == seed).unwrap_or_else(|| {
-            decoders.push((seed, Decoder::new(&Device::emulated(seed), config()).unwrap()));
-            decoders.len() - 1
-        });
-        decoders[at].1.decode_to_host(inputs).unwrap().chunks
-    })
+    common::decode_teams_and_alone(seed, inputs, config)
 }
 
 fn data(len: usize, kind: u8, seed: u64) -> Vec<u8> {
@@ -833,6 +826,53 @@ fn short_matches_across_the_runs_end_decode() {
     let second: Vec<Op> =
         (0..90u32).map(|k| Op::Match(3 + k % 20, 1 + 7 * k)).chain((0..300).map(|_| lit(&mut next))).collect();
     check_hand_built_zlib(&blocks_after_leads(&[&ops, &second], &[0, 1, 2, 3], 9));
+}
+
+/// Stored blocks a team copies (4 KiB or more: the leader and three helpers, one barrier before
+/// and one after) between ones the leader copies alone: lengths at the threshold and past it,
+/// at every output alignment (leads of 0-15 bytes) and source offset, in runs of several, the
+/// largest a block holds (65,535 bytes); then a fixed block whose matches reach back into the
+/// team's bytes (which the leader reads only after the barrier after the copy) and a last stored
+/// block; checksums verified. `decode` holds the team's output to the lone warp's. Then the same
+/// streams cut inside a team's block (`SrcTruncated`) and decoded into an output that ends inside
+/// one (`DstOverflow`): statuses and output sizes as the lone warp's.
+#[test]
+fn stored_blocks_copied_by_a_team_decode() {
+    let lens = [4095usize, 4096, 4097, 5000, 16384, 16397, 65535, 100, 8191, 12289];
+    let mut cases = Vec::new();
+    for lead_len in [0usize, 1, 3, 7, 13] {
+        let mut w = Bits::default();
+        let mut all = data(lead_len, 0, 1);
+        stored_block(&mut w, &all.clone(), false);
+        for (i, &n) in lens.iter().enumerate() {
+            let d = data(n, (i % 4) as u8, 17 + i as u64);
+            stored_block(&mut w, &d, false);
+            all.extend_from_slice(&d);
+        }
+        // matches into the stored bytes: near (the last block) and far (32 KiB back)
+        let ops: Vec<Op> = (0..40u32)
+            .map(|k| if k % 2 == 0 { Op::Match(3 + k * 6, 1 + k * 97) } else { Op::Match(258, 32768 - k * 11) })
+            .collect();
+        execute(&mut all, &ops);
+        fixed_block(&mut w, &ops, false);
+        let tail = data(20000, 2, 99);
+        stored_block(&mut w, &tail, true);
+        all.extend_from_slice(&tail);
+        let what = format!("stored blocks after a lead of {lead_len}");
+        cases.push((what, zlib_wrap(&w.finish(), &all), all));
+    }
+    check_hand_built_zlib(&cases);
+    // cut inside the 65,535-byte block, and an output ending at the 4,097-byte one
+    for (what, c, d) in &cases {
+        let cut = &c[..c.len() - 20000 - 5 - 30000];
+        for &seed in seeds() {
+            let r = decode(seed, &[ChunkInput::zlib(cut).with_expected_len(d.len())]);
+            assert_eq!(status_of(&r[0]), Some(StreamStatus::SrcTruncated), "{what} cut (seed {seed})");
+            let small = 4096 + 4095 + 2000;
+            let r = decode(seed, &[ChunkInput::zlib(c).with_expected_len(small)]);
+            assert_eq!(status_of(&r[0]), Some(StreamStatus::DstOverflow), "{what} into {small} bytes (seed {seed})");
+        }
+    }
 }
 
 /// Runs of one long match repeated — the same length and distance, so the same bits one after

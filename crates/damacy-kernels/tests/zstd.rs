@@ -9,8 +9,10 @@
 //! the reference and asserts each count is non-zero.
 #![allow(clippy::doc_markdown, clippy::missing_panics_doc, clippy::too_many_lines, clippy::cast_lossless)]
 
+mod common;
+
 use damacy_kernels::parse_zstd as parse;
-use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device, Error, StreamStatus, ZstdModes};
+use damacy_kernels::{ChunkInput, DecodeConfig, Error, StreamStatus, ZstdModes};
 use proptest::prelude::*;
 use zstd::zstd_safe::CParameter;
 
@@ -99,45 +101,11 @@ fn config() -> DecodeConfig {
         .with_slots(1)
 }
 
-/// Decodes the chunks through the wave decoder (zstd streams of the wave's stream table) on
-/// the emulator under schedule `seed`, twice: each job a team of warps (a block's four Huffman
-/// streams side by side) and each job one warp; the two must agree (bytes, or the error). Each
-/// test thread keeps one decoder per seed and mode, its buffers reused from call to call as
-/// the engine's are.
+/// Decodes the chunks (zstd streams of the wave's stream table) on the emulator under schedule
+/// `seed`, by teams of warps (a block's four Huffman streams side by side) and by one warp a
+/// job, which must agree (`common::decode_teams_and_alone`).
 fn decode(seed: u64, inputs: &[ChunkInput<'_>]) -> Vec<Result<Vec<u8>, Error>> {
-    thread_local! {
-        static DECODERS: std::cell::RefCell<Vec<(u64, bool, Decoder)>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    DECODERS.with_borrow_mut(|decoders| {
-        let mut run = |teams: bool| {
-            let at = decoders.iter().position(|(s, t, _)| *s == seed && *t == teams).unwrap_or_else(|| {
-                let config = config().with_zstd_teams(Some(teams));
-                decoders.push((seed, teams, Decoder::new(&Device::emulated(seed), config).unwrap()));
-                decoders.len() - 1
-            });
-            decoders[at].2.decode_to_host(inputs).unwrap().chunks
-        };
-        let team = run(true);
-        let alone = run(false);
-        for (i, (a, b)) in team.iter().zip(&alone).enumerate() {
-            assert!(
-                format!("{a:?}") == format!("{b:?}"),
-                "chunk {i} of {}: decoded by a team of warps it is {}, by one warp {}",
-                inputs.len(),
-                describe(a),
-                describe(b)
-            );
-        }
-        team
-    })
-}
-
-/// A decode result in a few words (the bytes' length, or the error).
-fn describe(r: &Result<Vec<u8>, Error>) -> String {
-    match r {
-        Ok(v) => format!("{} bytes", v.len()),
-        Err(e) => e.to_string(),
-    }
+    common::decode_teams_and_alone(seed, inputs, config)
 }
 
 /// One chunk and the bytes it must decode to.
@@ -980,7 +948,7 @@ fn extra_bits_past_the_reader_match_libzstd() {
     assert!(reference(cut, out.len()).is_none(), "libzstd decodes the cut frame");
     for &seed in seeds() {
         let r = decode(seed, &[ChunkInput::zstd(cut)]);
-        assert!(r[0].is_err(), "seed {seed}: the cut frame decoded to {}", describe(&r[0]));
+        assert!(r[0].is_err(), "seed {seed}: the cut frame decoded to {}", common::describe(&r[0]));
     }
     let mut d = history;
     while d.len() < 3 << 20 {

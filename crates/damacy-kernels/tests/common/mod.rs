@@ -295,6 +295,51 @@ pub fn run_bytes_fixtures(device: &Device) -> usize {
     checked
 }
 
+/// Decodes the chunks through the wave decoder on the emulator under schedule `seed`, twice:
+/// each job a team of warps (the zstd and inflate kernels' block per job) and each job one warp
+/// (`DecodeConfig::teams` forced each way, on `config()`); the two must agree (bytes, or the
+/// error), and the team's results are returned. Each test thread keeps one decoder per seed and
+/// mode, its buffers reused from call to call as the engine's are.
+pub fn decode_teams_and_alone(
+    seed: u64,
+    inputs: &[ChunkInput<'_>],
+    config: fn() -> DecodeConfig,
+) -> Vec<Result<Vec<u8>, Error>> {
+    thread_local! {
+        static DECODERS: std::cell::RefCell<Vec<(u64, bool, Decoder)>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    DECODERS.with_borrow_mut(|decoders| {
+        let mut run = |teams: bool| {
+            let at = decoders.iter().position(|(s, t, _)| *s == seed && *t == teams).unwrap_or_else(|| {
+                let config = config().with_teams(Some(teams));
+                decoders.push((seed, teams, Decoder::new(&Device::emulated(seed), config).unwrap()));
+                decoders.len() - 1
+            });
+            decoders[at].2.decode_to_host(inputs).unwrap().chunks
+        };
+        let team = run(true);
+        let alone = run(false);
+        for (i, (a, b)) in team.iter().zip(&alone).enumerate() {
+            assert!(
+                format!("{a:?}") == format!("{b:?}"),
+                "chunk {i} of {}: decoded by a team of warps it is {}, by one warp {}",
+                inputs.len(),
+                describe(a),
+                describe(b)
+            );
+        }
+        team
+    })
+}
+
+/// A decode result in a few words (the bytes' length, or the error).
+pub fn describe(r: &Result<Vec<u8>, Error>) -> String {
+    match r {
+        Ok(v) => format!("{} bytes", v.len()),
+        Err(e) => e.to_string(),
+    }
+}
+
 pub fn small_config() -> DecodeConfig {
     DecodeConfig::default()
         .with_wave_src_bytes(8 << 20)
