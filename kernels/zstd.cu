@@ -14,7 +14,10 @@
 // dmc_zstd_look_ahead), into the job's sequence scratch (its output range mirrored into the
 // other half of the wave's output buffer), so that the next block's sequences are mostly
 // decoded when its turn comes and the leader executes them from there at its own pace; the
-// block after that is the leader's again, and so on in pairs. The repeat offsets are resolved
+// block after that is the leader's again, and so on in pairs. A raw block of 4 KiB or more is
+// copied by all four warps in a round of its own (DMC_ZSTD_TASK_COPY: dmc_range_copy's rounds of
+// 2 KiB, round k to warp k mod 4; the next round's barrier orders the helpers' bytes before the
+// leader's next reads). The repeat offsets are resolved
 // where the sequences are executed (dmc_zstd_rep_resolve), which frees a block's sequence
 // decode from the blocks before it. A larger wave fills the device with its jobs, a warp each,
 // four per block. Inside a job, frames and blocks are otherwise sequential (a block's matches
@@ -138,6 +141,7 @@
 #define DMC_ZSTD_TASK_SEQ0 2u  // helper 1: start a block's sequences (below), decode group 0
 #define DMC_ZSTD_TASK_SEQ 3u   // helper 1: decode the next group of 32 sequences
 #define DMC_ZSTD_TASK_DONE 4u  // the job is done: the helpers leave
+#define DMC_ZSTD_TASK_COPY 5u  // every warp: its parts of a raw block's copy (cdst, csrc, clen below)
 // Or'ed into a round's task: helper 2 starts the block ahead (below) this round.
 #define DMC_ZSTD_TASK_AHEAD 8u
 // A group of 32 decoded sequences in memory: literals lengths, match lengths, offset values
@@ -179,6 +183,10 @@ struct dmc_zstd_team {
     // The leader's (lane 0 writes, the warp reads after a __syncwarp): 1 + the round that
     // started helper 2 on the frame's next block (asp..atabs above); 0: none.
     dmc_u32 ahead_at;
+    // DMC_ZSTD_TASK_COPY: a raw block, copied by the whole team (dmc_zstd_team_copy)
+    dmc_u8* cdst;
+    const dmc_u8* csrc;
+    dmc_u32 clen;
 };
 
 struct dmc_zstd_smem {
@@ -1342,6 +1350,17 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_team_post(dmc_zstd_team* tm, dmc_u32
     return r;
 }
 
+// A raw block this long or longer is copied by the whole team in a round of its own (the
+// round's barrier before, the next one after); a shorter one by the leader alone.
+#define DMC_ZSTD_TEAM_COPY_MIN 4096u
+
+// Warp w's parts of a DMC_ZSTD_TASK_COPY round's copy: dmc_range_copy's rounds of 2 KiB, round
+// k to warp k mod DMC_ZSTD_TEAM. Not inlined: the leader calls it too, from a frame loop at the
+// register limit.
+__device__ __noinline__ void dmc_zstd_team_copy(const dmc_zstd_team* tm, dmc_u32 w, dmc_u32 lane) {
+    dmc_range_copy<DMC_COPY_UNROLL>(tm->cdst, tm->csrc, tm->clen, w, DMC_ZSTD_TEAM, lane, DMC_WARP_SIZE);
+}
+
 // Stores a decoded group (lane j: sequence j's values) at e (DMC_ZSTD_GROUP_WORDS words).
 __device__ __forceinline__ void dmc_zstd_group_put(dmc_u32* e, dmc_u32 ll, dmc_u32 ml, dmc_u32 ofv, dmc_u32 lane) {
     e[lane] = ll;
@@ -1362,6 +1381,11 @@ __device__ __noinline__ void dmc_zstd_helper(const dmc_zstd_smem* sm, dmc_zstd_t
         dmc_team_sync();
         const dmc_u32 task = tm->task[round & 1u];
         if (task == DMC_ZSTD_TASK_DONE) return;
+        if (task == DMC_ZSTD_TASK_COPY) {
+            // (helper 2 has no block ahead here: a raw block follows blocks the leader executed)
+            dmc_zstd_team_copy(tm, w, lane);
+            continue;
+        }
         if ((task & 7u) == DMC_ZSTD_TASK_HUF) {
             for (dmc_u32 k = w; k < 4; k += DMC_ZSTD_TEAM) {
                 const dmc_u32 st = dmc_zstd_huf_stream(sm, tm->log, tm->p[k], tm->len[k], tm->dst[k], tm->cnt[k], lane);
@@ -2084,7 +2108,21 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
         if (btype == 0) {
             if (bsize > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
             if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
-            dmc_warp_copy_long(out + op, in + ip, bsize, lane);
+            dmc_zstd_team* tm = sm->tm;
+            if (tm != nullptr && bsize >= DMC_ZSTD_TEAM_COPY_MIN) {
+                // the whole team, in a round of its own; the next round's barrier makes the
+                // helpers' bytes visible to the leader's next reads
+                if (lane == 0) {
+                    tm->cdst = out + op;
+                    tm->csrc = in + ip;
+                    tm->clen = bsize;
+                }
+                dmc_zstd_team_post(tm, DMC_ZSTD_TASK_COPY, lane);
+                dmc_zstd_team_copy(tm, 0, lane);
+                dmc_zstd_team_post(tm, DMC_ZSTD_TASK_IDLE, lane);
+            } else {
+                dmc_warp_copy_long(out + op, in + ip, bsize, lane);
+            }
             ip += bsize;
             op += bsize;
         } else if (btype == 1) {

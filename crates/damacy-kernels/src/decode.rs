@@ -181,9 +181,9 @@ pub struct DecodeConfig {
     pub batch_streams: usize,
     /// Whether the zstd and inflate kernels give each job a team of four warps (a block per
     /// job) or one warp (four jobs per block). zstd's helpers decode a block's four Huffman
-    /// literal streams beside the leader and its sequences a group ahead of it
-    /// (`DMC_ZSTD_TEAM`, `kernels/common.cuh`); inflate's copy its stored blocks of 4 KiB or
-    /// more with the leader (`DMC_INFLATE_TEAM`). `None` (the default) chooses per wave and
+    /// literal streams beside the leader and its sequences a group ahead of it, and copy its
+    /// raw blocks of 4 KiB or more with the leader (`DMC_ZSTD_TEAM`, `kernels/common.cuh`);
+    /// inflate's copy its stored blocks of 4 KiB or more with the leader (`DMC_INFLATE_TEAM`). `None` (the default) chooses per wave and
     /// kernel: teams while the kernel's jobs in the wave fit the device's resident blocks at once
     /// ([`Device::sm_count`] × `DMC_TEAM_BLOCKS_PER_SM`, 4), one warp per job for a larger
     /// wave, where the jobs fill the device by themselves. A wave of a single job always gets a

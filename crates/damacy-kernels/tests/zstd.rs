@@ -1261,6 +1261,64 @@ fn long_copies_at_every_alignment() {
     assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.raw_blocks > 0 && m.rle_blocks > 0);
 }
 
+/// Raw blocks a team copies (4 KiB or more: all four warps, in a round of their own) between
+/// ones the leader copies alone: sizes at the threshold and past it up to a whole 128 KiB block,
+/// at every output alignment (a raw block of 0..15 bytes first) and source offset; then a
+/// compressed block whose matches reach back into the team's bytes (which the leader reads only
+/// after the round that follows the copy), a raw block after it and a checksum verified. Then the
+/// same frames cut inside a team's block and decoded into an output that ends at one: errors,
+/// teams and lone warps alike (`decode`).
+#[test]
+fn raw_blocks_copied_by_a_team_match_reference() {
+    let mut next = rng(41);
+    let sizes = [4095usize, 4096, 4097, 5003, 16384, 16397, 131_072, 100, 8191, 12289];
+    let mut cases = Vec::new();
+    for pre in [0usize, 1, 3, 7, 13] {
+        let mut out: Vec<u8> = (0..pre).map(|_| next() as u8).collect();
+        let mut blocks = vec![raw_block(&out.clone(), false)];
+        for &n in &sizes {
+            let d: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+            blocks.push(raw_block(&d, false));
+            out.extend_from_slice(&d);
+        }
+        // matches into the raw bytes: near (offsets 509..=1020: the last raw block) and far
+        // (65,533..=131,068: the 128 KiB one), one block each (RLE tables: one code per field)
+        let mut rep = [1u32, 4, 8];
+        for base in [512u32, 65_536] {
+            let seqs: Vec<Seq> = (0..40)
+                .map(|_| Seq { ll: 1, ofv: base + (next() % u64::from(base)) as u32, ml: 67 + (next() % 16) as u32 })
+                .collect();
+            let lits: Vec<u8> = (0..45).map(|_| next() as u8).collect();
+            blocks.push(comp_block(&compressed_block(&Lits::Raw(&lits), &seqs, Tables::Rle), false));
+            execute(&mut out, &lits, &seqs, &mut rep);
+        }
+        let tail: Vec<u8> = (0..20000).map(|_| next() as u8).collect();
+        blocks.push(raw_block(&tail, true));
+        out.extend_from_slice(&tail);
+        let h = Header { checksum: true, ..PLAIN };
+        cases.push(Case {
+            frame: frame(h, &blocks, &out),
+            expect: out,
+            give_len: false,
+            verify: true,
+            what: format!("raw blocks after {pre} bytes"),
+        });
+    }
+    let m = check(&cases);
+    assert!(m.raw_blocks > 0);
+    // cut inside the 128 KiB block, and an output ending at the 4,097-byte one
+    for c in &cases {
+        let cut = &c.frame[..c.frame.len() - 4 - 20003 - 30000];
+        let small = 4095 + 4096 + 2000;
+        for &seed in seeds() {
+            let r = decode(seed, &[ChunkInput::zstd(cut).with_expected_len(c.expect.len())]);
+            assert!(r[0].is_err(), "{} cut (seed {seed}): {}", c.what, common::describe(&r[0]));
+            let r = decode(seed, &[ChunkInput::zstd(&c.frame).with_expected_len(small)]);
+            assert!(r[0].is_err(), "{} into {small} bytes (seed {seed}): {}", c.what, common::describe(&r[0]));
+        }
+    }
+}
+
 /// Long matches that overlap their source (runs: a label image's constant regions): runs under
 /// 128 bytes (executed in short-sequence batches) and longer ones, whose periods divide 128
 /// (stored from a pattern word per lane, no loads) or do not (copied by doubling), match lengths
