@@ -1042,6 +1042,10 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
 // byte, whose source byte (the overlap-safe rule of dmc_zstd_match) either lies before op
 // (already written and synchronised: read the output) or is another byte of this batch,
 // resolved again (each step lands in an earlier sequence or in a literal, so at most nb steps).
+// A step finds the byte's sequence by a binary search of dependent shuffles, except the first
+// of each slot, whose bytes are 32 consecutive ones: there it is the count of the sequences that
+// start before the slot and in it at or before the byte (one OR over the lanes of a bit per
+// start in the slot).
 // No lane reads a byte that any lane writes in this call, and each round of 128 bytes is four
 // load requests and one store request for the whole batch (a sequence alone spent a load and a
 // store request per 32 bytes of each sequence). The caller made sure the batch's stores end at
@@ -1060,6 +1064,10 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 op, dmc_
     // words at either end (which other output, or in-tail literals, may share) are stored one
     // at a time where they are loaded.
     const dmc_u32 mis = (dmc_u32)((dmc_u64)(out + op) & 3u), span = mis + total;
+    // the sequences that start before the slot (the slots tile the bytes from the aligned word at
+    // or before op, where none starts), and the lanes at or below this one
+    dmc_u32 before = 0;
+    const dmc_u32 upto_lane = 0xFFFFFFFFu >> (DMC_WARP_SIZE - 1 - lane);
     for (dmc_u32 r = 0; r < span; r += 4 * DMC_WARP_SIZE) {
         dmc_u32 pk = 0;  // byte b: this lane's byte of slot b
         DMC_UNROLL
@@ -1069,13 +1077,28 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 op, dmc_
             bool done = !mine, lit = false;
             dmc_u32 q = op + x - mis;  // the output position of the byte to resolve
             dmc_u32 src = 0;           // literal index (lit) or output position
+            // The first step's q are the slot's 32 consecutive positions q0 + lane: the last
+            // sequence starting at or before q is one less than the sequences starting before
+            // the slot (counted over the slots before it) and those starting in q0 .. q (their
+            // starts in the slot, a bit each: one OR over the lanes; no two sequences start at
+            // one byte). No binary search of dependent shuffles for it.
+            const dmc_u32 rel = start - (op + x - mis - lane);  // start - q0
+            const dmc_u32 slot_starts = __reduce_or_sync(0xffffffffu, lane < nb && rel < DMC_WARP_SIZE ? 1u << rel : 0u);
+            const dmc_u32 upto = before + (dmc_u32)__popc(slot_starts & upto_lane);
+            before += (dmc_u32)__popc(slot_starts);
+            bool first = true;
             while (__any_sync(0xffffffffu, !done)) {
                 // the last sequence starting at or before q
                 dmc_u32 s = 0;
-                DMC_UNROLL
-                for (dmc_u32 step = DMC_WARP_SIZE / 2; step > 0; step >>= 1) {
-                    const dmc_u32 st = __shfl_sync(0xffffffffu, start, s + step);
-                    if (s + step < nb && st <= q) s += step;
+                if (first) {
+                    s = upto > 0 ? upto - 1 : 0;
+                    first = false;
+                } else {
+                    DMC_UNROLL
+                    for (dmc_u32 step = DMC_WARP_SIZE / 2; step > 0; step >>= 1) {
+                        const dmc_u32 st = __shfl_sync(0xffffffffu, start, s + step);
+                        if (s + step < nb && st <= q) s += step;
+                    }
                 }
                 const dmc_u32 st = __shfl_sync(0xffffffffu, start, s), sll = __shfl_sync(0xffffffffu, bll, s),
                               soff = __shfl_sync(0xffffffffu, boff, s), slu = __shfl_sync(0xffffffffu, lu, s);
