@@ -620,8 +620,9 @@ struct dmc_lz_tok {
 // its lit bytes from the window at lip_t, then match bytes, each from dist_t bytes before it.
 // The parser has checked every distance against the bytes before its match and every literal
 // position against the window. A warp collective (uniform arguments but `tok`).
-// Round k writes bytes [32 k, 32 k + 32), lane l byte 32 k + l: it finds its token (a binary
-// search over the lanes' starts, by shuffles), then its byte: a literal from the window; a
+// Round k writes bytes [32 k, 32 k + 32), lane l byte 32 k + l: it finds its token (a count of
+// the starts at or before its byte: a bit per start in the round, ORed over the lanes, and the
+// starts of the rounds before), then its byte: a literal from the window; a
 // match byte from before the round from memory (written by an earlier round or before the
 // batch: the __syncwarp at the top of each round orders those stores); a match byte from
 // inside the round from the lane that writes it (always a lower lane: pointer jumping by
@@ -632,17 +633,22 @@ __device__ __forceinline__ void dmc_lz_batch_copy(const dmc_win& w, dmc_u8* out,
     // round's store inside one sector) when that takes no more rounds than a = 0.
     dmc_u32 a = (dmc_u32)((dmc_u64)(out + op0) & 31u);
     if ((a + n + 31) / 32 != (n + 31) / 32) a = 0;
+    // A round's bytes are 32 consecutive ones (lane l: byte v0 - a + l of the batch), so a byte's
+    // token is the count of tokens starting before the round (carried from round to round; none
+    // starts before the first) and in it at or before the byte (one OR over the lanes of a bit
+    // per start in the round), less one: no binary search of dependent shuffles.
+    dmc_u32 before = 0;
+    const dmc_u32 upto_lane = 0xFFFFFFFFu >> (DMC_WARP_SIZE - 1 - lane);
     for (dmc_u32 v0 = 0; v0 < a + n; v0 += DMC_WARP_SIZE) {
         __syncwarp();  // the earlier rounds' and tokens' stores are read below
         const dmc_u32 r0 = v0 > a ? v0 - a : 0;  // the round's first byte
         const bool mine = v0 + lane >= a && v0 + lane - a < n;
         const dmc_u32 r = mine ? v0 + lane - a : r0;
-        dmc_u32 t = 0;
-DMC_UNROLL
-        for (dmc_u32 s = DMC_WARP_SIZE / 2; s > 0; s >>= 1) {
-            const dmc_u32 cs = __shfl_sync(0xffffffffu, tok.start, (int)((t + s) & (DMC_WARP_SIZE - 1)));
-            if (t + s < ntok && cs <= r) t = t + s;
-        }
+        const dmc_u32 rel = tok.start - (v0 - a);  // (v0 - a wraps below 0 in a first round)
+        const dmc_u32 starts = __reduce_or_sync(0xffffffffu, lane < ntok && rel < DMC_WARP_SIZE ? 1u << rel : 0u);
+        const dmc_u32 upto = before + (dmc_u32)__popc(starts & upto_lane);
+        before += (dmc_u32)__popc(starts);
+        const dmc_u32 t = upto > 0 ? upto - 1 : 0;  // (lanes not mine: any token; they load nothing)
         const dmc_u32 k = r - __shfl_sync(0xffffffffu, tok.start, (int)t);
         const dmc_u32 lit = __shfl_sync(0xffffffffu, tok.lit, (int)t);
         const dmc_u32 lip = __shfl_sync(0xffffffffu, tok.lip, (int)t);
