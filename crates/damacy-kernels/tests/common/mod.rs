@@ -300,6 +300,7 @@ pub fn run_bytes_fixtures(device: &Device) -> usize {
 /// (`DecodeConfig::teams` forced each way, on `config()`); the two must agree (bytes, or the
 /// error), and the team's results are returned. Each test thread keeps one decoder per seed and
 /// mode, its buffers reused from call to call as the engine's are.
+#[cfg(feature = "emulate")]
 pub fn decode_teams_and_alone(
     seed: u64,
     inputs: &[ChunkInput<'_>],
