@@ -3,7 +3,9 @@
 // with FEXTRA/FNAME/FCOMMENT/FHCRC, one or more members, CRC32 + ISIZE). No preset dictionaries.
 //
 // Mapping: one warp per stream (a whole gzip/zlib/raw chunk, or one zlib stream of a blosc
-// split); streams of all chunks decode at once. Blocks and symbols are inherently sequential, so:
+// split); streams of all chunks decode at once. A wave of few streams gives each a block of
+// DMC_INFLATE_TEAM warps whose helpers join the stream's warp for its long stored blocks (see
+// dmc_inflate_decode). Blocks and symbols are inherently sequential, so:
 //   - HEADERS ON LANE 0: lane 0 owns a bit reader (a 64-bit LSB-first window refilled with
 //     aligned 4-byte loads, single bytes up to the alignment and at the end, bounds-checked;
 //     bits past the end read as zeros and consuming one is DMC_STATUS_SRC_TRUNCATED) and parses
@@ -61,7 +63,8 @@
 //     (literal): no base/extra lookup per symbol;
 //   - stored blocks are a 32-lane wide copy (dmc_warp_copy_long: from 256 bytes aligned 16-byte
 //     loads and stores, 2 KiB per round, four loads in flight per lane; shorter ones
-//     dmc_warp_copy_wide's aligned 4-byte stores);
+//     dmc_warp_copy_wide's aligned 4-byte stores); in a team, one of 4 KiB or more is copied by
+//     all its warps, the rounds of 2 KiB taken in turn;
 //   - CHECKSUMS read the member's output 512 bytes a step, 16 per lane (one coalesced aligned
 //     16-byte load; single bytes only in the first and last groups). CRC32 (gzip): word k of
 //     lane L's group belongs to sub-stream 4L + k, whose words lie 512 bytes apart; a
@@ -69,7 +72,8 @@
 //     tables built for the member in the (then unused) literal/length table; the sub-streams'
 //     CRCs, shifted by GF(2) multiplication, XOR together across the warp. Adler-32 (zlib): per
 //     lane sums of the bytes and of position × byte (mod 65521 each step), a warp reduction.
-// No spin-waits between warps: warps never share state. No per-thread array is indexed at run
+// No spin-waits between warps: a team's warps share only the leader's command, read between
+// two block barriers; other warps never share state. No per-thread array is indexed at run
 // time (ptxas would put it in local memory: a 0-byte stack frame, checked by nvrtc_compile's log).
 //
 // Shared memory: DMC_INFLATE_WARPS_PER_BLOCK × sizeof(dmc_inflate_smem) (≈ 8.7 KiB per warp).
