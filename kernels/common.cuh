@@ -331,41 +331,6 @@ __device__ __forceinline__ dmc_u64 dmc_win8_bits64(const dmc_win8& w, dmc_u64 po
     return (dmc_u64)__funnelshift_r(lo, mid, rel & 31) | ((dmc_u64)__funnelshift_r(mid, hi, rel & 31) << 32);
 }
 
-// Literal runs at least this long are copied with 4-byte stores (below it, one byte per lane).
-#define DMC_WIN_WIDE_COPY 96
-
-// Copies stream bytes [p, p + n) to out[0, n) from the window (moved as the copy advances).
-// Short runs: one byte per lane, 32 bytes per round. Runs of DMC_WIN_WIDE_COPY bytes or more:
-// the bytes before out's first 4-byte boundary (head < 4) and after its last (tail < 4) one per
-// lane, the words between as aligned 4-byte stores, 31 per round (124 bytes: the window holds
-// them at any alignment), lane l's word from the two window words holding its 4 bytes (two
-// shuffles and a funnel shift).
-__device__ __forceinline__ void dmc_win_copy(dmc_win* w, dmc_u32 p, dmc_u32 n, dmc_u8* out,
-                                             dmc_u32 lane) {
-    dmc_u32 j = 0;
-    if (n >= DMC_WIN_WIDE_COPY) {
-        const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)out) & 3u;
-        const dmc_u32 end = head + ((n - head) & ~3u);  // the tail starts here
-        dmc_win_need(w, p, head, lane);
-        const dmc_u32 b = dmc_win_get(*w, p + lane);
-        if (lane < head) out[lane] = (dmc_u8)b;
-        for (j = head; j < end; j += 4 * (DMC_WARP_SIZE - 1)) {
-            const dmc_u32 m = dmc_min_u32(end - j, 4 * (DMC_WARP_SIZE - 1));
-            dmc_win_need(w, p + j, m, lane);
-            const dmc_u32 off = p + j + 4 * lane + w->mis - w->start;
-            const dmc_u32 lo = __shfl_sync(0xffffffffu, w->word, (int)((off >> 2) & (DMC_WARP_SIZE - 1)));
-            const dmc_u32 hi = __shfl_sync(0xffffffffu, w->word, (int)(((off >> 2) + 1) & (DMC_WARP_SIZE - 1)));
-            if (4 * lane < m) *(dmc_u32*)(out + j + 4 * lane) = __funnelshift_r(lo, hi, 8 * (off & 3u));
-        }
-        j = end;  // the tail: fewer than 4 bytes, one round below
-    }
-    for (; j < n; j += DMC_WARP_SIZE) {
-        dmc_win_need(w, p + j, dmc_min_u32(n - j, DMC_WARP_SIZE), lane);
-        const dmc_u32 b = dmc_win_get(*w, p + j + lane);
-        if (j + lane < n) out[j + lane] = (dmc_u8)b;
-    }
-}
-
 // ---- LZ77 match copy (the LZ4 and BloscLZ decoders) ----
 // Matches at least this long are copied with 16-byte stores (below it, one byte per lane).
 #define DMC_LZ_WIDE_MATCH 64
@@ -430,6 +395,91 @@ DMC_UNROLL
 __device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_u32x4& hi, dmc_u32 sh) {
     dmc_u32 x[8] = {lo.w[0], lo.w[1], lo.w[2], lo.w[3], hi.w[0], hi.w[1], hi.w[2], hi.w[3]};
     return dmc_shift16_words(x, sh);
+}
+
+// A round of a 16-byte shifted copy (all 32 lanes): lane l < m stores at d + 16 l (16-byte
+// aligned) the 16 bytes that start sh bytes into its vector v, the rest from the next lane's
+// (the round's source: the vectors the lanes loaded, lane l's 16 l bytes after the first).
+__device__ __forceinline__ void dmc_shifted_store16(dmc_u8* d, const dmc_u32x4& v, dmc_u32 sh, dmc_u32 m,
+                                                    dmc_u32 lane) {
+    dmc_u32 x[8];
+DMC_UNROLL
+    for (dmc_u32 i = 0; i < 4; i++) {
+        x[i] = v.w[i];
+        x[i + 4] = __shfl_down_sync(0xffffffffu, v.w[i], 1);
+    }
+    const dmc_u32x4 o = dmc_shift16_words(x, sh);
+    if (lane < m) dmc_store16(d + 16 * lane, o);
+}
+
+// All 32 lanes of a warp: d[0, n) = s[0, n), where the bytes of [lo, hi) (which hold s[0, n))
+// are readable and no lane writes them meanwhile (d's bytes are not among them). d's bytes
+// before its first 16-byte boundary and after its last one go one per lane (one request); the
+// 16-byte words between in rounds of 31: lane l loads the aligned 16 bytes at (s's first
+// body byte rounded down to 16) + 16 l (one load request per round, 32 lanes) and stores its
+// word shifted together from its own and the next lane's vector (four shuffles). A vector
+// reaching outside [lo, hi) is read byte by byte (the stream's first and last 16 bytes).
+__device__ __forceinline__ void dmc_copy16_in(dmc_u8* d, const dmc_u8* s, dmc_u32 n, const dmc_u8* lo,
+                                              const dmc_u8* hi, dmc_u32 lane) {
+    const dmc_u32 head = dmc_min_u32((0u - (dmc_u32)(dmc_u64)d) & 15u, n);
+    const dmc_u32 body = (n - head) & ~15u;
+    const dmc_u32 tail = n - head - body;
+    if (lane < head + tail) {
+        const dmc_u32 j = lane < head ? lane : body + lane;
+        d[j] = s[j];
+    }
+    const dmc_u64 sb = (dmc_u64)(s + head);
+    const dmc_u8* a = (const dmc_u8*)(sb & ~(dmc_u64)15);
+    const dmc_u32 sh = (dmc_u32)(sb & 15u);
+    for (dmc_u32 k = 0; k < body; k += 16 * (DMC_WARP_SIZE - 1)) {
+        const dmc_u32 m = dmc_min_u32(body - k, 16 * (DMC_WARP_SIZE - 1)) / 16;  // storing lanes
+        dmc_u32x4 v = {{0, 0, 0, 0}};
+        if (lane < m || (lane == m && sh != 0)) v = dmc_load16_in(a + k + 16 * lane, lo, hi);
+        dmc_shifted_store16(d + head + k, v, sh, m, lane);
+    }
+}
+
+// Literal runs at least this long are copied with 4-byte stores (below it, one byte per lane).
+#define DMC_WIN_WIDE_COPY 96
+// Literal runs at least this long are copied from the input itself, not through the window, in
+// rounds of 16-byte loads and stores (dmc_copy16_in: 496 bytes and one load request a round,
+// where the window's rounds move 124 bytes and refill it with a load request each).
+#define DMC_WIN_COPY16_MIN 256
+
+// Copies stream bytes [p, p + n) to out[0, n) from the window (moved as the copy advances).
+// Short runs: one byte per lane, 32 bytes per round. Runs of DMC_WIN_WIDE_COPY bytes or more:
+// the bytes before out's first 4-byte boundary (head < 4) and after its last (tail < 4) one per
+// lane, the words between as aligned 4-byte stores, 31 per round (124 bytes: the window holds
+// them at any alignment), lane l's word from the two window words holding its 4 bytes (two
+// shuffles and a funnel shift).
+__device__ __forceinline__ void dmc_win_copy(dmc_win* w, dmc_u32 p, dmc_u32 n, dmc_u8* out,
+                                             dmc_u32 lane) {
+    if (n >= DMC_WIN_COPY16_MIN) {
+        dmc_copy16_in(out, w->src + p, n, w->src, w->src + w->len, lane);  // the window stays
+        return;
+    }
+    dmc_u32 j = 0;
+    if (n >= DMC_WIN_WIDE_COPY) {
+        const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)out) & 3u;
+        const dmc_u32 end = head + ((n - head) & ~3u);  // the tail starts here
+        dmc_win_need(w, p, head, lane);
+        const dmc_u32 b = dmc_win_get(*w, p + lane);
+        if (lane < head) out[lane] = (dmc_u8)b;
+        for (j = head; j < end; j += 4 * (DMC_WARP_SIZE - 1)) {
+            const dmc_u32 m = dmc_min_u32(end - j, 4 * (DMC_WARP_SIZE - 1));
+            dmc_win_need(w, p + j, m, lane);
+            const dmc_u32 off = p + j + 4 * lane + w->mis - w->start;
+            const dmc_u32 lo = __shfl_sync(0xffffffffu, w->word, (int)((off >> 2) & (DMC_WARP_SIZE - 1)));
+            const dmc_u32 hi = __shfl_sync(0xffffffffu, w->word, (int)(((off >> 2) + 1) & (DMC_WARP_SIZE - 1)));
+            if (4 * lane < m) *(dmc_u32*)(out + j + 4 * lane) = __funnelshift_r(lo, hi, 8 * (off & 3u));
+        }
+        j = end;  // the tail: fewer than 4 bytes, one round below
+    }
+    for (; j < n; j += DMC_WARP_SIZE) {
+        dmc_win_need(w, p + j, dmc_min_u32(n - j, DMC_WARP_SIZE), lane);
+        const dmc_u32 b = dmc_win_get(*w, p + j + lane);
+        if (j + lane < n) out[j + lane] = (dmc_u8)b;
+    }
 }
 
 // Copies part `part` of `parts` of len bytes src -> dst with the block's threads (t of nt; every
@@ -580,14 +630,7 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         const dmc_u32 sh = (dmc_u32)(s & 15u);
         dmc_u32x4 v = {{0, 0, 0, 0}};
         if (lane <= n) v = dmc_load16_from(a + 16 * lane, out);
-        dmc_u32 x[8];
-DMC_UNROLL
-        for (dmc_u32 i = 0; i < 4; i++) {
-            x[i] = v.w[i];
-            x[i + 4] = __shfl_down_sync(0xffffffffu, v.w[i], 1);
-        }
-        const dmc_u32x4 o = dmc_shift16_words(x, sh);
-        if (lane < n) dmc_store16(to + head + k + 16 * lane, o);  // aligned: to + head is
+        dmc_shifted_store16(to + head + k, v, sh, n, lane);
     }
 }
 

@@ -75,7 +75,9 @@
 //     and RLE blocks) go out as aligned 4-byte stores, 512 bytes per round with four loads in
 //     flight per lane, each word shifted together from the two aligned source words it spans
 //     (dmc_warp_copy_wide; raw blocks and last literals of 256 bytes or more as 16-byte loads
-//     and stores, 2 KiB per round: dmc_warp_copy_long), the literals before the match with a
+//     and stores, 2 KiB per round: dmc_warp_copy_long; matches of 256 bytes or more that do
+//     not overlap their source in rounds of 496 bytes, one 16-byte load per lane, each word
+//     shifted together with the next lane's: dmc_zstd_far_match), the literals before the match with a
 //     __syncwarp between; a match of 128 bytes or more that overlaps its source (a run: a label
 //     image's constant regions) never joins a batch (there each of its bytes would be resolved
 //     through the batch's sequences, a binary search of shuffles per step): a period under 128
@@ -934,9 +936,18 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 // for dmc_zstd_match; shorter ones stay (a batch resolves their bytes with the batch's others).
 #define DMC_ZSTD_RUN_MIN 128u
 
+// Matches this long or longer that do not overlap their source go in dmc_lz_match_copy's rounds
+// of 16-byte loads (one load request per 496 bytes, a call: dmc_zstd_far_match); shorter ones
+// with dmc_warp_copy_wide's 4-byte words, inline (a call for a round or two's copy would cost
+// more than it saves).
+#define DMC_ZSTD_FAR_MIN 256u
+
 // Match copy: out[op..op+len) = the bytes `dist` back, overlap-safe (byte j comes from
 // op-dist+(j mod dist), always before op). The caller synchronised the warp first.
-// A long match that overlaps its source (dist < len: a run, e.g. a label image's constant
+// A long match that does not overlap its source (dist >= len) goes in dmc_lz_match_copy's rounds
+// of aligned 16-byte loads and stores (one load request per 496 bytes, each lane's word shifted
+// together from its own and the next lane's; dmc_warp_copy_wide's 4-byte words took four per
+// 512 bytes). A long match that overlaps its source (dist < len: a run, e.g. a label image's constant
 // regions at distance 2 or 4) with a period under DMC_LZ_PATTERN_DIST goes through
 // dmc_lz_match_copy's pattern path: the pattern is loaded once into a word per lane and the run
 // stored as aligned 16-byte words without further loads. A longer period grows by doubling: the
@@ -946,8 +957,18 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 // kernel's registers here), a __syncwarp between
 // (each reads what the last one wrote). One byte per lane and round took len / 32 rounds, each
 // waiting for its load.
+// The far copy is a call: inlined in the sequence loop (the kernel is at its bound of 128
+// registers) ptxas spilled 20 bytes of the loop's state on sm_80.
+__device__ __noinline__ void dmc_zstd_far_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
+    dmc_lz_match_copy(out, op, dist, len, lane, false);
+}
+
 __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
-    if (len >= DMC_ZSTD_WIDE_MIN && dist < len) {
+    if (len >= DMC_ZSTD_WIDE_MIN) {
+        if (dist >= len) {
+            dmc_zstd_far_match(out, op, dist, len, lane);
+            return;
+        }
         if (dist < DMC_LZ_PATTERN_DIST) {
             dmc_lz_match_copy(out, op, dist, len, lane, false);  // see small_period there
             return;
@@ -1822,29 +1843,27 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_exec(dmc_u8* out, dmc_u32 out_le
         const dmc_u32 op = __shfl_sync(0xffffffffu, sop, s), sll = __shfl_sync(0xffffffffu, ll, s);
         const dmc_u32 sml = __shfl_sync(0xffffffffu, ml, s), soff = __shfl_sync(0xffffffffu, off, s);
         L->used = __shfl_sync(0xffffffffu, lu, s);
-        const bool wide_lits = sll >= DMC_ZSTD_WIDE_MIN, wide_match = sml >= DMC_ZSTD_WIDE_MIN && soff >= sml;
+        // literals of DMC_ZSTD_WIDE_MIN or more from the input, or in the tail and not close
+        // behind the front, go with aligned 4-byte stores; else in rounds (dmc_zstd_copy_lits:
+        // in-tail literals that the copy may overlap)
+        const bool wide_lits = sll >= DMC_ZSTD_WIDE_MIN && L->kind != 1 &&
+                               (L->kind != 2 || L->tail + L->used - op >= sll + sml);
+        // a match of DMC_ZSTD_WIDE_MIN to DMC_ZSTD_FAR_MIN bytes that does not overlap its source
+        // likewise (longer ones: dmc_zstd_match's 16-byte rounds)
+        const bool near_match = sml >= DMC_ZSTD_WIDE_MIN && sml < DMC_ZSTD_FAR_MIN && soff >= sml;
         __syncwarp();  // the earlier sequences' bytes are visible to every lane
-        if (L->kind != 2 || L->tail + L->used - op >= sll + sml) {
-            // a long literal run or a long match without overlap: the literals, then the match
-            // (its source may be these literals: a __syncwarp between), each long part with
-            // aligned 4-byte stores (one call site: fewer live registers)
-            for (dmc_u32 part = 0; part < 2; part++) {
-                const bool lits = part == 0;
-                if (lits ? (wide_lits && L->kind != 1) : wide_match) {
-                    dmc_warp_copy_wide(out + (lits ? op : op + sll), lits ? L->src + L->used : out + op + sll - soff,
-                                       lits ? sll : sml, lane);
-                } else if (lits) {
-                    dmc_zstd_copy_lits(out, op, L, sll, lane, false);
-                } else {
-                    dmc_zstd_match(out, op + sll, soff, sml, lane);
-                }
-                __syncwarp();
+        // the literals, then the match (its source may be these literals: a __syncwarp between);
+        // one call site each: fewer live registers
+        for (dmc_u32 part = 0; part < 2; part++) {
+            if (part == 0 ? wide_lits : near_match) {
+                dmc_warp_copy_wide(out + op + (part == 0 ? 0 : sll), part == 0 ? L->src + L->used : out + op + sll - soff,
+                                   part == 0 ? sll : sml, lane);
+            } else if (part == 0) {
+                dmc_zstd_copy_lits(out, op, L, sll, lane, false);
+            } else {
+                dmc_zstd_match(out, op + sll, soff, sml, lane);
             }
-        } else {
-            // the front is close behind the in-tail literals: literals first, in rounds
-            dmc_zstd_copy_lits(out, op, L, sll, lane, false);
-            __syncwarp();  // this match reads bytes other lanes just wrote
-            dmc_zstd_match(out, op + sll, soff, sml, lane);
+            __syncwarp();
         }
         s++;
     }
