@@ -48,7 +48,10 @@
 //     order exactly.
 //     Each round covers 32 candidate bits, so ~3-4 symbols of 8-9 bits: the model charges one
 //     shared request per round, where the serial decode paid one per symbol plus a global
-//     request per input byte and per literal;
+//     request per input byte and per literal. After a round whose chain held two literals or
+//     more the next covers 64 (lane i also decodes the symbol at pos + 32 + i; the jump steps
+//     shuffle both halves, dmc_inf_chain<true>): a smooth field's literal runs in about half
+//     the rounds, while a label image's rounds (a match, at most a literal before it) stay at 32;
 //   - TABLE BUILDS ON ALL 32 LANES (dmc_inf_build; literal/length: 10-bit root, distance: 8-bit
 //     root, two-level libdeflate-style tables, subtables up to 15 bits): lane i holds the code
 //     lengths of symbols i, i + 32, ... in one register; four bit-plane ballots per 32 symbols
@@ -864,6 +867,13 @@ __device__ __forceinline__ dmc_u32 dmc_inf_jump(dmc_u32 j) {
     return j < 32 ? t : j;
 }
 
+// The same over 64 offsets, lane l holding offsets l (ja) and 32 + l (jb): offset p's jump.
+__device__ __forceinline__ dmc_u32 dmc_inf_jump64(dmc_u32 ja, dmc_u32 jb, dmc_u32 p) {
+    const dmc_u32 ta = __shfl_sync(DMC_INF_FULL, ja, (int)(p & 31));
+    const dmc_u32 tb = __shfl_sync(DMC_INF_FULL, jb, (int)(p & 31));
+    return p < 32 ? ta : p < 64 ? tb : p;
+}
+
 // The run: up to 128 decoded bytes held in registers, 4 per lane (lane L holds slots 4L..4L+3,
 // slot b of a lane in bits 8b..8b+7 of `mine`). Slot 0 lies at output position base - head,
 // a 4-byte aligned address; slots [head, head + len) hold out[base, base + len). A match byte
@@ -1004,6 +1014,72 @@ __device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_inf_run* r, dmc_u
     r->len = 0;
 }
 
+// A round's chain of symbols from stream bit pos (all lanes): lane i looks up the root entry of
+// the symbol that would start at bit pos + i (and, WIDE, pos + 32 + i: two shared requests), the
+// real chain from pos is found by pointer doubling over those 32 (64) candidate offsets
+// (successor = offset + code length for a literal; the chain ends at any other symbol, a
+// subtable pointer included) and lane k learns the offset of the chain's k-th symbol (*at; >= 32
+// (64): not in the round) and its root entry (*ek); *va / *vb: the 32 stream bits at pos + i and
+// pos + 32 + i (WIDE only) for a subtable lookup. Moves the window to hold the bits read.
+template <bool WIDE>
+__device__ __forceinline__ void dmc_inf_chain(const dmc_inflate_smem* sm, dmc_win8* win, dmc_u64 pos, dmc_u32 lane,
+                                              dmc_u32* at_o, dmc_u32* ek_o, dmc_u32* va_o, dmc_u32* vb_o) {
+    const dmc_u32 mask = (1u << DMC_INF_LITLEN_BITS) - 1;
+    dmc_u32 at = 0, t;
+    if (WIDE) {
+        dmc_win_need(win, (dmc_u32)(pos >> 3), 13, lane);  // bits pos .. pos + 63 + 32
+        const dmc_u64 v2 = dmc_win8_bits64(*win, pos + lane);
+        const dmc_u32 va = (dmc_u32)v2, vb = (dmc_u32)(v2 >> 32);
+        const dmc_u32 ea = sm->litlen[va & mask], eb = sm->litlen[vb & mask];
+        const dmc_u32 ja0 =
+            (ea & DMC_INF_ENT_SYM) && ((ea >> 28) & 3) == DMC_INF_KIND_LIT ? lane + ((ea >> 16) & 31) : 255;
+        const dmc_u32 jb0 =
+            (eb & DMC_INF_ENT_SYM) && ((eb >> 28) & 3) == DMC_INF_KIND_LIT ? 32 + lane + ((eb >> 16) & 31) : 255;
+        const dmc_u32 ja1 = dmc_inf_jump64(ja0, jb0, ja0), jb1 = dmc_inf_jump64(ja0, jb0, jb0);
+        const dmc_u32 ja2 = dmc_inf_jump64(ja1, jb1, ja1), jb2 = dmc_inf_jump64(ja1, jb1, jb1);
+        const dmc_u32 ja3 = dmc_inf_jump64(ja2, jb2, ja2), jb3 = dmc_inf_jump64(ja2, jb2, jb2);
+        const dmc_u32 ja4 = dmc_inf_jump64(ja3, jb3, ja3), jb4 = dmc_inf_jump64(ja3, jb3, jb3);
+        t = dmc_inf_jump64(ja0, jb0, at);
+        if ((lane & 1) && at < 64) at = t;
+        t = dmc_inf_jump64(ja1, jb1, at);
+        if ((lane & 2) && at < 64) at = t;
+        t = dmc_inf_jump64(ja2, jb2, at);
+        if ((lane & 4) && at < 64) at = t;
+        t = dmc_inf_jump64(ja3, jb3, at);
+        if ((lane & 8) && at < 64) at = t;
+        t = dmc_inf_jump64(ja4, jb4, at);
+        if ((lane & 16) && at < 64) at = t;
+        const dmc_u32 eka = __shfl_sync(DMC_INF_FULL, ea, (int)(at & 31));
+        const dmc_u32 ekb = __shfl_sync(DMC_INF_FULL, eb, (int)(at & 31));
+        *ek_o = at < 32 ? eka : ekb;
+        *va_o = va;
+        *vb_o = vb;
+    } else {
+        dmc_win_need(win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
+        const dmc_u32 v = dmc_win8_bits32(*win, pos + lane);
+        const dmc_u32 e = sm->litlen[v & mask];
+        const dmc_u32 j0 = (e & DMC_INF_ENT_SYM) && ((e >> 28) & 3) == DMC_INF_KIND_LIT ? lane + ((e >> 16) & 31) : 255;
+        const dmc_u32 j1 = dmc_inf_jump(j0);
+        const dmc_u32 j2 = dmc_inf_jump(j1);
+        const dmc_u32 j3 = dmc_inf_jump(j2);
+        const dmc_u32 j4 = dmc_inf_jump(j3);
+        t = __shfl_sync(DMC_INF_FULL, j0, (int)(at & 31));
+        if ((lane & 1) && at < 32) at = t;
+        t = __shfl_sync(DMC_INF_FULL, j1, (int)(at & 31));
+        if ((lane & 2) && at < 32) at = t;
+        t = __shfl_sync(DMC_INF_FULL, j2, (int)(at & 31));
+        if ((lane & 4) && at < 32) at = t;
+        t = __shfl_sync(DMC_INF_FULL, j3, (int)(at & 31));
+        if ((lane & 8) && at < 32) at = t;
+        t = __shfl_sync(DMC_INF_FULL, j4, (int)(at & 31));
+        if ((lane & 16) && at < 32) at = t;
+        *ek_o = __shfl_sync(DMC_INF_FULL, e, (int)(at & 31));
+        *va_o = v;
+        *vb_o = 0;
+    }
+    *at_o = at;
+}
+
 struct dmc_inf_huff_res {
     dmc_u64 pos;  // the bit after the end-of-block code (or where the error was found)
     dmc_u32 op;   // output bytes written
@@ -1042,10 +1118,13 @@ __device__ __forceinline__ dmc_u32 dmc_inf_match(const dmc_inflate_smem* sm, dmc
 // All lanes: decodes one Huffman block's symbols from stream bit `pos` (<= 8 * in_len) through
 // the shared tables, writing out[op, ...). Each round:
 //   1. lane i looks up the root entry of the symbol that would start at bit pos + i (one
-//      shared request for the warp);
-//   2. the real chain of symbols from pos is found by pointer doubling over the 32 candidate
-//      offsets (successor = offset + code length for a literal; a run ends at any other
-//      symbol, a subtable pointer included): lane k learns the offset of the chain's k-th
+//      shared request for the warp), and of the one at pos + 32 + i when the round before
+//      held two literals or more (a second request: a round then covers 64 bits, a smooth
+//      field's literal runs in half the rounds, where a label image's rounds, a match after
+//      at most one literal, keep the cheaper 32; dmc_inf_chain);
+//   2. the real chain of symbols from pos is found by pointer doubling over the 32 (64)
+//      candidate offsets (successor = offset + code length for a literal; a run ends at any
+//      other symbol, a subtable pointer included): lane k learns the offset of the chain's k-th
 //      symbol; a subtable pointer after the chain's literals is looked up for that symbol
 //      alone (a literal of a long code joins the run and the next round starts after it);
 //   3. the chain's literals join a run of up to 128 decoded bytes held in registers (4 per
@@ -1074,34 +1153,18 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
     run.pd01 = 0;
     run.pd23 = 0;
     dmc_u32 st = DMC_STATUS_OK;
+    bool wide = false;
     for (;;) {
-        dmc_win_need(&win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
-        const dmc_u32 v = dmc_win8_bits32(win, pos + lane);
-        // Root entries only: a subtable pointer ends the chain like a non-literal, and only the
-        // chain's own symbol is looked up in its subtable (below), not every lane's candidate.
-        const dmc_u32 e = sm->litlen[v & ((1u << DMC_INF_LITLEN_BITS) - 1)];
-        const dmc_u32 tl = (e & DMC_INF_ENT_SYM) ? (e >> 16) & 31 : 0;
-        const bool lit = (e & DMC_INF_ENT_SYM) && ((e >> 28) & 3) == DMC_INF_KIND_LIT;
-        const dmc_u32 j0 = lit ? lane + tl : 255;
-        const dmc_u32 j1 = dmc_inf_jump(j0);
-        const dmc_u32 j2 = dmc_inf_jump(j1);
-        const dmc_u32 j3 = dmc_inf_jump(j2);
-        const dmc_u32 j4 = dmc_inf_jump(j3);
-        // lane k: the offset of the chain's k-th symbol, j0^k(0) (>= 32: not in this round)
-        dmc_u32 at = 0, t;
-        t = __shfl_sync(DMC_INF_FULL, j0, (int)(at & 31));
-        if ((lane & 1) && at < 32) at = t;
-        t = __shfl_sync(DMC_INF_FULL, j1, (int)(at & 31));
-        if ((lane & 2) && at < 32) at = t;
-        t = __shfl_sync(DMC_INF_FULL, j2, (int)(at & 31));
-        if ((lane & 4) && at < 32) at = t;
-        t = __shfl_sync(DMC_INF_FULL, j3, (int)(at & 31));
-        if ((lane & 8) && at < 32) at = t;
-        t = __shfl_sync(DMC_INF_FULL, j4, (int)(at & 31));
-        if ((lane & 16) && at < 32) at = t;
-        const bool in = at < 32;
-        const dmc_u32 ek = __shfl_sync(DMC_INF_FULL, e, (int)(at & 31));
-        const dmc_u32 after = at + __shfl_sync(DMC_INF_FULL, tl, (int)(at & 31));  // offset after it
+        // the chain of symbols from pos over the round's 32 bits, or 64 after a round whose
+        // chain was literals to its end (a long literal run)
+        dmc_u32 at, ek, va, vb;
+        if (wide) {
+            dmc_inf_chain<true>(sm, &win, pos, lane, &at, &ek, &va, &vb);
+        } else {
+            dmc_inf_chain<false>(sm, &win, pos, lane, &at, &ek, &va, &vb);
+        }
+        const bool in = at < (wide ? 64u : 32u);
+        const dmc_u32 after = at + ((ek & DMC_INF_ENT_SYM) ? (ek >> 16) & 31 : 0);  // offset after it
         const bool litk = in && (ek & DMC_INF_ENT_SYM) && ((ek >> 28) & 3) == DMC_INF_KIND_LIT;
         // The chain's literals are a prefix of it; then one other symbol, or the window's end.
         const dmc_u32 nlit = (dmc_u32)__popc(__ballot_sync(DMC_INF_FULL, litk));
@@ -1134,13 +1197,17 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
             break;
         }
         if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
+        wide = nlit >= 2;  // literals in the chain: the next round reads 64 bits (a label image, none)
         if (take < nlit || nlit == nin) continue;  // the run filled up, or the round's bits ended
         // The chain's symbol after its literals is not a literal in the root: a length, the
         // end of the block, a bad symbol, no code, or a subtable pointer, looked up here (the
         // same address on every lane: one request) from the 32 bits at the symbol's offset.
         dmc_u32 x = __shfl_sync(DMC_INF_FULL, ek, (int)(nlit & 31));
         if (x & DMC_INF_ENT_SUB) {
-            const dmc_u32 xv = __shfl_sync(DMC_INF_FULL, v, (int)(__shfl_sync(DMC_INF_FULL, at, (int)(nlit & 31)) & 31));
+            const dmc_u32 ax = __shfl_sync(DMC_INF_FULL, at, (int)(nlit & 31));
+            const dmc_u32 xva = __shfl_sync(DMC_INF_FULL, va, (int)(ax & 31));
+            const dmc_u32 xvb = __shfl_sync(DMC_INF_FULL, vb, (int)(ax & 31));
+            const dmc_u32 xv = ax < 32 ? xva : xvb;
             x = sm->litlen[(x & 0xFFFF) + ((xv >> DMC_INF_LITLEN_BITS) & ((1u << ((x >> 16) & 0xFF)) - 1))];
         }
         const dmc_u32 xl = (x & DMC_INF_ENT_SYM) ? (x >> 16) & 31 : 0;
