@@ -1156,7 +1156,7 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
     bool wide = false;
     for (;;) {
         // the chain of symbols from pos over the round's 32 bits, or 64 after a round whose
-        // chain was literals to its end (a long literal run)
+        // chain held two literals or more
         dmc_u32 at, ek, va, vb;
         if (wide) {
             dmc_inf_chain<true>(sm, &win, pos, lane, &at, &ek, &va, &vb);
