@@ -18,9 +18,10 @@
 //     registers (common.cuh's dmc_win8: one 8-byte word per lane, refilled with one aligned
 //     coalesced 8-byte load per lane, 32 bits read with three shuffles and a funnel shift). Each round lane i decodes, speculatively,
 //     the literal/length symbol that would start at bit pos + i (one shared root-table lookup
-//     for the warp); pointer doubling over those 32 candidates (5 shuffle steps on successor =
-//     offset + code length, a non-literal or a subtable pointer ending the chain) gives lane k
-//     the offset of the chain's k-th real symbol; a subtable pointer ending the chain is looked
+//     for the warp); a walk over those 32 candidates (successor = offset + code length, a
+//     non-literal or a subtable pointer ending the chain; one shuffle a symbol, every lane
+//     following the same offset) gives lane k the offset of the chain's k-th real symbol; a
+//     subtable pointer ending the chain is looked
 //     up for that symbol alone (one broadcast request, only when the real chain meets a long
 //     code, not whenever one of the 32 speculative candidates does). The chain's literals join a run of up to 128 output bytes held
 //     in registers, 4 per lane (placed by shuffles from the chain's k-th lane at the run's
@@ -49,9 +50,11 @@
 //     Each round covers 32 candidate bits, so ~3-4 symbols of 8-9 bits: the model charges one
 //     shared request per round, where the serial decode paid one per symbol plus a global
 //     request per input byte and per literal. After a round whose chain held two literals or
-//     more the next covers 64 (lane i also decodes the symbol at pos + 32 + i; the jump steps
-//     shuffle both halves, dmc_inf_chain<true>): a smooth field's literal runs in about half
-//     the rounds, while a label image's rounds (a match, at most a literal before it) stay at 32;
+//     more the next covers 64 (lane i also decodes the symbol at pos + 32 + i, and the chain's
+//     first 16 symbols are found by pointer doubling over the 64 offsets: three doubling steps
+//     and four lifting steps, each shuffling both halves, dmc_inf_chain<true>): a smooth
+//     field's literal runs in about half the rounds, while a label image's rounds (a match, at
+//     most a literal before it) stay at 32 and walk a chain of one or two symbols;
 //   - TABLE BUILDS ON ALL 32 LANES (dmc_inf_build; literal/length: 10-bit root, distance: 8-bit
 //     root, two-level libdeflate-style tables, subtables up to 15 bits): lane i holds the code
 //     lengths of symbols i, i + 32, ... in one register; four bit-plane ballots per 32 symbols
@@ -860,14 +863,8 @@ __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
 
 #define DMC_INF_FULL 0xFFFFFFFFu
 
-// One step of pointer doubling over the window's offsets: j∘j, where offsets >= 32 (out of
-// the window, or 255: the run ends) stay where they are.
-__device__ __forceinline__ dmc_u32 dmc_inf_jump(dmc_u32 j) {
-    const dmc_u32 t = __shfl_sync(DMC_INF_FULL, j, (int)(j & 31));
-    return j < 32 ? t : j;
-}
-
-// The same over 64 offsets, lane l holding offsets l (ja) and 32 + l (jb): offset p's jump.
+// One step of pointer doubling over 64 offsets, lane l holding offsets l (ja) and 32 + l (jb):
+// offset p's jump, where offsets >= 64 (255: the run ends) stay where they are.
 __device__ __forceinline__ dmc_u32 dmc_inf_jump64(dmc_u32 ja, dmc_u32 jb, dmc_u32 p) {
     const dmc_u32 ta = __shfl_sync(DMC_INF_FULL, ja, (int)(p & 31));
     const dmc_u32 tb = __shfl_sync(DMC_INF_FULL, jb, (int)(p & 31));
@@ -1016,17 +1013,18 @@ __device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_inf_run* r, dmc_u
 
 // A round's chain of symbols from stream bit pos (all lanes): lane i looks up the root entry of
 // the symbol that would start at bit pos + i (and, WIDE, pos + 32 + i: two shared requests), the
-// real chain from pos is found by pointer doubling over those 32 (64) candidate offsets
-// (successor = offset + code length for a literal; the chain ends at any other symbol, a
-// subtable pointer included) and lane k learns the offset of the chain's k-th symbol (*at; >= 32
-// (64): not in the round) and its root entry (*ek); *va / *vb: the 32 stream bits at pos + i and
+// real chain from pos is found (WIDE: by pointer doubling over the 64 candidate offsets; else by
+// a walk over the 32, one symbol a step) (successor = offset + code length for a literal; the
+// chain ends at any other symbol, a subtable pointer included) and lane k learns the offset of
+// the chain's k-th symbol (*at; >= 32 (64): not in the round) and its root entry (*ek); *va / *vb: the 32 stream bits at pos + i and
 // pos + 32 + i (WIDE only) for a subtable lookup. Moves the window to hold the bits read.
 template <bool WIDE>
 __device__ __forceinline__ void dmc_inf_chain(const dmc_inflate_smem* sm, dmc_win8* win, dmc_u64 pos, dmc_u32 lane,
                                               dmc_u32* at_o, dmc_u32* ek_o, dmc_u32* va_o, dmc_u32* vb_o) {
     const dmc_u32 mask = (1u << DMC_INF_LITLEN_BITS) - 1;
-    dmc_u32 at = 0, t;
+    dmc_u32 at = 0;
     if (WIDE) {
+        dmc_u32 t;
         dmc_win_need(win, (dmc_u32)(pos >> 3), 13, lane);  // bits pos .. pos + 63 + 32
         const dmc_u64 v2 = dmc_win8_bits64(*win, pos + lane);
         const dmc_u32 va = (dmc_u32)v2, vb = (dmc_u32)(v2 >> 32);
@@ -1038,7 +1036,6 @@ __device__ __forceinline__ void dmc_inf_chain(const dmc_inflate_smem* sm, dmc_wi
         const dmc_u32 ja1 = dmc_inf_jump64(ja0, jb0, ja0), jb1 = dmc_inf_jump64(ja0, jb0, jb0);
         const dmc_u32 ja2 = dmc_inf_jump64(ja1, jb1, ja1), jb2 = dmc_inf_jump64(ja1, jb1, jb1);
         const dmc_u32 ja3 = dmc_inf_jump64(ja2, jb2, ja2), jb3 = dmc_inf_jump64(ja2, jb2, jb2);
-        const dmc_u32 ja4 = dmc_inf_jump64(ja3, jb3, ja3), jb4 = dmc_inf_jump64(ja3, jb3, jb3);
         t = dmc_inf_jump64(ja0, jb0, at);
         if ((lane & 1) && at < 64) at = t;
         t = dmc_inf_jump64(ja1, jb1, at);
@@ -1047,8 +1044,10 @@ __device__ __forceinline__ void dmc_inf_chain(const dmc_inflate_smem* sm, dmc_wi
         if ((lane & 4) && at < 64) at = t;
         t = dmc_inf_jump64(ja3, jb3, at);
         if ((lane & 8) && at < 64) at = t;
-        t = dmc_inf_jump64(ja4, jb4, at);
-        if ((lane & 16) && at < 64) at = t;
+        // the chain's first 16 symbols: lanes 16 and up are out of the round, which then ends
+        // after 16 literals at most (a chain of more, codes of 4 bits or fewer, goes on in the
+        // next round); one doubling level and one step fewer than 32 would take
+        if (lane >= 16) at = 255;
         const dmc_u32 eka = __shfl_sync(DMC_INF_FULL, ea, (int)(at & 31));
         const dmc_u32 ekb = __shfl_sync(DMC_INF_FULL, eb, (int)(at & 31));
         *ek_o = at < 32 ? eka : ekb;
@@ -1059,20 +1058,16 @@ __device__ __forceinline__ void dmc_inf_chain(const dmc_inflate_smem* sm, dmc_wi
         const dmc_u32 v = dmc_win8_bits32(*win, pos + lane);
         const dmc_u32 e = sm->litlen[v & mask];
         const dmc_u32 j0 = (e & DMC_INF_ENT_SYM) && ((e >> 28) & 3) == DMC_INF_KIND_LIT ? lane + ((e >> 16) & 31) : 255;
-        const dmc_u32 j1 = dmc_inf_jump(j0);
-        const dmc_u32 j2 = dmc_inf_jump(j1);
-        const dmc_u32 j3 = dmc_inf_jump(j2);
-        const dmc_u32 j4 = dmc_inf_jump(j3);
-        t = __shfl_sync(DMC_INF_FULL, j0, (int)(at & 31));
-        if ((lane & 1) && at < 32) at = t;
-        t = __shfl_sync(DMC_INF_FULL, j1, (int)(at & 31));
-        if ((lane & 2) && at < 32) at = t;
-        t = __shfl_sync(DMC_INF_FULL, j2, (int)(at & 31));
-        if ((lane & 4) && at < 32) at = t;
-        t = __shfl_sync(DMC_INF_FULL, j3, (int)(at & 31));
-        if ((lane & 8) && at < 32) at = t;
-        t = __shfl_sync(DMC_INF_FULL, j4, (int)(at & 31));
-        if ((lane & 16) && at < 32) at = t;
+        // The chain walked one symbol a step: every lane follows the same offset (a uniform
+        // loop), lanes k and up take the k-th; it ends at the first offset out of the round (or
+        // a symbol that is not a literal: 255). A round after one of at most one literal (a
+        // label image's: a match, a literal before it at most) has a chain of one or two
+        // symbols: one or two dependent shuffles, where the doubling took nine whatever the
+        // chain. (A longer chain walks up to 31 steps in this round; the next one is WIDE.)
+        for (dmc_u32 k = 1, cur = 0; k < DMC_WARP_SIZE && cur < 32; k++) {
+            cur = __shfl_sync(DMC_INF_FULL, j0, (int)(cur & 31));
+            if (lane >= k) at = cur;
+        }
         *ek_o = __shfl_sync(DMC_INF_FULL, e, (int)(at & 31));
         *va_o = v;
         *vb_o = 0;
@@ -1122,10 +1117,10 @@ __device__ __forceinline__ dmc_u32 dmc_inf_match(const dmc_inflate_smem* sm, dmc
 //      held two literals or more (a second request: a round then covers 64 bits, a smooth
 //      field's literal runs in half the rounds, where a label image's rounds, a match after
 //      at most one literal, keep the cheaper 32; dmc_inf_chain);
-//   2. the real chain of symbols from pos is found by pointer doubling over the 32 (64)
-//      candidate offsets (successor = offset + code length for a literal; a run ends at any
-//      other symbol, a subtable pointer included): lane k learns the offset of the chain's k-th
-//      symbol; a subtable pointer after the chain's literals is looked up for that symbol
+//   2. the real chain of symbols from pos is found by a walk over the 32 candidate offsets,
+//      one shuffle a symbol (64: its first 16 symbols by pointer doubling) (successor = offset
+//      + code length for a literal; a run ends at any other symbol, a subtable pointer
+//      included): lane k learns the offset of the chain's k-th symbol; a subtable pointer after the chain's literals is looked up for that symbol
 //      alone (a literal of a long code joins the run and the next round starts after it);
 //   3. the chain's literals join a run of up to 128 decoded bytes held in registers (4 per
 //      lane, placed by shuffles), stored with one aligned 4-byte store per lane when the run
