@@ -297,6 +297,15 @@ __device__ __forceinline__ dmc_u32 dmc_win_get(const dmc_win& w, dmc_u32 p) {
     return (v >> (8 * (off & 3u))) & 0xffu;
 }
 
+// Bytes p .. p + 3 of a dmc_win, byte p in bits 0-7 (p may differ between lanes; a byte outside
+// the window is unspecified): two shuffles, independent of each other, and a funnel shift.
+__device__ __forceinline__ dmc_u32 dmc_win_get32(const dmc_win& w, dmc_u32 p) {
+    const dmc_u32 off = p + w.mis - w.start;
+    const dmc_u32 lo = __shfl_sync(0xffffffffu, w.word, (int)((off >> 2) & (DMC_WARP_SIZE - 1)));
+    const dmc_u32 hi = __shfl_sync(0xffffffffu, w.word, (int)(((off >> 2) + 1) & (DMC_WARP_SIZE - 1)));
+    return __funnelshift_r(lo, hi, 8 * (off & 3u));
+}
+
 // Byte p of the stream (the same p in every lane), moving the dmc_win when needed.
 __device__ __forceinline__ dmc_u32 dmc_win_byte(dmc_win* w, dmc_u32 p, dmc_u32 lane) {
     dmc_win_need(w, p, 1, lane);
@@ -559,8 +568,9 @@ DMC_UNROLL
 // - len < DMC_LZ_WIDE_MATCH: one byte per lane per round, from op - dist + (j mod dist), which
 //   lies before op: no lane reads what another writes here, whatever the overlap.
 // - Longer: the bytes before out + op + head (the first 16-byte boundary, head < 16) and after
-//   the last whole 16-byte word (tail < 16) one per lane (two stores: each stays in one
-//   sector), from the dist bytes before op as above; the body as aligned 16-byte stores, lane l
+//   the last whole 16-byte word (tail < 16) one per lane, from the dist bytes before op as
+//   above (dist < DMC_LZ_PATTERN_DIST: two stores from the pattern, each in one sector; else one
+//   load and one store, lanes 0-15 the head and 16-31 the tail); the body as aligned 16-byte stores, lane l
 //   taking the 16 bytes at 16 l of a round:
 //   - dist < DMC_LZ_PATTERN_DIST: the dist bytes before op are loaded once (one byte per lane,
 //     ceil(dist / 32) loads) into a word per lane and every output byte is shuffled out of it
@@ -593,23 +603,26 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         dmc_u32 pat = 0;
         for (dmc_u32 q = 0; 32 * q < dist; q++)
             if (32 * q + lane < dist) pat |= (dmc_u32)from[32 * q + lane] << (8 * q);
-        const dmc_u32 eh = dmc_lz_pat_byte(pat, lane % dist);
-        if (lane < head) to[lane] = (dmc_u8)eh;  // one sector each: head and tail
-        const dmc_u32 et = dmc_lz_pat_byte(pat, (head + body + lane) % dist);
-        if (lane < tail) to[head + body + lane] = (dmc_u8)et;
         // a power-of-two dist divides 512: a lane's 16 bytes are the same every round
         const bool same = (dist & (dist - 1u)) == 0u;
         dmc_u32x4 v;
         if (small_period && same && dist <= 4) {
             // a period of 1, 2 or 4 bytes: every 16-byte word of the body is four copies of P,
             // pattern bytes 0..3 (byte q: pattern byte q mod dist), turned by the head (the words
-            // start a multiple of 4 bytes after it)
+            // start a multiple of 4 bytes after it); byte j of the match is P's byte j mod 4, so
+            // the head's and the tail's bytes come from P too (no modulo, no shuffle)
             const dmc_u32 pm = dist - 1u;
             const dmc_u32 P = dmc_lz_pat_byte(pat, 0) | (dmc_lz_pat_byte(pat, 1u & pm) << 8) |
                               (dmc_lz_pat_byte(pat, 2u & pm) << 16) | (dmc_lz_pat_byte(pat, 3u & pm) << 24);
+            if (lane < head) to[lane] = (dmc_u8)(P >> (8 * (lane & 3u)));  // one sector each: head and tail
+            if (lane < tail) to[head + body + lane] = (dmc_u8)(P >> (8 * ((head + body + lane) & 3u)));
             const dmc_u32 w = __funnelshift_r(P, P, 8 * (head & 3u));
             v = dmc_u32x4{{w, w, w, w}};
         } else {
+            const dmc_u32 eh = dmc_lz_pat_byte(pat, lane % dist);
+            if (lane < head) to[lane] = (dmc_u8)eh;  // one sector each: head and tail
+            const dmc_u32 et = dmc_lz_pat_byte(pat, (head + body + lane) % dist);
+            if (lane < tail) to[head + body + lane] = (dmc_u8)et;
             v = dmc_lz_pat_word(pat, (head + 16 * lane) % dist, dist);
         }
         for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
@@ -619,8 +632,14 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         }
         return;
     }
-    if (lane < head) to[lane] = from[lane];  // one sector each: head and tail (dist > 15)
-    if (lane < tail) to[head + body + lane] = from[(head + body + lane) % dist];
+    {
+        // head and tail in one load and one store: lanes 0-15 the head's bytes, 16-31 the
+        // tail's; both read the match's first period only (dist > 15: out[op - dist, op),
+        // written before the copy), so the load waits on no store of this one
+        const dmc_u32 k = lane & 15u;
+        const dmc_u32 j = lane < 16 ? k : head + body + k;
+        if (k < (lane < 16 ? head : tail)) to[j] = from[j % dist];
+    }
     const dmc_u32 round = dmc_min_u32(16 * (DMC_WARP_SIZE - 1), (dist - 16) & ~15u);
     for (dmc_u32 k = 0; k < body; k += round) {
         const dmc_u32 n = dmc_min_u32(body - k, round) / 16;  // storing lanes

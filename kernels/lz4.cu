@@ -182,29 +182,47 @@ __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, d
         } else {
             while (ntok < DMC_WARP_SIZE) {
                 dmc_u32 q = ip;
-                dmc_u32 lit = 0, ml = 0, b = 255, lip = 0;
+                dmc_u32 lit = 0, ml = 0, b = 255, lip = 0, offset = 0;
                 if (q >= src_len || !dmc_win_has(w, q)) break;
-                const dmc_u32 tk = dmc_win_get(w, q++);
+                // The token and the three bytes after it in one read. A sequence without
+                // literals (a label image's, nearly all) has its offset and its match length's
+                // first extension byte there: one pair of independent shuffles, not a chain of
+                // the token's shuffle and then the offset's.
+                const bool four = src_len - q >= 4 && dmc_win_has(w, q + 3);
+                const dmc_u32 x = dmc_win_get32(w, q++);
+                const dmc_u32 tk = x & 0xffu;
                 lit = tk >> 4;
-                if (lit == 15) {
-                    if (q >= src_len || !dmc_win_has(w, q)) break;
-                    b = dmc_win_get(w, q++);
-                    lit += b;
-                    if (b == 255) break;  // long
-                }
-                if (lit >= DMC_WIN_WIDE_COPY || lit > src_len - q || lit > dst_len - op) break;
-                if (lit > 0 && !dmc_win_has(w, q + lit - 1)) break;
-                lip = q;
-                q += lit;
-                if (src_len - q < 3 || !dmc_win_has(w, q + 1)) break;  // the last sequence, or more
-                const dmc_u32 offset = dmc_win_get(w, q) | (dmc_win_get(w, q + 1) << 8);
-                q += 2;
                 ml = tk & 15;
-                b = 0;
-                if (ml == 15) {
-                    if (q >= src_len || !dmc_win_has(w, q)) break;
-                    b = dmc_win_get(w, q++);
-                    ml += b;
+                if (lit == 0 && four) {
+                    lip = q;
+                    offset = (x >> 8) & 0xffffu;
+                    q += 2;
+                    b = 0;
+                    if (ml == 15) {
+                        b = x >> 24;
+                        q++;
+                        ml += b;
+                    }
+                } else {
+                    if (lit == 15) {
+                        if (q >= src_len || !dmc_win_has(w, q)) break;
+                        b = dmc_win_get(w, q++);
+                        lit += b;
+                        if (b == 255) break;  // long
+                    }
+                    if (lit >= DMC_WIN_WIDE_COPY || lit > src_len - q || lit > dst_len - op) break;
+                    if (lit > 0 && !dmc_win_has(w, q + lit - 1)) break;
+                    lip = q;
+                    q += lit;
+                    if (src_len - q < 3 || !dmc_win_has(w, q + 1)) break;  // the last sequence, or more
+                    offset = dmc_win_get(w, q) | (dmc_win_get(w, q + 1) << 8);
+                    q += 2;
+                    b = 0;
+                    if (ml == 15) {
+                        if (q >= src_len || !dmc_win_has(w, q)) break;
+                        b = dmc_win_get(w, q++);
+                        ml += b;
+                    }
                 }
                 ml += 4;
                 if (ml >= DMC_LZ_WIDE_MATCH || offset == 0 || offset > op + lit || ml > dst_len - op - lit) {

@@ -2200,7 +2200,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
 }
 
 // Blocks per SM for ptxas's register target: 4 blocks of 4 warps (16 warps per SM) allow up to
-// 128 registers; the kernel takes ~110 on sm_80 and sm_90, no spill. At 20 warps (96
+// 128 registers; the kernel takes 127 on sm_80 and 128 on sm_90, no spill. At 20 warps (96
 // registers: sm_90's target until the per-lane Huffman and sequence readers) ptxas spilled
 // 24 bytes of the kernel's entry state, which the compile test forbids; the H200 runs of
 // f51d4fa–fd22e7f measured that spilling build. (DMC_ZSTD_MIN_BLOCKS: common.cuh.)
