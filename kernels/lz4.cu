@@ -84,10 +84,7 @@ __device__ __forceinline__ dmc_lz4_cand dmc_lz4_candidate(const dmc_win& w, dmc_
     bool ok = lit < DMC_WIN_WIDE_COPY && avail >= 4 + e + lit;
     lit = ok ? lit : 0;
     // The offset's bytes and the match length's extension byte (every lane: collectives).
-    const dmc_u32 ro = r + 1 + e + lit;
-    const dmc_u32 a = __shfl_sync(0xffffffffu, w.word, (int)((ro >> 2) & (DMC_WARP_SIZE - 1)));
-    const dmc_u32 b = __shfl_sync(0xffffffffu, w.word, (int)(((ro >> 2) + 1) & (DMC_WARP_SIZE - 1)));
-    const dmc_u32 x = __funnelshift_r(a, b, 8 * (ro & 3u));
+    const dmc_u32 x = dmc_win_get32(w, P + 1 + e + lit);
     const dmc_u32 offset = x & 0xffffu;
     const dmc_u32 em = (tk & 15) == 15 ? 1u : 0u;
     const dmc_u32 ml = (tk & 15) + 4 + (em != 0 ? (x >> 16) & 0xffu : 0u);
