@@ -560,6 +560,25 @@ DMC_UNROLL
     return v;
 }
 
+// Writes len >= DMC_LZ_WIDE_MATCH bytes at `to` that repeat a period of 1, 2 or 4 bytes: byte j
+// is byte j mod 4 of P. The bytes before the first 16-byte boundary (head) and after the last
+// whole 16-byte word (tail) one per lane, one sector each; the body as aligned 16-byte stores of
+// four copies of P turned by the head (the words start a multiple of 4 bytes after it), lane l
+// the 16 bytes at 16 l of a round. A warp collective (uniform arguments); no memory is read.
+__device__ __forceinline__ void dmc_lz_fill4(dmc_u8* to, dmc_u32 P, dmc_u32 len, dmc_u32 lane) {
+    const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)to) & 15u;
+    const dmc_u32 body = (len - head) & ~15u;
+    const dmc_u32 tail = len - head - body;
+    if (lane < head) to[lane] = (dmc_u8)(P >> (8 * (lane & 3u)));
+    if (lane < tail) to[head + body + lane] = (dmc_u8)(P >> (8 * ((head + body + lane) & 3u)));
+    const dmc_u32 w = __funnelshift_r(P, P, 8 * (head & 3u));
+    const dmc_u32x4 v = dmc_u32x4{{w, w, w, w}};
+    for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
+        const dmc_u32 b = head + k + 16 * lane;
+        if (b < head + body) dmc_store16(to + b, v);  // aligned: to + head is
+    }
+}
+
 // Copies the match of `len` bytes at distance `dist` (1 <= dist <= op) to out[op, op + len),
 // where out is the start of the stream's output: a match repeats the dist bytes before it, so
 // byte j comes from op - dist + (j mod dist). Every byte before op was written before the
@@ -579,7 +598,7 @@ DMC_UNROLL
 //     same every round, shuffled out once; with `small_period` (a constant of the call site),
 //     a period of 1, 2 or 4 bytes builds them from a 4-byte word of the pattern (four
 //     shuffles, where 16 shuffles and a modulo build a general one: a label image's runs are
-//     such periods). The zstd kernel, at its 128-register bound, passes false: there ptxas
+//     such periods; dmc_lz_fill4). The zstd kernel, at its 128-register bound, passes false: there ptxas
 //     spilled 8 bytes for it, and its runs go out in long calls where this saves little.
 //   - dist >= DMC_LZ_PATTERN_DIST: rounds of R = min(496, (dist - 16) rounded down to 16) bytes.
 //     The round's source S = its destination - dist; lane l loads the aligned 16 bytes at
@@ -605,26 +624,20 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
             if (32 * q + lane < dist) pat |= (dmc_u32)from[32 * q + lane] << (8 * q);
         // a power-of-two dist divides 512: a lane's 16 bytes are the same every round
         const bool same = (dist & (dist - 1u)) == 0u;
-        dmc_u32x4 v;
         if (small_period && same && dist <= 4) {
-            // a period of 1, 2 or 4 bytes: every 16-byte word of the body is four copies of P,
-            // pattern bytes 0..3 (byte q: pattern byte q mod dist), turned by the head (the words
-            // start a multiple of 4 bytes after it); byte j of the match is P's byte j mod 4, so
-            // the head's and the tail's bytes come from P too (no modulo, no shuffle)
+            // a period of 1, 2 or 4 bytes: P, pattern bytes 0..3 (byte q: pattern byte q mod
+            // dist), makes every byte of the match (dmc_lz_fill4: no modulo, no more shuffles)
             const dmc_u32 pm = dist - 1u;
             const dmc_u32 P = dmc_lz_pat_byte(pat, 0) | (dmc_lz_pat_byte(pat, 1u & pm) << 8) |
                               (dmc_lz_pat_byte(pat, 2u & pm) << 16) | (dmc_lz_pat_byte(pat, 3u & pm) << 24);
-            if (lane < head) to[lane] = (dmc_u8)(P >> (8 * (lane & 3u)));  // one sector each: head and tail
-            if (lane < tail) to[head + body + lane] = (dmc_u8)(P >> (8 * ((head + body + lane) & 3u)));
-            const dmc_u32 w = __funnelshift_r(P, P, 8 * (head & 3u));
-            v = dmc_u32x4{{w, w, w, w}};
-        } else {
-            const dmc_u32 eh = dmc_lz_pat_byte(pat, lane % dist);
-            if (lane < head) to[lane] = (dmc_u8)eh;  // one sector each: head and tail
-            const dmc_u32 et = dmc_lz_pat_byte(pat, (head + body + lane) % dist);
-            if (lane < tail) to[head + body + lane] = (dmc_u8)et;
-            v = dmc_lz_pat_word(pat, (head + 16 * lane) % dist, dist);
+            dmc_lz_fill4(to, P, len, lane);
+            return;
         }
+        const dmc_u32 eh = dmc_lz_pat_byte(pat, lane % dist);
+        if (lane < head) to[lane] = (dmc_u8)eh;  // one sector each: head and tail
+        const dmc_u32 et = dmc_lz_pat_byte(pat, (head + body + lane) % dist);
+        if (lane < tail) to[head + body + lane] = (dmc_u8)et;
+        dmc_u32x4 v = dmc_lz_pat_word(pat, (head + 16 * lane) % dist, dist);
         for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
             const dmc_u32 b = head + k + 16 * lane;
             if (!same && k > 0) v = dmc_lz_pat_word(pat, b % dist, dist);

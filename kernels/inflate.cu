@@ -863,6 +863,77 @@ __device__ dmc_u32 dmc_inf_adler32(const dmc_u8* p, dmc_u64 n, dmc_u32 lane) {
 
 #define DMC_INF_FULL 0xFFFFFFFFu
 
+// The stream bits at the decode position, the same in every lane: three consecutive 4-byte
+// words of the input (96 bits) from stream bit 32 aw - 8 mis (a 4-byte word of the window's
+// grid, so one shuffle of the window fetches each). The Huffman decode reads a round's
+// candidates (lane i: the 32 bits at pos + i) and a match's header from it with funnel shifts,
+// where each read of the window took three or four shuffles; moving it to a later position
+// drops the words before pos's and fetches as many new ones, one shuffle each (a label image's
+// round and match, ~10 bits: mostly none). A round of 64 candidates reads the window.
+struct dmc_inf_rd {
+    dmc_u32 b0, b1, b2;  // stream bits [32 aw - 8 mis, + 96)
+    dmc_u32 aw;          // b0's word of the grid
+};
+
+// Word q of the stream's 4-byte grid (its bytes at stream position 4 q - mis): the window moved
+// to hold it, one shuffle. A warp collective (uniform q).
+__device__ __forceinline__ dmc_u32 dmc_inf_bits_word(dmc_win8* w, dmc_u32 q, dmc_u32 lane) {
+    dmc_win_need(w, 4 * q - w->mis, 4, lane);
+    const dmc_u32 o = q - (w->start >> 2);  // its word in the window (start: a multiple of 8)
+    const dmc_u32 v = (o & 1) ? (dmc_u32)(w->word >> 32) : (dmc_u32)w->word;
+    return __shfl_sync(DMC_INF_FULL, v, (int)((o >> 1) & 31));
+}
+
+// Moves the reader to stream bit pos (uniform): afterwards pos lies in its first word and bits
+// pos .. pos + 63 are readable. A move forward by one or two words keeps the words it has; any
+// other (a jump, or back: a continuation that was not one) fetches all three.
+__device__ __forceinline__ void dmc_inf_bits_to(dmc_inf_rd* r, dmc_win8* w, dmc_u64 pos, dmc_u32 lane) {
+    const dmc_u32 q = ((dmc_u32)(pos >> 3) + w->mis) >> 2;  // pos's word (32-bit: as the window's positions)
+    const dmc_u32 k = q - r->aw;                              // words to drop
+    if (k == 0) return;
+    if (k == 1) {
+        r->b0 = r->b1;
+        r->b1 = r->b2;
+    } else if (k == 2) {
+        r->b0 = r->b2;
+        r->b1 = dmc_inf_bits_word(w, q + 1, lane);
+    } else {
+        r->b0 = dmc_inf_bits_word(w, q, lane);
+        r->b1 = dmc_inf_bits_word(w, q + 1, lane);
+    }
+    r->b2 = dmc_inf_bits_word(w, q + 2, lane);
+    r->aw = q;
+}
+
+// A reader at stream bit pos.
+__device__ __forceinline__ dmc_inf_rd dmc_inf_bits_open(dmc_win8* w, dmc_u64 pos, dmc_u32 lane) {
+    dmc_inf_rd r;
+    r.aw = (((dmc_u32)(pos >> 3) + w->mis) >> 2) - 3u;  // none of its words is kept
+    dmc_inf_bits_to(&r, w, pos, lane);
+    return r;
+}
+
+// Stream bit pos's bit in the reader's words (the reader moved to pos or to a position at most
+// 63 - s bits before it).
+__device__ __forceinline__ dmc_u32 dmc_inf_bits_rel(const dmc_inf_rd& r, const dmc_win8& w, dmc_u64 pos) {
+    return (dmc_u32)pos + 8u * w.mis - 32u * r.aw;
+}
+
+// The 32 bits from stream bit pos + s (s + pos's bit in the reader's words < 64).
+__device__ __forceinline__ dmc_u32 dmc_inf_bits32(const dmc_inf_rd& r, const dmc_win8& w, dmc_u64 pos, dmc_u32 s) {
+    const dmc_u32 t = dmc_inf_bits_rel(r, w, pos) + s;
+    return t < 32 ? __funnelshift_r(r.b0, r.b1, t) : __funnelshift_r(r.b1, r.b2, t);
+}
+
+// The 96 - t bits from stream bit pos, t its bit in the reader's words (< 64), in the low bits
+// of a 64-bit value (bits past the reader's read as 0).
+__device__ __forceinline__ dmc_u64 dmc_inf_bits64(const dmc_inf_rd& r, const dmc_win8& w, dmc_u64 pos) {
+    const dmc_u32 t = dmc_inf_bits_rel(r, w, pos);
+    const dmc_u32 lo = t < 32 ? __funnelshift_r(r.b0, r.b1, t) : __funnelshift_r(r.b1, r.b2, t);
+    const dmc_u32 hi = t < 32 ? __funnelshift_r(r.b1, r.b2, t) : r.b2 >> (t & 31);
+    return (dmc_u64)lo | ((dmc_u64)hi << 32);
+}
+
 // One step of pointer doubling over 64 offsets, lane l holding offsets l (ja) and 32 + l (jb):
 // offset p's jump, where offsets >= 64 (255: the run ends) stay where they are.
 __device__ __forceinline__ dmc_u32 dmc_inf_jump64(dmc_u32 ja, dmc_u32 jb, dmc_u32 p) {
@@ -878,9 +949,12 @@ __device__ __forceinline__ dmc_u32 dmc_inf_jump64(dmc_u32 ja, dmc_u32 jb, dmc_u3
 // distance back to that source (16 bits: slot b of a lane in bits 16(b&1).. of `pd01` for
 // b < 2, of `pd23` else; 0: the byte is in `mine`). A match reading a pending byte of the run
 // inherits its source, so every pending byte's source lies before the run (< 32768 + 128
-// back); the flush loads them all at once (dmc_inf_resolve).
+// back); the flush loads them all at once (dmc_inf_resolve). `last` holds the 4 output bytes
+// before base (byte base - 1 in bits 24-31), the `known` last of them known (0-4): a long match
+// of period 1, 2 or 4 takes its pattern from it (dmc_lz_fill4), where loading the bytes the
+// flush or the copy before it has just stored waits on the L2.
 struct dmc_inf_run {
-    dmc_u32 base, head, len, mine, pd01, pd23;
+    dmc_u32 base, head, len, mine, pd01, pd23, last, known;
 };
 
 #define DMC_INF_RUN_BYTES (4 * DMC_WARP_SIZE)
@@ -996,6 +1070,15 @@ __device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_inf_run* r, dmc_u
     }
     dmc_inf_resolve(out, r, lane);
     const dmc_u32 end = r->head + r->len;
+    {
+        // the run's last 4 bytes (fewer: after the 4 - len last before it) become `last`
+        const dmc_u32 s0 = r->len >= 4 ? end - 4 : r->head;
+        const dmc_u32 wa = __shfl_sync(DMC_INF_FULL, r->mine, (int)((s0 >> 2) & 31));
+        const dmc_u32 wb = __shfl_sync(DMC_INF_FULL, r->mine, (int)(((s0 >> 2) + 1) & 31));
+        const dmc_u32 t = __funnelshift_r(wa, wb, 8 * (s0 & 3));
+        r->last = r->len >= 4 ? t : __funnelshift_r(r->last, t, 8 * r->len);
+        r->known = dmc_min_u32(4, r->known + r->len);
+    }
     const dmc_u32 lo = (r->head + 3) & ~3u;  // first whole word's slot
     const dmc_u32 hi = end & ~3u;            // end of the whole words
     dmc_u8* slot0 = out + r->base;           // slot s lies at slot0 + s - head
@@ -1019,8 +1102,9 @@ __device__ __forceinline__ void dmc_inf_flush(dmc_u8* out, dmc_inf_run* r, dmc_u
 // the chain's k-th symbol (*at; >= 32 (64): not in the round) and its root entry (*ek); *va / *vb: the 32 stream bits at pos + i and
 // pos + 32 + i (WIDE only) for a subtable lookup. Moves the window to hold the bits read.
 template <bool WIDE>
-__device__ __forceinline__ void dmc_inf_chain(const dmc_inflate_smem* sm, dmc_win8* win, dmc_u64 pos, dmc_u32 lane,
-                                              dmc_u32* at_o, dmc_u32* ek_o, dmc_u32* va_o, dmc_u32* vb_o) {
+__device__ __forceinline__ void dmc_inf_chain(const dmc_inflate_smem* sm, dmc_win8* win, dmc_inf_rd* br, dmc_u64 pos,
+                                              dmc_u32 lane, dmc_u32* at_o, dmc_u32* ek_o, dmc_u32* va_o,
+                                              dmc_u32* vb_o) {
     const dmc_u32 mask = (1u << DMC_INF_LITLEN_BITS) - 1;
     dmc_u32 at = 0;
     if (WIDE) {
@@ -1054,8 +1138,8 @@ __device__ __forceinline__ void dmc_inf_chain(const dmc_inflate_smem* sm, dmc_wi
         *va_o = va;
         *vb_o = vb;
     } else {
-        dmc_win_need(win, (dmc_u32)(pos >> 3), 10, lane);  // bits pos .. pos + 31 + 32
-        const dmc_u32 v = dmc_win8_bits32(*win, pos + lane);
+        dmc_inf_bits_to(br, win, pos, lane);  // bits pos .. pos + 31 + 32: the reader's, no shuffle
+        const dmc_u32 v = dmc_inf_bits32(*br, *win, pos, lane);
         const dmc_u32 e = sm->litlen[v & mask];
         const dmc_u32 j0 = (e & DMC_INF_ENT_SYM) && ((e >> 28) & 3) == DMC_INF_KIND_LIT ? lane + ((e >> 16) & 31) : 255;
         // The chain walked one symbol a step: every lane follows the same offset (a uniform
@@ -1082,15 +1166,15 @@ struct dmc_inf_huff_res {
 };
 
 // The match whose length symbol's entry is x (its code consumed: *pos is after it): the
-// length's extra bits, the distance code and its extra bits, at most 5 + 15 + 13 bits, from one
-// 64-bit read of the window (one bounds check, four shuffles; three 32-bit reads took nine).
+// length's extra bits, the distance code and its extra bits, at most 5 + 15 + 13 bits, from the
+// bit reader moved to the code's start (*pos at most 31 + 15 bits into its words: 50 bits or
+// more readable; no shuffle, where a 64-bit read of the window took four).
 // DMC_STATUS_SRC_TRUNCATED when they reach past `limit`, DMC_STATUS_CORRUPT for a distance code
 // that is not one; *pos moves past them. A warp collective (uniform arguments).
-__device__ __forceinline__ dmc_u32 dmc_inf_match(const dmc_inflate_smem* sm, dmc_win8* win, dmc_u64* pos,
-                                                 dmc_u64 limit, dmc_u32 x, dmc_u32* len, dmc_u32* dist,
-                                                 dmc_u32 lane) {
-    dmc_win_need(win, (dmc_u32)(*pos >> 3), 9, lane);
-    dmc_u64 bits = dmc_win8_bits64(*win, *pos);
+__device__ __forceinline__ dmc_u32 dmc_inf_match(const dmc_inflate_smem* sm, dmc_win8* win, dmc_inf_rd* br,
+                                                 dmc_u64* pos, dmc_u64 limit, dmc_u32 x, dmc_u32* len,
+                                                 dmc_u32* dist, dmc_u32 lane) {
+    dmc_u64 bits = dmc_inf_bits64(*br, *win, *pos);
     const dmc_u32 lb = (x >> 24) & 15;
     *len = (x & 0xFFFF) + ((dmc_u32)bits & ((1u << lb) - 1));
     bits >>= lb;
@@ -1126,11 +1210,12 @@ __device__ __forceinline__ dmc_u32 dmc_inf_match(const dmc_inflate_smem* sm, dmc
 //      lane, placed by shuffles), stored with one aligned 4-byte store per lane when the run
 //      is full, before a match of 64 bytes or more longer than its room, and at the end;
 //   4. a length code at the end of the literals is decoded uniformly (length extra bits, the
-//      distance code through its table, distance extra bits); a match that fits the run is
-//      gathered into it (bytes still in registers by shuffle, older ones pending until the
-//      flush loads them, dmc_inf_resolve), in pieces of the run's room when it is shorter
-//      than 64 bytes; a longer one that does not fit goes through the overlap-safe cooperative
-//      copy after a flush.
+//      distance code through its table, distance extra bits: from the bit reader, dmc_inf_rd);
+//      a match shorter than 64 bytes is gathered into the run (bytes still in registers by
+//      shuffle, older ones pending until the flush loads them, dmc_inf_resolve), in pieces of
+//      the run's room; a longer one goes through the overlap-safe cooperative copy after a
+//      flush (gathered, 32 bytes a step took eight shuffles), a period of 1, 2 or 4 bytes
+//      written from its pattern word (dmc_lz_fill4).
 // Statuses come in the order of the serial decode: a code that reads past the input
 // (SRC_TRUNCATED) before a literal past the output (DST_OVERFLOW); a missing code or an invalid
 // symbol is CORRUPT; a distance before the member BAD_OFFSET; a match past the output
@@ -1138,6 +1223,7 @@ __device__ __forceinline__ dmc_u32 dmc_inf_match(const dmc_inflate_smem* sm, dmc
 __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w, dmc_u8* out, dmc_u64 pos,
                                          dmc_u32 op, dmc_u32 out_len, dmc_u32 member_start, dmc_u32 lane) {
     dmc_win8 win = *w;  // in registers while the block decodes
+    dmc_inf_rd br = dmc_inf_bits_open(&win, pos, lane);
     const dmc_u64 limit = 8ull * win.len;
     const dmc_u32 mis = (dmc_u32)((dmc_u64)out & 3u);
     dmc_inf_run run;
@@ -1147,6 +1233,8 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
     run.mine = 0;
     run.pd01 = 0;
     run.pd23 = 0;
+    run.last = 0;
+    run.known = 0;  // the bytes before the block: not in registers
     dmc_u32 st = DMC_STATUS_OK;
     bool wide = false;
     for (;;) {
@@ -1154,9 +1242,9 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
         // chain held two literals or more
         dmc_u32 at, ek, va, vb;
         if (wide) {
-            dmc_inf_chain<true>(sm, &win, pos, lane, &at, &ek, &va, &vb);
+            dmc_inf_chain<true>(sm, &win, &br, pos, lane, &at, &ek, &va, &vb);
         } else {
-            dmc_inf_chain<false>(sm, &win, pos, lane, &at, &ek, &va, &vb);
+            dmc_inf_chain<false>(sm, &win, &br, pos, lane, &at, &ek, &va, &vb);
         }
         const bool in = at < (wide ? 64u : 32u);
         const dmc_u32 after = at + ((ek & DMC_INF_ENT_SYM) ? (ek >> 16) & 31 : 0);  // offset after it
@@ -1231,9 +1319,11 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
         const dmc_u64 p0 = pos;  // where the symbol starts
         pos += xl;
         if (kind == DMC_INF_KIND_EOB) break;
-        // A length: its extra bits, then the distance code and its extra bits (dmc_inf_match).
+        // A length: its extra bits, then the distance code and its extra bits (dmc_inf_match,
+        // from the bit reader at the code's start).
         dmc_u32 len, dist;
-        st = dmc_inf_match(sm, &win, &pos, limit, x, &len, &dist, lane);
+        dmc_inf_bits_to(&br, &win, p0, lane);
+        st = dmc_inf_match(sm, &win, &br, &pos, limit, x, &len, &dist, lane);
         if (st != DMC_STATUS_OK) break;
         if (dist > op - member_start) {
             st = DMC_STATUS_BAD_OFFSET;
@@ -1243,7 +1333,7 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
             st = DMC_STATUS_DST_OVERFLOW;
             break;
         }
-        if (len <= DMC_INF_RUN_BYTES - (run.head + run.len) || len < DMC_LZ_WIDE_MATCH) {
+        if (len < DMC_LZ_WIDE_MATCH) {
             // Into the run, in pieces of its room (a piece that fills the run flushes it whole:
             // no partial words, no separate copy for a short match that does not fit), 32
             // match bytes a step: byte k of the match is output byte op - dist + (k mod dist),
@@ -1281,13 +1371,16 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
             // compares the sb bits at p0 + k sb with lane 0's (the match's own), the first
             // mismatch, a repeat reaching past the input or the output ending the run of them.
             // Those left are decoded as before, in order (statuses as the serial decode's).
+            // The bit reader, still at p0, holds the match's bits and the first candidate's: the
+            // search runs only when they are the same (most long matches have no repeat).
             const dmc_u32 sb = (dmc_u32)(pos - p0);  // the match's bits: code, extra, distance
+            const dmc_u32 mask = sb >= 32 ? 0xFFFFFFFFu : (1u << sb) - 1;
             dmc_u32 reps = 0;
-            if (sb <= DMC_INF_REPEAT_BITS) {
+            if (sb <= DMC_INF_REPEAT_BITS &&
+                ((dmc_inf_bits32(br, win, p0, 0) ^ dmc_inf_bits32(br, win, p0, sb)) & mask) == 0) {
                 for (;;) {
                     const dmc_u64 q0 = p0 + (dmc_u64)(reps + 1) * sb;  // candidate k = lane at q0 + (lane - 1) sb
                     dmc_win_need(&win, (dmc_u32)((q0 - sb) >> 3), DMC_INF_REPEAT_WINDOW, lane);
-                    const dmc_u32 mask = sb == 32 ? 0xFFFFFFFFu : (1u << sb) - 1;
                     const dmc_u64 qk = q0 + (dmc_u64)lane * sb - sb;  // lane 0: the match itself
                     const dmc_u32 vk = dmc_win8_bits32(win, qk) & mask;
                     const dmc_u32 v0 = __shfl_sync(DMC_INF_FULL, vk, 0);
@@ -1309,19 +1402,37 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
             // literal, another distance, a match that does not decode: its status in order) is
             // left to the next pass, as before.
             for (;;) {
-                dmc_win_need(&win, (dmc_u32)(pos >> 3), 5, lane);
-                const dmc_u32 e = sm->litlen[dmc_win8_bits32(win, pos) & ((1u << DMC_INF_LITLEN_BITS) - 1)];
+                dmc_inf_bits_to(&br, &win, pos, lane);
+                const dmc_u32 e = sm->litlen[dmc_inf_bits32(br, win, pos, 0) & ((1u << DMC_INF_LITLEN_BITS) - 1)];
                 if (!(e & DMC_INF_ENT_SYM) || ((e >> 28) & 3) != DMC_INF_KIND_LEN) break;
                 dmc_u64 p1 = pos + ((e >> 16) & 31);
                 dmc_u32 len1, dist1;
-                if (p1 > limit || dmc_inf_match(sm, &win, &p1, limit, e, &len1, &dist1, lane) != DMC_STATUS_OK ||
+                if (p1 > limit || dmc_inf_match(sm, &win, &br, &p1, limit, e, &len1, &dist1, lane) != DMC_STATUS_OK ||
                     dist1 != dist || len1 > out_len - op - total)
                     break;
                 total += len1;
                 pos = p1;
             }
             dmc_inf_flush(out, &run, op, mis, lane);
-            dmc_lz_match_copy(out, op, dist, total, lane);
+            if (dist == 1 || dist == 2 || dist == 4) {
+                // a period of 1, 2 or 4 bytes: its pattern from the dist bytes before op, in
+                // `last` (registers) or else loaded (lane l < 4: pattern byte l, one request),
+                // and the match's last 4 bytes the next `last`
+                dmc_u32 P;
+                if (run.known >= dist) {
+                    const dmc_u32 src = run.last >> (8 * (4 - dist));
+                    P = dist == 1 ? src * 0x01010101u : dist == 2 ? src * 0x00010001u : src;
+                } else {
+                    const dmc_u32 b = lane < 4 ? (dmc_u32)out[op - dist + (lane & (dist - 1))] << (8 * lane) : 0u;
+                    P = __reduce_or_sync(DMC_INF_FULL, b);
+                }
+                dmc_lz_fill4(out + op, P, total, lane);
+                run.last = __funnelshift_r(P, P, 8 * (total & 3));
+                run.known = 4;
+            } else {
+                dmc_lz_match_copy(out, op, dist, total, lane);
+                run.known = 0;
+            }
             __syncwarp();  // the copy's bytes are visible to the warp's next reads
             op += total;
             run.base = op;
