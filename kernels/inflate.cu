@@ -1237,94 +1237,116 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
     run.known = 0;  // the bytes before the block: not in registers
     dmc_u32 st = DMC_STATUS_OK;
     bool wide = false;
+    dmc_u32 cnb = 0, clen = 0, cdist = 0;  // a match decoded ahead: its bits (0: none), len, dist
     for (;;) {
-        // the chain of symbols from pos over the round's 32 bits, or 64 after a round whose
-        // chain held two literals or more
-        dmc_u32 at, ek, va, vb;
-        if (wide) {
-            dmc_inf_chain<true>(sm, &win, &br, pos, lane, &at, &ek, &va, &vb);
+        // A match the last long match's continuation check decoded (a length at another
+        // distance: its len, dist and bits, the reader at its first bit) is this pass's; else a
+        // round of symbols decodes what comes next.
+        dmc_u64 p0;
+        dmc_u32 len, dist;
+        if (cnb != 0) {
+            p0 = pos;
+            pos += cnb;
+            len = clen;
+            dist = cdist;
+            cnb = 0;
+            wide = false;  // as the round it replaces, of no literal, would have set
         } else {
-            dmc_inf_chain<false>(sm, &win, &br, pos, lane, &at, &ek, &va, &vb);
-        }
-        const bool in = at < (wide ? 64u : 32u);
-        const dmc_u32 after = at + ((ek & DMC_INF_ENT_SYM) ? (ek >> 16) & 31 : 0);  // offset after it
-        const bool litk = in && (ek & DMC_INF_ENT_SYM) && ((ek >> 28) & 3) == DMC_INF_KIND_LIT;
-        // The chain's literals are a prefix of it; then one other symbol, or the window's end.
-        const dmc_u32 nlit = (dmc_u32)__popc(__ballot_sync(DMC_INF_FULL, litk));
-        const dmc_u32 nin = (dmc_u32)__popc(__ballot_sync(DMC_INF_FULL, in));
-        const dmc_u32 trunc = __ballot_sync(DMC_INF_FULL, in && pos + after > limit);
-        const dmc_u32 ovf = __ballot_sync(DMC_INF_FULL, litk && (dmc_u64)op + lane >= out_len);
-        const dmc_u32 first_tr = trunc ? (dmc_u32)__ffs(trunc) - 1 : 32;
-        const dmc_u32 first_ov = ovf ? (dmc_u32)__ffs(ovf) - 1 : 32;
-        const dmc_u32 at0 = run.head + run.len;  // the run's next slot
-        const dmc_u32 take = dmc_min_u32(dmc_min_u32(nlit, DMC_INF_RUN_BYTES - at0), dmc_min_u32(first_tr, first_ov));
-        // literals [0, take) of the chain join the run: slot at0 + k takes the k-th
-        DMC_UNROLL
-        for (dmc_u32 b = 0; b < 4; b++) {
-            const dmc_u32 k = 4 * lane + b - at0;
-            const dmc_u32 byte = __shfl_sync(DMC_INF_FULL, ek, (int)(k & 31));
-            dmc_inf_put(&run, b, k < take, byte);
-        }
-        const dmc_u32 adv = __shfl_sync(DMC_INF_FULL, after, (int)((take - 1) & 31));
-        if (take > 0) {
-            pos += adv;
-            op += take;
-            run.len += take;
-        }
-        if (trunc && take == first_tr) {
-            st = DMC_STATUS_SRC_TRUNCATED;
-            break;
-        }
-        if (ovf && take == first_ov) {
-            st = DMC_STATUS_DST_OVERFLOW;
-            break;
-        }
-        if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
-        wide = nlit >= 2;  // literals in the chain: the next round reads 64 bits (a label image, none)
-        if (take < nlit || nlit == nin) continue;  // the run filled up, or the round's bits ended
-        // The chain's symbol after its literals is not a literal in the root: a length, the
-        // end of the block, a bad symbol, no code, or a subtable pointer, looked up here (the
-        // same address on every lane: one request) from the 32 bits at the symbol's offset.
-        dmc_u32 x = __shfl_sync(DMC_INF_FULL, ek, (int)(nlit & 31));
-        if (x & DMC_INF_ENT_SUB) {
-            const dmc_u32 ax = __shfl_sync(DMC_INF_FULL, at, (int)(nlit & 31));
-            const dmc_u32 xva = __shfl_sync(DMC_INF_FULL, va, (int)(ax & 31));
-            const dmc_u32 xvb = __shfl_sync(DMC_INF_FULL, vb, (int)(ax & 31));
-            const dmc_u32 xv = ax < 32 ? xva : xvb;
-            x = sm->litlen[(x & 0xFFFF) + ((xv >> DMC_INF_LITLEN_BITS) & ((1u << ((x >> 16) & 0xFF)) - 1))];
-        }
-        const dmc_u32 xl = (x & DMC_INF_ENT_SYM) ? (x >> 16) & 31 : 0;
-        if ((x & DMC_INF_ENT_SYM) && pos + xl > limit) {
-            st = DMC_STATUS_SRC_TRUNCATED;
-            break;
-        }
-        const dmc_u32 kind = (x >> 28) & 3;
-        if ((x & DMC_INF_ENT_SYM) && kind == DMC_INF_KIND_LIT) {  // a literal of a long code
-            if (op >= out_len) {
+            // the chain of symbols from pos over the round's 32 bits, or 64 after a round whose
+            // chain held two literals or more
+            dmc_u32 at, ek, va, vb;
+            if (wide) {
+                dmc_inf_chain<true>(sm, &win, &br, pos, lane, &at, &ek, &va, &vb);
+            } else {
+                dmc_inf_chain<false>(sm, &win, &br, pos, lane, &at, &ek, &va, &vb);
+            }
+            const bool in = at < (wide ? 64u : 32u);
+            const dmc_u32 after = at + ((ek & DMC_INF_ENT_SYM) ? (ek >> 16) & 31 : 0);  // offset after it
+            const bool litk = in && (ek & DMC_INF_ENT_SYM) && ((ek >> 28) & 3) == DMC_INF_KIND_LIT;
+            // The chain's literals are a prefix of it; then one other symbol, or the window's end.
+            const dmc_u32 nlit = (dmc_u32)__popc(__ballot_sync(DMC_INF_FULL, litk));
+            const dmc_u32 nin = (dmc_u32)__popc(__ballot_sync(DMC_INF_FULL, in));
+            const dmc_u32 trunc = __ballot_sync(DMC_INF_FULL, in && pos + after > limit);
+            const dmc_u32 ovf = __ballot_sync(DMC_INF_FULL, litk && (dmc_u64)op + lane >= out_len);
+            const dmc_u32 first_tr = trunc ? (dmc_u32)__ffs(trunc) - 1 : 32;
+            const dmc_u32 first_ov = ovf ? (dmc_u32)__ffs(ovf) - 1 : 32;
+            const dmc_u32 at0 = run.head + run.len;  // the run's next slot
+            const dmc_u32 take = dmc_min_u32(dmc_min_u32(nlit, DMC_INF_RUN_BYTES - at0), dmc_min_u32(first_tr, first_ov));
+            // literals [0, take) of the chain join the run: slot at0 + k takes the k-th (none: no
+            // shuffle, a label image's round of a match after a match; one, a label image's before
+            // its match: its byte and the offset after it in one, where the four slots' shuffles
+            // and the offset's took five whatever the count)
+            if (take == 1) {
+                const dmc_u32 v = __shfl_sync(DMC_INF_FULL, (after << 8) | (ek & 0xFFu), 0);
+                dmc_inf_put(&run, at0 & 3, lane == at0 >> 2, v);
+                pos += v >> 8;
+                op += 1;
+                run.len += 1;
+            } else if (take > 1) {
+                DMC_UNROLL
+                for (dmc_u32 b = 0; b < 4; b++) {
+                    const dmc_u32 k = 4 * lane + b - at0;
+                    const dmc_u32 byte = __shfl_sync(DMC_INF_FULL, ek, (int)(k & 31));
+                    dmc_inf_put(&run, b, k < take, byte);
+                }
+                pos += __shfl_sync(DMC_INF_FULL, after, (int)((take - 1) & 31));
+                op += take;
+                run.len += take;
+            }
+            if (trunc && take == first_tr) {
+                st = DMC_STATUS_SRC_TRUNCATED;
+                break;
+            }
+            if (ovf && take == first_ov) {
                 st = DMC_STATUS_DST_OVERFLOW;
                 break;
             }
-            const dmc_u32 slot = run.head + run.len;
-            dmc_inf_put(&run, slot & 3, lane == slot >> 2, x);
-            pos += xl;
-            op++;
-            run.len++;
             if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
-            continue;
+            wide = nlit >= 2;  // literals in the chain: the next round reads 64 bits (a label image, none)
+            if (take < nlit || nlit == nin) continue;  // the run filled up, or the round's bits ended
+            // The chain's symbol after its literals is not a literal in the root: a length, the
+            // end of the block, a bad symbol, no code, or a subtable pointer, looked up here (the
+            // same address on every lane: one request) from the 32 bits at the symbol's offset.
+            dmc_u32 x = __shfl_sync(DMC_INF_FULL, ek, (int)(nlit & 31));
+            if (x & DMC_INF_ENT_SUB) {
+                const dmc_u32 ax = __shfl_sync(DMC_INF_FULL, at, (int)(nlit & 31));
+                const dmc_u32 xva = __shfl_sync(DMC_INF_FULL, va, (int)(ax & 31));
+                const dmc_u32 xvb = __shfl_sync(DMC_INF_FULL, vb, (int)(ax & 31));
+                const dmc_u32 xv = ax < 32 ? xva : xvb;
+                x = sm->litlen[(x & 0xFFFF) + ((xv >> DMC_INF_LITLEN_BITS) & ((1u << ((x >> 16) & 0xFF)) - 1))];
+            }
+            const dmc_u32 xl = (x & DMC_INF_ENT_SYM) ? (x >> 16) & 31 : 0;
+            if ((x & DMC_INF_ENT_SYM) && pos + xl > limit) {
+                st = DMC_STATUS_SRC_TRUNCATED;
+                break;
+            }
+            const dmc_u32 kind = (x >> 28) & 3;
+            if ((x & DMC_INF_ENT_SYM) && kind == DMC_INF_KIND_LIT) {  // a literal of a long code
+                if (op >= out_len) {
+                    st = DMC_STATUS_DST_OVERFLOW;
+                    break;
+                }
+                const dmc_u32 slot = run.head + run.len;
+                dmc_inf_put(&run, slot & 3, lane == slot >> 2, x);
+                pos += xl;
+                op++;
+                run.len++;
+                if (run.head + run.len == DMC_INF_RUN_BYTES) dmc_inf_flush(out, &run, op, mis, lane);
+                continue;
+            }
+            if (!(x & DMC_INF_ENT_SYM) || kind == DMC_INF_KIND_BAD) {
+                st = DMC_STATUS_CORRUPT;
+                break;
+            }
+            p0 = pos;  // where the symbol starts
+            pos += xl;
+            if (kind == DMC_INF_KIND_EOB) break;
+            // A length: its extra bits, then the distance code and its extra bits (dmc_inf_match,
+            // from the bit reader at the code's start).
+            dmc_inf_bits_to(&br, &win, p0, lane);
+            st = dmc_inf_match(sm, &win, &br, &pos, limit, x, &len, &dist, lane);
+            if (st != DMC_STATUS_OK) break;
         }
-        if (!(x & DMC_INF_ENT_SYM) || kind == DMC_INF_KIND_BAD) {
-            st = DMC_STATUS_CORRUPT;
-            break;
-        }
-        const dmc_u64 p0 = pos;  // where the symbol starts
-        pos += xl;
-        if (kind == DMC_INF_KIND_EOB) break;
-        // A length: its extra bits, then the distance code and its extra bits (dmc_inf_match,
-        // from the bit reader at the code's start).
-        dmc_u32 len, dist;
-        dmc_inf_bits_to(&br, &win, p0, lane);
-        st = dmc_inf_match(sm, &win, &br, &pos, limit, x, &len, &dist, lane);
-        if (st != DMC_STATUS_OK) break;
         if (dist > op - member_start) {
             st = DMC_STATUS_BAD_OFFSET;
             break;
@@ -1407,9 +1429,15 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
                 if (!(e & DMC_INF_ENT_SYM) || ((e >> 28) & 3) != DMC_INF_KIND_LEN) break;
                 dmc_u64 p1 = pos + ((e >> 16) & 31);
                 dmc_u32 len1, dist1;
-                if (p1 > limit || dmc_inf_match(sm, &win, &br, &p1, limit, e, &len1, &dist1, lane) != DMC_STATUS_OK ||
-                    dist1 != dist || len1 > out_len - op - total)
+                if (p1 > limit || dmc_inf_match(sm, &win, &br, &p1, limit, e, &len1, &dist1, lane) != DMC_STATUS_OK)
                     break;
+                if (dist1 != dist) {  // the next pass's match, decoded: its checks are made there
+                    cnb = (dmc_u32)(p1 - pos);
+                    clen = len1;
+                    cdist = dist1;
+                    break;
+                }
+                if (len1 > out_len - op - total) break;
                 total += len1;
                 pos = p1;
             }
