@@ -23,6 +23,10 @@ typedef long long dmc_i64;
 #define DMC_ZSTD_WARPS_PER_BLOCK 4
 // Warps of a zstd job's team (zstd.cu): a block's warps.
 #define DMC_ZSTD_TEAM DMC_ZSTD_WARPS_PER_BLOCK
+// A raw zstd block this long or longer is copied by the whole team in a round of its own (the
+// round's barrier before, the next one after); a shorter one by the leader alone. The host's
+// parse counts such blocks as bytes a team decodes side by side (src/zstd.rs, team_bytes).
+#define DMC_ZSTD_TEAM_COPY_MIN 4096u
 // Blocks per SM the zstd kernel is compiled for (its launch bound; see zstd.cu).
 #define DMC_ZSTD_MIN_BLOCKS 4
 // A wave's zstd or inflate jobs get teams of warps (a block each) while they fit this many

@@ -1394,10 +1394,6 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_team_post(dmc_zstd_team* tm, dmc_u32
     return r;
 }
 
-// A raw block this long or longer is copied by the whole team in a round of its own (the
-// round's barrier before, the next one after); a shorter one by the leader alone.
-#define DMC_ZSTD_TEAM_COPY_MIN 4096u
-
 // Warp w's parts of a DMC_ZSTD_TASK_COPY round's copy: dmc_range_copy's rounds of 2 KiB, round
 // k to warp k mod DMC_ZSTD_TEAM. Not inlined: the leader calls it too, from a frame loop at the
 // register limit.
@@ -2204,20 +2200,22 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
 // registers: sm_90's target until the per-lane Huffman and sequence readers) ptxas spilled
 // 24 bytes of the kernel's entry state, which the compile test forbids; the H200 runs of
 // f51d4fa–fd22e7f measured that spilling build. (DMC_ZSTD_MIN_BLOCKS: common.cuh.)
-// Jobs and warps: a block has DMC_ZSTD_WARPS_PER_BLOCK (= DMC_ZSTD_TEAM) warps. When the grid
-// has a block per job (gridDim.x >= n_ids: the launcher's choice for a wave whose jobs fit the
-// device's resident blocks, see decode.rs) the block's warps are one job's team: warp 0 (the
-// leader) walks the job and posts the helpers' tasks (dmc_zstd_helper), round by round.
-// Otherwise each warp is a job of its own (a larger wave: more jobs resident, no barriers).
+// Jobs and warps: a block has DMC_ZSTD_WARPS_PER_BLOCK (= DMC_ZSTD_TEAM) warps. The first
+// n_team jobs of ids get a block each, whose warps are the job's team: warp 0 (the leader) walks
+// the job and posts the helpers' tasks (dmc_zstd_helper), round by round. Each later block holds
+// DMC_ZSTD_WARPS_PER_BLOCK jobs of the rest, a warp each (no barriers). The launcher (decode.rs)
+// chooses n_team per wave: every job while they fit the device's resident blocks, else the jobs
+// whose bytes are mostly a team's (four-stream literals, long raw blocks).
 extern "C" __global__ void __launch_bounds__(DMC_ZSTD_WARPS_PER_BLOCK * DMC_WARP_SIZE, DMC_ZSTD_MIN_BLOCKS)
 dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                 dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
-                dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual, dmc_u64 seq_half) {
+                dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual, dmc_u64 seq_half,
+                dmc_u32 n_team) {
     __shared__ dmc_zstd_smem smem[DMC_ZSTD_WARPS_PER_BLOCK];
     __shared__ dmc_zstd_team team_sm;
     const dmc_u32 wib = threadIdx.x / DMC_WARP_SIZE;  // warp of the block
-    const bool team = gridDim.x >= n_ids;             // uniform over the grid
-    const dmc_u32 job = team ? blockIdx.x : blockIdx.x * DMC_ZSTD_WARPS_PER_BLOCK + wib;
+    const bool team = blockIdx.x < n_team;            // uniform over the block
+    const dmc_u32 job = team ? blockIdx.x : n_team + (blockIdx.x - n_team) * DMC_ZSTD_WARPS_PER_BLOCK + wib;
     const dmc_u32 w = team ? wib : 0;  // warp of the job's team (0: the leader)
     const dmc_u32 lane = dmc_lane();
     if (job >= n_ids) return;  // the whole warp (team: block) leaves together
@@ -2308,6 +2306,6 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
 DMC_EMU_LAUNCHER(dmc_zstd_decode,
                  (const dmc_u8* src_base, dmc_u64 src_total, dmc_u8* dst_base, dmc_u64 dst_total,
                   const dmc_stream* streams, const dmc_u32* ids, dmc_u32 n_ids, dmc_u32* status,
-                  dmc_u32* actual, dmc_u64 seq_half),
-                 (src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, seq_half))
+                  dmc_u32* actual, dmc_u64 seq_half, dmc_u32 n_team),
+                 (src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, seq_half, n_team))
 #endif

@@ -9,7 +9,7 @@
 //!     [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
 //!     [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] \
 //!     [--batch-mib N] [--zstd-levels 0,3,9] [--datasets u16-labels,noise,…] [--dataset DEMO_DIR] \
-//!     [--model h200|h100] [--model-mib N] [--teams auto|on|off]
+//!     [--model h200|h100] [--model-mib N] [--teams auto|on|mostly|off]
 //! ```
 //!
 //! Every decode case is one wave (`Decoder::decode_wave`) holding a whole batch (≥ 256 MiB of
@@ -42,8 +42,8 @@
 //! from the verification run alone (no timed runs); `--model-mib N` runs every k-th chunk of a
 //! decode case only (assemble cases run whole: their launch shape depends on the job count) (k the smallest that keeps the chunks run within N MiB) and stands each
 //! recorded launch for k (`model_sample` in the JSON; its zstd launch keeps the whole wave's
-//! team choice, `teams`). `--teams on|off` forces the zstd and inflate kernels' teams of warps
-//! (`DecodeConfig::teams`; `auto`, the default, chooses per wave). `benches/gpu/compare.py`
+//! team choice, `teams`). `--teams on|mostly|off` forces the zstd and inflate kernels' teams of
+//! warps (`DecodeConfig::teams`, `Teams`; `auto`, the default, chooses per wave). `benches/gpu/compare.py`
 //! runs this and `benches/gpu/nvcomp_decode.py` on the same streams and prints the ratios.
 #![allow(
     clippy::doc_markdown,
@@ -59,7 +59,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Shuffle, WaveStats};
+use damacy_kernels::{
+    AssembleJob, Assembler, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Shuffle, Teams, WaveStats,
+};
 use damacy_kernels::{StreamCodec, plan_frame};
 use rayon::prelude::*;
 use serde_json::{Value, json};
@@ -80,7 +82,7 @@ const WIDTH: usize = 2048;
 
 const USAGE: &str = "usage: kernel_bench [--device cuda|emulated] [--small] [--dump DIR] [--json FILE] \
 [--reps N] [--warmup N] [--cases lz4,zstd,deflate,shuffle,assemble,demo] [--sizes 64K,256K,1M,4M] [--batch-mib N] \
-[--zstd-levels 0,3,9] [--datasets u16-labels,noise,...] [--dataset DEMO_DIR] [--model h200|h100] [--model-mib N] [--teams auto|on|off]";
+[--zstd-levels 0,3,9] [--datasets u16-labels,noise,...] [--dataset DEMO_DIR] [--model h200|h100] [--model-mib N] [--teams auto|on|mostly|off]";
 
 /// Every case name `--cases` takes (`demo` runs only with `--dataset`).
 const CASES: [&str; 6] = ["lz4", "zstd", "deflate", "shuffle", "assemble", "demo"];
@@ -105,7 +107,7 @@ struct Args {
     datasets: Option<Vec<String>>,
     model: Option<String>,
     model_mib: Option<usize>,
-    teams: Option<bool>,
+    teams: Teams,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -138,7 +140,7 @@ fn parse_args() -> Result<Args, String> {
         datasets: None,
         model: None,
         model_mib: None,
-        teams: None,
+        teams: Teams::Auto,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -180,10 +182,11 @@ fn parse_args() -> Result<Args, String> {
             }
             "--teams" => {
                 a.teams = match value("--teams")?.as_str() {
-                    "auto" => None,
-                    "on" => Some(true),
-                    "off" => Some(false),
-                    v => return Err(format!("--teams: auto, on or off, not {v}")),
+                    "auto" => Teams::Auto,
+                    "on" => Teams::All,
+                    "mostly" => Teams::Mostly,
+                    "off" => Teams::None,
+                    v => return Err(format!("--teams: auto, on, mostly or off, not {v}")),
                 };
             }
             "-h" | "--help" => return Err(USAGE.into()),
@@ -667,11 +670,11 @@ impl Bench {
         // the sample's zstd or inflate launch has the whole wave's shape (a chunk is a job: one
         // frame, one zlib stream), not the one its fewer jobs would get
         let teams = self.decoder.config().teams;
-        let whole = self.decoder.teams_for(inputs.len());
-        self.decoder.set_teams(Some(whole));
+        let whole = self.decoder.teams_for(inputs);
+        self.decoder.set_teams(whole);
         let verified = self.verify(&sub, &sub_expected);
         self.decoder.set_teams(teams);
-        row["teams"] = json!(whole);
+        row["teams"] = json!(format!("{whole:?}").to_lowercase());
         match verified {
             Ok(stats) => {
                 row["verified"] = json!(true);

@@ -228,6 +228,9 @@ pub struct FrameStream {
     pub codec: StreamCodec,
     /// Whether it decodes into the scratch area (its block is unshuffled afterwards).
     pub to_scratch: bool,
+    /// zstd streams: the decoded bytes a team of warps decodes side by side
+    /// ([`crate::zstd::ZstdJob::team_bytes`]); 0 for every other codec.
+    pub team_bytes: u32,
 }
 
 /// One block that needs an unshuffle from scratch to the output.
@@ -275,6 +278,7 @@ pub fn plan_frame(frame: &[u8]) -> Result<FramePlan, FrameError> {
             dst_len: header.nbytes,
             codec: StreamCodec::Raw,
             to_scratch: false,
+            team_bytes: 0,
         });
         return Ok(plan);
     }
@@ -338,6 +342,7 @@ pub fn plan_frame(frame: &[u8]) -> Result<FramePlan, FrameError> {
                 dst_len: neblock,
                 codec: if csize == neblock { StreamCodec::Raw } else { codec },
                 to_scratch,
+                team_bytes: 0,
             });
             pos = (data + u64::from(csize)) as u32;
         }

@@ -179,16 +179,60 @@ pub struct DecodeConfig {
     /// [`Decoder::finish_batch`] calls are read back at once while they fit, else in as many
     /// reads as needed; 0: four waves' worth (`4 × wave_streams`). At least `wave_streams`.
     pub batch_streams: usize,
-    /// Whether the zstd and inflate kernels give each job a team of four warps (a block per
-    /// job) or one warp (four jobs per block). zstd's helpers decode a block's four Huffman
-    /// literal streams beside the leader and its sequences a group ahead of it, and copy its
-    /// raw blocks of 4 KiB or more with the leader (`DMC_ZSTD_TEAM`, `kernels/common.cuh`);
-    /// inflate's copy its stored blocks of 4 KiB or more with the leader (`DMC_INFLATE_TEAM`). `None` (the default) chooses per wave and
-    /// kernel: teams while the kernel's jobs in the wave fit the device's resident blocks at once
-    /// ([`Device::sm_count`] × `DMC_TEAM_BLOCKS_PER_SM`, 4), one warp per job for a larger
-    /// wave, where the jobs fill the device by themselves. A wave of a single job always gets a
-    /// team.
-    pub teams: Option<bool>,
+    /// Whether the zstd and inflate kernels give a job a team of four warps (a block) or one
+    /// warp (four jobs per block); see [`Teams`]. Default [`Teams::Auto`].
+    pub teams: Teams,
+}
+
+/// How a wave's zstd and inflate jobs get warps ([`DecodeConfig::teams`]).
+///
+/// A team is a block of four warps for one job: zstd's helpers decode a block's four Huffman
+/// literal streams beside the leader and its sequences a group ahead of it, and copy its raw
+/// blocks of `DMC_ZSTD_TEAM_COPY_MIN` (4 KiB) or more with the leader (`DMC_ZSTD_TEAM`,
+/// `kernels/common.cuh`); inflate's copy its stored blocks of 4 KiB or more with the leader
+/// (`DMC_INFLATE_TEAM`). A team takes four warps' room on the SM for one job, so it pays only
+/// where the helpers have work or the jobs alone would leave the device idle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Teams {
+    /// Per wave and kernel (the default): every job a team while the kernel's jobs fit the
+    /// device's resident blocks at once ([`Device::sm_count`] × `DMC_TEAM_BLOCKS_PER_SM`, 4);
+    /// in a larger wave [`Teams::Mostly`] while the zstd jobs it would give teams number at most
+    /// two such rounds of blocks, else [`Teams::None`]. (By the GPU model, a wave of 1,000 ×
+    /// 256 KiB zstd chunks: teams 1.5× faster than lone warps on a smooth field's literals and
+    /// 1.9× on raw blocks, 0.77× on a label image's sequences; at 4,000 chunks lone warps lead
+    /// on the smooth field too, `benches/results/gpu-model.md`.)
+    #[default]
+    Auto,
+    /// Every job a team.
+    All,
+    /// A team for each zstd job whose decoded bytes are at least half a team's
+    /// ([`crate::ZstdJob::team_bytes`]: four-stream literals, long raw blocks), one warp for
+    /// every other zstd job, in one launch; one warp per inflate job (the host cannot tell a
+    /// deflate stream's stored blocks without decoding it).
+    Mostly,
+    /// One warp per job.
+    None,
+}
+
+impl Teams {
+    /// The choice for a wave of `n` jobs of one kernel, `candidates` of them a team's by
+    /// [`Teams::Mostly`]'s rule, on `sms` SMs: [`Teams::Auto`] resolved, the others as set.
+    #[must_use]
+    pub fn resolve(self, n: usize, candidates: usize, sms: u32) -> Teams {
+        let round = sms as usize * c::DMC_TEAM_BLOCKS_PER_SM as usize;
+        match self {
+            Teams::Auto if n <= round => Teams::All,
+            Teams::Auto if candidates > 0 && candidates <= 2 * round => Teams::Mostly,
+            Teams::Auto => Teams::None,
+            t => t,
+        }
+    }
+}
+
+/// Whether a zstd job of `dst_len` decoded bytes, `team_bytes` of them a team's, gets a team
+/// under [`Teams::Mostly`]: at least half of its bytes.
+fn team_candidate(dst_len: u32, team_bytes: u32) -> bool {
+    team_bytes > 0 && u64::from(team_bytes) * 2 >= u64::from(dst_len)
 }
 
 impl Default for DecodeConfig {
@@ -204,7 +248,7 @@ impl Default for DecodeConfig {
             staging_bytes: 0,
             staging_pieces: 4,
             batch_streams: 0,
-            teams: None,
+            teams: Teams::Auto,
         }
     }
 }
@@ -273,7 +317,7 @@ impl DecodeConfig {
     }
     /// Sets `teams`.
     #[must_use]
-    pub fn with_teams(mut self, v: Option<bool>) -> Self {
+    pub fn with_teams(mut self, v: Teams) -> Self {
         self.teams = v;
         self
     }
@@ -524,6 +568,7 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
             dst_len: decoded_len as u32,
             codec,
             to_scratch: false,
+            team_bytes: 0,
         };
         (vec![stream], Vec::new(), 1, decoded_len)
     };
@@ -642,6 +687,7 @@ fn zstd_stream(job: &zstd::ZstdJob, src_base: u32, dst_base: u32, to_scratch: bo
         dst_len: job.dst.len() as u32,
         codec: StreamCodec::Zstd,
         to_scratch,
+        team_bytes: u32::try_from(job.team_bytes).unwrap_or(u32::MAX),
     }
 }
 
@@ -850,12 +896,11 @@ fn parts_per_job(longest: u32, part_bytes: u32, n: u32) -> u32 {
     longest.div_ceil(part_bytes).clamp(1, cap)
 }
 
-/// Blocks of a zstd or inflate launch of `n` jobs on a device of `sms` SMs: one per job (the
-/// kernel then gives each job its block's warps as a team: `gx >= n` is how `dmc_zstd_decode`
-/// and `dmc_inflate_decode` tell) when `teams` says so, or by default while the jobs fit the
-/// resident blocks at once; else `per_block` jobs of one warp per block.
-fn team_blocks(n: u32, sms: u32, per_block: u32, teams: Option<bool>) -> u32 {
-    if teams.unwrap_or(n <= sms.saturating_mul(c::DMC_TEAM_BLOCKS_PER_SM)) { n } else { n.div_ceil(per_block) }
+/// Blocks of a zstd or inflate launch of `n` jobs whose first `n_team` get a team of warps (a
+/// block each; `dmc_zstd_decode` and `dmc_inflate_decode` take the rest `per_block` to a block,
+/// a warp each). inflate's teams are all or none: its kernel tells a team launch by `gx >= n`.
+fn team_blocks(n: u32, n_team: u32, per_block: u32) -> u32 {
+    n_team + (n - n_team).div_ceil(per_block)
 }
 
 /// A batched decoder bound to one device; owns its wave buffers.
@@ -955,17 +1000,38 @@ impl Decoder {
         &self.config
     }
 
-    /// Whether a wave of `jobs` zstd (or inflate) jobs gets teams of warps
-    /// ([`DecodeConfig::teams`]).
+    /// How a wave of `chunks` would give its zstd jobs teams of warps (or its inflate jobs,
+    /// when it has no zstd job): [`DecodeConfig::teams`] resolved for the wave
+    /// ([`Teams::resolve`]). A benchmark that decodes a sample of a wave sets it
+    /// ([`Decoder::set_teams`]) to keep the whole wave's choice.
     #[must_use]
-    pub fn teams_for(&self, jobs: usize) -> bool {
-        let n = u32::try_from(jobs).unwrap_or(u32::MAX);
-        team_blocks(n, self.device.sm_count(), c::DMC_ZSTD_WARPS_PER_BLOCK, self.config.teams) >= n
+    pub fn teams_for(&self, chunks: &[ChunkInput<'_>]) -> Teams {
+        let (mut zstd, mut candidates, mut inflate) = (0usize, 0usize, 0usize);
+        for (i, chunk) in chunks.iter().enumerate() {
+            if let Ok(p) = plan_chunk(i, chunk) {
+                for st in &p.streams {
+                    match st.codec {
+                        StreamCodec::Zstd => {
+                            zstd += 1;
+                            candidates += usize::from(team_candidate(st.dst_len, st.team_bytes));
+                        }
+                        StreamCodec::Deflate => inflate += 1,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let sms = self.device.sm_count();
+        if zstd > 0 {
+            self.config.teams.resolve(zstd, candidates, sms)
+        } else {
+            self.config.teams.resolve(inflate, 0, sms)
+        }
     }
 
     /// Sets [`DecodeConfig::teams`] for the waves queued from now on (a benchmark that decodes
     /// a sample of a wave keeps the whole wave's choice).
-    pub fn set_teams(&mut self, teams: Option<bool>) {
+    pub fn set_teams(&mut self, teams: Teams) {
         self.config.teams = teams;
     }
 
@@ -1226,7 +1292,8 @@ impl Decoder {
     /// the slot without waiting.
     fn submit(&mut self, chunks: &[ChunkInput<'_>], wave: &[(usize, ChunkPlan)]) -> Result<usize> {
         let layout = WaveLayout::new(wave);
-        let tables = table::build(wave, &layout, self.config.wave_dst_bytes as u64);
+        let tables =
+            table::build(wave, &layout, self.config.wave_dst_bytes as u64, self.config.teams, self.device.sm_count());
         let n_streams = tables.n_streams();
         let upload_len = layout.src_total + tables.bytes.len();
         let input_len = self.config.wave_src_bytes + self.config.table_bytes();
@@ -1377,6 +1444,7 @@ impl Decoder {
             status: inp.ptr(tables.status_at)?,
             actual: inp.ptr(tables.status_at + 4 * n_streams)?,
             half: self.config.wave_dst_bytes as u64,
+            n_team: 0,
         };
         let mut launches = 0;
         let (crc_at, n_crc) = tables.ids[SLOT_CRC];
@@ -1401,12 +1469,9 @@ impl Decoder {
             if n_ids == 0 {
                 continue;
             }
-            let a = StreamArgs { ids: inp.ptr(at)?, n_ids, ..args };
-            let gx = if codec == SLOT_ZSTD || codec == SLOT_INFLATE {
-                team_blocks(n_ids, self.device.sm_count(), per_block, self.config.teams)
-            } else {
-                n_ids.div_ceil(per_block)
-            };
+            let n_team = tables.n_team[codec];
+            let a = StreamArgs { ids: inp.ptr(at)?, n_ids, n_team, ..args };
+            let gx = team_blocks(n_ids, n_team, per_block);
             let gy = parts_per_job(tables.longest[codec], part_bytes, gx);
             // SAFETY: all pointers address the slot's input and output, passed as `uses` (so
             // they outlive the launch); every stream's range lies inside `src_total` and the

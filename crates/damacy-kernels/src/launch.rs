@@ -262,13 +262,14 @@ kernel_launchers! {
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
         streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
     );
-    /// `dmc_zstd_decode` (zstd.cu): one warp per stream (a run of frames) of `ids`, or a team of
-    /// warps per stream; `seq_half`: how far the other half of the output buffer lies (a team's
-    /// sequence scratch is its job's output range mirrored there; 0: no scratch).
+    /// `dmc_zstd_decode` (zstd.cu): a team of warps (a block) for each of the first `n_team`
+    /// streams (a run of frames) of `ids`, one warp for each later one (four to a block);
+    /// `seq_half`: how far the other half of the output buffer lies (a team's sequence scratch
+    /// is its job's output range mirrored there; 0: no scratch).
     ZstdDecodeArgs => ZstdDecode "dmc_zstd_decode" (
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
         streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
-        seq_half: u64,
+        seq_half: u64, n_team: u32,
     );
     /// `dmc_inflate_decode` (inflate.cu): one warp per stream (a gzip/zlib/raw deflate stream) of `ids`.
     InflateDecodeArgs => InflateDecode "dmc_inflate_decode" (
@@ -314,6 +315,9 @@ pub(crate) struct StreamArgs {
     /// Bytes from the output's first half to its second, the unshuffle scratch (0: the output
     /// has one half); only `dmc_zstd_decode` takes it.
     pub(crate) half: u64,
+    /// The first `n_team` ids get a team of warps (only `dmc_zstd_decode` takes it; inflate's
+    /// launch tells teams by its grid).
+    pub(crate) n_team: u32,
 }
 
 /// A launcher whose kernel takes [`StreamArgs`].
@@ -326,7 +330,7 @@ macro_rules! stream_kernel_args {
     ($($args:ident),*) => {$(
         impl StreamKernelArgs for $args {
             fn from_stream_args(a: StreamArgs) -> Self {
-                let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, half: _ } = a;
+                let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, half: _, n_team: _ } = a;
                 Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual }
             }
         }
@@ -336,8 +340,9 @@ stream_kernel_args!(Lz4DecodeArgs, BloscLzDecodeArgs, InflateDecodeArgs, MemcpyA
 
 impl StreamKernelArgs for ZstdDecodeArgs {
     fn from_stream_args(a: StreamArgs) -> Self {
-        let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, half } = a;
-        Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, seq_half: half }
+        let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, half, n_team } =
+            a;
+        Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, seq_half: half, n_team }
     }
 }
 

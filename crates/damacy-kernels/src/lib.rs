@@ -63,7 +63,7 @@ pub use blosc::{
 #[cfg(feature = "cuda")]
 pub use cache::{CacheStats, KernelCache, default_dir as default_kernel_cache_dir};
 pub use decode::{
-    BatchDecoded, ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, QueuedWave,
+    BatchDecoded, ChunkEncoding, ChunkInput, DecodeConfig, DecodedWave, Decoder, HostDecoded, QueuedWave, Teams,
     WaveFootprint, WavePlan, WaveSchedule, WaveStats,
 };
 #[cfg(feature = "emulate")]

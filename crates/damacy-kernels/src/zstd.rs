@@ -29,6 +29,8 @@
 
 use std::ops::Range;
 
+use crate::consts::DMC_ZSTD_TEAM_COPY_MIN;
+
 const MAGIC: u32 = 0xFD2F_B528;
 const SKIPPABLE_MASK: u32 = 0xFFFF_FFF0;
 const SKIPPABLE: u32 = 0x184D_2A50;
@@ -151,6 +153,8 @@ pub struct ZstdFrame {
     pub window_size: u64,
     /// Whether the frame ends in an XXH64 content checksum.
     pub checksum: bool,
+    /// Decoded bytes a team of warps decodes side by side ([`ZstdJob::team_bytes`]).
+    pub team_bytes: u64,
 }
 
 /// One unit of device work: consecutive frames `src` of the chunk decoding to `dst` of the
@@ -161,6 +165,12 @@ pub struct ZstdJob {
     pub src: Range<usize>,
     /// Byte range of their decoded bytes in the chunk's output.
     pub dst: Range<usize>,
+    /// Of those, the bytes a team of warps decodes side by side: literals of four Huffman
+    /// streams (a helper per stream) and raw blocks of `DMC_ZSTD_TEAM_COPY_MIN` bytes or more
+    /// (copied by every warp), summed over the job's frames. The rest (sequences, single-stream
+    /// and raw literals, RLE) is the leader's serial path whatever the launch shape; the device
+    /// decoder gives a job a team in a large wave only when most of its bytes are these.
+    pub team_bytes: usize,
 }
 
 /// The host parse of one chunk.
@@ -190,11 +200,13 @@ impl Cursor<'_> {
     }
 }
 
-/// Classifies the literal and sequence modes of one compressed block (best effort).
-fn block_modes(b: &[u8], modes: &mut ZstdModes) -> Option<()> {
+/// Classifies the literal and sequence modes of one compressed block (best effort); returns the
+/// bytes its literals regenerate when they are four Huffman streams (0 otherwise).
+fn block_modes(b: &[u8], modes: &mut ZstdModes) -> Option<usize> {
     let c = Cursor { b };
     let b0 = c.u8(0)?;
     let (ltype, sf) = (b0 & 3, (b0 >> 2) & 3);
+    let mut huf4 = 0usize;
     let bp: usize = if ltype <= 1 {
         let (hs, regen) = match sf {
             0 | 2 => (1, b0 >> 3),
@@ -214,6 +226,11 @@ fn block_modes(b: &[u8], modes: &mut ZstdModes) -> Option<()> {
             2 => (4, c.le(0, 4)? >> 18, 4),
             _ => (5, (c.le(0, 4)? >> 22) + (c.le(4, 1)? << 10), 4),
         };
+        if streams == 4 {
+            // the regenerated size: the header's bits 4.., 10, 14 or 18 of them
+            let bits = [10, 10, 14, 18][sf as usize];
+            huf4 = ((c.le(0, hs)? >> 4) & ((1u64 << bits) - 1)) as usize;
+        }
         match (ltype, streams) {
             (2, 1) => modes.huffman_1_stream += 1,
             (2, _) => modes.huffman_4_streams += 1,
@@ -242,7 +259,7 @@ fn block_modes(b: &[u8], modes: &mut ZstdModes) -> Option<()> {
     }
     if nseq == 0 {
         modes.no_sequences += 1;
-        return Some(());
+        return Some(huf4);
     }
     let m = c.u8(bp)?;
     for (k, shift) in [6u32, 4, 2].into_iter().enumerate() {
@@ -253,7 +270,60 @@ fn block_modes(b: &[u8], modes: &mut ZstdModes) -> Option<()> {
             _ => modes.repeat[k] += 1,
         }
     }
-    Some(())
+    Some(huf4)
+}
+
+/// Walks a frame's blocks from `ip` (its first block header) to past its last block; returns
+/// where the last block ends and the decoded bytes a team decodes side by side
+/// ([`ZstdJob::team_bytes`]: raw blocks of `DMC_ZSTD_TEAM_COPY_MIN` bytes or more, four-stream
+/// Huffman literals).
+fn parse_blocks(
+    bytes: &[u8],
+    mut ip: usize,
+    block_max: u64,
+    modes: &mut ZstdModes,
+) -> Result<(usize, u64), ZstdParseError> {
+    let c = Cursor { b: bytes };
+    let truncated = |pos: usize, what: &str| err(pos, format!("the chunk ends inside {what} (truncated frame)"));
+    let mut team_bytes = 0u64;
+    loop {
+        let bh = c.le(ip, 3).ok_or_else(|| truncated(ip, "a block header"))?;
+        let last = bh & 1 == 1;
+        let btype = (bh >> 1) & 3;
+        let bsize = bh >> 3;
+        if btype == 3 {
+            return Err(err(ip, "reserved block type"));
+        }
+        if bsize > block_max {
+            return Err(err(
+                ip,
+                format!("a block of {bsize} bytes exceeds the frame's maximum block size {block_max}"),
+            ));
+        }
+        ip += 3;
+        let stored = if btype == 1 { 1 } else { bsize as usize };
+        if stored > bytes.len() - ip {
+            return Err(truncated(ip, "a block"));
+        }
+        match btype {
+            0 => {
+                modes.raw_blocks += 1;
+                if bsize >= u64::from(DMC_ZSTD_TEAM_COPY_MIN) {
+                    team_bytes += bsize;
+                }
+            }
+            1 => modes.rle_blocks += 1,
+            _ => {
+                modes.compressed_blocks += 1;
+                team_bytes += block_modes(&bytes[ip..ip + stored], modes).unwrap_or(0) as u64;
+            }
+        }
+        ip += stored;
+        if last {
+            break;
+        }
+    }
+    Ok((ip, team_bytes))
 }
 
 /// Parses the frame at `at` (its magic number already checked to be a zstd frame's).
@@ -303,38 +373,8 @@ fn parse_frame(bytes: &[u8], at: usize, modes: &mut ZstdModes) -> Result<ZstdFra
         window = fcs;
     }
     let block_max = window.min(BLOCK_MAX);
-    loop {
-        let bh = c.le(ip, 3).ok_or_else(|| truncated(ip, "a block header"))?;
-        let last = bh & 1 == 1;
-        let btype = (bh >> 1) & 3;
-        let bsize = bh >> 3;
-        if btype == 3 {
-            return Err(err(ip, "reserved block type"));
-        }
-        if bsize > block_max {
-            return Err(err(
-                ip,
-                format!("a block of {bsize} bytes exceeds the frame's maximum block size {block_max}"),
-            ));
-        }
-        ip += 3;
-        let stored = if btype == 1 { 1 } else { bsize as usize };
-        if stored > bytes.len() - ip {
-            return Err(truncated(ip, "a block"));
-        }
-        match btype {
-            0 => modes.raw_blocks += 1,
-            1 => modes.rle_blocks += 1,
-            _ => {
-                modes.compressed_blocks += 1;
-                let _ = block_modes(&bytes[ip..ip + stored], modes);
-            }
-        }
-        ip += stored;
-        if last {
-            break;
-        }
-    }
+    let (end, team_bytes) = parse_blocks(bytes, ip, block_max, modes)?;
+    ip = end;
     if checksum {
         if bytes.len() - ip < 4 {
             return Err(truncated(ip, "the content checksum"));
@@ -352,6 +392,7 @@ fn parse_frame(bytes: &[u8], at: usize, modes: &mut ZstdModes) -> Result<ZstdFra
         content_size: (fcs_size > 0).then_some(fcs),
         window_size: window,
         checksum,
+        team_bytes,
     })
 }
 
@@ -389,6 +430,7 @@ pub fn parse(bytes: &[u8], expected_len: Option<usize>) -> Result<ZstdPlan, Zstd
                 content_size: Some(0),
                 window_size: 0,
                 checksum: false,
+                team_bytes: 0,
             });
             modes.skippable_frames += 1;
             ip += 8 + size;
@@ -469,7 +511,12 @@ fn plan_jobs(frames: &[ZstdFrame], expected: Option<usize>) -> Result<(Vec<ZstdJ
             return Err(err(frames[b].src.start, "the frames' content sizes contradict the expected size"));
         }
         if !frames[b..e].iter().all(|f| f.skippable) {
-            jobs.push(ZstdJob { src: frames[b].src.start..frames[e - 1].src.end, dst: d0 as usize..d1 as usize });
+            let team_bytes = frames[b..e].iter().map(|f| f.team_bytes).sum::<u64>() as usize;
+            jobs.push(ZstdJob {
+                src: frames[b].src.start..frames[e - 1].src.end,
+                dst: d0 as usize..d1 as usize,
+                team_bytes,
+            });
         }
         b = e;
     }
@@ -481,7 +528,14 @@ mod tests {
     use super::*;
 
     fn frame(content: Option<u64>) -> ZstdFrame {
-        ZstdFrame { src: 0..10, skippable: false, content_size: content, window_size: 1024, checksum: false }
+        ZstdFrame {
+            src: 0..10,
+            skippable: false,
+            content_size: content,
+            window_size: 1024,
+            checksum: false,
+            team_bytes: 0,
+        }
     }
 
     #[test]
@@ -495,10 +549,10 @@ mod tests {
         assert_eq!(
             jobs,
             vec![
-                ZstdJob { src: 0..10, dst: 0..5 },
-                ZstdJob { src: 10..30, dst: 5..22 },
-                ZstdJob { src: 30..40, dst: 22..29 },
-                ZstdJob { src: 40..50, dst: 29..30 },
+                ZstdJob { src: 0..10, dst: 0..5, team_bytes: 0 },
+                ZstdJob { src: 10..30, dst: 5..22, team_bytes: 0 },
+                ZstdJob { src: 30..40, dst: 22..29, team_bytes: 0 },
+                ZstdJob { src: 40..50, dst: 29..30, team_bytes: 0 },
             ]
         );
         assert!(plan_jobs(&fs, None).is_err(), "unknown sizes need the expected size");

@@ -12,7 +12,7 @@
 mod common;
 
 use damacy_kernels::parse_zstd as parse;
-use damacy_kernels::{ChunkInput, DecodeConfig, Error, StreamStatus, ZstdModes};
+use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device, Error, StreamStatus, Teams, ZstdModes};
 use proptest::prelude::*;
 use zstd::zstd_safe::CParameter;
 
@@ -1259,6 +1259,64 @@ fn long_copies_at_every_alignment() {
     }
     let m = check(&cases);
     assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.raw_blocks > 0 && m.rle_blocks > 0);
+}
+
+/// One launch of teams and lone warps (`Teams::Mostly`): chunks whose bytes are mostly a
+/// team's (four-stream Huffman literals: text-like letters; raw blocks: noise) get a block each,
+/// the others (runs, a pattern with sparse noise: sequences) a warp each, four to a block after
+/// the team blocks. The parse's `team_bytes` must split the wave both ways, so the launch is
+/// mixed; every chunk must decode to its bytes under every schedule, and `Teams::Auto` must
+/// choose this launch for a wave too large for teams alone (2,000 jobs on the emulated device's
+/// SMs) and teams for all in a small one.
+#[test]
+fn one_launch_of_teams_and_lone_warps_matches_libzstd() {
+    let mut cases = Vec::new();
+    for (k, &(n, kind)) in
+        [(70_000usize, 4u8), (20_000, 1), (140_000, 0), (65_536, 2), (9000, 4), (4096, 1), (30_000, 0), (100, 4)]
+            .iter()
+            .enumerate()
+    {
+        cases.push(natural_case(n, kind, [3, 1, 9, 3][k % 4], k % 2 == 0, k % 3 != 0));
+    }
+    let team: Vec<bool> = cases
+        .iter()
+        .map(|c| {
+            let p = parse(&c.frame, Some(c.expect.len())).unwrap();
+            let j = &p.jobs[0];
+            j.team_bytes > 0 && 2 * j.team_bytes >= j.dst.len()
+        })
+        .collect();
+    assert_eq!(team, [true, false, true, false, true, false, true, false], "the parse's team bytes");
+    let inputs: Vec<ChunkInput<'_>> = cases
+        .iter()
+        .map(|c| {
+            let i = ChunkInput::zstd(&c.frame).with_expected_len(c.expect.len());
+            if c.verify { i.with_checksum_verification() } else { i }
+        })
+        .collect();
+    for &seed in seeds() {
+        let mut dec = Decoder::new(&Device::emulated(seed), config().with_teams(Teams::Mostly)).unwrap();
+        let out = dec.decode_to_host(&inputs).unwrap().chunks;
+        for (c, r) in cases.iter().zip(out) {
+            match r {
+                Ok(v) => assert!(v == c.expect, "{} (seed {seed}): decoded bytes differ from libzstd's", c.what),
+                Err(e) => panic!("{} (seed {seed}): {e}", c.what),
+            }
+        }
+    }
+    let dec = Decoder::new(&Device::emulated(0), config()).unwrap();
+    let sms = Device::emulated(0).sm_count() as usize;
+    let big: Vec<ChunkInput<'_>> = inputs.iter().copied().cycle().take(sms * 4 + 1).collect();
+    assert_eq!(dec.teams_for(&big), Teams::Mostly);
+    assert_eq!(dec.teams_for(&inputs), Teams::All);
+    // a large wave of sequences only: lone warps; of literals only: teams up to two rounds of
+    // the device's blocks, lone warps past them
+    let only = |t: bool, n: usize| -> Vec<ChunkInput<'_>> {
+        inputs.iter().zip(&team).filter(|(_, k)| **k == t).map(|(i, _)| *i).cycle().take(n).collect()
+    };
+    assert_eq!(dec.teams_for(&only(false, sms * 4 + 1)), Teams::None);
+    assert_eq!(dec.teams_for(&only(true, sms * 8)), Teams::Mostly);
+    assert_eq!(dec.teams_for(&only(true, sms * 8 + 1)), Teams::None);
 }
 
 /// Raw blocks a team copies (4 KiB or more: all four warps, in a round of their own) between

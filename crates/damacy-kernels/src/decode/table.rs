@@ -3,8 +3,8 @@
 //! shuffle jobs and initial status words the kernels read. Pure: nothing here touches a device.
 
 use super::{
-    ALIGN, ChunkPlan, N_SLOTS, SLOT_CRC, SLOT_INFLATE, SLOT_RAW, SLOT_ZSTD, StreamInfo, align_up, codec_slot,
-    push_table,
+    ALIGN, ChunkPlan, N_SLOTS, SLOT_CRC, SLOT_INFLATE, SLOT_RAW, SLOT_ZSTD, StreamInfo, Teams, align_up, codec_slot,
+    push_table, team_candidate,
 };
 use crate::blosc::Shuffle;
 use crate::consts as c;
@@ -60,6 +60,9 @@ pub(super) struct WaveTables {
     pub(super) descs_at: usize,
     /// Per codec slot: offset and length of its id list.
     pub(super) ids: [(usize, u32); N_SLOTS],
+    /// Per codec slot: how many of its ids (the first ones) get a team of warps, a block each
+    /// (zstd and inflate; 0 for the others).
+    pub(super) n_team: [u32; N_SLOTS],
     /// Offset and count of the shuffle jobs.
     pub(super) jobs: (usize, u32),
     /// Offset of the status words (the actual-size words follow them).
@@ -87,6 +90,8 @@ impl WaveTables {
 #[derive(Default)]
 struct Builder {
     descs: Vec<StreamDesc>,
+    /// Per stream: its decoded bytes a team of warps decodes side by side (zstd).
+    team_bytes: Vec<u32>,
     ids: [Vec<u32>; N_SLOTS],
     infos: Vec<StreamInfo>,
     jobs: Vec<ShuffleJobDesc>,
@@ -95,9 +100,10 @@ struct Builder {
 }
 
 impl Builder {
-    fn push(&mut self, slot: usize, desc: StreamDesc, info: StreamInfo) {
+    fn push(&mut self, slot: usize, desc: StreamDesc, info: StreamInfo, team_bytes: u32) {
         self.ids[slot].push(self.infos.len() as u32);
         self.descs.push(desc);
+        self.team_bytes.push(team_bytes);
         self.infos.push(info);
     }
 
@@ -112,6 +118,7 @@ impl Builder {
             codec: SLOT_RAW as u32,
             flags: 0,
         });
+        self.team_bytes.push(0);
         let expected = p.decoded_len as u32;
         self.infos.push(StreamInfo { chunk: idx, slot: SLOT_RAW, src: (0, p.payload_len as u32), expected });
     }
@@ -132,6 +139,7 @@ impl Builder {
                 SLOT_CRC,
                 desc,
                 StreamInfo { chunk: idx, slot: SLOT_CRC, src: (0, p.payload_len as u32), expected: crc },
+                0,
             );
         }
         for s in &p.streams {
@@ -149,7 +157,7 @@ impl Builder {
                 },
             };
             let info = StreamInfo { chunk: idx, slot, src: (s.src_off, s.src_off + s.src_len), expected: s.dst_len };
-            self.push(slot, desc, info);
+            self.push(slot, desc, info, s.team_bytes);
         }
         for sh in &p.shuffles {
             let off = cd + u64::from(sh.off);
@@ -166,8 +174,15 @@ impl Builder {
 }
 
 /// Builds the tables of `wave` laid out as `layout`; decoded bytes of shuffled chunks go first
-/// to `scratch_base` past their place (the unshuffle scratch half of the output).
-pub(super) fn build(wave: &[(usize, ChunkPlan)], layout: &WaveLayout, scratch_base: u64) -> WaveTables {
+/// to `scratch_base` past their place (the unshuffle scratch half of the output). `teams` and
+/// `sms` choose the zstd and inflate jobs that get teams of warps ([`Teams::resolve`]).
+pub(super) fn build(
+    wave: &[(usize, ChunkPlan)],
+    layout: &WaveLayout,
+    scratch_base: u64,
+    teams: Teams,
+    sms: u32,
+) -> WaveTables {
     let mut b = Builder::default();
     let mut first_stream = Vec::with_capacity(wave.len());
     let mut per_codec = [0usize; N_SLOTS];
@@ -182,12 +197,27 @@ pub(super) fn build(wave: &[(usize, ChunkPlan)], layout: &WaveLayout, scratch_ba
     }
     let n_streams = b.infos.len();
     let mut longest = [0u32; N_SLOTS];
+    let mut n_team = [0u32; N_SLOTS];
     for (k, v) in b.ids.iter_mut().enumerate() {
         per_codec[k] += v.len();
-        // Longest first: one warp (or block) per stream, so the long ones start at once and
+        // The jobs with teams first (the kernel gives its first n_team ids a block each), then
+        // longest first: one warp (or block) per stream, so the long ones start at once and
         // the short ones fill in behind them.
-        v.sort_by_key(|&sid| std::cmp::Reverse(b.descs[sid as usize].dst_len));
-        longest[k] = v.first().map_or(0, |&sid| b.descs[sid as usize].dst_len);
+        let team = |sid: u32| team_candidate(b.descs[sid as usize].dst_len, b.team_bytes[sid as usize]);
+        let choice = match k {
+            SLOT_ZSTD => teams.resolve(v.len(), v.iter().filter(|&&sid| team(sid)).count(), sms),
+            // inflate: no job is a candidate (Mostly gives none a team)
+            SLOT_INFLATE => teams.resolve(v.len(), 0, sms),
+            _ => Teams::None,
+        };
+        let is_team = |sid: u32| match choice {
+            Teams::All => true,
+            Teams::Mostly => k == SLOT_ZSTD && team(sid),
+            _ => false,
+        };
+        v.sort_by_key(|&sid| (!is_team(sid), std::cmp::Reverse(b.descs[sid as usize].dst_len)));
+        n_team[k] = v.iter().filter(|&&sid| is_team(sid)).count() as u32;
+        longest[k] = v.iter().map(|&sid| b.descs[sid as usize].dst_len).max().unwrap_or(0);
     }
     let longest_job = b.jobs.iter().map(|j| j.len).max().unwrap_or(0);
     let mut status_init = vec![c::DMC_STATUS_PENDING; n_streams];
@@ -212,5 +242,17 @@ pub(super) fn build(wave: &[(usize, ChunkPlan)], layout: &WaveLayout, scratch_ba
     // back as one range, size word `i` at `n_streams + i`).
     status_init.extend_from_slice(&sizes);
     let status_at = base + push_table(&mut bytes, &status_init);
-    WaveTables { bytes, descs_at, ids, jobs, status_at, infos: b.infos, first_stream, per_codec, longest, longest_job }
+    WaveTables {
+        bytes,
+        descs_at,
+        ids,
+        n_team,
+        jobs,
+        status_at,
+        infos: b.infos,
+        first_stream,
+        per_codec,
+        longest,
+        longest_job,
+    }
 }

@@ -312,7 +312,8 @@ pub fn decode_teams_and_alone(
     DECODERS.with_borrow_mut(|decoders| {
         let mut run = |teams: bool| {
             let at = decoders.iter().position(|(s, t, _)| *s == seed && *t == teams).unwrap_or_else(|| {
-                let config = config().with_teams(Some(teams));
+                let config =
+                    config().with_teams(if teams { damacy_kernels::Teams::All } else { damacy_kernels::Teams::None });
                 decoders.push((seed, teams, Decoder::new(&Device::emulated(seed), config).unwrap()));
                 decoders.len() - 1
             });
