@@ -35,6 +35,10 @@ typedef long long dmc_i64;
 #define DMC_INFLATE_WARPS_PER_BLOCK 4
 // Warps of an inflate job's team (inflate.cu): a block's warps.
 #define DMC_INFLATE_TEAM DMC_INFLATE_WARPS_PER_BLOCK
+// A stored deflate block this long or longer is copied by the whole team (one barrier before,
+// one after); a shorter one by the leader alone, the helpers not woken. The host counts such
+// blocks at a stream's start as bytes a team decodes side by side (decode.rs).
+#define DMC_INF_TEAM_COPY_MIN 4096u
 #define DMC_MEMCPY_THREADS 256
 #define DMC_SHUFFLE_THREADS 256
 #define DMC_CRC32C_THREADS 256

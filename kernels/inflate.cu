@@ -1488,10 +1488,6 @@ __device__ dmc_inf_huff_res dmc_inf_huff(const dmc_inflate_smem* sm, dmc_win8* w
 #define DMC_INF_MIN_BLOCKS 5
 #endif
 
-// A stored block this long or longer is copied by the whole team (one barrier before, one
-// after); a shorter one by the leader alone, the helpers not woken.
-#define DMC_INF_TEAM_COPY_MIN 4096u
-
 // A team's helper (warp w > 0 of a job's block): waits at the team's barrier for the leader's
 // command; copies its parts of a stored block with the leader (dmc_range_copy's rounds of
 // 2 KiB, round k to warp k mod DMC_INFLATE_TEAM); leaves on anything else (the leader posts
@@ -1506,22 +1502,22 @@ __device__ void dmc_inf_helper(const dmc_inflate_smem* sm, const dmc_u8* in, dmc
     }
 }
 
-// Jobs and warps: a block has DMC_INFLATE_WARPS_PER_BLOCK (= DMC_INFLATE_TEAM) warps. When the
-// grid has a block per job (gridDim.x >= n_ids: the launcher's choice for a wave whose jobs fit
-// the device's resident blocks, see decode.rs) the block's warps are one job's team: warp 0 (the
-// leader) decodes the stream as below, and the helpers (dmc_inf_helper) join it for each stored
-// block of DMC_INF_TEAM_COPY_MIN bytes or more, a stored block's copy being the one step of a
-// stream whose work does not depend on the bits before it (a Huffman block's symbols do, and its
-// end is where its last symbol ends). Otherwise each warp is a job of its own (a larger wave:
-// more jobs resident, no barriers).
+// Jobs and warps: a block has DMC_INFLATE_WARPS_PER_BLOCK (= DMC_INFLATE_TEAM) warps. The first
+// n_team jobs of ids get a block each, whose warps are the job's team (the launcher's choice per
+// wave, see decode.rs: every job while they fit the device's resident blocks, else the streams
+// that open with stored blocks): warp 0 (the leader) decodes the stream as below, and the
+// helpers (dmc_inf_helper) join it for each stored block of DMC_INF_TEAM_COPY_MIN bytes or more,
+// a stored block's copy being the one step of a stream whose work does not depend on the bits
+// before it (a Huffman block's symbols do, and its end is where its last symbol ends). Each later block holds DMC_INFLATE_WARPS_PER_BLOCK jobs of
+// the rest, a warp each (no barriers).
 extern "C" __global__ void __launch_bounds__(DMC_INFLATE_WARPS_PER_BLOCK * DMC_WARP_SIZE, DMC_INF_MIN_BLOCKS)
 dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* __restrict__ dst_base,
                    dmc_u64 dst_total, const dmc_stream* __restrict__ streams, const dmc_u32* __restrict__ ids,
-                   dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual) {
+                   dmc_u32 n_ids, dmc_u32* __restrict__ status, dmc_u32* __restrict__ actual, dmc_u32 n_team) {
     __shared__ dmc_inflate_smem smem[DMC_INFLATE_WARPS_PER_BLOCK];
     const dmc_u32 wib = threadIdx.x / DMC_WARP_SIZE;  // warp of the block
-    const bool team = gridDim.x >= n_ids;             // uniform over the grid
-    const dmc_u32 job = team ? blockIdx.x : blockIdx.x * DMC_INFLATE_WARPS_PER_BLOCK + wib;
+    const bool team = blockIdx.x < n_team;            // uniform over the block
+    const dmc_u32 job = team ? blockIdx.x : n_team + (blockIdx.x - n_team) * DMC_INFLATE_WARPS_PER_BLOCK + wib;
     const dmc_u32 w = team ? wib : 0;  // warp of the job's team (0: the leader)
     const dmc_u32 lane = dmc_lane();
     if (job >= n_ids) return;  // the whole warp (team: block) leaves together
@@ -1635,6 +1631,6 @@ dmc_inflate_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u
 DMC_EMU_LAUNCHER(dmc_inflate_decode,
                  (const dmc_u8* src_base, dmc_u64 src_total, dmc_u8* dst_base, dmc_u64 dst_total,
                   const dmc_stream* streams, const dmc_u32* ids, dmc_u32 n_ids, dmc_u32* status,
-                  dmc_u32* actual),
-                 (src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual))
+                  dmc_u32* actual, dmc_u32 n_team),
+                 (src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, n_team))
 #endif

@@ -228,8 +228,9 @@ pub struct FrameStream {
     pub codec: StreamCodec,
     /// Whether it decodes into the scratch area (its block is unshuffled afterwards).
     pub to_scratch: bool,
-    /// zstd streams: the decoded bytes a team of warps decodes side by side
-    /// ([`crate::zstd::ZstdJob::team_bytes`]); 0 for every other codec.
+    /// The decoded bytes a team of warps decodes side by side: zstd streams
+    /// ([`crate::zstd::ZstdJob::team_bytes`]), deflate streams (the stored blocks of 4 KiB or
+    /// more before the first Huffman block); 0 for every other codec.
     pub team_bytes: u32,
 }
 

@@ -196,19 +196,20 @@ pub struct DecodeConfig {
 pub enum Teams {
     /// Per wave and kernel (the default): every job a team while the kernel's jobs fit the
     /// device's resident blocks at once ([`Device::sm_count`] × `DMC_TEAM_BLOCKS_PER_SM`, 4);
-    /// in a larger wave [`Teams::Mostly`] while the zstd jobs it would give teams number at most
-    /// two such rounds of blocks, else [`Teams::None`]. (By the GPU model, a wave of 1,000 ×
-    /// 256 KiB zstd chunks: teams 1.5× faster than lone warps on a smooth field's literals and
-    /// 1.9× on raw blocks, 0.77× on a label image's sequences; at 4,000 chunks lone warps lead
-    /// on the smooth field too, `benches/results/gpu-model.md`.)
+    /// in a larger wave [`Teams::Mostly`] while the jobs it would give teams number at most two
+    /// such rounds of blocks, else [`Teams::None`]. (By the GPU model, a wave of 1,000 × 256 KiB
+    /// zstd chunks: teams 1.5× faster than lone warps on a smooth field's literals and 1.9× on
+    /// raw blocks, 0.77× on a label image's sequences; at 4,000 chunks lone warps lead on the
+    /// smooth field too; deflate's stored blocks 1.7×, `benches/results/gpu-model.md`.)
     #[default]
     Auto,
     /// Every job a team.
     All,
-    /// A team for each zstd job whose decoded bytes are at least half a team's
-    /// ([`crate::ZstdJob::team_bytes`]: four-stream literals, long raw blocks), one warp for
-    /// every other zstd job, in one launch; one warp per inflate job (the host cannot tell a
-    /// deflate stream's stored blocks without decoding it).
+    /// A team for each job whose decoded bytes are at least half a team's, one warp for every
+    /// other, in one launch: zstd, four-stream literals and raw blocks of 4 KiB or more
+    /// ([`crate::ZstdJob::team_bytes`]); inflate, the stored blocks of 4 KiB or more at the
+    /// stream's start, up to its first Huffman block (whose end the host cannot find without
+    /// decoding it).
     Mostly,
     /// One warp per job.
     None,
@@ -572,7 +573,7 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
         };
         (vec![stream], Vec::new(), 1, decoded_len)
     };
-    let (streams, shuffles, typesize, decoded_len) = match input.encoding {
+    let (mut streams, shuffles, typesize, decoded_len) = match input.encoding {
         ChunkEncoding::Raw => one(StreamCodec::Raw, payload.len()),
         ChunkEncoding::Gzip | ChunkEncoding::Zlib => {
             one(StreamCodec::Deflate, deflate_decoded_len(index, input, payload)?)
@@ -593,8 +594,63 @@ fn plan_chunk(index: usize, input: &ChunkInput<'_>) -> Result<ChunkPlan> {
             reason: format!("decodes to {decoded_len} bytes but the chunk shape needs {exp}"),
         });
     }
+    // a deflate stream's stored blocks at its start: what a team copies side by side
+    let fmt = inflate_flags & c::DMC_INFLATE_FMT_MASK;
+    for st in streams.iter_mut().filter(|st| st.codec == StreamCodec::Deflate) {
+        let at = st.src_off as usize;
+        st.team_bytes = payload.get(at..at + st.src_len as usize).map_or(0, |b| deflate_stored_prefix(b, fmt));
+    }
     let payload_len = payload.len();
     Ok(ChunkPlan { streams, shuffles, typesize, decoded_len, payload_len, crc, zstd_flags, inflate_flags })
+}
+
+/// The decoded bytes of the stored blocks of `DMC_INF_TEAM_COPY_MIN` bytes or more at the start
+/// of deflate stream `b` (wrapper `fmt`: `DMC_INFLATE_FMT_*`), up to its first Huffman block,
+/// whose end the host cannot find without decoding it, or the end of its first gzip member: the
+/// bytes a team of warps copies side by side. 0 where the stream is not as expected (the kernel
+/// reports what is wrong with it).
+fn deflate_stored_prefix(b: &[u8], fmt: u32) -> u32 {
+    let u16_at = |at: usize| b.get(at..at + 2).map(|v| u32::from(u16::from_le_bytes([v[0], v[1]])));
+    let mut pos = match fmt {
+        c::DMC_INFLATE_FMT_ZLIB => 2,
+        c::DMC_INFLATE_FMT_GZIP => {
+            // ID1 ID2 CM FLG MTIME XFL OS, then FEXTRA, FNAME, FCOMMENT, FHCRC as FLG says
+            let Some(&flg) = b.get(3) else { return 0 };
+            let mut at = 10usize;
+            if flg & 4 != 0 {
+                let Some(xlen) = u16_at(at) else { return 0 };
+                at += 2 + xlen as usize;
+            }
+            for bit in [8u8, 16] {
+                if flg & bit != 0 {
+                    let Some(n) = b.get(at..).and_then(|r| r.iter().position(|&v| v == 0)) else { return 0 };
+                    at += n + 1;
+                }
+            }
+            at + if flg & 2 != 0 { 2 } else { 0 }
+        }
+        _ => 0,
+    };
+    let mut total = 0u32;
+    // a stored block: BFINAL, BTYPE 00 at the byte's low bits (the stream is byte-aligned at
+    // its start and after each stored block), LEN, NLEN at the next byte boundary
+    while let Some(&h) = b.get(pos) {
+        if (h >> 1) & 3 != 0 {
+            break;
+        }
+        let (Some(len), Some(nlen)) = (u16_at(pos + 1), u16_at(pos + 3)) else { break };
+        if len != !nlen & 0xFFFF || pos + 5 + len as usize > b.len() {
+            break;
+        }
+        if len >= c::DMC_INF_TEAM_COPY_MIN {
+            total = total.saturating_add(len);
+        }
+        pos += 5 + len as usize;
+        if h & 1 != 0 {
+            break;
+        }
+    }
+    total
 }
 
 /// The chunk's payload and, for a crc32c chunk, the checksum its last 4 bytes hold.
@@ -898,7 +954,7 @@ fn parts_per_job(longest: u32, part_bytes: u32, n: u32) -> u32 {
 
 /// Blocks of a zstd or inflate launch of `n` jobs whose first `n_team` get a team of warps (a
 /// block each; `dmc_zstd_decode` and `dmc_inflate_decode` take the rest `per_block` to a block,
-/// a warp each). inflate's teams are all or none: its kernel tells a team launch by `gx >= n`.
+/// a warp each).
 fn team_blocks(n: u32, n_team: u32, per_block: u32) -> u32 {
     n_team + (n - n_team).div_ceil(per_block)
 }
@@ -1006,7 +1062,7 @@ impl Decoder {
     /// ([`Decoder::set_teams`]) to keep the whole wave's choice.
     #[must_use]
     pub fn teams_for(&self, chunks: &[ChunkInput<'_>]) -> Teams {
-        let (mut zstd, mut candidates, mut inflate) = (0usize, 0usize, 0usize);
+        let (mut zstd, mut candidates, mut inflate, mut inflate_candidates) = (0usize, 0usize, 0usize, 0usize);
         for (i, chunk) in chunks.iter().enumerate() {
             if let Ok(p) = plan_chunk(i, chunk) {
                 for st in &p.streams {
@@ -1015,7 +1071,10 @@ impl Decoder {
                             zstd += 1;
                             candidates += usize::from(team_candidate(st.dst_len, st.team_bytes));
                         }
-                        StreamCodec::Deflate => inflate += 1,
+                        StreamCodec::Deflate => {
+                            inflate += 1;
+                            inflate_candidates += usize::from(team_candidate(st.dst_len, st.team_bytes));
+                        }
                         _ => {}
                     }
                 }
@@ -1025,7 +1084,7 @@ impl Decoder {
         if zstd > 0 {
             self.config.teams.resolve(zstd, candidates, sms)
         } else {
-            self.config.teams.resolve(inflate, 0, sms)
+            self.config.teams.resolve(inflate, inflate_candidates, sms)
         }
     }
 

@@ -271,10 +271,13 @@ kernel_launchers! {
         streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
         seq_half: u64, n_team: u32,
     );
-    /// `dmc_inflate_decode` (inflate.cu): one warp per stream (a gzip/zlib/raw deflate stream) of `ids`.
+    /// `dmc_inflate_decode` (inflate.cu): a team of warps (a block) for each of the first
+    /// `n_team` streams (a gzip/zlib/raw deflate stream) of `ids`, one warp for each later one
+    /// (four to a block).
     InflateDecodeArgs => InflateDecode "dmc_inflate_decode" (
         src_base: DevPtr<u8>, src_total: u64, dst_base: DevPtr<u8>, dst_total: u64,
         streams: DevPtr<StreamDesc>, ids: DevPtr<u32>, n_ids: u32, status: DevPtr<u32>, actual: DevPtr<u32>,
+        n_team: u32,
     );
     /// `dmc_memcpy` (memcpy.cu): grid (streams of `ids`, parts per stream).
     MemcpyArgs => Memcpy "dmc_memcpy" (
@@ -315,8 +318,8 @@ pub(crate) struct StreamArgs {
     /// Bytes from the output's first half to its second, the unshuffle scratch (0: the output
     /// has one half); only `dmc_zstd_decode` takes it.
     pub(crate) half: u64,
-    /// The first `n_team` ids get a team of warps (only `dmc_zstd_decode` takes it; inflate's
-    /// launch tells teams by its grid).
+    /// The first `n_team` ids get a team of warps (`dmc_zstd_decode` and `dmc_inflate_decode`
+    /// take it).
     pub(crate) n_team: u32,
 }
 
@@ -336,7 +339,26 @@ macro_rules! stream_kernel_args {
         }
     )*};
 }
-stream_kernel_args!(Lz4DecodeArgs, BloscLzDecodeArgs, InflateDecodeArgs, MemcpyArgs);
+stream_kernel_args!(Lz4DecodeArgs, BloscLzDecodeArgs, MemcpyArgs);
+
+impl StreamKernelArgs for InflateDecodeArgs {
+    fn from_stream_args(a: StreamArgs) -> Self {
+        let StreamArgs {
+            src_base,
+            src_total,
+            dst_base,
+            dst_total,
+            streams,
+            ids,
+            n_ids,
+            status,
+            actual,
+            half: _,
+            n_team,
+        } = a;
+        Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, n_team }
+    }
+}
 
 impl StreamKernelArgs for ZstdDecodeArgs {
     fn from_stream_args(a: StreamArgs) -> Self {

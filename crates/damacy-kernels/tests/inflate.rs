@@ -16,7 +16,7 @@ mod common;
 
 use std::io::Write;
 
-use damacy_kernels::{ChunkInput, DecodeConfig, Device, Error, StreamStatus};
+use damacy_kernels::{ChunkInput, DecodeConfig, Decoder, Device, Error, StreamStatus, Teams};
 use flate2::Compression;
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
@@ -1006,6 +1006,47 @@ fn crc32(d: &[u8]) -> u32 {
     let mut c = flate2::Crc::new();
     c.update(d);
     c.sum()
+}
+
+/// One launch of teams and lone warps (`Teams::Mostly`): streams that open with stored blocks of
+/// 4 KiB or more (zlib level 0; a gzip member at level 0 with FEXTRA, FNAME, FCOMMENT and
+/// FHCRC before them) get a block each, the others (Huffman blocks; stored blocks under 4 KiB)
+/// a warp each, four to a block after the team blocks. Each stream's class is checked through
+/// `Teams::Auto`'s choice for a wave of its copies too large for teams alone (`Mostly` when it
+/// is a team's, `None` when not); every chunk must decode to its bytes under every schedule.
+#[test]
+fn one_launch_of_teams_and_lone_warps_matches_flate2() {
+    let noise = data(150_000, 0, 7);
+    let text = data(90_000, 4, 8);
+    let runs = data(70_000, 1, 9);
+    let small = data(3000, 0, 10);
+    let chunks: Vec<(Vec<u8>, &[u8], bool, bool)> = vec![
+        (zlib(&noise, 0), &noise, false, true),
+        (zlib(&text, 6), &text, false, false),
+        (gzip_with_header(&noise, 0, true), &noise, true, true),
+        (gzip(&runs, 9), &runs, true, false),
+        (zlib(&small, 0), &small, false, false),
+    ];
+    let inputs: Vec<ChunkInput<'_>> = chunks
+        .iter()
+        .map(|(c, d, gz, _)| if *gz { ChunkInput::gzip(c) } else { ChunkInput::zlib(c).with_expected_len(d.len()) })
+        .collect();
+    let dec = Decoder::new(&Device::emulated(0), config().with_wave_streams(1 << 12)).unwrap();
+    let wave = Device::emulated(0).sm_count() as usize * 4 + 1;
+    for (i, (_, _, _, team)) in chunks.iter().enumerate() {
+        let copies: Vec<ChunkInput<'_>> = std::iter::repeat_n(inputs[i], wave).collect();
+        let want = if *team { Teams::Mostly } else { Teams::None };
+        assert_eq!(dec.teams_for(&copies), want, "chunk {i}");
+    }
+    assert_eq!(dec.teams_for(&inputs), Teams::All);
+    for &seed in seeds() {
+        let mut d = Decoder::new(&Device::emulated(seed), config().with_teams(Teams::Mostly)).unwrap();
+        let out = d.decode_to_host(&inputs).unwrap().chunks;
+        for (i, (r, (_, want, _, _))) in out.into_iter().zip(&chunks).enumerate() {
+            let got = r.unwrap_or_else(|e| panic!("chunk {i} (seed {seed}): {e}"));
+            assert!(got == *want, "chunk {i} (seed {seed}): decoded bytes differ from flate2's");
+        }
+    }
 }
 
 /// A gzip member with FEXTRA, FNAME, FCOMMENT and (optionally) FHCRC.

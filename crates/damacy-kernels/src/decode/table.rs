@@ -90,7 +90,7 @@ impl WaveTables {
 #[derive(Default)]
 struct Builder {
     descs: Vec<StreamDesc>,
-    /// Per stream: its decoded bytes a team of warps decodes side by side (zstd).
+    /// Per stream: its decoded bytes a team of warps decodes side by side (zstd, inflate).
     team_bytes: Vec<u32>,
     ids: [Vec<u32>; N_SLOTS],
     infos: Vec<StreamInfo>,
@@ -205,14 +205,12 @@ pub(super) fn build(
         // the short ones fill in behind them.
         let team = |sid: u32| team_candidate(b.descs[sid as usize].dst_len, b.team_bytes[sid as usize]);
         let choice = match k {
-            SLOT_ZSTD => teams.resolve(v.len(), v.iter().filter(|&&sid| team(sid)).count(), sms),
-            // inflate: no job is a candidate (Mostly gives none a team)
-            SLOT_INFLATE => teams.resolve(v.len(), 0, sms),
+            SLOT_ZSTD | SLOT_INFLATE => teams.resolve(v.len(), v.iter().filter(|&&sid| team(sid)).count(), sms),
             _ => Teams::None,
         };
         let is_team = |sid: u32| match choice {
             Teams::All => true,
-            Teams::Mostly => k == SLOT_ZSTD && team(sid),
+            Teams::Mostly => team(sid),
             _ => false,
         };
         v.sort_by_key(|&sid| (!is_team(sid), std::cmp::Reverse(b.descs[sid as usize].dst_len)));
