@@ -369,6 +369,42 @@ __device__ __forceinline__ void dmc_store16(void* p, dmc_u32x4 v) {
 #endif
 }
 
+// ---- A warp's ring of its latest output in shared memory (the LZ4 decoder) ----
+// DMC_LZ_RING bytes of shared memory per warp, 16-byte aligned, that mirror the output: the
+// copies below write every output byte also at ring slot (its address mod DMC_LZ_RING) when
+// called with a dmc_ring<true>, and read a byte they need from the output from the ring when it
+// lies close enough behind the write front that neither a later write nor one of the same
+// round can have reused its slot (each read site states its rule). The copies write the slots
+// in output order (one that stores its tail before its body puts the tail into the ring last),
+// so behind the write front the ring holds the latest DMC_LZ_RING bytes. Output stored moments before
+// is an L2 access (global stores leave no L1 line: ~351 cycles on an H200), a ring slot a
+// shared-memory one (~29; benches/results/gpu-model.md), and a label image's matches read the
+// rows just written. With a dmc_ring<false> (the default) the copies are what they were.
+#define DMC_LZ_RING 4096u
+template <bool RING>
+struct dmc_ring {
+    dmc_u8* b;  // RING: the warp's DMC_LZ_RING bytes of shared memory; else unused
+    __device__ __forceinline__ dmc_u8* at(const void* p) const {
+        return b + ((dmc_u32)(dmc_u64)p & (DMC_LZ_RING - 1u));
+    }
+    __device__ __forceinline__ void put8(dmc_u8* p, dmc_u32 v) const {
+        *p = (dmc_u8)v;
+        if (RING) *at(p) = (dmc_u8)v;
+    }
+    __device__ __forceinline__ void put32(dmc_u8* p, dmc_u32 v) const {  // p 4-byte aligned
+        *(dmc_u32*)p = v;
+        if (RING) *(dmc_u32*)at(p) = v;
+    }
+    __device__ __forceinline__ void put16(dmc_u8* p, dmc_u32x4 v) const {  // p 16-byte aligned
+        dmc_store16(p, v);
+        if (RING) dmc_store16(at(p), v);
+    }
+    // Byte p of the output (written before this call): from the ring when `near`.
+    __device__ __forceinline__ dmc_u32 get8(const dmc_u8* p, bool near) const {
+        return RING && near ? (dmc_u32)*at(p) : (dmc_u32)*p;
+    }
+};
+
 // The 16 bytes at the aligned address p, of which those before `lo` (another stream's output,
 // or outside the buffer) are not read and come back as 0: one 16-byte load when p >= lo, else
 // single bytes.
@@ -417,8 +453,9 @@ __device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_
 // A round of a 16-byte shifted copy (all 32 lanes): lane l < m stores at d + 16 l (16-byte
 // aligned) the 16 bytes that start sh bytes into its vector v, the rest from the next lane's
 // (the round's source: the vectors the lanes loaded, lane l's 16 l bytes after the first).
+template <bool RING = false>
 __device__ __forceinline__ void dmc_shifted_store16(dmc_u8* d, const dmc_u32x4& v, dmc_u32 sh, dmc_u32 m,
-                                                    dmc_u32 lane) {
+                                                    dmc_u32 lane, const dmc_ring<RING>& ring = dmc_ring<false>{}) {
     dmc_u32 x[8];
 DMC_UNROLL
     for (dmc_u32 i = 0; i < 4; i++) {
@@ -426,7 +463,7 @@ DMC_UNROLL
         x[i + 4] = __shfl_down_sync(0xffffffffu, v.w[i], 1);
     }
     const dmc_u32x4 o = dmc_shift16_words(x, sh);
-    if (lane < m) dmc_store16(d + 16 * lane, o);
+    if (lane < m) ring.put16(d + 16 * lane, o);
 }
 
 // All 32 lanes of a warp: d[0, n) = s[0, n), where the bytes of [lo, hi) (which hold s[0, n))
@@ -436,14 +473,17 @@ DMC_UNROLL
 // body byte rounded down to 16) + 16 l (one load request per round, 32 lanes) and stores its
 // word shifted together from its own and the next lane's vector (four shuffles). A vector
 // reaching outside [lo, hi) is read byte by byte (the stream's first and last 16 bytes).
+template <bool RING = false>
 __device__ __forceinline__ void dmc_copy16_in(dmc_u8* d, const dmc_u8* s, dmc_u32 n, const dmc_u8* lo,
-                                              const dmc_u8* hi, dmc_u32 lane) {
+                                              const dmc_u8* hi, dmc_u32 lane,
+                                              const dmc_ring<RING>& ring = dmc_ring<false>{}) {
     const dmc_u32 head = dmc_min_u32((0u - (dmc_u32)(dmc_u64)d) & 15u, n);
     const dmc_u32 body = (n - head) & ~15u;
     const dmc_u32 tail = n - head - body;
-    if (lane < head + tail) {
+    // (with a ring the tail goes last: the ring's slots are written in output order)
+    if (lane < (RING ? head : head + tail)) {
         const dmc_u32 j = lane < head ? lane : body + lane;
-        d[j] = s[j];
+        ring.put8(d + j, s[j]);
     }
     const dmc_u64 sb = (dmc_u64)(s + head);
     const dmc_u8* a = (const dmc_u8*)(sb & ~(dmc_u64)15);
@@ -452,8 +492,9 @@ __device__ __forceinline__ void dmc_copy16_in(dmc_u8* d, const dmc_u8* s, dmc_u3
         const dmc_u32 m = dmc_min_u32(body - k, 16 * (DMC_WARP_SIZE - 1)) / 16;  // storing lanes
         dmc_u32x4 v = {{0, 0, 0, 0}};
         if (lane < m || (lane == m && sh != 0)) v = dmc_load16_in(a + k + 16 * lane, lo, hi);
-        dmc_shifted_store16(d + head + k, v, sh, m, lane);
+        dmc_shifted_store16(d + head + k, v, sh, m, lane, ring);
     }
+    if (RING && lane >= head && lane < head + tail) ring.put8(d + body + lane, s[body + lane]);
 }
 
 // Literal runs at least this long are copied with 4-byte stores (below it, one byte per lane).
@@ -469,10 +510,11 @@ __device__ __forceinline__ void dmc_copy16_in(dmc_u8* d, const dmc_u8* s, dmc_u3
 // lane, the words between as aligned 4-byte stores, 31 per round (124 bytes: the window holds
 // them at any alignment), lane l's word from the two window words holding its 4 bytes (two
 // shuffles and a funnel shift).
+template <bool RING = false>
 __device__ __forceinline__ void dmc_win_copy(dmc_win* w, dmc_u32 p, dmc_u32 n, dmc_u8* out,
-                                             dmc_u32 lane) {
+                                             dmc_u32 lane, const dmc_ring<RING>& ring = dmc_ring<false>{}) {
     if (n >= DMC_WIN_COPY16_MIN) {
-        dmc_copy16_in(out, w->src + p, n, w->src, w->src + w->len, lane);  // the window stays
+        dmc_copy16_in(out, w->src + p, n, w->src, w->src + w->len, lane, ring);  // the window stays
         return;
     }
     dmc_u32 j = 0;
@@ -481,21 +523,21 @@ __device__ __forceinline__ void dmc_win_copy(dmc_win* w, dmc_u32 p, dmc_u32 n, d
         const dmc_u32 end = head + ((n - head) & ~3u);  // the tail starts here
         dmc_win_need(w, p, head, lane);
         const dmc_u32 b = dmc_win_get(*w, p + lane);
-        if (lane < head) out[lane] = (dmc_u8)b;
+        if (lane < head) ring.put8(out + lane, b);
         for (j = head; j < end; j += 4 * (DMC_WARP_SIZE - 1)) {
             const dmc_u32 m = dmc_min_u32(end - j, 4 * (DMC_WARP_SIZE - 1));
             dmc_win_need(w, p + j, m, lane);
             const dmc_u32 off = p + j + 4 * lane + w->mis - w->start;
             const dmc_u32 lo = __shfl_sync(0xffffffffu, w->word, (int)((off >> 2) & (DMC_WARP_SIZE - 1)));
             const dmc_u32 hi = __shfl_sync(0xffffffffu, w->word, (int)(((off >> 2) + 1) & (DMC_WARP_SIZE - 1)));
-            if (4 * lane < m) *(dmc_u32*)(out + j + 4 * lane) = __funnelshift_r(lo, hi, 8 * (off & 3u));
+            if (4 * lane < m) ring.put32(out + j + 4 * lane, __funnelshift_r(lo, hi, 8 * (off & 3u)));
         }
         j = end;  // the tail: fewer than 4 bytes, one round below
     }
     for (; j < n; j += DMC_WARP_SIZE) {
         dmc_win_need(w, p + j, dmc_min_u32(n - j, DMC_WARP_SIZE), lane);
         const dmc_u32 b = dmc_win_get(*w, p + j + lane);
-        if (j + lane < n) out[j + lane] = (dmc_u8)b;
+        if (j + lane < n) ring.put8(out + j + lane, b);
     }
 }
 
@@ -573,18 +615,22 @@ DMC_UNROLL
 // whole 16-byte word (tail) one per lane, one sector each; the body as aligned 16-byte stores of
 // four copies of P turned by the head (the words start a multiple of 4 bytes after it), lane l
 // the 16 bytes at 16 l of a round. A warp collective (uniform arguments); no memory is read.
-__device__ __forceinline__ void dmc_lz_fill4(dmc_u8* to, dmc_u32 P, dmc_u32 len, dmc_u32 lane) {
+template <bool RING = false>
+__device__ __forceinline__ void dmc_lz_fill4(dmc_u8* to, dmc_u32 P, dmc_u32 len, dmc_u32 lane,
+                                             const dmc_ring<RING>& ring = dmc_ring<false>{}) {
     const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)to) & 15u;
     const dmc_u32 body = (len - head) & ~15u;
     const dmc_u32 tail = len - head - body;
-    if (lane < head) to[lane] = (dmc_u8)(P >> (8 * (lane & 3u)));
-    if (lane < tail) to[head + body + lane] = (dmc_u8)(P >> (8 * ((head + body + lane) & 3u)));
+    if (lane < head) ring.put8(to + lane, P >> (8 * (lane & 3u)));
+    if (!RING && lane < tail) to[head + body + lane] = (dmc_u8)(P >> (8 * ((head + body + lane) & 3u)));
     const dmc_u32 w = __funnelshift_r(P, P, 8 * (head & 3u));
     const dmc_u32x4 v = dmc_u32x4{{w, w, w, w}};
     for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
         const dmc_u32 b = head + k + 16 * lane;
-        if (b < head + body) dmc_store16(to + b, v);  // aligned: to + head is
+        if (b < head + body) ring.put16(to + b, v);  // aligned: to + head is
     }
+    // with a ring, the tail last: its slots are written in output order
+    if (RING && lane < tail) ring.put8(to + head + body + lane, P >> (8 * ((head + body + lane) & 3u)));
 }
 
 // Copies the match of `len` bytes at distance `dist` (1 <= dist <= op) to out[op, op + len),
@@ -615,12 +661,23 @@ __device__ __forceinline__ void dmc_lz_fill4(dmc_u8* to, dmc_u32 P, dmc_u32 len,
 //     S + R + 16 <= the round's destination: only bytes written before the round are read
 //     (a __syncwarp at the top of each round orders the earlier rounds' and the head's stores),
 //     never one this round writes. Loads that would start before `out` read single bytes.
+// With a ring (dmc_ring<true>) every byte is also written to it, and the match's source bytes
+// are read from it where no write of this call can reuse their slots first: a short match's
+// when dist <= DMC_LZ_RING - DMC_LZ_WIDE_MATCH (its writes end less than 64 bytes after op), a
+// pattern's always (loaded, then shuffled, before any store), a long match's head and tail when
+// dist + 16 <= DMC_LZ_RING (the head's 16 bytes are written beside those reads; the tail's
+// bytes go into the ring after the body's, so that its slots are written in output order), a
+// round's vectors when dist + 512 <= DMC_LZ_RING (a round writes at most 496 bytes, and reads
+// 16 below its source).
+template <bool RING = false>
 __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len,
-                                                  dmc_u32 lane, bool small_period = true) {
+                                                  dmc_u32 lane, bool small_period = true,
+                                                  const dmc_ring<RING>& ring = dmc_ring<false>{}) {
     const dmc_u8* from = out + (op - dist);
     dmc_u8* to = out + op;
     if (len < DMC_LZ_WIDE_MATCH) {
-        for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) to[j] = from[j < dist ? j : j % dist];
+        const bool near = dist <= DMC_LZ_RING - DMC_LZ_WIDE_MATCH;
+        for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) ring.put8(to + j, ring.get8(from + (j < dist ? j : j % dist), near));
         return;
     }
     const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)to) & 15u;  // bytes before a 16-byte boundary
@@ -629,7 +686,7 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
     if (dist < DMC_LZ_PATTERN_DIST) {
         dmc_u32 pat = 0;
         for (dmc_u32 q = 0; 32 * q < dist; q++)
-            if (32 * q + lane < dist) pat |= (dmc_u32)from[32 * q + lane] << (8 * q);
+            if (32 * q + lane < dist) pat |= ring.get8(from + 32 * q + lane, true) << (8 * q);
         // a power-of-two dist divides 512: a lane's 16 bytes are the same every round
         const bool same = (dist & (dist - 1u)) == 0u;
         if (small_period && same && dist <= 4) {
@@ -638,29 +695,36 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
             const dmc_u32 pm = dist - 1u;
             const dmc_u32 P = dmc_lz_pat_byte(pat, 0) | (dmc_lz_pat_byte(pat, 1u & pm) << 8) |
                               (dmc_lz_pat_byte(pat, 2u & pm) << 16) | (dmc_lz_pat_byte(pat, 3u & pm) << 24);
-            dmc_lz_fill4(to, P, len, lane);
+            dmc_lz_fill4(to, P, len, lane, ring);
             return;
         }
         const dmc_u32 eh = dmc_lz_pat_byte(pat, lane % dist);
-        if (lane < head) to[lane] = (dmc_u8)eh;  // one sector each: head and tail
+        if (lane < head) ring.put8(to + lane, eh);  // one sector each: head and tail
         const dmc_u32 et = dmc_lz_pat_byte(pat, (head + body + lane) % dist);
-        if (lane < tail) to[head + body + lane] = (dmc_u8)et;
+        if (!RING && lane < tail) to[head + body + lane] = (dmc_u8)et;
         dmc_u32x4 v = dmc_lz_pat_word(pat, (head + 16 * lane) % dist, dist);
         for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
             const dmc_u32 b = head + k + 16 * lane;
             if (!same && k > 0) v = dmc_lz_pat_word(pat, b % dist, dist);
-            if (b < head + body) dmc_store16(to + b, v);  // aligned: to + head is
+            if (b < head + body) ring.put16(to + b, v);  // aligned: to + head is
         }
+        if (RING && lane < tail) ring.put8(to + head + body + lane, et);  // the ring's slots in output order
         return;
     }
-    {
-        // head and tail in one load and one store: lanes 0-15 the head's bytes, 16-31 the
-        // tail's; both read the match's first period only (dist > 15: out[op - dist, op),
-        // written before the copy), so the load waits on no store of this one
-        const dmc_u32 k = lane & 15u;
-        const dmc_u32 j = lane < 16 ? k : head + body + k;
-        if (k < (lane < 16 ? head : tail)) to[j] = from[j % dist];
+    // head and tail in one load and one store: lanes 0-15 the head's bytes, 16-31 the
+    // tail's; both read the match's first period only (dist > 15: out[op - dist, op),
+    // written before the copy), so the load waits on no store of this one. The tail goes into
+    // the ring after the body (the ring's slots are written in output order)
+    const dmc_u32 hk = lane & 15u;
+    const dmc_u32 hj = lane < 16 ? hk : head + body + hk;
+    const bool ht = hk < (lane < 16 ? head : tail);
+    dmc_u32 hv = 0;
+    if (ht) {
+        hv = ring.get8(from + hj % dist, dist + 16 <= DMC_LZ_RING);
+        to[hj] = (dmc_u8)hv;
+        if (RING && lane < 16) *ring.at(to + hj) = (dmc_u8)hv;
     }
+    const bool near = dist + 16 * DMC_WARP_SIZE <= DMC_LZ_RING;
     const dmc_u32 round = dmc_min_u32(16 * (DMC_WARP_SIZE - 1), (dist - 16) & ~15u);
     for (dmc_u32 k = 0; k < body; k += round) {
         const dmc_u32 n = dmc_min_u32(body - k, round) / 16;  // storing lanes
@@ -669,9 +733,13 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         const dmc_u8* a = (const dmc_u8*)(s & ~(dmc_u64)15);
         const dmc_u32 sh = (dmc_u32)(s & 15u);
         dmc_u32x4 v = {{0, 0, 0, 0}};
-        if (lane <= n) v = dmc_load16_from(a + 16 * lane, out);
-        dmc_shifted_store16(to + head + k, v, sh, n, lane);
+        if (lane <= n) {
+            const dmc_u8* p = a + 16 * lane;
+            v = RING && near && p >= out ? dmc_load16(ring.at(p)) : dmc_load16_from(p, out);
+        }
+        dmc_shifted_store16(to + head + k, v, sh, n, lane, ring);
     }
+    if (RING && ht && lane >= 16) *ring.at(to + hj) = (dmc_u8)hv;
 }
 
 // ---- Batches of short LZ tokens (the LZ4 and BloscLZ decoders) ----
@@ -710,8 +778,13 @@ struct dmc_lz_tok {
 // batch: the __syncwarp at the top of each round orders those stores); a match byte from
 // inside the round from the lane that writes it (always a lower lane: pointer jumping by
 // shuffles, 5 doublings resolve a chain through all 32 lanes).
+// With a ring (dmc_ring<true>) every byte is also written to it, and a match byte from before
+// the round is read from it when it lies at most DMC_LZ_RING - 32 bytes before the round (whose
+// 32 bytes' writes then cannot reuse its slot).
+template <bool RING = false>
 __device__ __forceinline__ void dmc_lz_batch_copy(const dmc_win& w, dmc_u8* out, dmc_u32 op0, dmc_u32 n,
-                                                  dmc_u32 ntok, const dmc_lz_tok& tok, dmc_u32 lane) {
+                                                  dmc_u32 ntok, const dmc_lz_tok& tok, dmc_u32 lane,
+                                                  const dmc_ring<RING>& ring = dmc_ring<false>{}) {
     // Rounds start a bytes before the batch: at the output's 32-byte sector boundaries (each
     // round's store inside one sector) when that takes no more rounds than a = 0.
     dmc_u32 a = (dmc_u32)((dmc_u64)(out + op0) & 31u);
@@ -743,7 +816,7 @@ __device__ __forceinline__ void dmc_lz_batch_copy(const dmc_win& w, dmc_u8* out,
             if (k < lit) {
                 b = wb;
             } else if (dist > r || r - dist < r0) {  // before the round (dist > r: before the batch)
-                b = out[op0 + r - dist];
+                b = ring.get8(out + op0 + r - dist, dist + r0 <= DMC_LZ_RING - DMC_WARP_SIZE + r);
             } else {
                 ptr = r - dist + a - v0;  // < lane
                 ready = false;
@@ -764,7 +837,7 @@ DMC_UNROLL
                 }
             }
         }
-        if (mine) out[op0 + r] = (dmc_u8)b;
+        if (mine) ring.put8(out + op0 + r, b);
     }
 }
 

@@ -11,7 +11,10 @@
 // after another, every lane the same with shuffles (a label image's batches hold one or two
 // sequences: parsing all 128 bytes would not pay), and a sequence whose match alone is long ends
 // the batch (its literals the batch's last) and its match is copied right after it, not parsed a
-// second time the single way (the GPU model, benches/results/gpu-model.md). A long, final,
+// second time the single way (the GPU model, benches/results/gpu-model.md); and in runs mode
+// every output byte is also written to the warp's ring in shared memory (dmc_ring, 4 KiB a
+// warp), from which the matches read the bytes just written (a label image's runs and rows:
+// from the output they were L2 accesses). A long, final,
 // corrupt or out-of-window sequence is done on its own: the 32 lanes copy its literals (from the
 // window; long runs with 4-byte stores) and its match (long ones with 16-byte stores,
 // dmc_lz_match_copy) cooperatively, one __syncwarp before the match copy (and one per round of a
@@ -158,9 +161,13 @@ DMC_UNROLL
 // match copied right after it (no second parse of it, no extension read 32 bytes a step for its
 // one to three extension bytes). Off: batches parsed by dmc_lz4_parse_batch (all of a
 // short-sequence field's sequences are short, a batch holds up to 32 of them).
+// RUNS also reads the match bytes just written from the warp's ring (dmc_ring: a label image's
+// runs and rows re-read the output moments after storing it); without RUNS the ring is
+// dmc_ring<false> (no ring: a smooth field's matches reach farther back than the ring holds,
+// and its stores would only cost).
 template <bool RUNS>
 __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, dmc_u8* dst, dmc_u32 dst_len,
-                                                  dmc_u32* op_out, dmc_u32 lane) {
+                                                  dmc_u32* op_out, const dmc_ring<RUNS>& ring, dmc_u32 lane) {
     dmc_u32 ip = 0, op = 0;
     dmc_u32 st = DMC_STATUS_OK;
     if (src_len == 0) st = DMC_STATUS_SRC_TRUNCATED;
@@ -248,7 +255,7 @@ __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, d
             }
         }
         if (ntok > 0) {
-            dmc_lz_batch_copy(w, dst, op0, op - op0, ntok, tok, lane);
+            dmc_lz_batch_copy(w, dst, op0, op - op0, ntok, tok, lane, ring);
             if (mlen == 0) continue;
         }
         if (mlen == 0) {
@@ -261,7 +268,7 @@ __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, d
             }
             if (lit > src_len - ip) { st = DMC_STATUS_SRC_TRUNCATED; break; }
             if (lit > dst_len - op) { st = DMC_STATUS_DST_OVERFLOW; break; }
-            dmc_win_copy(&w, ip, lit, dst + op, lane);
+            dmc_win_copy(&w, ip, lit, dst + op, lane, ring);
             ip += lit;
             op += lit;
             if (ip == src_len) break;  // the last sequence has literals only
@@ -280,7 +287,7 @@ __device__ __forceinline__ dmc_u32 dmc_lz4_stream(dmc_win& w, dmc_u32 src_len, d
         }
         // The literals before the match and the earlier matches are read below: order them.
         __syncwarp();
-        dmc_lz_match_copy(dst, op, mdist, mlen, lane);
+        dmc_lz_match_copy(dst, op, mdist, mlen, lane, true, ring);
         op += mlen;
     }
     if (st == DMC_STATUS_OK && op != dst_len) st = DMC_STATUS_SIZE_MISMATCH;
@@ -293,6 +300,9 @@ dmc_lz4_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* _
                dmc_u64 dst_total, const dmc_stream* __restrict__ streams,
                const dmc_u32* __restrict__ ids, dmc_u32 n_ids, dmc_u32* __restrict__ status,
                dmc_u32* __restrict__ actual) {
+    // each warp's ring of its latest output (dmc_ring: its matches read the bytes just written
+    // from shared memory)
+    __shared__ __align__(16) dmc_u8 rings[DMC_LZ4_WARPS_PER_BLOCK][DMC_LZ_RING];
     const dmc_u32 warp = blockIdx.x * DMC_LZ4_WARPS_PER_BLOCK + (threadIdx.x / DMC_WARP_SIZE);
     const dmc_u32 lane = dmc_lane();
     if (warp >= n_ids) return;  // whole warp leaves together
@@ -304,11 +314,14 @@ dmc_lz4_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* _
     dmc_win w = dmc_win_open(src, s.src_len, lane);
     dmc_u32 op = 0;
     const dmc_u32 st = s.dst_len / DMC_LZ4_RUNS_RATIO >= s.src_len
-                           ? dmc_lz4_stream<true>(w, s.src_len, dst, s.dst_len, &op, lane)
-                           : dmc_lz4_stream<false>(w, s.src_len, dst, s.dst_len, &op, lane);
+                           ? dmc_lz4_stream<true>(w, s.src_len, dst, s.dst_len, &op,
+                                                  dmc_ring<true>{rings[threadIdx.x / DMC_WARP_SIZE]}, lane)
+                           : dmc_lz4_stream<false>(w, s.src_len, dst, s.dst_len, &op, dmc_ring<false>{}, lane);
     if (lane == 0) {
-        status[sid] = st;
-        actual[sid] = op;
+        // read again (volatile: not the value loaded above): sid held through the decode spilled
+        const dmc_u32 id = *(const volatile dmc_u32*)&ids[warp];
+        status[id] = st;
+        actual[id] = op;
     }
 }
 

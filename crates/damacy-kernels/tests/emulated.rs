@@ -1564,6 +1564,66 @@ fn lz4_batches_stop_where_the_sequential_parse_does() {
     }
 }
 
+/// `dmc_lz4_decode` reads match bytes from its warp's ring of the latest output (a
+/// `dmc_ring`, `DMC_LZ_RING` bytes of shared memory) only while the ring still holds them:
+/// matches at distances on both sides of each read rule's edge (a short match's
+/// `DMC_LZ_RING - DMC_LZ_WIDE_MATCH`, in a batch and alone; a batch byte's `DMC_LZ_RING - 32`
+/// before its round; a long match's head and tail at `DMC_LZ_RING - 16`, its rounds' vectors at
+/// `DMC_LZ_RING - 512`; the ring size itself), long matches whose tails land in the ring before
+/// their bodies would, patterns whose copies wrap the ring several times and literal runs of
+/// 300 bytes (the 16-byte copy), in a block decoded in runs mode (a ratio of 8 or more: the
+/// mode that keeps a ring) and the same edges in one decoded by batches (no ring), at every
+/// output misalignment (the ring's slots follow the output's addresses) and two input ones,
+/// under fixed and shuffled schedules: equal to the sequential reference (random literals: a
+/// byte read from a slot a later one reused, or a copy that leaves an older byte in a slot,
+/// gives a wrong byte). The rules are sufficient, not all tight: a read of the ring and the
+/// writes of the same round are ordered by the collectives between them.
+#[test]
+fn lz4_ring_reads_stay_within_the_bytes_it_holds() {
+    use damacy_kernels::consts::{DMC_LZ_RING as RING, DMC_LZ_WIDE_MATCH as WIDE};
+    let (ring, wide) = (RING as usize, WIDE as usize);
+    let mut next = below(0x5eed);
+    let mut lits = |n: usize| -> Vec<u8> { (0..n).map(|_| next(256) as u8).collect() };
+    // (literals before the match, distance, match length)
+    let mut edges: Vec<(usize, usize, usize)> = Vec::new();
+    for d in [ring - wide - 1, ring - wide, ring - wide + 1, ring - 33, ring - 32, ring - 31, ring - 1, ring, ring + 1]
+    {
+        edges.push((1, d, 20)); // short: in a batch
+        edges.push((0, d, wide - 1));
+        edges.push((300, d, 40)); // short, alone (after literals too long for a batch)
+    }
+    for (d, len) in [(ring - 17, 700), (ring - 16, 700), (ring - 15, 700), (200, ring), (1000, 2 * ring + 9)] {
+        edges.push((2, d, len)); // a long match's head and tail; its tail past a ring's length
+    }
+    for d in [ring - 513, ring - 512, ring - 511, ring - 496, ring - 16, ring, ring + 5] {
+        edges.push((3, d, 700)); // rounds of 16-byte vectors
+    }
+    for (d, len) in [(1, 9000), (2, 2 * ring + 3), (4, ring + 77), (3, 5000), (100, 3 * ring), (127, ring + 1)] {
+        edges.push((1, d, len)); // patterns whose copy wraps the ring
+    }
+    for (lit_first, runs) in [(12_000usize, false), (300, true)] {
+        let mut seqs: Vec<(Vec<u8>, u16, usize)> = vec![(lits(lit_first), 1, 5000 - lit_first.min(4000))];
+        let mut op = lit_first + seqs[0].2;
+        for &(l, d, len) in &edges {
+            op += l;
+            let d = d.min(op);
+            seqs.push((lits(l), d as u16, len));
+            op += len;
+        }
+        let block = lz4_encode(&seqs, &lits(7));
+        let full = lz4_reference(&block, usize::MAX / 2).1;
+        let want = lz4_reference(&block, full);
+        assert_eq!(want.0, ST_OK);
+        assert_eq!(want.1 >= 8 * block.len(), runs, "{} bytes from {}: runs mode {runs}", want.1, block.len());
+        for dst_mis in 0..16 {
+            for (src_mis, sched) in [(0, 0u64), (3, 0x9e37 | 1)] {
+                let got = launch_lz_kernel(true, &block, src_mis, dst_mis, want.1, sched ^ dst_mis as u64);
+                assert!(got == want, "runs {runs} dst+{dst_mis} src+{src_mis}: status {} bytes {}", got.0, got.1);
+            }
+        }
+    }
+}
+
 /// Raw chunks without a checksum go straight from the upload into the output, with no kernel:
 /// a wave of them launches nothing, a wave mixing them with other chunks launches only for the
 /// others, and every chunk comes back whole, whatever the order of the chunks.
