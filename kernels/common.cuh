@@ -376,7 +376,9 @@ __device__ __forceinline__ void dmc_store16(void* p, dmc_u32x4 v) {
 // lies close enough behind the write front that neither a later write nor one of the same
 // round can have reused its slot (each read site states its rule). The copies write the slots
 // in output order (one that stores its tail before its body puts the tail into the ring last),
-// so behind the write front the ring holds the latest DMC_LZ_RING bytes. Output stored moments before
+// so behind the write front the ring holds the latest DMC_LZ_RING bytes; a __syncwarp orders
+// one lane's access of a slot before another lane's write of it (between calls, between rounds
+// that may reuse a slot, after a pattern's load). Output stored moments before
 // is an L2 access (global stores leave no L1 line: ~351 cycles on an H200), a ring slot a
 // shared-memory one (~29; benches/results/gpu-model.md), and a label image's matches read the
 // rows just written. With a dmc_ring<false> (the default) the copies are what they were.
@@ -490,6 +492,9 @@ __device__ __forceinline__ void dmc_copy16_in(dmc_u8* d, const dmc_u8* s, dmc_u3
     const dmc_u32 sh = (dmc_u32)(sb & 15u);
     for (dmc_u32 k = 0; k < body; k += 16 * (DMC_WARP_SIZE - 1)) {
         const dmc_u32 m = dmc_min_u32(body - k, 16 * (DMC_WARP_SIZE - 1)) / 16;  // storing lanes
+        // with a ring: a run longer than the ring writes a slot more than once, from other
+        // lanes: each round's ring writes after the earlier rounds' (and the head's)
+        if (RING) __syncwarp();
         dmc_u32x4 v = {{0, 0, 0, 0}};
         if (lane < m || (lane == m && sh != 0)) v = dmc_load16_in(a + k + 16 * lane, lo, hi);
         dmc_shifted_store16(d + head + k, v, sh, m, lane, ring);
@@ -513,6 +518,8 @@ __device__ __forceinline__ void dmc_copy16_in(dmc_u8* d, const dmc_u8* s, dmc_u3
 template <bool RING = false>
 __device__ __forceinline__ void dmc_win_copy(dmc_win* w, dmc_u32 p, dmc_u32 n, dmc_u8* out,
                                              dmc_u32 lane, const dmc_ring<RING>& ring = dmc_ring<false>{}) {
+    // with a ring: its slots' earlier reads and writes (other lanes') before these writes
+    if (RING) __syncwarp();
     if (n >= DMC_WIN_COPY16_MIN) {
         dmc_copy16_in(out, w->src + p, n, w->src, w->src + w->len, lane, ring);  // the window stays
         return;
@@ -626,6 +633,9 @@ __device__ __forceinline__ void dmc_lz_fill4(dmc_u8* to, dmc_u32 P, dmc_u32 len,
     const dmc_u32 w = __funnelshift_r(P, P, 8 * (head & 3u));
     const dmc_u32x4 v = dmc_u32x4{{w, w, w, w}};
     for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
+        // with a ring, a run longer than it writes a slot more than once, from other lanes:
+        // each round's ring writes after the earlier rounds'
+        if (RING && len > DMC_LZ_RING) __syncwarp();
         const dmc_u32 b = head + k + 16 * lane;
         if (b < head + body) ring.put16(to + b, v);  // aligned: to + head is
     }
@@ -687,6 +697,9 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         dmc_u32 pat = 0;
         for (dmc_u32 q = 0; 32 * q < dist; q++)
             if (32 * q + lane < dist) pat |= ring.get8(from + 32 * q + lane, true) << (8 * q);
+        // with a ring: a match that ends more than a ring past its source writes the slots
+        // just read (other lanes' reads: shuffles order no memory)
+        if (RING && len + dist > DMC_LZ_RING) __syncwarp();
         // a power-of-two dist divides 512: a lane's 16 bytes are the same every round
         const bool same = (dist & (dist - 1u)) == 0u;
         if (small_period && same && dist <= 4) {
@@ -704,6 +717,7 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         if (!RING && lane < tail) to[head + body + lane] = (dmc_u8)et;
         dmc_u32x4 v = dmc_lz_pat_word(pat, (head + 16 * lane) % dist, dist);
         for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
+            if (RING && len > DMC_LZ_RING) __syncwarp();  // as in dmc_lz_fill4
             const dmc_u32 b = head + k + 16 * lane;
             if (!same && k > 0) v = dmc_lz_pat_word(pat, b % dist, dist);
             if (b < head + body) ring.put16(to + b, v);  // aligned: to + head is
@@ -739,6 +753,7 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         }
         dmc_shifted_store16(to + head + k, v, sh, n, lane, ring);
     }
+    // (no slot the last round read from the ring is the tail's: dist + 512 <= DMC_LZ_RING)
     if (RING && ht && lane >= 16) *ring.at(to + hj) = (dmc_u8)hv;
 }
 

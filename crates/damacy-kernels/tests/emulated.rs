@@ -1570,14 +1570,18 @@ fn lz4_batches_stop_where_the_sequential_parse_does() {
 /// `DMC_LZ_RING - DMC_LZ_WIDE_MATCH`, in a batch and alone; a batch byte's `DMC_LZ_RING - 32`
 /// before its round; a long match's head and tail at `DMC_LZ_RING - 16`, its rounds' vectors at
 /// `DMC_LZ_RING - 512`; the ring size itself), long matches whose tails land in the ring before
-/// their bodies would, patterns whose copies wrap the ring several times and literal runs of
-/// 300 bytes (the 16-byte copy), in a block decoded in runs mode (a ratio of 8 or more: the
+/// their bodies would, patterns whose copies wrap the ring several times or end more than a
+/// ring after their source and literal runs of 300 bytes (the 16-byte copy), in a block decoded
+/// in runs mode (a ratio of 8 or more: the
 /// mode that keeps a ring) and the same edges in one decoded by batches (no ring), at every
 /// output misalignment (the ring's slots follow the output's addresses) and two input ones,
 /// under fixed and shuffled schedules: equal to the sequential reference (random literals: a
 /// byte read from a slot a later one reused, or a copy that leaves an older byte in a slot,
 /// gives a wrong byte). The rules are sufficient, not all tight: a read of the ring and the
-/// writes of the same round are ordered by the collectives between them.
+/// writes of the same round are ordered by the collectives between them. Under TSan
+/// (`make kernel-tsan`) it also checks the `__syncwarp`s that order one lane's ring accesses
+/// before another lane's write of the same slot (a literal copy's first, a pattern's after its
+/// load when the match ends more than a ring after its source).
 #[test]
 fn lz4_ring_reads_stay_within_the_bytes_it_holds() {
     use damacy_kernels::consts::{DMC_LZ_RING as RING, DMC_LZ_WIDE_MATCH as WIDE};
@@ -1598,8 +1602,14 @@ fn lz4_ring_reads_stay_within_the_bytes_it_holds() {
     for d in [ring - 513, ring - 512, ring - 511, ring - 496, ring - 16, ring, ring + 5] {
         edges.push((3, d, 700)); // rounds of 16-byte vectors
     }
+    for d in [ring - 516, ring - 512] {
+        edges.push((3, d, 1000)); // two full rounds of 496 bytes, then the tail
+    }
     for (d, len) in [(1, 9000), (2, 2 * ring + 3), (4, ring + 77), (3, 5000), (100, 3 * ring), (127, ring + 1)] {
         edges.push((1, d, len)); // patterns whose copy wraps the ring
+    }
+    for (d, len) in [(100, ring - 50), (3, ring - 1), (4, ring - 2)] {
+        edges.push((1, d, len)); // patterns that end past a ring from their source, not past a ring from their start
     }
     for (lit_first, runs) in [(12_000usize, false), (300, true)] {
         let mut seqs: Vec<(Vec<u8>, u16, usize)> = vec![(lits(lit_first), 1, 5000 - lit_first.min(4000))];
