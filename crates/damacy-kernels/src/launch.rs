@@ -329,44 +329,25 @@ pub(crate) trait StreamKernelArgs: KernelArgs {
     fn from_stream_args(a: StreamArgs) -> Self;
 }
 
+/// `StreamKernelArgs` for launchers that take the shared list's first nine fields, and each
+/// `{ field: shared_field }` more that it lists.
 macro_rules! stream_kernel_args {
-    ($($args:ident),*) => {$(
+    ($($args:ident $({ $($field:ident: $from:ident),* })?),* $(,)?) => {$(
         impl StreamKernelArgs for $args {
             fn from_stream_args(a: StreamArgs) -> Self {
                 let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, half: _, n_team: _ } = a;
-                Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual }
+                Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual $($(, $field: a.$from)*)? }
             }
         }
     )*};
 }
-stream_kernel_args!(Lz4DecodeArgs, BloscLzDecodeArgs, MemcpyArgs);
-
-impl StreamKernelArgs for InflateDecodeArgs {
-    fn from_stream_args(a: StreamArgs) -> Self {
-        let StreamArgs {
-            src_base,
-            src_total,
-            dst_base,
-            dst_total,
-            streams,
-            ids,
-            n_ids,
-            status,
-            actual,
-            half: _,
-            n_team,
-        } = a;
-        Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, n_team }
-    }
-}
-
-impl StreamKernelArgs for ZstdDecodeArgs {
-    fn from_stream_args(a: StreamArgs) -> Self {
-        let StreamArgs { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, half, n_team } =
-            a;
-        Self { src_base, src_total, dst_base, dst_total, streams, ids, n_ids, status, actual, seq_half: half, n_team }
-    }
-}
+stream_kernel_args!(
+    Lz4DecodeArgs,
+    BloscLzDecodeArgs,
+    MemcpyArgs,
+    InflateDecodeArgs { n_team: n_team },
+    ZstdDecodeArgs { seq_half: half, n_team: n_team },
+);
 
 /// Launches `A`'s kernel with the shared stream arguments (one entry of the decoder's launch
 /// table).
