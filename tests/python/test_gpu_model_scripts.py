@@ -2,6 +2,7 @@
 counts (without the collectives' divergent copies), the rolled-loop rewrite, the common.cuh line
 map and the report's log parser. No GPU, NVRTC or nvdisasm needed: they are pure text functions."""
 
+import json
 import os
 import sys
 
@@ -159,6 +160,33 @@ def test_the_report_reads_a_runs_kernel_bench_tables(tmp_path):
     # assemble: (read + written) / 2 bytes at the kernel's copy-equivalent rate
     assert abs(rows["assemble-64KiB"] - (32 << 20) / 919.80e9 * 1e6) < 1e-6
     assert abs(rows["assemble-cast-1MiB"] - (48 << 20) / 1197.92e9 * 1e6) < 1e-6
+
+
+def test_the_report_says_when_its_kernels_are_not_the_measured_ones(tmp_path):
+    measured = tmp_path / "kernel_bench.json"
+    measured.write_text(json.dumps({"rows": [
+        {"name": "copy-ts2-1MiB", "kind": "copy", "kernel_s": 2.7e-5, "decoded_bytes": 32 << 20, "n_chunks": 32},
+    ]}))
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps({"rows": []}))
+
+    def header(*extra):
+        out = tmp_path / "report.md"
+        argv = ["gpu_model_report.py", "--measured", str(measured), "--model", str(model),
+                "--measured-label", "f51d4fa", "--out", str(out), *extra]
+        old = sys.argv
+        sys.argv = argv
+        try:
+            assert gpu_model_report.main() == 0
+        finally:
+            sys.argv = old
+        return out.read_text().split("\n\n")[1]
+
+    assert "modelled kernels" not in header()
+    changed = header("--kernels-changed", "kernels/lz4.cu,kernels/zstd.cu")
+    assert "the modelled kernels are not the measured ones" in changed
+    assert "`kernels/lz4.cu`, `kernels/zstd.cu` changed since f51d4fa" in changed
+    assert "may not be the measured ones" in header("--kernels-changed", "unknown")
 
 
 HOST = """

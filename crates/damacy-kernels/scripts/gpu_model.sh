@@ -35,12 +35,19 @@ case "${1:-}" in
   --table) echo "$DAMACY_GPU_MODEL_SASS"; exit 0 ;;
   --report)
     shift
-    # the measured rows: the latest H200 run whose kernels are this build's (f51d4fa: every
-    # decode, copy, unshuffle and assemble row, and nvCOMP on the same streams); the Nsight
-    # Compute durations of the first run (0650f56, a copy of ../shared/…), whose assemble and
-    # zstd kernels have changed since (no ratio for them)
+    # the measured rows: the latest H200 run (f51d4fa: every decode, copy, unshuffle and
+    # assemble row, and nvCOMP on the same streams); the Nsight Compute durations of the first
+    # run (0650f56, a copy of ../shared/…), whose assemble and zstd kernels have changed since
+    # (no ratio for them). Kernels changed since the measured build (H200_LABEL, a commit) are
+    # named in the report: its ratios then compare two builds and calibrate nothing.
     H200="${H200_DIR:-benches/results/gpu-h200-2026-11-28-f51d4fa}"
     H200_LABEL="${H200_LABEL:-f51d4fa}"
+    if git rev-parse -q --verify "$H200_LABEL^{commit}" > /dev/null 2>&1; then
+      KERNELS_CHANGED="$(git diff --name-only "$H200_LABEL" -- kernels ':!kernels/emu' | paste -sd, -)"
+    else
+      KERNELS_CHANGED=unknown
+    fi
+    [[ -z "$KERNELS_CHANGED" ]] || echo "gpu_model.sh: the kernels differ from $H200_LABEL's ($KERNELS_CHANGED): the report's ratios compare two builds" >&2
     NCU="${H200_NCU_DIR:-benches/results/gpu-h200-2026-11-28}"
     MIB="${MODEL_MIB:-2}"
     # four processes: LZ4, the copy/unshuffle cases, assemble (sampled in launches shaped for
@@ -67,7 +74,8 @@ case "${1:-}" in
       --measured-label "$H200_LABEL" ${H200_LATER_LOG:+--measured-log "$H200_LATER_LOG" --measured-log-label later} \
       --ncu-kernels "$NCU/ncu-kernels.txt" --ncu-zstd "$NCU/ncu-zstd.txt" --model-mib "$MIB" \
       --ncu-changed "${NCU_CHANGED-dmc_assemble,dmc_zstd_decode}" --nvcomp "$H200/nvcomp_decode.json" \
-      --commit "$(git rev-parse --short HEAD)" --out benches/results/gpu-model.md
+      --commit "$(git rev-parse --short HEAD)" --kernels-changed "$KERNELS_CHANGED" \
+      --out "${GPU_MODEL_OUT:-benches/results/gpu-model.md}"
     ;;
   *) exec "$BIN" --device emulated --model "${GPU_MODEL:-h200}" --reps 1 --warmup 0 "$@" ;;
 esac

@@ -89,6 +89,9 @@ def main() -> int:
     ap.add_argument("--commit", default="?")
     ap.add_argument("--model-mib", default="?")
     ap.add_argument("--command", default="bash crates/damacy-kernels/scripts/gpu_model.sh --report")
+    ap.add_argument("--kernels-changed", default="",
+                    help="kernel sources that differ from the measured run's build (comma separated; "
+                         "'unknown' when that build is not in this clone): the report says its ratios compare two builds")
     a = ap.parse_args()
     meas = json.load(open(a.measured))
     models = [json.load(open(m)) for m in a.model]
@@ -138,6 +141,14 @@ def main() -> int:
       f"chunk (crop) run, the stride placed on the chunk with the most encoded bytes, each recorded launch "
       f"standing for k (column `sample`; 1/1: unsampled, as the label image's rows are)")
     w(f"- command: `{a.command}`")
+    if a.kernels_changed:
+        what = ("the measured run's build is not in this clone, so whether its kernels are these is unknown"
+                if a.kernels_changed == "unknown" else
+                f"`{'`, `'.join(a.kernels_changed.split(','))}` changed since {a.measured_label}")
+        head = "may not be" if a.kernels_changed == "unknown" else "are not"
+        w(f"- **the modelled kernels {head} the measured ones**: {what}. Each ratio below may then compare this "
+          f"build's predicted time with another build's measured time, which calibrates nothing; to calibrate, run this "
+          f"script in a worktree with the measured build's kernels (or after a GPU run of this build)")
     w("")
     w("Ratio = predicted / measured; within ±30 % means 0.70 ≤ ratio ≤ 1.30. Decode rows are one `dmc_*_decode` "
       "launch; copy rows one `dmc_memcpy`; unshuffle rows the copy plus `dmc_unshuffle` (the wave's two launches); "
