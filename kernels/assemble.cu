@@ -13,7 +13,9 @@
 //   again here, else the element path): the region is a set of
 //   rows (the innermost axis), and an item is one 16-byte-aligned word of the destination that a
 //   row touches (row r's item w is the w-th aligned word from the one holding the row's first
-//   byte; a row touches at most ceil((row bytes + 15) / 16) words: a row's last item may have
+//   byte; a row touches at most ceil((row bytes + 15) / 16) words, and exactly
+//   ceil((offset + row bytes) / 16) when all rows start at the same offset in a word
+//   (dmc_asm_rows_in_step), which sets the items per row; else a row's last item may have
 //   none). Consecutive threads take consecutive words of a row. A whole word is one aligned
 //   16-byte store of the 16 source bytes at the same row position, loaded as one aligned
 //   16-byte word (or two, shifted, when source and destination differ in alignment); a word
@@ -23,7 +25,8 @@
 //   f32/bf16/f16, or a 2-byte byte swap alone, whose innermost axis is contiguous in both
 //   buffers; checked again here, with the destination's elements aligned, else the element
 //   path): an item is a group of 8 destination element slots (aligned to 8 × their size) that a
-//   row touches; a thread loads the group's source elements as one 16-byte window (two aligned
+//   row touches (counted, like the wide path's words, from the rows' common offset when they
+//   start in step); a thread loads the group's source elements as one 16-byte window (two aligned
 //   16-byte loads shifted together), converts 8 elements with dmc_convert at compile-time
 //   dtypes (one instance per pair: the same bits as the element path) and stores one (16-bit)
 //   or two (f32) aligned 16-byte words; a row's first and last groups store element by element.
@@ -279,6 +282,29 @@ __device__ __forceinline__ void dmc_asm_offsets(const dmc_assemble_job* j, dmc_u
     *dof = d;
 }
 
+// `#pragma unroll 1` for the CUDA compilers: a loop kept rolled (its body once in registers).
+#ifdef DMC_EMULATE
+#define DMC_ASM_ROLLED
+#else
+#define DMC_ASM_ROLLED _Pragma("unroll 1")
+#endif
+
+// Whether every row of the job (its innermost axis) starts at the same byte offset within an
+// aligned unit of `unit` bytes (a power of two, at least `esz`): each outer axis with more than
+// one index steps the destination by a multiple of `unit` (elements of `esz` bytes, a power of
+// two), i.e. by a multiple of unit / esz elements, which the low bits of the strides' OR tell
+// (negative strides too: two's complement keeps the low bits). Then a row's items (16-byte words, 8-element groups) are
+// counted exactly from that offset instead of for the worst offset, one item fewer a row where
+// the offset and the row's length allow: a 256-byte row touches 16 words when its rows start
+// in step at a word's first byte, not 17 (64 rows × 17 items took 5 trips of a loop over 256
+// threads where 64 × 16 take 4).
+__device__ __forceinline__ bool dmc_asm_rows_in_step(const dmc_assemble_job* j, dmc_u32 esz, dmc_u32 unit) {
+    dmc_u32 low = 0;  // the OR of the low words of the strides that step
+DMC_ASM_ROLLED
+    for (dmc_u32 k = 0; k + 1 < j->rank; k++) low |= j->shape[k] > 1 ? (dmc_u32)j->dst_stride[k] : 0u;
+    return ((low * esz) & (unit - 1)) == 0;
+}
+
 // ---- The wide path ----
 
 // Word i (< 4) of v, by selects (no indexing of a register array: that would be local memory).
@@ -331,13 +357,6 @@ __device__ __forceinline__ void dmc_asm_store_part(dmc_u8* p, const dmc_u32x4& v
     }
     if (x < hi) p[x] = (dmc_u8)(dmc_asm_word(v, x >> 2) >> (8 * (x & 3u)));
 }
-
-// `#pragma unroll 1` for the CUDA compilers: a loop kept rolled (its body once in registers).
-#ifdef DMC_EMULATE
-#define DMC_ASM_ROLLED
-#else
-#define DMC_ASM_ROLLED _Pragma("unroll 1")
-#endif
 
 // The 16 bytes at the 16-byte aligned address p, those outside [lo, hi) not read and 0: one
 // 16-byte load when all 16 lie inside, else single bytes in a rolled loop (the words that
@@ -611,8 +630,13 @@ dmc_assemble(const dmc_u8* __restrict__ src, dmc_u64 src_total, dmc_u8* __restri
         // Else the element path below.
         const dmc_u64 len = rank ? j->shape[rank - 1] : 0;
         const dmc_u64 rb = len * dsz;
-        const dmc_u64 nw = (rb + 30) / 16;  // ceil((rb + 15) / 16): the words a row can touch
         const dmc_u64 rows = len ? j->n_elems / len : 0;
+        // the words a row touches: the most a row can touch, ceil((rb + 15) / 16), or, when the
+        // launch's threads take more than one trip (else a count changes no thread's trips)
+        // and the rows start in step, counted from their common offset in a word
+        dmc_u64 nw = (rb + 30) / 16;
+        if (rows * nw > (dmc_u64)gridDim.x * blockDim.x && dmc_asm_rows_in_step(j, dsz, 16))
+            nw = (((dmc_u64)(dst + j->dst_off) & 15u) + rb + 15) / 16;
         const bool aligned = ((dmc_u64)(dst + j->dst_off) & (dsz - 1)) == 0;
         const bool rows_ok = rank >= 1 && j->dst_stride[rank - 1] == 1 && rb <= 0xFFFFFFFFull &&
                              rows * len == j->n_elems && rows * nw <= 0xFFFFFFFFull;
@@ -631,8 +655,12 @@ dmc_assemble(const dmc_u8* __restrict__ src, dmc_u64 src_total, dmc_u8* __restri
         // rows below 2^28 elements, items within 32 bits, the destination's elements aligned to
         // their size, and a dtype pair it has (dmc_asm_vec_any). Else the element path below.
         const dmc_u64 len = j->shape[rank - 1];
-        const dmc_u64 ng = (len + 14) / 8;  // ceil((len + 7) / 8): the groups a row can touch
         const dmc_u64 rows = len ? j->n_elems / len : 0;
+        // the groups a row touches (8 slots aligned to 8 × dsz bytes): the most, ceil((len + 7)
+        // / 8), or counted from the rows' common first slot as the wide path's words
+        dmc_u64 ng = (len + 14) / 8;
+        if (rows * ng > (dmc_u64)gridDim.x * blockDim.x && dmc_asm_rows_in_step(j, dsz, 8 * dsz))
+            ng = (((dmc_u64)(dst + j->dst_off) & (8u * dsz - 1u)) / dsz + len + 7) / 8;
         const bool ok = len > 0 && len < (1ull << 28) && j->dst_stride[rank - 1] == 1 &&
                         j->src_stride[rank - 1] == 1 && rows * len == j->n_elems &&
                         rows * ng <= 0xFFFFFFFFull && ((dmc_u64)(dst + j->dst_off) & (dsz - 1)) == 0;

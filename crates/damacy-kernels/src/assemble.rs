@@ -207,7 +207,10 @@ impl AssembleJob {
     /// jobs without a cast or a byte swap (of elements wider than a byte) whose merged innermost
     /// axis is contiguous in the destination (and the source, unless a fill) and at least
     /// [`WIDE_MIN_ROW_BYTES`] long; the kernel checks this again (and that a fill's elements are
-    /// aligned in the destination), taking the element path where it does not hold.
+    /// aligned in the destination), taking the element path where it does not hold. The count
+    /// is the most a row's words can be at any offset, which sizes the grid; the kernel counts
+    /// them exactly when its rows start at the same offset in a word (`dmc_asm_rows_in_step`),
+    /// one fewer a row where that offset allows.
     fn wide_items(&self, axes: &[(u64, i64, i64)]) -> Option<u64> {
         let &(len, s, d) = axes.last()?;
         let row_bytes = len.checked_mul(self.dst_dtype.size() as u64)?;
@@ -229,7 +232,8 @@ impl AssembleJob {
     /// whose dtypes are a pair [`vec_pair`] names and whose merged innermost axis is contiguous
     /// in both buffers and at least [`VEC_MIN_ROW_ELEMS`] long; the kernel checks this again
     /// (and that the destination's elements are aligned), taking the element path where it
-    /// does not hold.
+    /// does not hold. Like [`Self::wide_items`], a bound the kernel's exact count of a job whose
+    /// rows start in step does not exceed.
     fn vec_items(&self, axes: &[(u64, i64, i64)]) -> Option<u64> {
         let &(len, s, d) = axes.last()?;
         let groups = (len + 14) / 8; // the 8-element groups a row can touch, at most

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{blosc_compress, blosc_decompress, decode_host, run_pipelined_waves, test_data};
-use damacy_kernels::{AssembleJob, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Error, StreamStatus};
+use damacy_kernels::{AssembleJob, Assembler, ChunkInput, DecodeConfig, Decoder, Device, Dtype, Error, StreamStatus};
 use proptest::prelude::*;
 
 /// Schedule seeds every test runs under: fixed order and a shuffled order.
@@ -398,6 +398,14 @@ struct WideCase {
     dst_pad: usize,
     big_endian: bool,
     fill: Option<u64>,
+    /// Destination rows a multiple of 16 elements apart (so of 16 bytes, and of 8 elements):
+    /// every row starts at the same offset in its word and group, and the kernel counts a row's
+    /// items from that offset (else for the worst offset) where its threads take more than one
+    /// trip (`full`).
+    in_step: bool,
+    /// The launch shaped as for a full device (one block a job, several items a thread), so
+    /// that the job's threads take more than one trip when it has more items than 256.
+    full: bool,
 }
 
 impl WideCase {
@@ -407,7 +415,7 @@ impl WideCase {
         let field_len = (self.rows * self.cols) as usize * sz;
         let mut src_bytes: Vec<u8> = vec![0xEE; self.src_pad];
         src_bytes.extend((0..field_len).map(|i| (i * 37 % 251) as u8 + 1));
-        let ow = self.w + 3;
+        let ow = if self.in_step { (self.w + 3).next_multiple_of(16) } else { self.w + 3 };
         let mut expect = vec![0xA5u8; self.dst_pad + (self.rows * ow) as usize * osz + 5];
         for r in 0..self.rows as usize {
             for c in 0..self.w as usize {
@@ -445,7 +453,11 @@ impl WideCase {
             fill_bits: self.fill,
         };
         let jobs = [job(0, self.split), job(self.split, self.w - self.split)];
-        for r in damacy_kernels::assemble(device, &src, &mut dst, &jobs).unwrap() {
+        let mut asm = Assembler::new(device, jobs.len()).unwrap();
+        if self.full {
+            asm.shape_as_scaled(1 << 20);
+        }
+        for r in asm.run(&src, &mut dst, &jobs).unwrap() {
             r.unwrap();
         }
         let mut host = vec![0u8; expect.len()];
@@ -486,6 +498,8 @@ fn assemble_wide_rows_match_the_reference_at_every_offset() {
                         dst_pad,
                         big_endian: false,
                         fill: None,
+                        in_step: false,
+                        full: false,
                     };
                     cases.push(base);
                     // the vector cast path (8 elements per item) at every source and
@@ -511,13 +525,23 @@ fn assemble_wide_rows_match_the_reference_at_every_offset() {
             }
         }
     }
+    // every case again with enough rows that a job's items outnumber its block's 256 threads in
+    // a launch shaped for a full device, rows in step (the kernel counts a row's items from
+    // their offset) and not
+    let cases: Vec<WideCase> = cases
+        .into_iter()
+        .flat_map(|c| {
+            let full = WideCase { rows: 160, full: true, ..c };
+            [c, full, WideCase { in_step: true, ..full }]
+        })
+        .collect();
     for case in &cases {
         let (got, expect) = case.run(&device);
         if got != expect {
             let at = got.iter().zip(&expect).position(|(a, b)| a != b).unwrap_or(0);
             panic!(
-                "{:?} -> {:?} crop at column {} of width {} (split {}) src +{} dst +{} big_endian {} fill {:?}: \
-                 first difference at byte {at} (got {:#04x}, expected {:#04x})",
+                "{:?} -> {:?} crop at column {} of width {} (split {}) src +{} dst +{} big_endian {} fill {:?} \
+                 in step {} full {}: first difference at byte {at} (got {:#04x}, expected {:#04x})",
                 case.dtype,
                 case.out,
                 case.c0,
@@ -527,6 +551,8 @@ fn assemble_wide_rows_match_the_reference_at_every_offset() {
                 case.dst_pad,
                 case.big_endian,
                 case.fill,
+                case.in_step,
+                case.full,
                 got[at],
                 expect[at]
             );
