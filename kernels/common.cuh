@@ -662,8 +662,9 @@ __device__ __forceinline__ void dmc_lz_fill4(dmc_u8* to, dmc_u32 P, dmc_u32 len,
 //     same every round, shuffled out once; with `small_period` (a constant of the call site),
 //     a period of 1, 2 or 4 bytes builds them from a 4-byte word of the pattern (four
 //     shuffles, where 16 shuffles and a modulo build a general one: a label image's runs are
-//     such periods; dmc_lz_fill4). The zstd kernel, at its 128-register bound, passes false: there ptxas
-//     spilled 8 bytes for it, and its runs go out in long calls where this saves little.
+//     such periods; dmc_lz_fill4). The zstd kernel, at its 128-register bound, calls this path
+//     through a function of its own (dmc_zstd_run_match): inlined in its sequence loop with
+//     `small_period` ptxas spilled 8 bytes.
 //   - dist >= DMC_LZ_PATTERN_DIST: rounds of R = min(496, (dist - 16) rounded down to 16) bytes.
 //     The round's source S = its destination - dist; lane l loads the aligned 16 bytes at
 //     (S rounded down to 16) + 16 l, for l = 0..R/16, and builds its output from its own and

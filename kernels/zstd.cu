@@ -949,7 +949,8 @@ __device__ __noinline__ dmc_u32 dmc_zstd_huf_stream(const dmc_zstd_smem* sm, dmc
 // together from its own and the next lane's; dmc_warp_copy_wide's 4-byte words took four per
 // 512 bytes). A long match that overlaps its source (dist < len: a run, e.g. a label image's constant
 // regions at distance 2 or 4) with a period under DMC_LZ_PATTERN_DIST goes through
-// dmc_lz_match_copy's pattern path: the pattern is loaded once into a word per lane and the run
+// dmc_lz_match_copy's pattern path (a call: dmc_zstd_run_match; periods of 1, 2 and 4 bytes
+// built from one 4-byte word): the pattern is loaded once into a word per lane and the run
 // stored as aligned 16-byte words without further loads. A longer period grows by doubling: the
 // bytes [op - dist, op + w) repeat with period dist, so the next min(w + dist, len - w) bytes are
 // a copy of the ones w + dist back, which do not overlap them: disjoint wide copies of dist,
@@ -963,6 +964,15 @@ __device__ __noinline__ void dmc_zstd_far_match(dmc_u8* out, dmc_u32 op, dmc_u32
     dmc_lz_match_copy(out, op, dist, len, lane, false);
 }
 
+// A long match that overlaps its source with a period under DMC_LZ_PATTERN_DIST (a run): the
+// pattern path of dmc_lz_match_copy, with its short-period fill (a period of 1, 2 or 4 bytes,
+// a label image's runs, from one 4-byte word: 4 shuffles where the general pattern takes 16
+// and a modulo a lane). A call, as dmc_zstd_far_match: inlined in the sequence loop at the
+// kernel's 128 registers the short-period fill spilled.
+__device__ __noinline__ void dmc_zstd_run_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
+    dmc_lz_match_copy(out, op, dist, len, lane, true);
+}
+
 __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane) {
     if (len >= DMC_ZSTD_WIDE_MIN) {
         if (dist >= len) {
@@ -970,7 +980,7 @@ __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 
             return;
         }
         if (dist < DMC_LZ_PATTERN_DIST) {
-            dmc_lz_match_copy(out, op, dist, len, lane, false);  // see small_period there
+            dmc_zstd_run_match(out, op, dist, len, lane);
             return;
         }
         for (dmc_u32 w = 0; w < len;) {
