@@ -1309,7 +1309,9 @@ __device__ __forceinline__ void dmc_zstd_seq_start(dmc_zstd_seqdec* D, const dmc
 // of its own (no shuffles on it): per sequence the three states' entries (three broadcast
 // shared loads issued together) and their sum, whose fields give the extra bits to pass over
 // and the state updates' bits (dmc_zstd_seq_entry), one drop past the extra bits, one read of
-// the updates' bits (LL, ML, OF; at most 9 + 9 + 8) and the three new states; lane j keeps
+// the updates' bits (LL, ML, OF; at most 9 + 9 + 8) and the three new states (the drop and the
+// read one step of the container when it holds both with more than 32 bits to spare, else two
+// steps with their refills); lane j keeps
 // sequence j's position and states. Then every lane at once reads its sequence's entries again
 // and its three extra-bit fields from its position (three word loads), and forms the values: what
 // the chain no longer carries (three reads, the code baselines) costs the group one pass of
@@ -1332,9 +1334,20 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* ts, d
         const dmc_u32 sum = ell + eml + eof;
         const dmc_u32 xb = DMC_ZSTD_ENTRY_EXTRA(sum);
         sb = DMC_ZSTD_ENTRY_NB(sum);
-        D->spos -= (dmc_i32)xb;
-        dmc_zlr_drop(&D->r, D->spos, xb);
-        const dmc_u32 v = dmc_zstd_seq_read(&D->r, &D->spos, sb);  // 33 or more bits were left
+        // the container's bits left below the extra bits and the state bits
+        const dmc_i32 t = (dmc_i32)D->r.nb - (dmc_i32)(xb + sb);
+        dmc_u32 v;
+        if (t > 32) {
+            // both inside the container with more than 32 bits to spare: one step, no refill
+            // test (t = 64 only when nothing is read: sb = 0 masks everything)
+            v = (dmc_u32)(D->r.c >> ((dmc_u32)t & 63u)) & ((1u << sb) - 1u);
+            D->r.nb = (dmc_u32)t;
+            D->spos -= (dmc_i32)(xb + sb);
+        } else {
+            D->spos -= (dmc_i32)xb;
+            dmc_zlr_drop(&D->r, D->spos, xb);
+            v = dmc_zstd_seq_read(&D->r, &D->spos, sb);  // 33 or more bits were left
+        }
         const dmc_u32 nof = DMC_ZSTD_ENTRY_NB(eof), nml = DMC_ZSTD_ENTRY_NB(eml);
         s_of = DMC_ZSTD_ENTRY_BASE(eof) + (v & ~(0xFFFFFFFFu << nof));
         s_ml = DMC_ZSTD_ENTRY_BASE(eml) + ((v >> nof) & ~(0xFFFFFFFFu << nml));
