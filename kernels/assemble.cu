@@ -293,11 +293,11 @@ __device__ __forceinline__ void dmc_asm_offsets(const dmc_assemble_job* j, dmc_u
 // aligned unit of `unit` bytes (a power of two, at least `esz`): each outer axis with more than
 // one index steps the destination by a multiple of `unit` (elements of `esz` bytes, a power of
 // two), i.e. by a multiple of unit / esz elements, which the low bits of the strides' OR tell
-// (negative strides too: two's complement keeps the low bits). Then a row's items (16-byte words, 8-element groups) are
-// counted exactly from that offset instead of for the worst offset, one item fewer a row where
-// the offset and the row's length allow: a 256-byte row touches 16 words when its rows start
-// in step at a word's first byte, not 17 (64 rows × 17 items took 5 trips of a loop over 256
-// threads where 64 × 16 take 4).
+// (negative strides too: two's complement keeps the low bits). Then a row's items (16-byte
+// words, 8-element groups) are counted exactly from that offset instead of for the worst
+// offset, one item fewer a row where the offset and the row's length allow: a 256-byte row
+// touches 16 words when its rows start in step at a word's first byte, not 17 (64 rows × 17
+// items took 5 trips of a loop over 256 threads where 64 × 16 take 4).
 __device__ __forceinline__ bool dmc_asm_rows_in_step(const dmc_assemble_job* j, dmc_u32 esz, dmc_u32 unit) {
     dmc_u32 low = 0;  // the OR of the low words of the strides that step
 DMC_ASM_ROLLED
