@@ -1265,6 +1265,25 @@ __device__ __forceinline__ void dmc_zlr_drop(dmc_zlr* r, dmc_i32 pos, dmc_u32 n)
     }
 }
 
+// Passes over xb bits (<= 63), then reads sb (<= 31) as dmc_zstd_seq_read; *pos is lowered by
+// both. When the container holds both with more than 32 bits to spare, one step: one shift and
+// mask, no refill test (t = 64 only when nothing is read: sb = 0 masks everything); else
+// dmc_zlr_drop, then dmc_zstd_seq_read (33 or more bits are left after a drop).
+__device__ __forceinline__ dmc_u32 dmc_zlr_drop_read(dmc_zlr* r, dmc_i32* pos, dmc_u32 xb, dmc_u32 sb) {
+    const dmc_i32 t = (dmc_i32)r->nb - (dmc_i32)(xb + sb);  // the bits left below both
+    dmc_u32 v;
+    if (t > 32) {
+        v = (dmc_u32)(r->c >> ((dmc_u32)t & 63u)) & ((1u << sb) - 1u);
+        r->nb = (dmc_u32)t;
+        *pos -= (dmc_i32)(xb + sb);
+    } else {
+        *pos -= (dmc_i32)xb;
+        dmc_zlr_drop(r, *pos, xb);
+        v = dmc_zstd_seq_read(r, pos, sb);
+    }
+    return v;
+}
+
 // The n (<= 31) bits from address bit a (relative to the word k0 that w0, w1, w2 are words k0,
 // k0 + 1, k0 + 2 of; the bits lie in them) as a number.
 __device__ __forceinline__ dmc_u32 dmc_zstd_bits_in(dmc_u32 w0, dmc_u32 w1, dmc_u32 w2, dmc_u32 a, dmc_u32 n) {
@@ -1310,8 +1329,8 @@ __device__ __forceinline__ void dmc_zstd_seq_start(dmc_zstd_seqdec* D, const dmc
 // shared loads issued together) and their sum, whose fields give the extra bits to pass over
 // and the state updates' bits (dmc_zstd_seq_entry), one drop past the extra bits, one read of
 // the updates' bits (LL, ML, OF; at most 9 + 9 + 8) and the three new states (the drop and the
-// read one step of the container when it holds both with more than 32 bits to spare, else two
-// steps with their refills); lane j keeps
+// read one step of the container when it holds both with more than 32 bits to spare:
+// dmc_zlr_drop_read); lane j keeps
 // sequence j's position and states. Then every lane at once reads its sequence's entries again
 // and its three extra-bit fields from its position (three word loads), and forms the values: what
 // the chain no longer carries (three reads, the code baselines) costs the group one pass of
@@ -1334,20 +1353,7 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* ts, d
         const dmc_u32 sum = ell + eml + eof;
         const dmc_u32 xb = DMC_ZSTD_ENTRY_EXTRA(sum);
         sb = DMC_ZSTD_ENTRY_NB(sum);
-        // the container's bits left below the extra bits and the state bits
-        const dmc_i32 t = (dmc_i32)D->r.nb - (dmc_i32)(xb + sb);
-        dmc_u32 v;
-        if (t > 32) {
-            // both inside the container with more than 32 bits to spare: one step, no refill
-            // test (t = 64 only when nothing is read: sb = 0 masks everything)
-            v = (dmc_u32)(D->r.c >> ((dmc_u32)t & 63u)) & ((1u << sb) - 1u);
-            D->r.nb = (dmc_u32)t;
-            D->spos -= (dmc_i32)(xb + sb);
-        } else {
-            D->spos -= (dmc_i32)xb;
-            dmc_zlr_drop(&D->r, D->spos, xb);
-            v = dmc_zstd_seq_read(&D->r, &D->spos, sb);  // 33 or more bits were left
-        }
+        const dmc_u32 v = dmc_zlr_drop_read(&D->r, &D->spos, xb, sb);
         const dmc_u32 nof = DMC_ZSTD_ENTRY_NB(eof), nml = DMC_ZSTD_ENTRY_NB(eml);
         s_of = DMC_ZSTD_ENTRY_BASE(eof) + (v & ~(0xFFFFFFFFu << nof));
         s_ml = DMC_ZSTD_ENTRY_BASE(eml) + ((v >> nof) & ~(0xFFFFFFFFu << nml));
