@@ -536,19 +536,21 @@ __device__ dmc_u32 dmc_zstd_build_fse(dmc_zstd_smem* sm, dmc_u32* table, dmc_u32
 }
 
 // A sequence table's entry (kind 0 LL, 1 OF, 2 ML) for symbol `sym` whose next state is `base`
-// plus `nb` bits: the baseline in bits 0-8, nb in bits 11-15, the symbol's extra bits (the
-// offset code itself for OF) in bits 16-22 and the symbol in bits 24-31. The fields are placed
-// so that the sum of a sequence's three entries holds the sums of each field: its baselines
-// (at most 3 x 511, bits 0-10), its state updates' bits (at most 9 + 9 + 8, bits 11-15) and its
-// extra bits (at most 31 + 16 + 16, bits 16-22) — what the sequence loop reads with one add
-// (dmc_zstd_seq_group).
+// plus `nb` bits: the baseline in bits 0-8, nb in bits 11-15, the symbol in bits 16-23 and the
+// bits a sequence reads for it — the symbol's extra bits (the offset code itself for OF) and nb
+// — in bits 25-31. The fields are placed so that the sum of a sequence's three entries holds
+// the sums of each field: its baselines (at most 3 x 511, bits 0-10), its state updates' bits
+// (at most 9 + 9 + 8, bits 11-15), its symbols (at most 35 + 31 + 52, bits 16-23) and all the
+// bits it reads (at most 25 + 39 + 25, bits 25-31: one shift of the sum) — what the sequence
+// loop reads with one add (dmc_zstd_seq_group).
 __device__ __forceinline__ dmc_u32 dmc_zstd_seq_entry(dmc_u32 kind, dmc_u32 sym, dmc_u32 nb, dmc_u32 base) {
     const dmc_u32 x = kind == 1 ? sym : (kind == 0 ? (dmc_u32)dmc_zstd_ll_bits[sym] : (dmc_u32)dmc_zstd_ml_bits[sym]);
-    return base | (nb << 11) | (x << 16) | (sym << 24);
+    return base | (nb << 11) | (sym << 16) | ((x + nb) << 25);
 }
 #define DMC_ZSTD_ENTRY_BASE(e) ((e) & 511u)
 #define DMC_ZSTD_ENTRY_NB(e) (((e) >> 11) & 31u)
-#define DMC_ZSTD_ENTRY_EXTRA(e) (((e) >> 16) & 127u)
+#define DMC_ZSTD_ENTRY_SYM(e) (((e) >> 16) & 255u)
+#define DMC_ZSTD_ENTRY_BITS(e) ((e) >> 25)
 
 // All lanes: the states of a spread sequence table of `kind` (dmc_zstd_spread_warp, published
 // by a __syncwarp; each cell its symbol), 32 cells per round: the k-th cell of symbol s in cell
@@ -1265,18 +1267,20 @@ __device__ __forceinline__ void dmc_zlr_drop(dmc_zlr* r, dmc_i32 pos, dmc_u32 n)
     }
 }
 
-// Passes over xb bits (<= 63), then reads sb (<= 31) as dmc_zstd_seq_read; *pos is lowered by
-// both. When the container holds both with more than 32 bits to spare, one step: one shift and
-// mask, no refill test (t = 64 only when nothing is read: sb = 0 masks everything); else
-// dmc_zlr_drop, then dmc_zstd_seq_read (33 or more bits are left after a drop).
-__device__ __forceinline__ dmc_u32 dmc_zlr_drop_read(dmc_zlr* r, dmc_i32* pos, dmc_u32 xb, dmc_u32 sb) {
-    const dmc_i32 t = (dmc_i32)r->nb - (dmc_i32)(xb + sb);  // the bits left below both
+// Passes over the n - sb bits above, then reads sb (<= 31) as dmc_zstd_seq_read (n - sb <= 63);
+// *pos is lowered by n. When the container holds the n bits with more than 32 to spare, one
+// step: one shift and mask, no refill test (t = 64 only when nothing is read: sb = 0 masks
+// everything); else dmc_zlr_drop past the n - sb, then dmc_zstd_seq_read (33 or more bits are
+// left after a drop).
+__device__ __forceinline__ dmc_u32 dmc_zlr_drop_read(dmc_zlr* r, dmc_i32* pos, dmc_u32 n, dmc_u32 sb) {
+    const dmc_i32 t = (dmc_i32)r->nb - (dmc_i32)n;  // the bits left below the n
     dmc_u32 v;
     if (t > 32) {
         v = (dmc_u32)(r->c >> ((dmc_u32)t & 63u)) & ((1u << sb) - 1u);
         r->nb = (dmc_u32)t;
-        *pos -= (dmc_i32)(xb + sb);
+        *pos -= (dmc_i32)n;
     } else {
+        const dmc_u32 xb = n - sb;
         *pos -= (dmc_i32)xb;
         dmc_zlr_drop(r, *pos, xb);
         v = dmc_zstd_seq_read(r, pos, sb);
@@ -1324,20 +1328,19 @@ __device__ __forceinline__ void dmc_zstd_seq_start(dmc_zstd_seqdec* D, const dmc
 // 32 lanes. Returns the index in the group of the first sequence the bitstream could not give
 // (DMC_WARP_SIZE: none); nothing from it on is decoded (D->i = nseq).
 //
-// Two phases. The FSE chain, the serial part, is walked by every lane in step through a reader
-// of its own (no shuffles on it): per sequence the three states' entries (three broadcast
-// shared loads issued together) and their sum, whose fields give the extra bits to pass over
-// and the state updates' bits (dmc_zstd_seq_entry), one drop past the extra bits, one read of
-// the updates' bits (LL, ML, OF; at most 9 + 9 + 8) and the three new states (the drop and the
-// read one step of the container when it holds both with more than 32 bits to spare:
-// dmc_zlr_drop_read); lane j keeps
-// sequence j's position and states. Then every lane at once reads its sequence's entries again
-// and its three extra-bit fields from its position (three word loads), and forms the values: what
-// the chain no longer carries (three reads, the code baselines) costs the group one pass of
-// independent lanes instead of 32 passes of the whole warp. A sequence the bitstream could not
-// give is one whose end lies below the stream's first bit (words outside the stream read as
-// zeros and states stay in their tables, so the walk past it is harmless; its result is not
-// used).
+// Two phases. The FSE chain, the serial part, is walked by every lane in step through a reader of
+// its own (no shuffles on it): per sequence the three states' entries (three broadcast shared loads
+// issued together) and their sum, whose fields give all the bits the sequence reads (one shift) and
+// the state updates' bits among them (dmc_zstd_seq_entry), one drop past the extra bits, one read
+// of the updates' bits (LL, ML, OF; at most 9 + 9 + 8) and the three new states, each its baseline
+// or'ed with its bits (the drop and the read one step of the container when it holds both with more
+// than 32 bits to spare: dmc_zlr_drop_read); lane j keeps sequence j's position and states. Then
+// every lane at once reads its sequence's entries again and its three extra-bit fields from its
+// position (three word loads), and forms the values: what the chain no longer carries (three reads,
+// the code baselines) costs the group one pass of independent lanes instead of 32 passes of the
+// whole warp. A sequence the bitstream could not give is one whose end lies below the stream's
+// first bit (words outside the stream read as zeros and states stay in their tables, so the walk
+// past it is harmless; its result is not used).
 __device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* ts, dmc_zstd_seqdec* D, dmc_u32 lane,
                                                       dmc_u32* e_ll, dmc_u32* e_ml, dmc_u32* e_ofv) {
     const dmc_u32 cnt = dmc_min_u32(D->nseq - D->i, DMC_WARP_SIZE);
@@ -1351,13 +1354,13 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* ts, d
             kst = s_ll + s_ml * 512u + s_of * 262144u;
         }
         const dmc_u32 sum = ell + eml + eof;
-        const dmc_u32 xb = DMC_ZSTD_ENTRY_EXTRA(sum);
         sb = DMC_ZSTD_ENTRY_NB(sum);
-        const dmc_u32 v = dmc_zlr_drop_read(&D->r, &D->spos, xb, sb);
+        const dmc_u32 v = dmc_zlr_drop_read(&D->r, &D->spos, DMC_ZSTD_ENTRY_BITS(sum), sb);
         const dmc_u32 nof = DMC_ZSTD_ENTRY_NB(eof), nml = DMC_ZSTD_ENTRY_NB(eml);
-        s_of = DMC_ZSTD_ENTRY_BASE(eof) + (v & ~(0xFFFFFFFFu << nof));
-        s_ml = DMC_ZSTD_ENTRY_BASE(eml) + ((v >> nof) & ~(0xFFFFFFFFu << nml));
-        s_ll = DMC_ZSTD_ENTRY_BASE(ell) + (v >> (nof + nml));
+        // a baseline's low nb bits are zero (dmc_zstd_fse_states): the state bits are or'ed in
+        s_of = DMC_ZSTD_ENTRY_BASE(eof) | (v & ~(0xFFFFFFFFu << nof));
+        s_ml = DMC_ZSTD_ENTRY_BASE(eml) | ((v >> nof) & ~(0xFFFFFFFFu << nml));
+        s_ll = DMC_ZSTD_ENTRY_BASE(ell) | (v >> (nof + nml));
     }
     // the block's last sequence has no state update: the bits read for one (past the stream's
     // first bit they read as zeros) go back; the reader is not used after it
@@ -1373,15 +1376,17 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* ts, d
     dmc_u32 ll = 0, ml = 0, ofv = 0;
     if (lane < dmc_min_u32(cnt, bad)) {
         const dmc_u32 ell = ts->ll[kst & 511u], eml = ts->ml[(kst >> 9) & 511u], eof = ts->of[kst >> 18];
-        const dmc_u32 xo = DMC_ZSTD_ENTRY_EXTRA(eof), xm = DMC_ZSTD_ENTRY_EXTRA(eml);
-        const dmc_u32 llc = ell >> 24, mlc = eml >> 24;
+        // each symbol's extra bits: the bits read for it less its state update's
+        const dmc_u32 xo = DMC_ZSTD_ENTRY_BITS(eof) - DMC_ZSTD_ENTRY_NB(eof);
+        const dmc_u32 xm = DMC_ZSTD_ENTRY_BITS(eml) - DMC_ZSTD_ENTRY_NB(eml);
+        const dmc_u32 llc = DMC_ZSTD_ENTRY_SYM(ell), mlc = DMC_ZSTD_ENTRY_SYM(eml);
         // the codes with extra bits: baseline | extra bits << 24 (sm->codes); the others are
         // their own baselines (match lengths 3 above their code)
         const dmc_u32 llb = llc < 16 ? llc : ts->codes[llc - 16] & 0xFFFFFFu;
         const dmc_u32 mlb = mlc < 32 ? mlc + 3 : ts->codes[20 + mlc - 32] & 0xFFFFFFu;
         // the three fields, at most 63 bits below kpos, lie in three words from the one holding
         // the lowest bit (LL's lowest; then ML, then OF above it)
-        const dmc_u32 xl = DMC_ZSTD_ENTRY_EXTRA(ell);
+        const dmc_u32 xl = DMC_ZSTD_ENTRY_BITS(ell) - DMC_ZSTD_ENTRY_NB(ell);
         const dmc_i32 a = kpos - (dmc_i32)(xo + xm + xl) + 8 * (dmc_i32)D->r.mis;
         const dmc_i32 k0 = a >> 5;  // floor
         const dmc_u32 w0 = dmc_word4(D->r.p, D->r.len, D->r.mis, k0), w1 = dmc_word4(D->r.p, D->r.len, D->r.mis, k0 + 1),
@@ -1389,7 +1394,7 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* ts, d
         const dmc_u32 al = (dmc_u32)a & 31u;  // LL's lowest bit in w0
         ll = llb + dmc_zstd_bits_in(w0, w1, w2, al, xl);
         ml = mlb + dmc_zstd_bits_in(w0, w1, w2, al + xl, xm);
-        ofv = (1u << (eof >> 24)) + dmc_zstd_bits_in(w0, w1, w2, al + xl + xm, xo);
+        ofv = (1u << DMC_ZSTD_ENTRY_SYM(eof)) + dmc_zstd_bits_in(w0, w1, w2, al + xl + xm, xo);
     }
     *e_ll = ll;
     *e_ml = ml;
