@@ -14,7 +14,9 @@
 // dmc_zstd_look_ahead), into the job's sequence scratch (its output range mirrored into the
 // other half of the wave's output buffer), so that the next block's sequences are mostly
 // decoded when its turn comes and the leader executes them from there at its own pace; the
-// block after that is the leader's again, and so on in pairs. A raw block of 4 KiB or more is
+// block after that is the leader's again, and so on in pairs. Helper 3, free in those rounds,
+// loads the input bytes the two sequence readers take next into L1 (dmc_zstd_prefetch), so
+// that their chains do not wait on the input's first touches. A raw block of 4 KiB or more is
 // copied by all four warps in a round of its own (DMC_ZSTD_TASK_COPY: dmc_range_copy's rounds of
 // 2 KiB, round k to warp k mod 4; the next round's barrier orders the helpers' bytes before the
 // leader's next reads). The repeat offsets are resolved
@@ -189,6 +191,15 @@ struct dmc_zstd_team {
     dmc_u8* cdst;
     const dmc_u8* csrc;
     dmc_u32 clen;
+    // The sequence readers' places, for helper 3's loads ahead of them (dmc_zstd_prefetch): in
+    // round r helper 1 (k = 0) and helper 2 (k = 1) post in pf[r & 1][k] their bitstream's first
+    // byte and the byte their reader reached in it (p null: nothing posted yet); helper 3 reads
+    // the last round's. pfsink: helper 3's lanes' sums of what they loaded (kept, never read).
+    struct {
+        const dmc_u8* p;
+        dmc_i32 at;
+    } pf[2][2];
+    dmc_u32 pfsink[DMC_WARP_SIZE];
 };
 
 struct dmc_zstd_smem {
@@ -1435,6 +1446,41 @@ __device__ __noinline__ void dmc_zstd_team_copy(const dmc_zstd_team* tm, dmc_u32
     dmc_range_copy<DMC_COPY_UNROLL>(tm->cdst, tm->csrc, tm->clen, w, DMC_ZSTD_TEAM, lane, DMC_WARP_SIZE);
 }
 
+// Helper 1 or 2 (k = w - 1), lane 0: posts its reader's place for round r (see dmc_zstd_team::pf).
+__device__ __forceinline__ void dmc_zstd_post_place(dmc_zstd_team* tm, dmc_u32 r, dmc_u32 k, const dmc_zstd_seqdec& D,
+                                                    dmc_u32 lane) {
+    if (lane == 0) {
+        tm->pf[r & 1u][k].p = D.r.p;
+        tm->pf[r & 1u][k].at = D.spos >> 3;  // (negative past a corrupt stream's start)
+    }
+}
+
+// Helper 3 in round r: loads into L1 the bytes its readers will take next — per posted reader the
+// DMC_ZSTD_PREFETCH bytes below the DMC_ZSTD_PREFETCH_SKIP it takes in this round (a group of 32
+// sequences reads ~100 bytes of the demo volume's streams), in 16-byte vectors lying within its
+// bitstream, one load instruction per reader. A reader's next words are then L1 hits (~43
+// cycles on an H200) instead of first touches of the input (HBM, ~700; benches/results/
+// gpu-model.md), and its FSE chain, the team's longest path on sequence-heavy chunks, waits less.
+// The input is only read, and the places are the last round's (ordered by the round's barrier).
+#define DMC_ZSTD_PREFETCH (16u * DMC_WARP_SIZE)
+#define DMC_ZSTD_PREFETCH_SKIP 128u
+__device__ __forceinline__ void dmc_zstd_prefetch(dmc_zstd_team* tm, dmc_u32 r, dmc_u32 lane) {
+    dmc_u32 acc = 0;
+    for (dmc_u32 k = 0; k < 2; k++) {
+        const dmc_u8* lo = tm->pf[(r - 1u) & 1u][k].p;
+        const dmc_i32 at = tm->pf[(r - 1u) & 1u][k].at;
+        if (lo == nullptr || at < (dmc_i32)(DMC_ZSTD_PREFETCH_SKIP + 16u)) continue;
+        // vector `lane` below the skipped bytes, down to the first one wholly in the stream
+        const dmc_u64 top = (dmc_u64)(lo + (at - (dmc_i32)DMC_ZSTD_PREFETCH_SKIP)) & ~(dmc_u64)15;
+        const dmc_u64 v = top - 16u * (lane + 1u);
+        if (v >= (dmc_u64)lo && v < top) {
+            const dmc_u32x4 x = dmc_load16((const void*)v);
+            acc ^= x.w[0] ^ x.w[1] ^ x.w[2] ^ x.w[3];
+        }
+    }
+    tm->pfsink[lane] = acc;
+}
+
 // Stores a decoded group (lane j: sequence j's values) at e (DMC_ZSTD_GROUP_WORDS words).
 __device__ __forceinline__ void dmc_zstd_group_put(dmc_u32* e, dmc_u32 ll, dmc_u32 ml, dmc_u32 ofv, dmc_u32 lane) {
     e[lane] = ll;
@@ -1466,6 +1512,10 @@ __device__ __noinline__ void dmc_zstd_helper(const dmc_zstd_smem* sm, dmc_zstd_t
                 if (lane == 0) tm->st[k] = st;
             }
         }
+        if (w == 3) {
+            if ((task & 7u) != DMC_ZSTD_TASK_HUF) dmc_zstd_prefetch(tm, round, lane);
+            continue;
+        }
         if (w == 2) {
             if (task & DMC_ZSTD_TASK_AHEAD) {
                 dmc_zstd_seq_start(&D, tm->asp, tm->aslen, tm->anseq, tm->atabs);
@@ -1480,6 +1530,7 @@ __device__ __noinline__ void dmc_zstd_helper(const dmc_zstd_smem* sm, dmc_zstd_t
                 dmc_zstd_group_put(tm->scratch + g * DMC_ZSTD_GROUP_WORDS, e_ll, e_ml, e_ofv, lane);
                 g++;
                 if (bad != DMC_WARP_SIZE) abad = at + bad;
+                dmc_zstd_post_place(tm, round, 1, D, lane);
             }
             if (lane == 0) {
                 dmc_u32* pr = tm->aprog[round & 1u];
@@ -1498,6 +1549,7 @@ __device__ __noinline__ void dmc_zstd_helper(const dmc_zstd_smem* sm, dmc_zstd_t
         dmc_u32 e_ll, e_ml, e_ofv;
         const dmc_u32 bad = dmc_zstd_seq_group(ts, &D, lane, &e_ll, &e_ml, &e_ofv);
         dmc_zstd_group_put(tm->seq[g & 1u], e_ll, e_ml, e_ofv, lane);
+        dmc_zstd_post_place(tm, round, 0, D, lane);
         if (lane == 0) {
             tm->bad[g & 1u] = bad;
             if (D.i == D.nseq) tm->end_st = dmc_zstd_seq_end(&D);
@@ -2283,6 +2335,7 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
             tm->ahead_at = 0;
             tm->scratch = scratch;
             tm->scratch_groups = scratch_groups;
+            for (dmc_u32 i = 0; i < 4; i++) tm->pf[i >> 1][i & 1u].p = nullptr;
         }
     }
     // the length codes, in both table sets of a team (dmc_zstd_seq_set), a set at a time (one
