@@ -1279,17 +1279,19 @@ __device__ __forceinline__ void dmc_zlr_drop(dmc_zlr* r, dmc_i32 pos, dmc_u32 n)
 }
 
 // Passes over the n - sb bits above, then reads sb (<= 31) as dmc_zstd_seq_read (n - sb <= 63);
-// *pos is lowered by n. When the container holds the n bits with more than 32 to spare, one
-// step: one shift and mask, no refill test (t = 64 only when nothing is read: sb = 0 masks
-// everything); else dmc_zlr_drop past the n - sb, then dmc_zstd_seq_read (33 or more bits are
-// left after a drop).
+// *pos is lowered by n. When the container holds the n bits (a sequence reads ~20-40 and the
+// container holds 32 to 64), one step: one shift and mask (t = 64 only when nothing is read: sb
+// = 0 masks everything), then a refill when 32 or fewer bits are left (the word loaded ahead: the
+// container keeps 32 or more); else dmc_zlr_drop past the n - sb, then dmc_zstd_seq_read (33 or
+// more bits are left after a drop).
 __device__ __forceinline__ dmc_u32 dmc_zlr_drop_read(dmc_zlr* r, dmc_i32* pos, dmc_u32 n, dmc_u32 sb) {
     const dmc_i32 t = (dmc_i32)r->nb - (dmc_i32)n;  // the bits left below the n
     dmc_u32 v;
-    if (t > 32) {
+    if (t >= 0) {
         v = (dmc_u32)(r->c >> ((dmc_u32)t & 63u)) & ((1u << sb) - 1u);
         r->nb = (dmc_u32)t;
         *pos -= (dmc_i32)n;
+        if (t <= 32) dmc_zlr_refill(r);
     } else {
         const dmc_u32 xb = n - sb;
         *pos -= (dmc_i32)xb;
@@ -1344,14 +1346,14 @@ __device__ __forceinline__ void dmc_zstd_seq_start(dmc_zstd_seqdec* D, const dmc
 // issued together) and their sum, whose fields give all the bits the sequence reads (one shift) and
 // the state updates' bits among them (dmc_zstd_seq_entry), one drop past the extra bits, one read
 // of the updates' bits (LL, ML, OF; at most 9 + 9 + 8) and the three new states, each its baseline
-// or'ed with its bits (the drop and the read one step of the container when it holds both with more
-// than 32 bits to spare: dmc_zlr_drop_read); lane j keeps sequence j's position and states. Then
-// every lane at once reads its sequence's entries again and its three extra-bit fields from its
-// position (three word loads), and forms the values: what the chain no longer carries (three reads,
-// the code baselines) costs the group one pass of independent lanes instead of 32 passes of the
-// whole warp. A sequence the bitstream could not give is one whose end lies below the stream's
-// first bit (words outside the stream read as zeros and states stay in their tables, so the walk
-// past it is harmless; its result is not used).
+// or'ed with its bits (the drop and the read one step of the container when it holds them, then one
+// refill test: dmc_zlr_drop_read); lane j keeps sequence j's position and states. Then every lane
+// at once reads its sequence's entries again and its three extra-bit fields from its position
+// (three word loads), and forms the values: what the chain no longer carries (three reads, the code
+// baselines) costs the group one pass of independent lanes instead of 32 passes of the whole warp.
+// A sequence the bitstream could not give is one whose end lies below the stream's first bit (words
+// outside the stream read as zeros and states stay in their tables, so the walk past it is
+// harmless; its result is not used).
 __device__ __forceinline__ dmc_u32 dmc_zstd_seq_group(const dmc_zstd_smem* ts, dmc_zstd_seqdec* D, dmc_u32 lane,
                                                       dmc_u32* e_ll, dmc_u32* e_ml, dmc_u32* e_ofv) {
     const dmc_u32 cnt = dmc_min_u32(D->nseq - D->i, DMC_WARP_SIZE);
