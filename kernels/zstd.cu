@@ -1458,13 +1458,12 @@ __device__ __forceinline__ void dmc_zstd_post_place(dmc_zstd_team* tm, dmc_u32 r
 }
 
 // Helper 3 in round r: loads into L1 the bytes its readers will take next — per posted reader the
-// DMC_ZSTD_PREFETCH bytes below the DMC_ZSTD_PREFETCH_SKIP it takes in this round (a group of 32
-// sequences reads ~100 bytes of the demo volume's streams), in 16-byte vectors lying within its
-// bitstream, one load instruction per reader. A reader's next words are then L1 hits (~43
+// 512 bytes (a 16-byte vector per lane) below the DMC_ZSTD_PREFETCH_SKIP it takes in this round (a
+// group of 32 sequences reads ~100 bytes of the demo volume's streams), the vectors lying within
+// its bitstream, one load instruction per reader. A reader's next words are then L1 hits (~43
 // cycles on an H200) instead of first touches of the input (HBM, ~700; benches/results/
 // gpu-model.md), and its FSE chain, the team's longest path on sequence-heavy chunks, waits less.
 // The input is only read, and the places are the last round's (ordered by the round's barrier).
-#define DMC_ZSTD_PREFETCH (16u * DMC_WARP_SIZE)
 #define DMC_ZSTD_PREFETCH_SKIP 128u
 __device__ __forceinline__ void dmc_zstd_prefetch(dmc_zstd_team* tm, dmc_u32 r, dmc_u32 lane) {
     dmc_u32 acc = 0;
