@@ -369,25 +369,29 @@ __device__ __forceinline__ void dmc_store16(void* p, dmc_u32x4 v) {
 #endif
 }
 
-// ---- A warp's ring of its latest output in shared memory (the LZ4 decoder) ----
-// DMC_LZ_RING bytes of shared memory per warp, 16-byte aligned, that mirror the output: the
-// copies below write every output byte also at ring slot (its address mod DMC_LZ_RING) when
+// ---- A warp's ring of its latest output in shared memory (the LZ4 and zstd decoders) ----
+// RS bytes of shared memory (a power of two; DMC_LZ_RING, an LZ4 warp's, unless the type says
+// otherwise: DMC_ZSTD_RING, a zstd team leader's), 16-byte aligned, that mirror the output: the
+// copies below write every output byte also at ring slot (its address mod RS) when
 // called with a dmc_ring<true>, and read a byte they need from the output from the ring when it
 // lies close enough behind the write front that neither a later write nor one of the same
 // round can have reused its slot (each read site states its rule). The copies write the slots
 // in output order (one that stores its tail before its body puts the tail into the ring last),
-// so behind the write front the ring holds the latest DMC_LZ_RING bytes; a __syncwarp orders
+// so behind the write front the ring holds the latest RS bytes; a __syncwarp orders
 // one lane's access of a slot before another lane's write of it (between calls, between rounds
 // that may reuse a slot, after a pattern's load). Output stored moments before
 // is an L2 access (global stores leave no L1 line: ~351 cycles on an H200), a ring slot a
 // shared-memory one (~29; benches/results/gpu-model.md), and a label image's matches read the
 // rows just written. With a dmc_ring<false> (the default) the copies are what they were.
 #define DMC_LZ_RING 4096u
-template <bool RING>
+// A zstd team leader's ring (zstd.cu: the spare shared memory of a team's block; a label image's
+// rows lie 2-8 KiB apart).
+#define DMC_ZSTD_RING 16384u
+template <bool RING, dmc_u32 RS = DMC_LZ_RING>
 struct dmc_ring {
-    dmc_u8* b;  // RING: the warp's DMC_LZ_RING bytes of shared memory; else unused
+    dmc_u8* b;  // RING: the ring's RS bytes of shared memory; else unused
     __device__ __forceinline__ dmc_u8* at(const void* p) const {
-        return b + ((dmc_u32)(dmc_u64)p & (DMC_LZ_RING - 1u));
+        return b + ((dmc_u32)(dmc_u64)p & (RS - 1u));
     }
     __device__ __forceinline__ void put8(dmc_u8* p, dmc_u32 v) const {
         *p = (dmc_u8)v;
@@ -455,9 +459,9 @@ __device__ __forceinline__ dmc_u32x4 dmc_shift16(const dmc_u32x4& lo, const dmc_
 // A round of a 16-byte shifted copy (all 32 lanes): lane l < m stores at d + 16 l (16-byte
 // aligned) the 16 bytes that start sh bytes into its vector v, the rest from the next lane's
 // (the round's source: the vectors the lanes loaded, lane l's 16 l bytes after the first).
-template <bool RING = false>
+template <bool RING = false, dmc_u32 RS = DMC_LZ_RING>
 __device__ __forceinline__ void dmc_shifted_store16(dmc_u8* d, const dmc_u32x4& v, dmc_u32 sh, dmc_u32 m,
-                                                    dmc_u32 lane, const dmc_ring<RING>& ring = dmc_ring<false>{}) {
+                                                    dmc_u32 lane, const dmc_ring<RING, RS>& ring = dmc_ring<false>{}) {
     dmc_u32 x[8];
 DMC_UNROLL
     for (dmc_u32 i = 0; i < 4; i++) {
@@ -475,10 +479,10 @@ DMC_UNROLL
 // body byte rounded down to 16) + 16 l (one load request per round, 32 lanes) and stores its
 // word shifted together from its own and the next lane's vector (four shuffles). A vector
 // reaching outside [lo, hi) is read byte by byte (the stream's first and last 16 bytes).
-template <bool RING = false>
+template <bool RING = false, dmc_u32 RS = DMC_LZ_RING>
 __device__ __forceinline__ void dmc_copy16_in(dmc_u8* d, const dmc_u8* s, dmc_u32 n, const dmc_u8* lo,
                                               const dmc_u8* hi, dmc_u32 lane,
-                                              const dmc_ring<RING>& ring = dmc_ring<false>{}) {
+                                              const dmc_ring<RING, RS>& ring = dmc_ring<false>{}) {
     const dmc_u32 head = dmc_min_u32((0u - (dmc_u32)(dmc_u64)d) & 15u, n);
     const dmc_u32 body = (n - head) & ~15u;
     const dmc_u32 tail = n - head - body;
@@ -515,9 +519,9 @@ __device__ __forceinline__ void dmc_copy16_in(dmc_u8* d, const dmc_u8* s, dmc_u3
 // lane, the words between as aligned 4-byte stores, 31 per round (124 bytes: the window holds
 // them at any alignment), lane l's word from the two window words holding its 4 bytes (two
 // shuffles and a funnel shift).
-template <bool RING = false>
+template <bool RING = false, dmc_u32 RS = DMC_LZ_RING>
 __device__ __forceinline__ void dmc_win_copy(dmc_win* w, dmc_u32 p, dmc_u32 n, dmc_u8* out,
-                                             dmc_u32 lane, const dmc_ring<RING>& ring = dmc_ring<false>{}) {
+                                             dmc_u32 lane, const dmc_ring<RING, RS>& ring = dmc_ring<false>{}) {
     // with a ring: its slots' earlier reads and writes (other lanes') before these writes
     if (RING) __syncwarp();
     if (n >= DMC_WIN_COPY16_MIN) {
@@ -622,9 +626,9 @@ DMC_UNROLL
 // whole 16-byte word (tail) one per lane, one sector each; the body as aligned 16-byte stores of
 // four copies of P turned by the head (the words start a multiple of 4 bytes after it), lane l
 // the 16 bytes at 16 l of a round. A warp collective (uniform arguments); no memory is read.
-template <bool RING = false>
+template <bool RING = false, dmc_u32 RS = DMC_LZ_RING>
 __device__ __forceinline__ void dmc_lz_fill4(dmc_u8* to, dmc_u32 P, dmc_u32 len, dmc_u32 lane,
-                                             const dmc_ring<RING>& ring = dmc_ring<false>{}) {
+                                             const dmc_ring<RING, RS>& ring = dmc_ring<false>{}) {
     const dmc_u32 head = (0u - (dmc_u32)(dmc_u64)to) & 15u;
     const dmc_u32 body = (len - head) & ~15u;
     const dmc_u32 tail = len - head - body;
@@ -635,7 +639,7 @@ __device__ __forceinline__ void dmc_lz_fill4(dmc_u8* to, dmc_u32 P, dmc_u32 len,
     for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
         // with a ring, a run longer than it writes a slot more than once, from other lanes:
         // each round's ring writes after the earlier rounds'
-        if (RING && len > DMC_LZ_RING) __syncwarp();
+        if (RING && len > RS) __syncwarp();
         const dmc_u32 b = head + k + 16 * lane;
         if (b < head + body) ring.put16(to + b, v);  // aligned: to + head is
     }
@@ -674,20 +678,20 @@ __device__ __forceinline__ void dmc_lz_fill4(dmc_u8* to, dmc_u32 P, dmc_u32 len,
 //     never one this round writes. Loads that would start before `out` read single bytes.
 // With a ring (dmc_ring<true>) every byte is also written to it, and the match's source bytes
 // are read from it where no write of this call can reuse their slots first: a short match's
-// when dist <= DMC_LZ_RING - DMC_LZ_WIDE_MATCH (its writes end less than 64 bytes after op), a
+// when dist <= RS - DMC_LZ_WIDE_MATCH (its writes end less than 64 bytes after op), a
 // pattern's always (loaded, then shuffled, before any store), a long match's head and tail when
-// dist + 16 <= DMC_LZ_RING (the head's 16 bytes are written beside those reads; the tail's
+// dist + 16 <= RS (the head's 16 bytes are written beside those reads; the tail's
 // bytes go into the ring after the body's, so that its slots are written in output order), a
-// round's vectors when dist + 512 <= DMC_LZ_RING (a round writes at most 496 bytes, and reads
+// round's vectors when dist + 512 <= RS (a round writes at most 496 bytes, and reads
 // 16 below its source).
-template <bool RING = false>
+template <bool RING = false, dmc_u32 RS = DMC_LZ_RING>
 __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len,
                                                   dmc_u32 lane, bool small_period = true,
-                                                  const dmc_ring<RING>& ring = dmc_ring<false>{}) {
+                                                  const dmc_ring<RING, RS>& ring = dmc_ring<false>{}) {
     const dmc_u8* from = out + (op - dist);
     dmc_u8* to = out + op;
     if (len < DMC_LZ_WIDE_MATCH) {
-        const bool near = dist <= DMC_LZ_RING - DMC_LZ_WIDE_MATCH;
+        const bool near = dist <= RS - DMC_LZ_WIDE_MATCH;
         for (dmc_u32 j = lane; j < len; j += DMC_WARP_SIZE) ring.put8(to + j, ring.get8(from + (j < dist ? j : j % dist), near));
         return;
     }
@@ -700,7 +704,7 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
             if (32 * q + lane < dist) pat |= ring.get8(from + 32 * q + lane, true) << (8 * q);
         // with a ring: a match that ends more than a ring past its source writes the slots
         // just read (other lanes' reads: shuffles order no memory)
-        if (RING && len + dist > DMC_LZ_RING) __syncwarp();
+        if (RING && len + dist > RS) __syncwarp();
         // a power-of-two dist divides 512: a lane's 16 bytes are the same every round
         const bool same = (dist & (dist - 1u)) == 0u;
         if (small_period && same && dist <= 4) {
@@ -718,7 +722,7 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         if (!RING && lane < tail) to[head + body + lane] = (dmc_u8)et;
         dmc_u32x4 v = dmc_lz_pat_word(pat, (head + 16 * lane) % dist, dist);
         for (dmc_u32 k = 0; k < body; k += 16 * DMC_WARP_SIZE) {
-            if (RING && len > DMC_LZ_RING) __syncwarp();  // as in dmc_lz_fill4
+            if (RING && len > RS) __syncwarp();  // as in dmc_lz_fill4
             const dmc_u32 b = head + k + 16 * lane;
             if (!same && k > 0) v = dmc_lz_pat_word(pat, b % dist, dist);
             if (b < head + body) ring.put16(to + b, v);  // aligned: to + head is
@@ -735,11 +739,11 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
     const bool ht = hk < (lane < 16 ? head : tail);
     dmc_u32 hv = 0;
     if (ht) {
-        hv = ring.get8(from + hj % dist, dist + 16 <= DMC_LZ_RING);
+        hv = ring.get8(from + hj % dist, dist + 16 <= RS);
         to[hj] = (dmc_u8)hv;
         if (RING && lane < 16) *ring.at(to + hj) = (dmc_u8)hv;
     }
-    const bool near = dist + 16 * DMC_WARP_SIZE <= DMC_LZ_RING;
+    const bool near = dist + 16 * DMC_WARP_SIZE <= RS;
     const dmc_u32 round = dmc_min_u32(16 * (DMC_WARP_SIZE - 1), (dist - 16) & ~15u);
     for (dmc_u32 k = 0; k < body; k += round) {
         const dmc_u32 n = dmc_min_u32(body - k, round) / 16;  // storing lanes
@@ -754,7 +758,7 @@ __device__ __forceinline__ void dmc_lz_match_copy(dmc_u8* out, dmc_u32 op, dmc_u
         }
         dmc_shifted_store16(to + head + k, v, sh, n, lane, ring);
     }
-    // (no slot the last round read from the ring is the tail's: dist + 512 <= DMC_LZ_RING)
+    // (no slot the last round read from the ring is the tail's: dist + 512 <= RS)
     if (RING && ht && lane >= 16) *ring.at(to + hj) = (dmc_u8)hv;
 }
 
@@ -795,12 +799,12 @@ struct dmc_lz_tok {
 // inside the round from the lane that writes it (always a lower lane: pointer jumping by
 // shuffles, 5 doublings resolve a chain through all 32 lanes).
 // With a ring (dmc_ring<true>) every byte is also written to it, and a match byte from before
-// the round is read from it when it lies at most DMC_LZ_RING - 32 bytes before the round (whose
+// the round is read from it when it lies at most RS - 32 bytes before the round (whose
 // 32 bytes' writes then cannot reuse its slot).
-template <bool RING = false>
+template <bool RING = false, dmc_u32 RS = DMC_LZ_RING>
 __device__ __forceinline__ void dmc_lz_batch_copy(const dmc_win& w, dmc_u8* out, dmc_u32 op0, dmc_u32 n,
                                                   dmc_u32 ntok, const dmc_lz_tok& tok, dmc_u32 lane,
-                                                  const dmc_ring<RING>& ring = dmc_ring<false>{}) {
+                                                  const dmc_ring<RING, RS>& ring = dmc_ring<false>{}) {
     // Rounds start a bytes before the batch: at the output's 32-byte sector boundaries (each
     // round's store inside one sector) when that takes no more rounds than a = 0.
     dmc_u32 a = (dmc_u32)((dmc_u64)(out + op0) & 31u);
@@ -832,7 +836,7 @@ __device__ __forceinline__ void dmc_lz_batch_copy(const dmc_win& w, dmc_u8* out,
             if (k < lit) {
                 b = wb;
             } else if (dist > r || r - dist < r0) {  // before the round (dist > r: before the batch)
-                b = ring.get8(out + op0 + r - dist, dist + r0 <= DMC_LZ_RING - DMC_WARP_SIZE + r);
+                b = ring.get8(out + op0 + r - dist, dist + r0 <= RS - DMC_WARP_SIZE + r);
             } else {
                 ptr = r - dist + a - v0;  // < lane
                 ready = false;
@@ -883,15 +887,18 @@ __device__ __forceinline__ dmc_u32 dmc_word4(const dmc_u8* p, dmc_u32 len, dmc_u
 // word is shifted together from the two aligned source words it spans, the upper one taken from
 // the next lane's lower one by a shuffle (lane 0 loads the round's one word past its last), so a
 // round is W or W + 1 coalesced load requests, not 2 W; the bytes of d's partial words at
-// either end go one per lane (one load and one store request).
-template <dmc_u32 W = 4>
-__device__ inline void dmc_warp_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane) {
+// either end go one per lane (one load and one store request). With a ring (dmc_ring<true>)
+// every byte stored also goes to it (the tail's after the body's, a __syncwarp between rounds
+// when the copy is longer than the ring: its slots in output order); s is not read from it.
+template <dmc_u32 W = 4, bool RING = false, dmc_u32 RS = DMC_LZ_RING>
+__device__ inline void dmc_warp_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n, dmc_u32 lane,
+                                          const dmc_ring<RING, RS>& ring = dmc_ring<false>{}) {
     const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
     const dmc_u32 nw = (n - head) / 4;
     const dmc_u32 tail = n - head - 4 * nw;
-    if (lane < head + tail) {
+    if (lane < (RING ? head : head + tail)) {
         const dmc_u32 j = lane < head ? lane : n - tail + (lane - head);
-        d[j] = s[j];
+        ring.put8(d + j, s[j]);
     }
     // word k of the body: d + head + 4k = bytes sm + 4k .. sm + 4k + 3 from sb - sm (aligned), that
     // is source words k and k + 1 shifted (k + 1 unused when sm = 0: word nw is loaded only when
@@ -902,6 +909,7 @@ __device__ inline void dmc_warp_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n,
     // rounds of up to W * 128 bytes: each lane's W words loaded before any is stored, so that a
     // lane has W loads in flight, not one (a warp issues in order: a store waits for its load)
     for (dmc_u32 k0 = 0; k0 < nw; k0 += W * DMC_WARP_SIZE) {
+        if (RING && n > RS) __syncwarp();
         dmc_u32 v[W];
         DMC_UNROLL
         for (dmc_u32 b = 0; b < W; b++) {
@@ -922,8 +930,12 @@ __device__ inline void dmc_warp_copy_wide(dmc_u8* d, const dmc_u8* s, dmc_u32 n,
         DMC_UNROLL
         for (dmc_u32 b = 0; b < W; b++) {
             const dmc_u32 k = k0 + DMC_WARP_SIZE * b + lane;
-            if (k < nw) dw[k] = v[b];
+            if (k < nw) ring.put32((dmc_u8*)(dw + k), v[b]);
         }
+    }
+    if (RING) {
+        if (n > RS) __syncwarp();  // the body's slots before the tail's
+        if (lane >= head && lane < head + tail) ring.put8(d + n - tail + (lane - head), s[n - tail + (lane - head)]);
     }
 }
 

@@ -1011,6 +1011,45 @@ __device__ __forceinline__ void dmc_zstd_match(dmc_u8* out, dmc_u32 op, dmc_u32 
     }
 }
 
+// ---- A team leader's ring of its latest output ----
+// A team's block has four dmc_zstd_smem, of which the team uses two (the job's and its second
+// table set, dmc_zstd_seq_set): the leader keeps its latest DMC_ZSTD_RING bytes of output in the
+// other two (dmc_ring, common.cuh: every byte its copies store also goes to ring slot (its
+// address mod DMC_ZSTD_RING), and a match byte the ring still holds is read from there, a
+// shared-memory load, where the output stored moments before is an L2 access: a label image's
+// matches copy the rows just written, 2-8 KiB back). The ring mirrors every output byte of a
+// frame from dmc_zstd_frame_state::ring_lo on; a byte before it (one of the copies that do not
+// mirror: see ring_lo) is read from memory. A warp alone has no ring (null).
+typedef dmc_ring<true, DMC_ZSTD_RING> dmc_zstd_ring;
+__device__ __forceinline__ dmc_u8* dmc_zstd_ring_of(dmc_zstd_smem* sm) {
+    return (dmc_u8*)(((dmc_u64)(sm + 2) + 15u) & ~(dmc_u64)15u);  // 16-byte aligned (dmc_ring)
+}
+static_assert(DMC_ZSTD_WARPS_PER_BLOCK == 4 && 2 * sizeof(dmc_zstd_smem) >= DMC_ZSTD_RING + 15,
+              "a team block's third and fourth dmc_zstd_smem hold the leader's ring");
+
+// A match copied as dmc_zstd_match, every byte also into the ring, its source bytes read from it
+// by dmc_lz_match_copy's rules (the source lies at or after ring_lo: the caller checked). A call,
+// as dmc_zstd_far_match.
+__device__ __noinline__ void dmc_zstd_ring_match(dmc_u8* out, dmc_u32 op, dmc_u32 dist, dmc_u32 len, dmc_u32 lane,
+                                                 dmc_u8* rb) {
+    dmc_lz_match_copy(out, op, dist, len, lane, true, dmc_zstd_ring{rb});
+}
+
+// A block's last literals, when more than this, do not go into the ring (it restarts after
+// them: dmc_zstd_frame_state::ring_lo): a byte per lane a round into the ring, they would cost a
+// literal-heavy block (a smooth field's) more than the next block's few matches gain.
+#define DMC_ZSTD_RING_LITS_MAX 1024u
+
+// Ring slots of out[at, at + n), from the n bytes at `from` (which hold them; the last
+// DMC_ZSTD_RING only: the earlier ones' slots are those bytes' too), one byte per lane a round.
+// The caller ordered the slots' earlier accesses (a __syncwarp) and orders these writes before
+// the next reads.
+__device__ __forceinline__ void dmc_zstd_ring_fill(dmc_u8* rb, const dmc_u8* at, const dmc_u8* from, dmc_u32 n,
+                                                   dmc_u32 lane) {
+    const dmc_u32 k0 = n > DMC_ZSTD_RING ? n - DMC_ZSTD_RING : 0u;
+    for (dmc_u32 j = k0 + lane; j < n; j += DMC_WARP_SIZE) *dmc_zstd_ring{rb}.at(at + j) = from[j];
+}
+
 // All lanes: d[0, n) = v, aligned 4-byte stores for the aligned words.
 __device__ __forceinline__ void dmc_zstd_fill_wide(dmc_u8* d, dmc_u8 v, dmc_u32 n, dmc_u32 lane) {
     const dmc_u32 head = dmc_min_u32((4u - (dmc_u32)((dmc_u64)d & 3u)) & 3u, n);
@@ -1038,15 +1077,25 @@ struct dmc_zstd_lits {
 // goes in rounds of 128 bytes, each round's loads ordered before its stores, and not at all when
 // the front has reached them (target = source: a block's last literals, when the block's
 // matches are all behind; for a block of literals with few matches, nearly the whole block).
-// `wide`: long copies with aligned 4-byte stores (a constant at every call site).
+// `wide`: long copies with aligned 4-byte stores (a constant at every call site). With a ring
+// (rb, a team leader's: dmc_zstd_ring_of) the bytes also go to it, from the literal source the
+// copy has just read (the literals' L1 lines) or an RLE byte as it is; literals copied in rounds
+// do not (a byte per lane a round into the ring cost a smooth field's one-block chunks, whose
+// literals run close behind the front, more than it saved): *ring_lo moves past them. Literals
+// already in place are not mirrored: they end the job's output (the front reaches the tail's
+// literals only at out_len, and a sequence's match, 3 bytes or more, may not reach them), so
+// nothing after them reads them.
 __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_zstd_lits* L, dmc_u32 n,
-                                                   dmc_u32 lane, bool wide) {
+                                                   dmc_u32 lane, bool wide, dmc_u8* rb, dmc_u32* ring_lo) {
     if (L->kind == 1) {
         if (wide && n >= DMC_ZSTD_WIDE_MIN) {
             dmc_zstd_fill_wide(out + op, L->rle, n, lane);
         } else {
             for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = L->rle;
         }
+        if (rb != nullptr)
+            for (dmc_u32 j = (n > DMC_ZSTD_RING ? n - DMC_ZSTD_RING : 0u) + lane; j < n; j += DMC_WARP_SIZE)
+                *dmc_zstd_ring{rb}.at(out + op + j) = L->rle;
     } else if (L->kind == 0 || L->tail + L->used - op >= n) {
         const dmc_u8* s = L->src + L->used;
         if (wide && n >= DMC_ZSTD_WIDE_MIN) {
@@ -1054,6 +1103,7 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
         } else {
             for (dmc_u32 j = lane; j < n; j += DMC_WARP_SIZE) out[op + j] = s[j];
         }
+        if (rb != nullptr) dmc_zstd_ring_fill(rb, out + op, s, n, lane);
     } else if (L->tail + L->used != op) {
         // rounds of 128 bytes, 4 per lane: every load of a round before any of its stores (a
         // store reaches only source bytes this round or an earlier one loaded; 8 per lane
@@ -1073,6 +1123,7 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
                 if (j < n) out[op + j] = v[b];
             }
         }
+        if (rb != nullptr) *ring_lo = op + n;  // not mirrored: the ring restarts after them
     }  // else the literals are already in place (the front reached them: a block's last literals)
     L->used += n;
 }
@@ -1095,9 +1146,13 @@ __device__ __forceinline__ void dmc_zstd_copy_lits(dmc_u8* out, dmc_u32 op, dmc_
 // store request per 32 bytes of each sequence). The caller made sure the batch's stores end at
 // or before the first in-tail literal it reads (out[op, end) never meets the literals); the warp
 // is synchronised on entry and return.
+// With a ring (rb: a team leader's, dmc_zstd_ring_of; null: none) every byte stored also goes to
+// it, and a match byte from before op is read from it when it lies at or after rlo (the ring's
+// first byte, dmc_zstd_frame_state::ring_lo) and at most DMC_ZSTD_RING before end (no byte of
+// the batch reuses its slot).
 __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 op, dmc_u32 end, const dmc_zstd_lits* L,
                                                    dmc_u32 nb, dmc_u32 blen, dmc_u32 boff, dmc_u32 start,
-                                                   dmc_u32 lu, dmc_u32 lane) {
+                                                   dmc_u32 lu, dmc_u32 lane, dmc_u8* rb, dmc_u32 rlo) {
     __syncwarp();  // the bytes before op are visible to every lane
     const dmc_u32 bll = blen & 0xFFu;
     const dmc_u32 total = end - op;
@@ -1165,9 +1220,14 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 op, dmc_
             }
             dmc_u32 v = 0;
             if (mine) {
-                v = (lit && L->kind == 1) ? L->rle : *(lit ? L->src + src : out + src);
+                const bool ring = rb != nullptr && !lit && src >= rlo && src + DMC_ZSTD_RING >= end;
+                v = (lit && L->kind == 1) ? L->rle
+                                          : *(ring ? dmc_zstd_ring{rb}.at(out + src) : lit ? L->src + src : out + src);
                 // a byte of a partial word at either end: stored alone
-                if (x < ((mis + 3u) & ~3u) || x >= (span & ~3u)) out[op + x - mis] = (dmc_u8)v;
+                if (x < ((mis + 3u) & ~3u) || x >= (span & ~3u)) {
+                    out[op + x - mis] = (dmc_u8)v;
+                    if (rb != nullptr) *dmc_zstd_ring{rb}.at(out + op + x - mis) = (dmc_u8)v;
+                }
             }
             pk |= v << (8 * b);
         }
@@ -1179,7 +1239,10 @@ __device__ __forceinline__ void dmc_zstd_seq_batch(dmc_u8* out, dmc_u32 op, dmc_
             word |= ((t >> (8 * (lane >> 3))) & 0xFFu) << (8 * c);
         }
         const dmc_u32 x0 = r + 4 * lane;
-        if (x0 >= ((mis + 3u) & ~3u) && x0 + 4 <= span) *(dmc_u32*)(out + op + x0 - mis) = word;  // aligned
+        if (x0 >= ((mis + 3u) & ~3u) && x0 + 4 <= span) {
+            *(dmc_u32*)(out + op + x0 - mis) = word;  // aligned
+            if (rb != nullptr) *(dmc_u32*)dmc_zstd_ring{rb}.at(out + op + x0 - mis) = word;
+        }
     }
     __syncwarp();
 }
@@ -1573,6 +1636,12 @@ struct dmc_zstd_frame_state {
     // 1 predefined, 2 other) and at bit 8 + 8k its accuracy log (4 bits); DMC_ZSTD_TABS_SET:
     // the tables are a team's second set.
     dmc_u32 tabs;
+    // A team leader's ring (dmc_zstd_ring_of) holds every output byte from this position on
+    // (within its last DMC_ZSTD_RING bytes). What is not mirrored moves it past its bytes: raw
+    // and RLE blocks, a block's last literals over DMC_ZSTD_RING_LITS_MAX, in-tail literals
+    // copied in rounds (dmc_zstd_copy_lits), and matches whose source lay before it (but the
+    // 64-255-byte ones that do not overlap it: dmc_warp_copy_wide mirrors them).
+    dmc_u32 ring_lo;
 };
 
 // Sets up one sequence table (mode 0 predefined, 1 RLE, 2 FSE, 3 repeat) of the table state
@@ -1862,9 +1931,11 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_rep_resolve(dmc_zstd_frame_state* fs
 // the first in-tail literal it reads), and long sequences alone: the literals, then the match.
 // A sequence-by-sequence loop spent ~110 instructions per sequence on the checks and the batch
 // bookkeeping, every lane the same.
+template <bool RING>
 __device__ __forceinline__ dmc_u32 dmc_zstd_seq_exec(dmc_u8* out, dmc_u32 out_len, dmc_u32* op_io, dmc_zstd_lits* L,
                                                      dmc_zstd_frame_state* fs, dmc_u32* block_out, dmc_u32 n,
-                                                     dmc_u32 bad, dmc_u32 ll, dmc_u32 ml, dmc_u32 ofv, dmc_u32 lane) {
+                                                     dmc_u32 bad, dmc_u32 ll, dmc_u32 ml, dmc_u32 ofv, dmc_u32 lane,
+                                                     dmc_u8* rb) {
     const bool in = lane < n;
     if (!in) {
         ll = 0;
@@ -1918,7 +1989,7 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_exec(dmc_u8* out, dmc_u32 out_le
             const dmc_u32 bstart = __shfl_sync(0xffffffffu, sop, from), blu = __shfl_sync(0xffffffffu, lu, from);
             L->used = __shfl_sync(0xffffffffu, lend, e - 1);
             dmc_zstd_seq_batch(out, __shfl_sync(0xffffffffu, sop, s), __shfl_sync(0xffffffffu, oend, e - 1), L, e - s,
-                               blen, boff, bstart, blu, lane);
+                               blen, boff, bstart, blu, lane, rb, fs->ring_lo);
             s = e;
             continue;
         }
@@ -1938,14 +2009,22 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_exec(dmc_u8* out, dmc_u32 out_le
         // the literals, then the match (its source may be these literals: a __syncwarp between);
         // one call site each: fewer live registers
         for (dmc_u32 part = 0; part < 2; part++) {
-            if (part == 0 ? wide_lits : near_match) {
+            // with a ring, a match whose source it holds (every byte from ring_lo on, read after the
+            // literals, which may have moved it) goes through it; another's bytes do not go into it
+            // (unless a near match's: dmc_warp_copy_wide's writes), and it holds the bytes after the
+            // match only
+            const bool ring_match = RING && part == 1 && op + sll - soff >= fs->ring_lo;
+            if (ring_match) {
+                dmc_zstd_ring_match(out, op + sll, soff, sml, lane, rb);
+            } else if (part == 0 ? wide_lits : near_match) {
                 dmc_warp_copy_wide(out + op + (part == 0 ? 0 : sll), part == 0 ? L->src + L->used : out + op + sll - soff,
-                                   part == 0 ? sll : sml, lane);
+                                   part == 0 ? sll : sml, lane, dmc_ring<RING, DMC_ZSTD_RING>{rb});
             } else if (part == 0) {
-                dmc_zstd_copy_lits(out, op, L, sll, lane, false);
+                dmc_zstd_copy_lits(out, op, L, sll, lane, false, rb, &fs->ring_lo);
             } else {
                 dmc_zstd_match(out, op + sll, soff, sml, lane);
             }
+            if (part == 1 && RING && !ring_match && !near_match) fs->ring_lo = op + sll + sml;
             __syncwarp();
         }
         s++;
@@ -2136,7 +2215,8 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                 bad = tm->bad[g & 1u];
             }
             const dmc_u32 ll = e[lane], ml = e[DMC_WARP_SIZE + lane], ofv = e[2 * DMC_WARP_SIZE + lane];
-            const dmc_u32 st = dmc_zstd_seq_exec(out, out_len, &op, &L, fs, &block_out, cnt, bad, ll, ml, ofv, lane);
+            const dmc_u32 st =
+                dmc_zstd_seq_exec<true>(out, out_len, &op, &L, fs, &block_out, cnt, bad, ll, ml, ofv, lane, dmc_zstd_ring_of(sm));
             if (st != DMC_STATUS_OK) return st;
             if (from_ahead && g % DMC_ZSTD_AHEAD_RUN == DMC_ZSTD_AHEAD_RUN - 1 && done < groups)
                 r = dmc_zstd_team_post(tm, DMC_ZSTD_TASK_IDLE, lane);
@@ -2156,7 +2236,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             const dmc_u32 cnt = dmc_min_u32(D.nseq - D.i, DMC_WARP_SIZE);
             dmc_u32 ll, ml, ofv;
             const dmc_u32 bad = dmc_zstd_seq_group(sm, &D, lane, &ll, &ml, &ofv);
-            const dmc_u32 st = dmc_zstd_seq_exec(out, out_len, &op, &L, fs, &block_out, cnt, bad, ll, ml, ofv, lane);
+            const dmc_u32 st = dmc_zstd_seq_exec<false>(out, out_len, &op, &L, fs, &block_out, cnt, bad, ll, ml, ofv, lane, nullptr);
             if (st != DMC_STATUS_OK) return st;
         }
         const dmc_u32 st = dmc_zstd_seq_end(&D);
@@ -2169,7 +2249,9 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
     if (rest > out_len - op) return DMC_STATUS_DST_OVERFLOW;
     block_out += rest;
     if (block_out > fs->block_max) return DMC_STATUS_CORRUPT;
-    dmc_zstd_copy_lits(out, op, &L, rest, lane, true);
+    const bool ring = tm != nullptr && rest <= DMC_ZSTD_RING_LITS_MAX;
+    dmc_zstd_copy_lits(out, op, &L, rest, lane, true, ring ? dmc_zstd_ring_of(sm) : nullptr, &fs->ring_lo);
+    if (tm != nullptr && !ring) fs->ring_lo = op + rest;  // not mirrored
     op += rest;
     __syncwarp();  // the next block's matches read these bytes
     *op_io = op;
@@ -2220,6 +2302,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
     fs.rep1 = 4;
     fs.rep2 = 8;
     fs.tabs = 0;
+    fs.ring_lo = *op_io;
     dmc_u32 op = *op_io;
     for (;;) {
         if (in_len - ip < 3) return DMC_STATUS_SRC_TRUNCATED;
@@ -2250,6 +2333,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
             }
             ip += bsize;
             op += bsize;
+            fs.ring_lo = op;  // not mirrored
         } else if (btype == 1) {
             if (in_len - ip < 1) return DMC_STATUS_SRC_TRUNCATED;
             if (bsize > out_len - op) return DMC_STATUS_DST_OVERFLOW;
@@ -2257,6 +2341,7 @@ __device__ dmc_u32 dmc_zstd_frame(dmc_zstd_smem* sm, const dmc_u8* in, dmc_u32 i
             dmc_zstd_fill_wide(out + op, v, bsize, lane);
             ip += 1;
             op += bsize;
+            fs.ring_lo = op;  // not mirrored
         } else {
             if (bsize > in_len - ip) return DMC_STATUS_SRC_TRUNCATED;
             __syncwarp();  // earlier raw/RLE bytes are visible to this block's matches

@@ -1425,6 +1425,103 @@ fn long_runs_of_every_period_match_reference() {
     assert!(m.raw_literals > 0 && m.rle_literals > 0);
 }
 
+/// A team leader's ring of its latest output (`DMC_ZSTD_RING` bytes of its block's shared memory:
+/// `dmc_zstd_ring_of`), which its copies fill and its matches read: after literals longer than the
+/// ring, matches whose sources lie just inside and just outside what it still holds (each copy's
+/// rule: a batch byte's `DMC_ZSTD_RING` before the batch's end, a short match's `DMC_ZSTD_RING -
+/// 64`, a long match's head and tail `DMC_ZSTD_RING - 16` and rounds `DMC_ZSTD_RING - 512`), in
+/// short-sequence batches, alone after long literals, near (67..=82 bytes) and far (259..=514);
+/// batches just past its reach; runs longer than the ring (periods 2, 300 and 5,000); an RLE and a
+/// raw block and a block's long last literals, whose bytes do not go into the ring, with matches
+/// reaching into and across them; in-tail literals close behind the output front (copied in rounds,
+/// not into the ring) with matches into them — decoded by teams and by lone warps (`decode`)
+/// against the format's own execution.
+#[test]
+fn matches_around_the_team_leader_s_ring_match_reference() {
+    use damacy_kernels::consts::DMC_ZSTD_RING as RING;
+    let mut next = rng(53);
+    let mut rep = [1u32, 4, 8];
+    // literals only, more than twice the ring, in blocks without sequences whose literals (1,000
+    // each, under DMC_ZSTD_RING_LITS_MAX) all go into the ring
+    let mut out: Vec<u8> = Vec::new();
+    let mut blocks = Vec::new();
+    for _ in 0..2 * RING / 1000 + 2 {
+        let lits: Vec<u8> = (0..1000).map(|_| next() as u8).collect();
+        blocks.push(comp_block(&compressed_block(&Lits::Raw(&lits), &[], Tables::Rle), false));
+        out.extend_from_slice(&lits);
+    }
+    let dists = [RING - 528, RING - 512, RING - 511, RING - 496, RING - 64, RING - 63, RING - 17, RING - 16, RING - 15];
+    for d in dists.into_iter().chain([RING - 1, RING, RING + 1, RING + 700, 4096, 300, 40]) {
+        let ofv = d + 3;
+        // a batch (60 short sequences), then short matches alone after long literals
+        push_rle_block(&mut blocks, &mut out, &mut rep, &[Seq { ll: 1, ofv, ml: 20 }; 60], &mut next, false);
+        let seqs: Vec<Seq> = (0..6).map(|_| Seq { ll: 64 + (next() % 64) as u32, ofv, ml: 20 }).collect();
+        push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
+        // near and far matches (overlapping their source where d is shorter)
+        let seqs: Vec<Seq> = (0..8).map(|_| Seq { ll: 2, ofv, ml: 67 + (next() % 16) as u32 }).collect();
+        push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
+        let seqs: Vec<Seq> = (0..8).map(|_| Seq { ll: 0, ofv, ml: 259 + (next() % 256) as u32 }).collect();
+        push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
+    }
+    // batches just past the ring's reach (their first bytes' sources are the slots the batch's
+    // earlier rounds rewrote), at every output alignment
+    for d in [RING + 1, RING + 2, RING + 3, RING + 5] {
+        for ll in 0..4u32 {
+            let seqs = [Seq { ll, ofv: d + 3, ml: 17 + ll }; 64];
+            push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
+        }
+    }
+    // runs longer than the ring
+    for d in [2u32, 300, 5000] {
+        let seqs = [Seq { ll: 3, ofv: d + 3, ml: 65_539 + (next() % 4000) as u32 }];
+        push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
+    }
+    // an RLE block, then a batch reading across it (7,000 back) and inside it (100 back), long
+    // literals and matches reaching across it; a raw block, then the same
+    blocks.push(rle_block(0xA7, 5000, false));
+    out.extend(std::iter::repeat_n(0xA7, 5000));
+    push_rle_block(&mut blocks, &mut out, &mut rep, &[Seq { ll: 1, ofv: 7003, ml: 20 }; 40], &mut next, false);
+    push_rle_block(&mut blocks, &mut out, &mut rep, &[Seq { ll: 1, ofv: 103, ml: 20 }; 40], &mut next, false);
+    let raw: Vec<u8> = (0..3000).map(|_| next() as u8).collect();
+    blocks.push(raw_block(&raw, false));
+    out.extend_from_slice(&raw);
+    for ofv in [6003u32, 1003, 9003] {
+        let seqs: Vec<Seq> = (0..5).map(|_| Seq { ll: 64 + (next() % 64) as u32, ofv, ml: 20 }).collect();
+        push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
+        let seqs: Vec<Seq> = (0..5).map(|_| Seq { ll: 0, ofv, ml: 259 + (next() % 256) as u32 }).collect();
+        push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
+        push_rle_block(&mut blocks, &mut out, &mut rep, &[Seq { ll: 2, ofv, ml: 30 }; 40], &mut next, false);
+    }
+    // a block's last literals over DMC_ZSTD_RING_LITS_MAX (not into the ring), then matches into them
+    let lits: Vec<u8> = (0..3000).map(|_| next() as u8).collect();
+    blocks.push(comp_block(&compressed_block(&Lits::Raw(&lits), &[], Tables::Rle), false));
+    out.extend_from_slice(&lits);
+    push_rle_block(&mut blocks, &mut out, &mut rep, &[Seq { ll: 1, ofv: 1003, ml: 20 }; 40], &mut next, false);
+    let seqs: Vec<Seq> = (0..5).map(|_| Seq { ll: 0, ofv: 2003, ml: 259 + (next() % 256) as u32 }).collect();
+    push_rle_block(&mut blocks, &mut out, &mut rep, &seqs, &mut next, false);
+    // In-tail (Huffman) literal runs of 70..=90 alone, then 4-byte matches 10 back (into them):
+    // the output front soon runs close behind the literals still to read, whose copies then go
+    // in rounds and move the ring's start past them
+    let weights: [(u8, u8); 4] = [(b'a', 2), (b'b', 1), (b'c', 1), (b'd', 3)];
+    let seqs: Vec<Seq> = (0..40).map(|_| Seq { ll: 70 + (next() % 21) as u32, ofv: 13, ml: 4 }).collect();
+    let n = seqs.iter().map(|s| s.ll).sum::<u32>() as usize + 5;
+    let lits: Vec<u8> = (0..n).map(|_| b"abcdddd"[(next() % 7) as usize]).collect();
+    let l = Lits::Huffman { lits: &lits, weights: &weights, streams: 4, treeless: false };
+    blocks.push(comp_block(&compressed_block(&l, &seqs, Tables::Rle), false));
+    execute(&mut out, &lits, &seqs, &mut rep);
+    blocks.push(raw_block(&[1, 2, 3], true));
+    out.extend_from_slice(&[1, 2, 3]);
+    let case = Case {
+        frame: frame(Header { checksum: true, ..PLAIN }, &blocks, &out),
+        expect: out,
+        give_len: false,
+        verify: true,
+        what: "matches around the team leader's ring".into(),
+    };
+    let m = check(&[case]);
+    assert!(m.raw_literals > 0 && m.huffman_4_streams > 0 && m.raw_blocks > 0 && m.rle_blocks > 0);
+}
+
 /// Runs of short sequences, which the kernel executes up to 32 at a time: matches whose
 /// sources are match bytes of the sequences just before them (one, a few or many sequences back,
 /// so a byte's source is found through several earlier bytes of the same batch), offsets 1 to
