@@ -794,7 +794,8 @@ __device__ __forceinline__ void dmc_zlr_refill(dmc_zlr* r) {
     r->k--;
     r->nx = dmc_word4(r->p, r->len, r->mis, r->k);
 }
-// Consumes n (<= 31) bits, refilling when 32 or fewer bits are left. (A branch-free form,
+// Consumes n bits (<= 31, which the container always holds; or as many as it holds: the
+// caller checked), refilling when 32 or fewer bits are left. (A branch-free form,
 // selects and a predicated load, measured 8 % slower on an H200:
 // benches/results/gpu-h200-2026-11-28-b2a1de2/.)
 __device__ __forceinline__ void dmc_zlr_skip(dmc_zlr* r, dmc_u32 n) {
@@ -1352,9 +1353,8 @@ __device__ __forceinline__ dmc_u32 dmc_zlr_drop_read(dmc_zlr* r, dmc_i32* pos, d
     dmc_u32 v;
     if (t >= 0) {
         v = (dmc_u32)(r->c >> ((dmc_u32)t & 63u)) & ((1u << sb) - 1u);
-        r->nb = (dmc_u32)t;
         *pos -= (dmc_i32)n;
-        if (t <= 32) dmc_zlr_refill(r);
+        dmc_zlr_skip(r, n);
     } else {
         const dmc_u32 xb = n - sb;
         *pos -= (dmc_i32)xb;
