@@ -16,7 +16,11 @@
 // decoded when its turn comes and the leader executes them from there at its own pace; the
 // block after that is the leader's again, and so on in pairs. Helper 3, free in those rounds,
 // loads the input bytes the two sequence readers take next into L1 (dmc_zstd_prefetch), so
-// that their chains do not wait on the input's first touches. A raw block of 4 KiB or more is
+// that their chains do not wait on the input's first touches. While the leader executes a block
+// from the scratch it ends a round every DMC_ZSTD_AHEAD_RUN groups, and in each helper 1 walks
+// the block's groups as the leader will and loads the next round's scratch lines, literals and
+// far match sources into L1 (dmc_zstd_exec_prefetch): the leader's loads of what other warps
+// stored are then L1 hits, not L2 accesses. A raw block of 4 KiB or more is
 // copied by all four warps in a round of its own (DMC_ZSTD_TASK_COPY: dmc_range_copy's rounds of
 // 2 KiB, round k to warp k mod 4; the next round's barrier orders the helpers' bytes before the
 // leader's next reads). The repeat offsets are resolved
@@ -148,6 +152,9 @@
 #define DMC_ZSTD_TASK_COPY 5u  // every warp: its parts of a raw block's copy (cdst, csrc, clen below)
 // Or'ed into a round's task: helper 2 starts the block ahead (below) this round.
 #define DMC_ZSTD_TASK_AHEAD 8u
+// Or'ed into a round's task by a leader executing a block from the scratch: helper 1 loads into
+// L1 what the leader's next groups will read (xp below, dmc_zstd_exec_prefetch).
+#define DMC_ZSTD_TASK_XP 16u
 // A group of 32 decoded sequences in memory: literals lengths, match lengths, offset values
 // (lane j of the decoding warp stores sequence j of each).
 #define DMC_ZSTD_GROUP_WORDS (3 * DMC_WARP_SIZE)
@@ -200,6 +207,26 @@ struct dmc_zstd_team {
         dmc_i32 at;
     } pf[2][2];
     dmc_u32 pfsink[DMC_WARP_SIZE];
+    // DMC_ZSTD_TASK_XP: a leader executing a block from the scratch posts with each round
+    // (xp[r & 1], as task) the next group it executes and the groups it may read (those helper 2
+    // had posted done, at most the block's); before group 0's, the block's start (xs: its
+    // sequences, output front and repeat offsets, its literals: lsrc null for RLE ones, lsize of
+    // them). xh: helper 1's walk of the block (dmc_zstd_exec_prefetch): the group it reached,
+    // the output front, literal cursor and repeat offsets there; the first group it loaded in
+    // its last round and the output front there, and the front it took for the leader's. out: the job's output (set
+    // before the first round). xsink: helper 1's lanes' sums of what it loaded (never read).
+    struct {
+        dmc_u32 g, lim;
+    } xp[2];
+    struct {
+        const dmc_u8* lsrc;
+        dmc_u32 lsize, nseq, op, rep[3];
+    } xs;
+    struct {
+        dmc_u32 h, op, used, rep[3], tg, top, front;
+    } xh;
+    const dmc_u8* out;
+    dmc_u32 xsink[DMC_WARP_SIZE];
 };
 
 struct dmc_zstd_smem {
@@ -1552,6 +1579,8 @@ __device__ __forceinline__ void dmc_zstd_group_put(dmc_u32* e, dmc_u32 ll, dmc_u
     e[2 * DMC_WARP_SIZE + lane] = ofv;
 }
 
+__device__ __noinline__ void dmc_zstd_exec_prefetch(dmc_zstd_team* tm, dmc_u32 r, dmc_u32 lane);
+
 // A helper (warp w > 0 of a team) until the job is done: each round it waits at the barrier and
 // does the round's task: a Huffman stream (stream w of a DMC_ZSTD_TASK_HUF round), or (helper
 // 1) the next group of 32 of a block's sequences into the group's buffer, while the leader
@@ -1602,6 +1631,10 @@ __device__ __noinline__ void dmc_zstd_helper(const dmc_zstd_smem* sm, dmc_zstd_t
                 pr[1] = abad;
                 pr[2] = D.i < D.nseq ? DMC_STATUS_OK : dmc_zstd_seq_end(&D);
             }
+            continue;
+        }
+        if (w == 1 && (task & DMC_ZSTD_TASK_XP) != 0) {
+            dmc_zstd_exec_prefetch(tm, round, lane);
             continue;
         }
         if (w != 1 || ((task & 7u) != DMC_ZSTD_TASK_SEQ0 && (task & 7u) != DMC_ZSTD_TASK_SEQ)) continue;
@@ -1920,6 +1953,118 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_rep_resolve(dmc_zstd_frame_state* fs
     return a;
 }
 
+// Groups a team's leader executes from the scratch between two rounds (a round's length is then
+// the longer of helper 2's group, while it still decodes the block ahead, one group a round, and
+// these), and the groups helper 1 loads ahead for it (dmc_zstd_exec_prefetch).
+#define DMC_ZSTD_AHEAD_RUN 2u
+
+// Helper 1 in a DMC_ZSTD_TASK_XP round r: loads into L1 what the leader's groups of the next
+// round will read, while the leader executes this round's (those from xp.g up to the next
+// multiple of DMC_ZSTD_AHEAD_RUN; the next round's are the DMC_ZSTD_AHEAD_RUN after). A block
+// executed from the scratch (dmc_zstd_block) reads, per group, its three scratch lines (helper 2
+// stored them: global stores leave no line in L1, so the leader's loads were L2 accesses), the
+// literals its sequences copy (stored by the Huffman round, likewise) and its matches' sources,
+// most of them (the demo volume's) farther back than the leader's ring. Helper 1 walks the
+// block's groups in order as the leader will (from xs, posted with group 0; its place kept in
+// xh): their repeat offsets (dmc_zstd_rep_resolve), output and literal positions; up to this
+// round's last group without loads, then the next round's, loading their scratch lines, their
+// literals (16-byte vectors) and the first and last 4-byte words of each of their matches'
+// sources more than DMC_ZSTD_RING - 512 bytes back (nearer ones are the ring's).
+// What it loads the leader never writes in this round: output before the front at xp.g (written
+// in earlier rounds) and literals from the next round's first one on (the leader's stores stay
+// below the in-tail literals it has still to copy: dmc_zstd_seq_exec's checks); groups below
+// xp.lim (helper 2 posted them rounds ago). A corrupt group (values past any block) ends the walk.
+__device__ __noinline__ void dmc_zstd_exec_prefetch(dmc_zstd_team* tm, dmc_u32 r, dmc_u32 lane) {
+    const dmc_u32 g0 = tm->xp[r & 1u].g, lim = tm->xp[r & 1u].lim, nseq = tm->xs.nseq;
+    const dmc_u32 gn = (g0 / DMC_ZSTD_AHEAD_RUN + 1) * DMC_ZSTD_AHEAD_RUN;
+    const dmc_u32 g1 = dmc_min_u32(gn + DMC_ZSTD_AHEAD_RUN, lim);
+    // the walk's place: the block's start with group 0, else where the last round left it
+    const bool start = g0 == 0;
+    dmc_u32 h = start ? 0u : tm->xh.h;
+    dmc_zstd_frame_state fs;
+    fs.rep0 = start ? tm->xs.rep[0] : tm->xh.rep[0];
+    fs.rep1 = start ? tm->xs.rep[1] : tm->xh.rep[1];
+    fs.rep2 = start ? tm->xs.rep[2] : tm->xh.rep[2];
+    dmc_u32 op = start ? tm->xs.op : tm->xh.op, used = start ? 0u : tm->xh.used;
+    // the leader's output front at g0, or one before it: output before it is written (g0 grows
+    // from round to round: the first group loaded last round if the leader reached it, else the
+    // front taken last round)
+    const dmc_u32 front = start ? op : (g0 >= tm->xh.tg ? tm->xh.top : tm->xh.front);
+    dmc_u32 tg = start ? 0u : tm->xh.tg, top = start ? op : tm->xh.top;
+    const dmc_u8* out = tm->out;
+    dmc_u32 lit_lo = 0, acc = 0;
+    // (h < g0: a walk that stopped at a corrupt group, which the leader does not pass)
+    const bool go = h >= g0 && gn < g1;
+    if (go) {
+        // the next round's groups' scratch lines first, a 16-byte vector a lane (the walk's loads
+        // of them are then L1 hits)
+        const dmc_u32x4* v = (const dmc_u32x4*)(tm->scratch + gn * DMC_ZSTD_GROUP_WORDS);
+        const dmc_u32 nv = (g1 - gn) * DMC_ZSTD_GROUP_WORDS / 4;
+        for (dmc_u32 k = lane; k < nv; k += DMC_WARP_SIZE) {
+            const dmc_u32x4 x = dmc_load16(v + k);
+            acc ^= x.w[0] ^ x.w[1] ^ x.w[2] ^ x.w[3];
+        }
+        lit_lo = used;
+        for (; h < g1; h++) {
+            if (h == gn) {
+                lit_lo = used;
+                tg = gn;
+                top = op;
+            }
+            const dmc_u32* e = tm->scratch + h * DMC_ZSTD_GROUP_WORDS;
+            const bool in = h * DMC_WARP_SIZE + lane < nseq;
+            const dmc_u32 ll = in ? e[lane] : 0u, ml = in ? e[DMC_WARP_SIZE + lane] : 0u, ofv = e[2 * DMC_WARP_SIZE + lane];
+            if (!__all_sync(0xffffffffu, ll <= DMC_ZSTD_BLOCK_MAX && ml <= DMC_ZSTD_BLOCK_MAX)) break;
+            const dmc_u32 off = dmc_zstd_rep_resolve(&fs, ofv, ll, in, lane);
+            dmc_u32 oend = ll + ml, lend = ll;
+            dmc_zstd_scan2(&oend, &lend, lane);
+            const dmc_u32 mop = op + oend - ml;  // the match's first byte
+            if (h >= gn && in && off <= mop && off > DMC_ZSTD_RING - 512u) {
+                const dmc_u32 a = (mop - off) & ~3u, b = (mop - off + ml - 1) & ~3u;
+                if (a + 4 <= front) acc ^= *(const dmc_u32*)(out + a);
+                if ((b >> 5) > (a >> 5) && b + 4 <= front) acc ^= *(const dmc_u32*)(out + b);  // another sector
+            }
+            op += __shfl_sync(0xffffffffu, oend, DMC_WARP_SIZE - 1);
+            used += __shfl_sync(0xffffffffu, lend, DMC_WARP_SIZE - 1);
+        }
+    }
+    __syncwarp();  // every lane read xh
+    if (lane == 0) {
+        tm->xh.h = h;
+        tm->xh.op = op;
+        tm->xh.used = used;
+        tm->xh.rep[0] = fs.rep0;
+        tm->xh.rep[1] = fs.rep1;
+        tm->xh.rep[2] = fs.rep2;
+        tm->xh.tg = tg;
+        tm->xh.top = top;
+        tm->xh.front = front;
+    }
+    // the next round's literals: the 16-byte vectors from its first literal on, within the block's
+    const dmc_u8* lsrc = tm->xs.lsrc;
+    const dmc_u32 lsize = tm->xs.lsize;
+    if (go && h > gn && lsrc != nullptr && lit_lo < used && used <= lsize) {
+        const dmc_u64 lo = ((dmc_u64)(lsrc + lit_lo) + 15u) & ~(dmc_u64)15u, end = (dmc_u64)(lsrc + lsize);
+        const dmc_u64 hi = dmc_min_u64((dmc_u64)(lsrc + used) + 15u, end);
+        for (dmc_u64 v = lo + 16u * lane; v + 16u <= hi; v += 16u * DMC_WARP_SIZE) {
+            const dmc_u32x4 x = dmc_load16((const void*)v);
+            acc ^= x.w[0] ^ x.w[1] ^ x.w[2] ^ x.w[3];
+        }
+    }
+    tm->xsink[lane] = acc;
+}
+
+// A leader executing a block from the scratch: posts the next round (g: the next group it
+// executes, lim: the groups it may read; dmc_zstd_team::xp) and ends this round. Returns the
+// round posted (dmc_zstd_team_post).
+__device__ __forceinline__ dmc_u32 dmc_zstd_post_xp(dmc_zstd_team* tm, dmc_u32 g, dmc_u32 lim, dmc_u32 lane) {
+    if (lane == 0) {
+        tm->xp[tm->round & 1u].g = g;
+        tm->xp[tm->round & 1u].lim = lim;
+    }
+    return dmc_zstd_team_post(tm, DMC_ZSTD_TASK_IDLE | DMC_ZSTD_TASK_XP, lane);
+}
+
 // Checks and executes a group of n (1..32) of a block's sequences, lane j holding sequence j's
 // literals length, match length and offset value; `bad`: the index of one the bitstream could
 // not give (DMC_WARP_SIZE: none). All 32 lanes; *op_io, L->used, *block_out and the repeat
@@ -2034,17 +2179,20 @@ __device__ __forceinline__ dmc_u32 dmc_zstd_seq_exec(dmc_u8* out, dmc_u32 out_le
     return DMC_STATUS_OK;
 }
 
-// Groups a team's leader executes from the scratch between two rounds while helper 2 still
-// decodes the block ahead (one group a round): the round's length is then the longer of helper
-// 2's group and these.
-#define DMC_ZSTD_AHEAD_RUN 4u
-
 // Decodes one compressed block b[0..n) to out[*op..). out_len bounds the job's output.
 // b[n..n+navail): what follows the block in its frame (navail 0: it is the last), for a team's
 // look ahead (dmc_zstd_look_ahead).
 __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, const dmc_u8* b, dmc_u32 n,
                                   dmc_u32 navail, dmc_u8* out, dmc_u32 out_len, dmc_u32* op_io, dmc_u32 lane) {
     dmc_u32 op = *op_io;
+    if (sm->tm != nullptr && sm->tm->ahead_at != 0 && lane == 0) {
+        // a block decoded ahead, which the leader will execute from the scratch: its start for
+        // helper 1 (dmc_zstd_team::xs; no XP round runs before it posts the block's first)
+        sm->tm->xs.op = op;
+        sm->tm->xs.rep[0] = fs->rep0;
+        sm->tm->xs.rep[1] = fs->rep1;
+        sm->tm->xs.rep[2] = fs->rep2;
+    }
     // ---- Literals section ----
     dmc_zstd_lhdr h;
     dmc_u32 bp = 0;
@@ -2187,6 +2335,15 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
         __syncwarp();
         const dmc_u32 groups = (nseq + DMC_WARP_SIZE - 1) / DMC_WARP_SIZE;
         dmc_u32 done = 0, abad = nseq, aend = DMC_STATUS_OK;
+        if (from_ahead) {  // the block's start for helper 1, and a round to load the second run's groups
+            if (lane == 0) {
+                tm->xs.lsrc = L.kind == 1 ? nullptr : L.src;
+                tm->xs.lsize = L.size;
+                tm->xs.nseq = nseq;
+            }
+            if (r > ahead_round) done = tm->aprog[(r - 1) & 1u][0];
+            r = dmc_zstd_post_xp(tm, 0, dmc_min_u32(done, groups), lane);
+        }
         for (dmc_u32 g = 0; g < groups; g++) {
             const dmc_u32 i = g * DMC_WARP_SIZE, cnt = dmc_min_u32(nseq - i, DMC_WARP_SIZE);
             const dmc_u32* e;
@@ -2200,7 +2357,7 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
                         aend = pr[2];
                     }
                     if (g < done) break;
-                    r = dmc_zstd_team_post(tm, DMC_ZSTD_TASK_IDLE, lane);
+                    r = dmc_zstd_post_xp(tm, g, dmc_min_u32(done, groups), lane);
                 }
                 e = tm->scratch + g * DMC_ZSTD_GROUP_WORDS;
                 bad = abad >= i && abad - i < DMC_WARP_SIZE ? abad - i : DMC_WARP_SIZE;
@@ -2218,8 +2375,8 @@ __device__ dmc_u32 dmc_zstd_block(dmc_zstd_smem* sm, dmc_zstd_frame_state* fs, c
             const dmc_u32 st =
                 dmc_zstd_seq_exec<true>(out, out_len, &op, &L, fs, &block_out, cnt, bad, ll, ml, ofv, lane, dmc_zstd_ring_of(sm));
             if (st != DMC_STATUS_OK) return st;
-            if (from_ahead && g % DMC_ZSTD_AHEAD_RUN == DMC_ZSTD_AHEAD_RUN - 1 && done < groups)
-                r = dmc_zstd_team_post(tm, DMC_ZSTD_TASK_IDLE, lane);
+            if (from_ahead && g % DMC_ZSTD_AHEAD_RUN == DMC_ZSTD_AHEAD_RUN - 1 && g + 1 < groups)
+                r = dmc_zstd_post_xp(tm, g + 1, dmc_min_u32(done, groups), lane);
         }
         const dmc_u32 st = from_ahead ? aend : tm->end_st;
         if (st != DMC_STATUS_OK) return st;
@@ -2421,6 +2578,7 @@ dmc_zstd_decode(const dmc_u8* __restrict__ src_base, dmc_u64 src_total, dmc_u8* 
             tm->ahead_at = 0;
             tm->scratch = scratch;
             tm->scratch_groups = scratch_groups;
+            tm->out = dst_base + s.dst_off;
             for (dmc_u32 i = 0; i < 4; i++) tm->pf[i >> 1][i & 1u].p = nullptr;
         }
     }

@@ -29,12 +29,13 @@ cargo test -p damacy-kernels --features emulate --test inflate "$@" -- \
 # zstd: frames built for every literal/table mode, every repeat-offset rule, Huffman streams of
 # every length and alignment (one segment per lane, table stores and reads), raw blocks a team
 # copies (the rounds around the helpers' copies), a team leader's ring (its slots' writes and
-# reads at the edges of its reach), and the corrupt and
+# reads at the edges of its reach), helper 1's loads ahead of a leader executing a block from
+# the scratch (none of a byte the leader writes in that round), and the corrupt and
 # truncated sweeps (a smaller corpus under TSan: frames up to 8 KB, fewer cuts and flips)
 cargo test -p damacy-kernels --features emulate --test zstd "$@" -- \
     crafted_frames_match_libzstd repeat_offsets_of_every_kind_match_libzstd blocks_decoded_side_by_side_match_libzstd_and_fail_alike \
     extra_bits_past_the_reader_match_libzstd raw_blocks_copied_by_a_team_match_reference \
-    matches_around_the_team_leader_s_ring_match_reference \
+    matches_around_the_team_leader_s_ring_match_reference blocks_executed_from_the_scratch_match_libzstd_and_fail_alike \
     truncated_frames_are_errors corrupt_frames_never_crash huffman_streams_at_every_alignment
 # the bytes fixtures (assemble) and every codec in one wave: tests/gpu.rs's emulated variants
 # (under TSan the shuffled seed only, and one wave)

@@ -1781,35 +1781,145 @@ fn blocks_decoded_side_by_side_match_libzstd_and_fail_alike() {
     let mut next = rng(91);
     for c in &cases {
         let f = &c.frame;
-        let mut bad = Vec::new();
-        for k in 0..if under_tsan() { 6 } else { 40 } {
-            // past the frame header and the first block's first bytes
-            let from = 40.min(f.len() - 1);
-            let mut g = f.clone();
-            if k % 4 == 3 {
+        // past the frame header and the first block's first bytes
+        let bad = damaged(f, 40.min(f.len() - 1), if under_tsan() { 6 } else { 40 }, 4, 2, &mut next);
+        check_damaged(c, &bad);
+    }
+}
+
+/// `n` damaged copies of frame `f`, each changed from byte `from` on: every `cut`-th one cut
+/// short there, the others with 1 to `flips` bits flipped.
+fn damaged(f: &[u8], from: usize, n: usize, cut: usize, flips: u64, next: &mut dyn FnMut() -> u64) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|k| {
+            let mut g = f.to_vec();
+            if k % cut == cut - 1 {
                 g.truncate(from + (next() as usize) % (f.len() - from));
             } else {
-                for _ in 0..=(next() % 2) {
+                for _ in 0..=(next() % flips) {
                     let at = from + (next() as usize) % (g.len() - from);
                     g[at] ^= 1 << (next() % 8);
                 }
             }
-            bad.push(g);
-        }
-        let inputs: Vec<ChunkInput<'_>> = bad
-            .iter()
-            .map(|g| ChunkInput::zstd(g).with_expected_len(c.expect.len()).with_checksum_verification())
-            .collect();
-        for &seed in seeds() {
-            for (r, g) in decode(seed, &inputs).iter().zip(&bad) {
-                if let Ok(v) = r {
-                    assert!(
-                        reference(g, c.expect.len()).as_ref() == Some(v),
-                        "a corrupt frame decoded to bytes libzstd does not produce"
-                    );
-                }
+            g
+        })
+        .collect()
+}
+
+/// Decodes damaged copies of `c`'s frame under every schedule seed: one that decodes must give
+/// the bytes libzstd gives it.
+fn check_damaged(c: &Case, bad: &[Vec<u8>]) {
+    let inputs: Vec<ChunkInput<'_>> = bad
+        .iter()
+        .map(|g| ChunkInput::zstd(g).with_expected_len(c.expect.len()).with_checksum_verification())
+        .collect();
+    for &seed in seeds() {
+        for (r, g) in decode(seed, &inputs).iter().zip(bad) {
+            if let Ok(v) = r {
+                assert!(
+                    reference(g, c.expect.len()).as_ref() == Some(v),
+                    "{}: a corrupt frame decoded to bytes libzstd does not produce",
+                    c.what
+                );
             }
         }
+    }
+}
+
+/// Text-like bytes whose later parts copy stretches from 17 to 67 KB back with one byte in ~24
+/// changed (the changed byte a literal, the copy going on with a repeat offset): far matches,
+/// farther back than a team leader's ring, many of them repeats.
+fn far_copies(len: usize, seed: u64) -> Vec<u8> {
+    let mut next = rng(seed);
+    let mut v = data(24_000, 4, seed);
+    while v.len() < len {
+        let d = (17_000 + (next() % 50_000) as usize).min(v.len());
+        for _ in 0..200 + next() % 2000 {
+            let b = v[v.len() - d];
+            v.push(if next().is_multiple_of(24) { b"XYZ"[(next() % 3) as usize] } else { b });
+        }
+    }
+    v.truncate(len);
+    v
+}
+
+/// Blocks a team executes from its sequence scratch (the second of each pair, its sequences
+/// decoded ahead by helper 2), where helper 1 loads each next round's groups, literals and far
+/// match sources into L1 (`dmc_zstd_exec_prefetch`) while the leader executes this round's:
+/// libzstd's frames of far copies (Huffman literals, repeat offsets, matches 17-67 KB back,
+/// the last block's front close behind its in-tail literals) and crafted block pairs of 300
+/// sequences each whose second block has raw, RLE or Huffman literals and matches 16-31 KB back
+/// (below); then
+/// bit flips and cuts in the blocks after the first, so that the walk meets corrupt groups. The
+/// loads change no byte, so what this guards is under ASan (every load in bounds) and TSan (none
+/// of a byte the leader writes in that round).
+#[test]
+fn blocks_executed_from_the_scratch_match_libzstd_and_fail_alike() {
+    let mut next = rng(77);
+    let mut cases = Vec::new();
+    let sizes: &[(usize, i32)] =
+        if under_tsan() { &[(256 << 10, 3)] } else { &[(256 << 10, 3), (512 << 10, 1), (384 << 10, 7)] };
+    for &(n, level) in sizes {
+        let d = far_copies(n, n as u64 + level as u64);
+        cases.push(Case {
+            frame: compress(&d, level, true, true),
+            expect: d,
+            give_len: false,
+            verify: true,
+            what: format!("{n} bytes of far copies, level {level}"),
+        });
+    }
+    // crafted: 40,000 bytes of history, then pairs of blocks of 300 sequences (10 groups: helper
+    // 1's walk loads the groups from the third on) with matches 16-31 KB back; the second block
+    // of a pair with RLE, raw or Huffman literals. With matches of 259-514 bytes a round's output
+    // (64 sequences) reaches past the next round's sources (the walk loads none of this round's
+    // output); in the last block (Huffman literals, 3-byte matches) the output front ends the
+    // last rounds a few hundred bytes behind the literals the next round copies.
+    let mut out: Vec<u8> = (0..40_000).map(|_| next() as u8).collect();
+    let mut blocks = vec![raw_block(&out, false)];
+    let mut rep = [1u32, 4, 8];
+    let weights: [(u8, u8); 4] = [(b'a', 2), (b'b', 1), (b'c', 1), (b'd', 3)];
+    for pair in 0..4 {
+        for k in 0..2 {
+            let last = pair == 3 && k == 1;
+            let seqs: Vec<Seq> = (0..300)
+                .map(|_| {
+                    let ofv = 16_390 + (next() % 15_000) as u32;
+                    match (pair, k) {
+                        (2, 1) => Seq { ll: 2, ofv, ml: 259 + (next() % 256) as u32 },
+                        (3, 1) => Seq { ll: 20 + (next() % 2) as u32, ofv, ml: 3 },
+                        _ => Seq { ll: 2, ofv, ml: 43 + (next() % 4) as u32 },
+                    }
+                })
+                .collect();
+            let n = seqs.iter().map(|s| s.ll as usize).sum::<usize>() + 5;
+            let lits: Vec<u8> = match (pair, k) {
+                (0, 1) => vec![0x5A; n],
+                (3, 1) => (0..n).map(|_| b"abcdddd"[(next() % 7) as usize]).collect(),
+                _ => (0..n).map(|_| next() as u8).collect(),
+            };
+            let l = match (pair, k) {
+                (0, 1) => Lits::Rle(0x5A, n),
+                (3, 1) => Lits::Huffman { lits: &lits, weights: &weights, streams: 4, treeless: false },
+                _ => Lits::Raw(&lits),
+            };
+            blocks.push(comp_block(&compressed_block(&l, &seqs, Tables::Rle), last));
+            execute(&mut out, &lits, &seqs, &mut rep);
+        }
+    }
+    cases.push(Case {
+        frame: frame(Header { checksum: true, ..PLAIN }, &blocks, &out),
+        expect: out,
+        give_len: false,
+        verify: true,
+        what: "crafted block pairs with far matches".into(),
+    });
+    let m = check(&cases);
+    assert!(m.raw_literals > 0 && m.rle_literals > 0 && m.huffman_4_streams > 0, "{m:?}");
+    for c in &cases {
+        // in the second half: mostly the blocks executed from the scratch
+        let bad = damaged(&c.frame, c.frame.len() / 2, if under_tsan() { 3 } else { 12 }, 3, 1, &mut next);
+        check_damaged(c, &bad);
     }
 }
 
