@@ -1849,10 +1849,9 @@ fn far_copies(len: usize, seed: u64) -> Vec<u8> {
 /// libzstd's frames of far copies (Huffman literals, repeat offsets, matches 17-67 KB back,
 /// the last block's front close behind its in-tail literals) and crafted block pairs of 300
 /// sequences each whose second block has raw, RLE or Huffman literals and matches 16-31 KB back
-/// (below); then
-/// bit flips and cuts in the blocks after the first, so that the walk meets corrupt groups. The
-/// loads change no byte, so what this guards is under ASan (every load in bounds) and TSan (none
-/// of a byte the leader writes in that round).
+/// (below); then bit flips and cuts in each frame's second half, so that the walk meets corrupt
+/// groups. The loads change no byte, so what this guards is under ASan (every load in bounds)
+/// and TSan (none of a byte the leader writes in that round).
 #[test]
 fn blocks_executed_from_the_scratch_match_libzstd_and_fail_alike() {
     let mut next = rng(77);
