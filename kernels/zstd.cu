@@ -1547,6 +1547,13 @@ __device__ __forceinline__ void dmc_zstd_post_place(dmc_zstd_team* tm, dmc_u32 r
     }
 }
 
+// A prefetch's 16-byte load (p aligned): its four words xor'ed, for the caller's sink (a value
+// stored and never read, so that the load is kept).
+__device__ __forceinline__ dmc_u32 dmc_zstd_touch16(const void* p) {
+    const dmc_u32x4 x = dmc_load16(p);
+    return x.w[0] ^ x.w[1] ^ x.w[2] ^ x.w[3];
+}
+
 // Helper 3 in round r: loads into L1 the bytes its readers will take next — per posted reader the
 // 512 bytes (a 16-byte vector per lane) below the DMC_ZSTD_PREFETCH_SKIP it takes in this round (a
 // group of 32 sequences reads ~100 bytes of the demo volume's streams), the vectors lying within
@@ -1564,10 +1571,7 @@ __device__ __forceinline__ void dmc_zstd_prefetch(dmc_zstd_team* tm, dmc_u32 r, 
         // vector `lane` below the skipped bytes, down to the first one wholly in the stream
         const dmc_u64 top = (dmc_u64)(lo + (at - (dmc_i32)DMC_ZSTD_PREFETCH_SKIP)) & ~(dmc_u64)15;
         const dmc_u64 v = top - 16u * (lane + 1u);
-        if (v >= (dmc_u64)lo && v < top) {
-            const dmc_u32x4 x = dmc_load16((const void*)v);
-            acc ^= x.w[0] ^ x.w[1] ^ x.w[2] ^ x.w[3];
-        }
+        if (v >= (dmc_u64)lo && v < top) acc ^= dmc_zstd_touch16((const void*)v);
     }
     tm->pfsink[lane] = acc;
 }
@@ -2000,10 +2004,7 @@ __device__ __noinline__ void dmc_zstd_exec_prefetch(dmc_zstd_team* tm, dmc_u32 r
         // of them are then L1 hits)
         const dmc_u32x4* v = (const dmc_u32x4*)(tm->scratch + gn * DMC_ZSTD_GROUP_WORDS);
         const dmc_u32 nv = (g1 - gn) * DMC_ZSTD_GROUP_WORDS / 4;
-        for (dmc_u32 k = lane; k < nv; k += DMC_WARP_SIZE) {
-            const dmc_u32x4 x = dmc_load16(v + k);
-            acc ^= x.w[0] ^ x.w[1] ^ x.w[2] ^ x.w[3];
-        }
+        for (dmc_u32 k = lane; k < nv; k += DMC_WARP_SIZE) acc ^= dmc_zstd_touch16(v + k);
         lit_lo = used;
         for (; h < g1; h++) {
             if (h == gn) {
@@ -2046,10 +2047,7 @@ __device__ __noinline__ void dmc_zstd_exec_prefetch(dmc_zstd_team* tm, dmc_u32 r
     if (go && h > gn && lsrc != nullptr && lit_lo < used && used <= lsize) {
         const dmc_u64 lo = ((dmc_u64)(lsrc + lit_lo) + 15u) & ~(dmc_u64)15u, end = (dmc_u64)(lsrc + lsize);
         const dmc_u64 hi = dmc_min_u64((dmc_u64)(lsrc + used) + 15u, end);
-        for (dmc_u64 v = lo + 16u * lane; v + 16u <= hi; v += 16u * DMC_WARP_SIZE) {
-            const dmc_u32x4 x = dmc_load16((const void*)v);
-            acc ^= x.w[0] ^ x.w[1] ^ x.w[2] ^ x.w[3];
-        }
+        for (dmc_u64 v = lo + 16u * lane; v + 16u <= hi; v += 16u * DMC_WARP_SIZE) acc ^= dmc_zstd_touch16((const void*)v);
     }
     tm->xsink[lane] = acc;
 }
