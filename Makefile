@@ -200,7 +200,7 @@ bench-python: venv nvrtc
 FUZZ_SECONDS ?= 60
 fuzz:
 	command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz
-	for t in shard_index metadata chunk zstd zstd_damaged inflate blosc; do \
+	for t in shard_index metadata chunk zstd zstd_damaged inflate inflate_damaged blosc; do \
 		RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run --fuzz-dir fuzz $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
 
