@@ -11,19 +11,9 @@
 use std::io::{Read, Write};
 use std::sync::{Mutex, OnceLock};
 
-use damacy_fuzz::emulated_decoder as decoder;
+use damacy_fuzz::{damaged, emulated_decoder as decoder, rng};
 use damacy_kernels::ChunkInput;
 use libfuzzer_sys::fuzz_target;
-
-/// A small generator (xorshift64*), so that the streams are the same on every run.
-fn rng(mut s: u64) -> impl FnMut() -> u64 {
-    move || {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
 
 /// Adler-32 of `d` (RFC 1950).
 fn adler32(d: &[u8]) -> u32 {
@@ -92,15 +82,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&pick, edits)) = data.split_first() else { return };
     let streams = streams();
     let (z, len) = &streams[usize::from(pick) % streams.len()];
-    let mut g = z.clone();
-    for e in edits.chunks_exact(4).take(16) {
-        let at = (u32::from_le_bytes([e[0], e[1], e[2], 0]) as usize * g.len()) >> 24;
-        if e[3] == 0 {
-            g.truncate(at);
-            break;
-        }
-        g[at] ^= e[3];
-    }
+    let g = damaged(z, edits);
     let Some(Ok(mut decoder)) = decoder().map(Mutex::lock) else { return };
     let input = ChunkInput::zlib(&g).with_expected_len(*len).with_checksum_verification();
     if let Ok(out) = decoder.decode_to_host(&[input])

@@ -12,21 +12,11 @@
 use std::io::Read;
 use std::sync::{Mutex, OnceLock};
 
-use damacy_fuzz::emulated_decoder as decoder;
+use damacy_fuzz::{damaged, emulated_decoder as decoder, rng};
 use damacy_kernels::ChunkInput;
 use libfuzzer_sys::fuzz_target;
 
 const LEN: usize = 256 << 10;
-
-/// A small generator (xorshift64*), so that the frames are the same on every run.
-fn rng(mut s: u64) -> impl FnMut() -> u64 {
-    move || {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        s.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
 
 /// The frames: a smooth uint16 field with noise (the demo volume's kind: short sequences, Huffman
 /// literals), a label image (uint16 regions: long matches and runs, rows copied from 4 KiB back),
@@ -74,15 +64,7 @@ fn reference(frame: &[u8], cap: usize) -> Option<Vec<u8>> {
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, edits)) = data.split_first() else { return };
     let frames = frames();
-    let mut g = frames[usize::from(pick) % frames.len()].clone();
-    for e in edits.chunks_exact(4).take(16) {
-        let at = (u32::from_le_bytes([e[0], e[1], e[2], 0]) as usize * g.len()) >> 24;
-        if e[3] == 0 {
-            g.truncate(at);
-            break;
-        }
-        g[at] ^= e[3];
-    }
+    let g = damaged(&frames[usize::from(pick) % frames.len()], edits);
     let Some(Ok(mut decoder)) = decoder().map(Mutex::lock) else { return };
     let input = ChunkInput::zstd(&g).with_expected_len(LEN).with_checksum_verification();
     if let Ok(out) = decoder.decode_to_host(&[input])
