@@ -2047,7 +2047,8 @@ __device__ __noinline__ void dmc_zstd_exec_prefetch(dmc_zstd_team* tm, dmc_u32 r
     if (go && h > gn && lsrc != nullptr && lit_lo < used && used <= lsize) {
         const dmc_u64 lo = ((dmc_u64)(lsrc + lit_lo) + 15u) & ~(dmc_u64)15u, end = (dmc_u64)(lsrc + lsize);
         const dmc_u64 hi = dmc_min_u64((dmc_u64)(lsrc + used) + 15u, end);
-        for (dmc_u64 v = lo + 16u * lane; v + 16u <= hi; v += 16u * DMC_WARP_SIZE) acc ^= dmc_zstd_touch16((const void*)v);
+        for (dmc_u64 v = lo + 16u * lane; v + 16u <= hi; v += 16u * DMC_WARP_SIZE)
+            acc ^= dmc_zstd_touch16((const void*)v);
     }
     tm->xsink[lane] = acc;
 }

@@ -48,8 +48,8 @@ fn stream(stored: &[u8], rest: &[u8], level: u32) -> (Vec<u8>, Vec<u8>) {
     (z, all)
 }
 
-/// The streams and their decoded lengths: stored parts of uint16 noise (8, 40 and 150 KiB: one,
-/// one and three blocks), then a smooth uint16 field, a label image or text (levels 1, 6, 9).
+/// The streams and their decoded lengths: stored parts of noise (8, 40 and 150 KiB: one, one and
+/// three blocks), then a smooth uint16 field at level 6, a label image at 9 or text at 1.
 fn streams() -> &'static [(Vec<u8>, usize)] {
     static STREAMS: OnceLock<Vec<(Vec<u8>, usize)>> = OnceLock::new();
     STREAMS.get_or_init(|| {
