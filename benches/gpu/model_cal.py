@@ -6,7 +6,7 @@ datasheets and published microbenchmarks, so the next run replaces them with mea
 
 - launch_us:        an empty kernel between two CUDA events (the model's fixed launch cost)
 - cpi_dep_int:      cycles per instruction of one warp running a dependent integer chain
-                    (IADD3/LOP3/IMAD-like ops; the model's `cpi`)
+                    (IADD3/LOP3/IMAD-like ops; the model charges its SASS's stall counts)
 - cpi_dep_mix:      the same with a data-dependent branch every few ops (decoder-like)
 - lat_l1, lat_l2, lat_dram: cycles of one dependent global load (pointer chase) whose
                     working set fits L1 (16 KiB), L2 (8 MiB) or neither (1 GiB)
@@ -29,7 +29,14 @@ datasheets and published microbenchmarks, so the next run replaces them with mea
 - lat_shfl_step:    cycles of one step of a dependent shuffle chain (x = shfl(x, x + 1): a
                     SHFL.IDX and the add that makes its lane; the issue schedule's SHFL latency
                     is this minus one ALU latency)
-- lat_popc_step:    cycles of one step of x = popc(x) + x (a POPC and an IADD3)
+- lat_popc_step:    cycles of one step of x = popc(x) + x (a POPC and an IADD3): the model's XU
+                    latency is this less the IADD3's stall count (6)
+- lat_flo_step:     cycles of one step of x = clz(x) + x + 1 (a FLO and its adds): the model
+                    assumes FLO has POPC's latency
+- lat_udiv_step:    cycles of one step of x = (x + k) / ((x & 7) + d): a division by a divisor
+                    known only at run time (I2F, MUFU.RCP, F2I and IMADs, as in the assemble
+                    kernel's index math): the model assumes the conversions and MUFU have
+                    POPC's latency
 - lat_l1_lines32, lat_l2_lines32: cycles of one step of a warp whose 32 lanes each chase their
                     own pointer, every lane in its own 128-byte line (one request of 32 lines a
                     step; working set 16 KiB: L1, or 8 MiB: L2): what a request costs per line
@@ -136,6 +143,26 @@ extern "C" __global__ void dep_popc(unsigned n, unsigned seed, unsigned long lon
     sink[threadIdx.x] = x;
 }
 
+extern "C" __global__ void dep_flo(unsigned n, unsigned seed, unsigned long long* out, unsigned* sink) {
+    unsigned x = seed + threadIdx.x;
+    long long t0 = clock64();
+    for (unsigned i = 0; i < n; i++) x = (unsigned)__clz(x) + x + 1u;
+    long long t1 = clock64();
+    if (threadIdx.x == 0) out[0] = (unsigned long long)(t1 - t0);
+    sink[threadIdx.x] = x;
+}
+
+extern "C" __global__ void dep_udiv(unsigned n, unsigned d, unsigned long long* out, unsigned* sink) {
+    unsigned x = 1000003u + threadIdx.x;
+    long long t0 = clock64();
+    // the divisor depends on x, so that the reciprocal is computed in the chain, as the
+    // assemble kernel's per-item divisions compute it
+    for (unsigned i = 0; i < n; i++) x = (x + 0x9E3779B1u) / ((x & 7u) + d);
+    long long t1 = clock64();
+    if (threadIdx.x == 0) out[0] = (unsigned long long)(t1 - t0);
+    sink[threadIdx.x] = x;
+}
+
 // one warp: each lane chases its own cycle (lane l starts at word 32 * l: its own 128-byte
 // line, and so on along its cycle); cycles per step in out[0]
 extern "C" __global__ void chase_lanes(const unsigned* __restrict__ next, unsigned n, unsigned long long* out,
@@ -191,7 +218,7 @@ def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else "model_cal.json"
     mod = cp.RawModule(code=SRC, options=("--std=c++17",))
     k = {name: mod.get_function(name) for name in ("empty", "dep_int", "dep_mix", "chase", "chase_shared", "spin", "dep_imad",
-                                                    "dep_shfl", "dep_popc", "chase_lanes", "dep_branch")}
+                                                    "dep_shfl", "dep_popc", "dep_flo", "dep_udiv", "chase_lanes", "dep_branch")}
     res = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
     cyc = cp.zeros(1, dtype=cp.uint64)
     sink = cp.zeros(64, dtype=cp.uint32)
@@ -207,15 +234,17 @@ def main():
     # 4 source ops + branch + shuffle: report cycles per loop iteration and per source op
     res["cycles_per_iter_dep_mix"] = int(cyc[0]) / n
 
-    k["dep_imad"]((1,), (32,), (cp.uint32(n), cp.uint32(7), cyc, sink))
-    cp.cuda.Device().synchronize()
-    res["lat_imad"] = int(cyc[0]) / n
-    k["dep_shfl"]((1,), (32,), (cp.uint32(n), cyc, sink))
-    cp.cuda.Device().synchronize()
-    res["lat_shfl_step"] = int(cyc[0]) / n
-    k["dep_popc"]((1,), (32,), (cp.uint32(n), cp.uint32(7), cyc, sink))
-    cp.cuda.Device().synchronize()
-    res["lat_popc_step"] = int(cyc[0]) / n
+    def warp_step(name, *args):
+        """Cycles per step of one warp's n-step chain (kernel NAME with n, ARGS, out, sink)."""
+        k[name]((1,), (32,), (cp.uint32(n), *args, cyc, sink))
+        cp.cuda.Device().synchronize()
+        return int(cyc[0]) / n
+
+    res["lat_imad"] = warp_step("dep_imad", cp.uint32(7))
+    res["lat_shfl_step"] = warp_step("dep_shfl")
+    res["lat_popc_step"] = warp_step("dep_popc", cp.uint32(7))
+    res["lat_flo_step"] = warp_step("dep_flo", cp.uint32(7))
+    res["lat_udiv_step"] = warp_step("dep_udiv", cp.uint32(7))
 
     def chase_cycles(nxt, steps=1 << 14):
         """Cycles per step of one thread's dependent chain through nxt (from word 0)."""

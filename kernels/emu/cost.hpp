@@ -71,6 +71,9 @@ struct WarpRec {
     // the exposed shuffles among them (the table's third column: those that lengthen a chain
     // of dependent shuffles; 0 without a table)
     double shfl;
+    // the same blocks' issue cycles (the table's fourth column: their SASS's stall counts, ptxas'
+    // static schedule, the exposed shuffles' left out); without a table NO_TABLE_CYCLES per block
+    double cycles;
     // global requests and sectors; loads: cold (a sector the launch never touched whose
     // 64-byte L2 line no load fetched: HBM), warm (every sector loaded before and not stored
     // since: an L1 hit), l2 (the rest: a first touch of a sector whose line partner a load
@@ -86,7 +89,7 @@ struct WarpRec {
     // makes a warm load an L2 hit when its distance exceeds the block's share of the SM's L1.
     uint64_t warm_dist[WARM_BUCKETS];
 };
-static_assert(sizeof(WarpRec) == 8 * (14 + WARM_BUCKETS), "WarpRec has no padding");
+static_assert(sizeof(WarpRec) == 8 * (15 + WARM_BUCKETS), "WarpRec has no padding");
 
 struct Rec {
     uint64_t addr;
@@ -228,10 +231,15 @@ DMC_EMU_INTERNAL inline void record(const volatile void* p, uint64_t size, uint8
 // call sites (offsets in the loaded binary) to SASS instructions per execution: made by
 // crates/damacy-kernels/scripts/gpu_model_sass.py from NVRTC's sm_90 cubins (nvdisasm line
 // info) joined with the binary's call sites (objdump + addr2line) by source line; the file it
-// wrote is named by DAMACY_GPU_MODEL_SASS. Without one every basic block weighs 1.
+// wrote is named by DAMACY_GPU_MODEL_SASS. Without one every basic block weighs 1 instruction
+// of NO_TABLE_CYCLES issue cycles.
 struct Weight {
-    float insts, shfl;  // SASS instructions and the exposed shuffles among them, per execution
+    // SASS instructions, the exposed shuffles among them and their issue cycles, per execution
+    float insts, shfl, cycles;
 };
+// A basic block's issue cycles without a weight table: one instruction at the dependent-issue
+// latency of sm_90's integer pipes (4 cycles; a table gives each block its SASS's own).
+constexpr float NO_TABLE_CYCLES = 4.0f;
 struct Weights {
     uintptr_t base = 0;
     std::unordered_map<uintptr_t, Weight> w;  // by offset from `base`
@@ -246,15 +254,29 @@ inline Weights& weights() {
         if (path != nullptr && *path != 0) {
             if (FILE* f = std::fopen(path, "r")) {
                 unsigned long off = 0;
-                float wt = 0, sh = 0;
+                float wt = 0, sh = 0, cy = 0;
                 char line[256];
+                bool old_format = false;
                 while (std::fgets(line, sizeof line, f) != nullptr) {
                     if (line[0] == '#') continue;
-                    const int n = std::sscanf(line, "%lx %f %f", &off, &wt, &sh);
-                    if (n >= 2) x->w[(uintptr_t)off] = Weight{wt, n == 3 ? sh : 0.0f};
+                    const int n = std::sscanf(line, "%lx %f %f %f", &off, &wt, &sh, &cy);
+                    if (n == 4) {
+                        x->w[(uintptr_t)off] = Weight{wt, sh, cy};
+                    } else if (n >= 1) {
+                        old_format = true;
+                    }
                 }
                 std::fclose(f);
-                x->loaded = true;
+                if (old_format) {
+                    // a table of an older gpu_model_sass.py (no issue cycles): not used
+                    std::fprintf(stderr,
+                                 "damacy CUDA emulator: DAMACY_GPU_MODEL_SASS=%s has rows without the issue-cycles "
+                                 "column: remake it (crates/damacy-kernels/scripts/gpu_model.sh --table)\n",
+                                 path);
+                    x->w.clear();
+                } else {
+                    x->loaded = true;
+                }
             } else {
                 std::fprintf(stderr, "damacy CUDA emulator: DAMACY_GPU_MODEL_SASS=%s cannot be opened\n", path);
             }
@@ -266,12 +288,12 @@ inline Weights& weights() {
 
 // SASS instructions (and shuffles) of one execution of the basic block whose coverage call
 // returns to `pc`: the table's weights (0 for blocks of no kernel source line: the emulator's
-// own code), or 1 instruction without a table.
+// own code), or 1 instruction of NO_TABLE_CYCLES without a table.
 DMC_EMU_INTERNAL inline Weight bb_weight(uintptr_t pc) {
     Weights& ws = weights();
-    if (!ws.loaded) return Weight{1.0f, 0.0f};
+    if (!ws.loaded) return Weight{1.0f, 0.0f, NO_TABLE_CYCLES};
     auto it = ws.w.find(pc - ws.base);
-    return it == ws.w.end() ? Weight{0.0f, 0.0f} : it->second;
+    return it == ws.w.end() ? Weight{0.0f, 0.0f, 0.0f} : it->second;
 }
 
 // One basic block run by the current fiber's lane (from __sanitizer_cov_trace_pc).
@@ -510,6 +532,7 @@ DMC_EMU_INTERNAL inline void flush_warp(int w) {
         const double wi = m * (double)wt.insts;
         L.tot.insts += wi;
         L.tot.shfl += m * (double)wt.shfl;
+        L.tot.cycles += m * (double)wt.cycles;
         if (sites_on()) {
             auto& e = c->bb_sites[pc];
             e.first += m;

@@ -13,6 +13,20 @@ import gpu_model_report  # noqa: E402
 import gpu_model_sass  # noqa: E402
 
 
+def hexed(text, stalls=None):
+    """TEXT (nvdisasm -gi -c lines) as nvdisasm -hex prints it: each instruction line followed by
+    the line with its encoding's upper 64 bits, whose control word holds the stall count (bits
+    41-44): STALLS[i] for the i-th instruction, 4 when not given."""
+    out, i = [], 0
+    for line in text.split("\n"):
+        out.append(line)
+        if gpu_model_sass.INSN.match(line):
+            st = stalls[i] if stalls else 4
+            i += 1
+            out.append(f"                                  /* 0x{(0x7e0 << 40) | (st << 41):016x} */")
+    return "\n".join(out)
+
+
 SASS = """
 //--------------------- .text.dmc_k      --------------------------
 .text.dmc_k:
@@ -40,13 +54,22 @@ SASS = """
 
 def test_a_collectives_divergent_copy_is_not_counted():
     lines = {3: ("k.cu", 3), 4: ("k.cu", 4), 5: ("k.cu", 5), 6: ("k.cu", 6)}
-    per_line, copies, per_fn, shfl = gpu_model_sass.count_lines(SASS, lines)
+    c = gpu_model_sass.count_lines(hexed(SASS), lines)
     # the BRA.DIV target's copy (4 instructions up to its branch back) is left out
-    assert per_line == {("k.cu", 3): 2, ("k.cu", 4): 1, ("k.cu", 5): 2, ("k.cu", 6): 1}
-    assert shfl == {("k.cu", 4): 1}
-    assert per_fn == {"dmc_k": 10}
+    assert c.sass == {("k.cu", 3): 2, ("k.cu", 4): 1, ("k.cu", 5): 2, ("k.cu", 6): 1}
+    assert c.shfl == {("k.cu", 4): 1}
+    assert c.per_fn == {"dmc_k": 10}
     # one copy (not inlined), with its SASS: the counted instruction, not the divergent copy's
-    assert copies[("k.cu", 4)] == {("dmc_k", ()): 1}
+    assert c.copies[("k.cu", 4)] == {("dmc_k", ()): 1}
+    # the issue cycles: 4 an instruction, none for the exposed shuffle
+    assert c.cycles == {("k.cu", 3): 8, ("k.cu", 4): 0, ("k.cu", 5): 8, ("k.cu", 6): 4}
+    # a disassembly without the encodings is refused, not counted without cycles
+    try:
+        gpu_model_sass.count_lines(SASS, lines)
+    except ValueError as e:
+        assert "control words" in str(e)
+    else:
+        raise AssertionError("count_lines took a disassembly without -hex")
 
 
 TWO_COPIES = """
@@ -65,9 +88,12 @@ TWO_COPIES = """
 
 def test_each_inlined_copy_of_a_line_has_its_own_sass_count():
     lines = {3: ("k.cu", 3), 8: ("k.cu", 8), 9: ("k.cu", 9)}
-    per_line, copies, _, _ = gpu_model_sass.count_lines(TWO_COPIES, lines)
-    assert per_line == {("k.cu", 3): 5}
-    assert copies[("k.cu", 3)] == {("dmc_k", (("k.cu", 8),)): 3, ("dmc_k", (("k.cu", 9),)): 2}
+    c = gpu_model_sass.count_lines(hexed(TWO_COPIES, [1, 2, 13, 5, 6]), lines)
+    assert c.sass == {("k.cu", 3): 5}
+    assert c.copies[("k.cu", 3)] == {("dmc_k", (("k.cu", 8),)): 3, ("dmc_k", (("k.cu", 9),)): 2}
+    # each copy's issue cycles are its own instructions' stall counts
+    assert c.cycles == {("k.cu", 3): 27}
+    assert c.copies_cycles[("k.cu", 3)] == {("dmc_k", (("k.cu", 8),)): 16, ("dmc_k", (("k.cu", 9),)): 11}
 
 
 CHAINS = """
@@ -90,9 +116,72 @@ CHAINS = """
 """
 
 
+# four instructions of dmc_zstd_decode's entry as nvdisasm 13.0 -c -hex prints them for sm_90
+ENTRY = """
+        /*0060*/                   SHF.R.U32.HI R111, RZ, 0x5, R113 ;            /* 0x00000005ff6f7819 */
+                                                                                  /* 0x002fca0000011671 */
+        /*0070*/                   VIADD R3, R111, UR4 ;                          /* 0x000000046f037c36 */
+                                                                                  /* 0x000fe20008000000 */
+        /*00a0*/                   ISETP.GE.U32.AND P1, PT, R5, UR4, PT ;         /* 0x0000000405007c0c */
+                                                                                  /* 0x000fda000bf26070 */
+        /*00b0*/               @P1 EXIT ;                                         /* 0x000000000000194d */
+                                                                                  /* 0x000fea0003800000 */
+"""
+
+
+def test_the_control_word_gives_each_instructions_stall_count_and_scoreboards():
+    # the shift waits for scoreboard 1 (the S2R before it: wait mask 0x2) then holds its
+    # dependent add 5 cycles; the add's successor is independent (1); the compare holds the
+    # predicated exit 13 cycles (a predicate read by a branch); the exit's own count is 5
+    ctrl = gpu_model_sass.control_words(ENTRY)
+    assert [c.stall for c in ctrl] == [5, 1, 13, 5]
+    assert [c.wait for c in ctrl] == [0x2, 0, 0, 0]
+    assert all(c.wbar == 7 and c.rbar == 7 for c in ctrl)
+
+
+def ctrl_hi(stall, wbar=7, rbar=7, wait=0):
+    return f"0x{(wait << 52) | (rbar << 49) | (wbar << 46) | (stall << 41):016x}"
+
+
+def test_a_consumer_waits_for_an_xu_result_but_not_for_a_loads():
+    # POPC sets scoreboard 0; two independent instructions (2 + 2 cycles) pass before the add
+    # waits for it: it waits XU_LATENCY - 2 - 2 - 2 (the POPC's own stall) cycles. A load's
+    # scoreboard (1) is ready at once (the model charges loads per request). A label ends the
+    # stretch: a wait after it finds nothing in flight.
+    text = "\n".join([
+        ".text.dmc_k:",
+        '\t//## File "/x/k.cu", line 3',
+        "        /*0000*/                   POPC R6, R11 ;",
+        f"        /* {ctrl_hi(2, wbar=0)} */",
+        "        /*0010*/                   LDG.E R7, desc[UR4][R2.64] ;",
+        f"        /* {ctrl_hi(2, wbar=1)} */",
+        "        /*0020*/                   IADD3 R8, R9, 0x1, RZ ;",
+        f"        /* {ctrl_hi(2)} */",
+        '\t//## File "/x/k.cu", line 4',
+        "        /*0030*/                   IADD3 R6, R6, R11, RZ ;",
+        f"        /* {ctrl_hi(4, wait=0x1)} */",
+        "        /*0040*/                   IADD3 R7, R7, 0x1, RZ ;",
+        f"        /* {ctrl_hi(4, wait=0x2)} */",
+        "        /*0050*/                   POPC R6, R6 ;",
+        f"        /* {ctrl_hi(1, wbar=0)} */",
+        ".L_x_1:",
+        '\t//## File "/x/k.cu", line 5',
+        "        /*0060*/                   IADD3 R6, R6, R11, RZ ;",
+        f"        /* {ctrl_hi(4, wait=0x1)} */",
+        "        /*0070*/                   EXIT ;",
+        f"        /* {ctrl_hi(5)} */",
+    ])
+    lines = {3: ("k.cu", 3), 4: ("k.cu", 4), 5: ("k.cu", 5)}
+    c = gpu_model_sass.count_lines(text, lines)
+    wait = gpu_model_sass.XU_LATENCY - 6
+    assert c.cycles[("k.cu", 3)] == 6
+    assert abs(c.cycles[("k.cu", 4)] - (wait + 4 + 4 + 1)) < 1e-9
+    assert c.cycles[("k.cu", 5)] == 9
+
+
 def test_only_the_shuffles_that_lengthen_a_chain_are_exposed():
     lines = {3: ("k.cu", 3), 4: ("k.cu", 4), 5: ("k.cu", 5)}
-    _, _, _, shfl = gpu_model_sass.count_lines(CHAINS, lines)
+    shfl = gpu_model_sass.count_lines(hexed(CHAINS), lines).shfl
     # line 3: three independent shuffles, one latency; line 4: R14 depends on R10 (depth 2),
     # R15 on R11 (depth 2, beside R14), R16 on R14 through the wide IMAD's high half (depth 3);
     # after the unconditional branch the chain starts again (depth 1: exposed)

@@ -19,6 +19,14 @@ host block starts, shared by the blocks that start there. The exposed shuffles a
 SASS (`ShuffleChains`: a SHFL that lengthens the longest chain of dependent shuffles of its
 straight-line stretch of SASS; shuffles beside it overlap) are spread the same way.
 
+Each line's issue cycles are joined the same way: the stall count of each of its SASS
+instructions (`control_words`: the 4-bit field of the instruction's control word, ptxas' static
+schedule: the cycles the warp waits before its next issue, fixed-latency dependencies included),
+the exposed shuffles' left out (the model charges them the shuffle latency), plus the cycles an
+instruction waits on a scoreboard for an XU result (`Scoreboard`: bit counts, conversions,
+MUFU). A lone warp's path through straight-line code is their sum: dependent instructions wait
+the pipe's latency, independent ones issue a cycle or two apart.
+
 An earlier form charged every line to such a bucket; the weight of a bucket moved with the
 host compiler's block layout (removing a compare from a zstd loop moved the instructions charged
 to the FSE entries' line from ~1.4 M to ~7.1 M in a launch), where a line's host instructions
@@ -33,7 +41,7 @@ rolled (`roll_loops`: nvcc unrolls run-time-trip loops the host keeps rolled), s
 SASS is one iteration's; registers, shared memory and per-kernel SASS totals come from the build
 the crate launches.
 
-The weight file (one "offset weight shuffles" line per host block with a weight, the offset
+The weight file (one "offset weight shuffles cycles" line per host block with a weight, the offset
 being the return address of the block's coverage call in BINARY, which is what the emulator's
 coverage hook sees) is what DAMACY_GPU_MODEL_SASS names; its "#res" lines give each kernel's
 registers and static shared memory from ptxas, for the model's occupancy.
@@ -52,6 +60,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import typing
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 KERNELS = os.path.join(ROOT, "kernels")
@@ -149,30 +158,128 @@ def ptxas_resources(log: str) -> dict[str, tuple[int, int]]:
     return res
 
 
-def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> tuple[collections.Counter, dict, dict[str, int],
-                                                                  collections.Counter]:
-    """SASS instructions per (file, line) of one cubin, the inlined copies of each (file, line)
-    (distinct "inlined at" call sites: nvdisasm -gi) with the SASS of each, the SASS instructions
-    per kernel, and the
-    exposed shuffles (`SHFL`, see `ShuffleChains`) per (file, line)."""
+class LineCounts(typing.NamedTuple):
+    """What `count_lines` finds per source line (file, line) of one cubin."""
+
+    sass: collections.Counter  # SASS instructions
+    copies: dict  # per line: its copies (kernel, call sites innermost first) -> SASS instructions
+    per_fn: dict  # SASS instructions per kernel
+    shfl: collections.Counter  # exposed shuffles (`ShuffleChains`)
+    cycles: collections.Counter  # issue cycles: stall counts (the exposed shuffles' left out), XU waits
+    copies_cycles: dict  # per line: its copies -> issue cycles
+
+
+def sass_lines(nvdisasm: str, cubin: bytes, lines: dict) -> LineCounts:
+    """`count_lines` of one cubin's disassembly (nvdisasm -gi -c -hex: line info with the
+    inlining chains, and each instruction's encoding for its control word)."""
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
         path = f.name
     try:
-        text = subprocess.run([nvdisasm, "-gi", "-c", path], check=True, capture_output=True, text=True).stdout
+        text = subprocess.run([nvdisasm, "-gi", "-c", "-hex", path], check=True, capture_output=True,
+                              text=True).stdout
     finally:
         os.unlink(path)
     return count_lines(text, lines)
 
 
-def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict[str, int], collections.Counter]:
-    """`sass_lines` of a disassembly (`nvdisasm -gi -c` output); the shuffles counted per line
-    are the exposed ones (`ShuffleChains`); the copies of a line map each copy (kernel, call
-    sites innermost first) to its SASS instructions."""
+# an instruction line of nvdisasm -c (its offset, then the instruction)
+INSN = re.compile(r"\s*/\*[0-9a-f]{4,}\*/\s+(\S.*)")
+# with -hex, the line after an instruction holds the upper 64 bits of its 128-bit encoding
+INSN_HI = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+\S[^\n]*\n\s*/\* (0x[0-9a-f]+) \*/", re.M)
+
+
+class Control(typing.NamedTuple):
+    """An instruction's control information: the fields that sm_70 and later GPUs carry in bits
+    105-125 of each 128-bit instruction (41-61 of its upper 64 bits), as Jia et al. decoded them
+    ("Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking", 2018)."""
+
+    stall: int  # cycles the scheduler waits before it issues the warp's next instruction
+    wbar: int  # scoreboard the instruction's result releases when ready (7: none, a fixed latency)
+    rbar: int  # scoreboard released once its source registers are read (7: none)
+    wait: int  # mask of the scoreboards it waits for before it issues
+
+
+def control_words(text: str) -> list[Control]:
+    """The control information of every instruction of an `nvdisasm -c -hex` disassembly, in
+    order. Fixed-latency dependencies are in the stall counts (ptxas' static schedule);
+    variable-latency results (loads, shuffles, the XU pipe's operations) are waited for through
+    the scoreboards (`Scoreboard`)."""
+    out = []
+    for hi in INSN_HI.findall(text):
+        v = int(hi, 16)
+        out.append(Control((v >> 41) & 15, (v >> 46) & 7, (v >> 49) & 7, (v >> 52) & 63))
+    return out
+
+
+# The XU pipe's variable-latency operations (bit counts, conversions, the special-function unit:
+# the runtime-divisor division's I2F, MUFU.RCP, F2I) and the cycles from one's issue until a
+# consumer can issue: the H200's `lat_popc_step` (benches/gpu/model_cal.py: x = popc(x) + x, 23.19
+# cycles a step, runs a61ddac and fd22e7f) less the stall count of the step's dependent IADD3 in that
+# benchmark's sm_90 SASS (6); measured for POPC, assumed for the other operations of the pipe.
+XU_OPS = re.compile(r"(POPC|FLO|BREV|I2F|F2I|F2F|I2I|FRND|MUFU)(\.|$)")
+XU_LATENCY = 23.19 - 6
+
+
+class Scoreboard:
+    """A lone warp's waits for variable-latency results in its straight-line stretch of SASS:
+    `step` returns the cycles an instruction waits, beyond the stall counts since the last one
+    issued, for the scoreboards its control word names. A result of the XU pipe (`XU_OPS`) is
+    ready `XU_LATENCY` cycles after its producer issued; the other scoreboards (global and
+    shared loads, shuffles, read barriers) are ready at once here, their latencies being the
+    model's per request (the cost recorder's loads, the exposed shuffles). The stretch ends at
+    an unconditional branch, exit or return, and at a label (what follows a jump target has
+    unknown results in flight)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.t = 0.0  # the next instruction's earliest issue (the last issue + its stall count)
+        self.ready: dict[int, float] = {}
+
+    def step(self, text: str, c: Control) -> float:
+        """Account the instruction TEXT with control information C; the cycles it waits."""
+        t = self.t
+        for b in range(6):
+            if c.wait >> b & 1:
+                t = max(t, self.ready.pop(b, t))
+        waited = t - self.t
+        op = text.split(";")[0].strip()
+        if op.startswith("@"):
+            guard, _, op = op.partition(" ")
+        else:
+            guard = ""
+        op = op.partition(" ")[0]
+        if c.wbar != 7:
+            # a scoreboard several results share is ready when the last of them is
+            lat = XU_LATENCY if XU_OPS.match(op) else 0.0
+            self.ready[c.wbar] = max(self.ready.get(c.wbar, t), t + lat)
+        if c.rbar != 7:
+            self.ready[c.rbar] = max(self.ready.get(c.rbar, t), t)
+        self.t = t + c.stall
+        if not guard and re.match(r"(BRA|EXIT|RET|BRX|JMP)(\.|$)", op):
+            self.reset()
+        return waited
+
+
+def count_lines(text: str, lines: dict) -> LineCounts:
+    """`sass_lines` of a disassembly (`nvdisasm -gi -c -hex` output); the shuffles counted per
+    line are the exposed ones (`ShuffleChains`); the copies of a line map each copy (kernel, call
+    sites innermost first) to its SASS instructions (and, in `copies_cycles`, its issue
+    cycles)."""
     per_line: collections.Counter = collections.Counter()
     per_line_shfl: collections.Counter = collections.Counter()
+    per_line_cyc: collections.Counter = collections.Counter()
     copies: dict = collections.defaultdict(collections.Counter)
+    copies_cyc: dict = collections.defaultdict(collections.Counter)
     per_fn: dict[str, int] = collections.Counter()
+    ctrl = control_words(text)
+    n_insns = sum(1 for line in text.splitlines() if INSN.match(line))
+    if len(ctrl) != n_insns:
+        raise ValueError(f"{n_insns} instructions but {len(ctrl)} control words: not nvdisasm -hex output")
+    k = 0  # the next instruction's index in `ctrl`
+    board = Scoreboard()
     # Before an instruction whose location changes, nvdisasm -gi prints the inlining chain, one
     # "//##" line per level, innermost first: the instruction belongs to the first one's line;
     # the rest (the call sites it is inlined at) name its copy.
@@ -194,13 +301,18 @@ def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict
         if m:
             fn, where, chain, cold = m.group(1), None, [], False
             chains.reset()
+            board.reset()
             continue
         m = re.match(r"^(\.L_x_\d+):", line)
-        if m and m.group(1) in div_targets:
-            cold = True
-            continue
-        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(\S.*)", line)
         if m:
+            board.reset()
+            if m.group(1) in div_targets:
+                cold = True
+            continue
+        m = INSN.match(line)
+        if m:
+            c = ctrl[k]
+            k += 1
             if chain:
                 where, key = chain[0], (fn, tuple(chain[1:]))
                 chain = []
@@ -210,12 +322,16 @@ def count_lines(text: str, lines: dict) -> tuple[collections.Counter, dict, dict
                     cold = False
                 continue
             exposed = chains.step(m.group(1))
+            waited = board.step(m.group(1), c)
             if where is not None:
                 per_line[where] += 1
                 copies[where][key] += 1
+                cyc = waited + (0 if exposed else c.stall)
+                per_line_cyc[where] += cyc
+                copies_cyc[where][key] += cyc
                 if exposed:
                     per_line_shfl[where] += 1
-    return per_line, copies, per_fn, per_line_shfl
+    return LineCounts(per_line, copies, per_fn, per_line_shfl, per_line_cyc, copies_cyc)
 
 
 # SASS operations that write no register: every register operand is a source
@@ -487,10 +603,9 @@ def main() -> int:
     def one_file(name: str):
         # registers, shared memory and SASS per kernel: the build the crate launches
         cubin, log, lines = nvrtc_compile(lib, name, rolled=False)
-        _, _, per_fn, _ = sass_lines(a.nvdisasm, cubin, lines)
+        per_fn = sass_lines(a.nvdisasm, cubin, lines).per_fn
         cubin, _, lines = nvrtc_compile(lib, name, rolled=True)
-        per_line, copies, _, per_line_shfl = sass_lines(a.nvdisasm, cubin, lines)
-        return ptxas_resources(log), per_fn, per_line, copies, per_line_shfl
+        return ptxas_resources(log), per_fn, sass_lines(a.nvdisasm, cubin, lines)
 
     # The files compile side by side (NVRTC is thread-safe; ctypes lets go of the GIL in its
     # calls), the two largest first, beside the host binary's scan; merged in FILES order.
@@ -503,29 +618,38 @@ def main() -> int:
         blocks, insns, host_copies, insn_copy = host.result()
     sass: collections.Counter = collections.Counter()
     shfl: collections.Counter = collections.Counter()
+    cycles: collections.Counter = collections.Counter()
     gpu_copies: dict = collections.defaultdict(collections.Counter)
+    gpu_copies_cyc: dict = collections.defaultdict(collections.Counter)
     resources: dict[str, tuple[int, int]] = {}
     totals: dict[str, int] = {}
-    for res, per_fn, per_line, copies, per_line_shfl in results:
+    for res, per_fn, c in results:
         resources.update(res)
         totals.update(per_fn)
-        sass.update(per_line)
-        shfl.update(per_line_shfl)
-        for k, v in copies.items():
+        sass.update(c.sass)
+        shfl.update(c.shfl)
+        cycles.update(c.cycles)
+        for k, v in c.copies.items():
             gpu_copies[k].update(v)
+        for k, v in c.copies_cycles.items():
+            gpu_copies_cyc[k].update(v)
 
     if not any(f for _, f, _ in blocks):
         raise SystemExit(f"no __sanitizer_cov_trace_pc call of a kernel source in {a.binary}")
     weight, weight_shfl, unplaced = block_weights(blocks, insns, host_copies, sass, shfl, gpu_copies, insn_copy)
+    # the issue cycles spread the same way (a Counter update keeps no line of zero cycles; such
+    # a line's blocks get none, which is what they have)
+    weight_cyc, _, _ = block_weights(blocks, insns, host_copies, +cycles, {}, gpu_copies_cyc, insn_copy)
     with open(a.out, "w") as out:
-        out.write("# SASS instructions, and the exposed shuffles among them, per host basic block "
+        out.write("# SASS instructions, the exposed shuffles among them and their issue cycles (stall counts, "
+                  "the exposed shuffles' left out), per host basic block "
                   "(crates/damacy-kernels/scripts/gpu_model_sass.py)\n")
         out.write(f"# binary {os.path.abspath(a.binary)}\n")
         for k, (regs, smem) in sorted(resources.items()):
             out.write(f"#res {k} {regs} {smem} {totals.get(k, 0)}\n")
         for ret, _, _ in blocks:
             if weight.get(ret, 0) > 0:
-                out.write(f"{ret:x} {weight[ret]:.4f} {weight_shfl.get(ret, 0):.4f}\n")
+                out.write(f"{ret:x} {weight[ret]:.4f} {weight_shfl.get(ret, 0):.4f} {weight_cyc.get(ret, 0):.4f}\n")
     if a.summary:
         by_file_sass = collections.Counter()
         for (f, _), n in sass.items():

@@ -354,8 +354,8 @@ fn kernels_stay_within_their_budgets() {
 }
 
 /// The GPU performance model's pipeline on a small case (issue 30): a batch of fixture LZ4
-/// chunks decoded, every warp recorded with instructions and loads, and a prediction made from
-/// them that is consistent with its own terms.
+/// chunks decoded, every warp recorded with instructions, issue cycles and loads, and a
+/// prediction made from them that is consistent with its own terms.
 #[test]
 fn the_gpu_model_predicts_a_small_lz4_batch_from_its_recorded_warps() {
     if skip() {
@@ -374,7 +374,7 @@ fn the_gpu_model_predicts_a_small_lz4_batch_from_its_recorded_warps() {
     assert_eq!(l.warps.len() as u64, l.cost.blocks * per_block);
     let busy: Vec<&model::WarpRec> = l.warps.iter().filter(|w| w.g_store > 0).collect();
     assert!(!busy.is_empty(), "no warp stored output");
-    assert!(busy.iter().all(|w| w.bbs > 0 && w.insts > 0.0 && w.g_load_cold > 0), "{busy:?}");
+    assert!(busy.iter().all(|w| w.bbs > 0 && w.insts > 0.0 && w.cycles > 0.0 && w.g_load_cold > 0), "{busy:?}");
     let gpu = model::Gpu::h200();
     let res = model::resources_from_env();
     let p = gpu.predict(l, res.get("dmc_lz4_decode"));

@@ -73,7 +73,7 @@ impl Model {
                     "sass_insts": p.insts, "mean_warp_insts": p.mean_warp_insts, "max_warp_insts": p.max_warp_insts,
                     "bound": p.bound.name(),
                     "longest_warp": {
-                        "insts": p.longest_warp.insts, "shfl": p.longest_warp.shfl,
+                        "insts": p.longest_warp.insts, "shfl": p.longest_warp.shfl, "cycles": p.longest_warp.cycles,
                         "g_load_cold": p.longest_warp.g_load_cold, "g_load_warm": p.longest_warp.g_load_warm,
                         "g_load_l2": p.longest_warp.g_load_l2, "g_store": p.longest_warp.g_store,
                         "g_sectors": p.longest_warp.g_sectors, "s_load": p.longest_warp.s_load,
@@ -134,9 +134,10 @@ impl Model {
         for (w, (n, t, r)) in &per_warp {
             let _ = writeln!(
                 s,
-                "  warp {w}: longest in {n} phases, {t:.0} cycles ({:.1} %): insts {:.0} shfl {:.0} cold {} l2 {} warm {} shared {}",
+                "  warp {w}: longest in {n} phases, {t:.0} cycles ({:.1} %): insts {:.0} issue cycles {:.0} shfl {:.0} cold {} l2 {} warm {} shared {}",
                 100.0 * t / total,
                 r.insts,
+                r.cycles,
                 r.shfl,
                 r.g_load_cold,
                 r.g_load_l2,

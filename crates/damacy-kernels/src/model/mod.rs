@@ -8,7 +8,11 @@
 //!   lanes take turns, lowest host address first, so a branch's sides meet at their join and
 //!   the warp runs each iteration's union of its lanes' paths), each block weighted by the SASS
 //!   instructions of the source lines whose host instructions it holds (each line's SASS spread
-//!   over its host blocks in proportion to its host instructions in each):
+//!   over its host blocks in proportion to its host instructions in each), and by their **issue
+//!   cycles**: the stall count in each SASS instruction's control word (ptxas' static schedule:
+//!   the cycles the warp waits before its next issue, so a dependent instruction waits its
+//!   pipe's latency and an independent one a cycle or two), plus a consumer's wait on a
+//!   scoreboard for an XU result (bit counts, conversions, `MUFU`):
 //!   `scripts/gpu_model_sass.py` joins NVRTC's `sm_90` cubins (nvdisasm line info) with the
 //!   binary's basic blocks and the source line of each host instruction (`objdump -d -l`,
 //!   `addr2line -i`) and writes the table `DAMACY_GPU_MODEL_SASS` names, with the **exposed
@@ -20,13 +24,13 @@
 //!   warp).
 //!
 //! The time (see [`Gpu`] for every constant and its source):
-//! - a warp's **serial path**: `insts × cpi + exposed shuffles × (shuffle latency − cpi) + cold
+//! - a warp's **serial path**: `issue cycles + exposed shuffles × shuffle latency + cold
 //!   loads × HBM latency + warm loads × L1 latency + L2 loads × L2 latency + shared loads ×
 //!   shared latency` cycles (a cold load: the first touch of a sector whose 64-byte L2 line no
 //!   load of the launch fetched; a miss fetches both sectors of its line, so the first load of
 //!   the other one is an L2 load): a warp issues in
-//!   order and the decoders' code is one dependent chain, so a lone warp waits out each load
-//!   and each instruction's dependent latency; a load is warm when the launch loaded all of its
+//!   order, so a lone warp waits out each load and the schedule's stalls between its
+//!   instructions; a load is warm when the launch loaded all of its
 //!   sectors before and stored none of them since (global stores write through to L2 and leave
 //!   no L1 line, so a decoder re-reading its own output goes to L2), and its reuse distance
 //!   fits the block's share of the SM's L1 (the unified 256 KiB less the shared-memory
@@ -80,6 +84,9 @@ pub struct WarpRec {
     /// The exposed shuffles (`SHFL`s that lengthen a chain of dependent shuffles) among those
     /// instructions (0 without a weight table).
     pub shfl: f64,
+    /// The same blocks' issue cycles: their SASS instructions' stall counts (the exposed
+    /// shuffles' left out) and waits for XU results (4 per block without a weight table).
+    pub cycles: f64,
     /// Global loads that wait for HBM: a sector no earlier request of the launch touched, in a
     /// 64-byte L2 line no earlier load fetched.
     pub g_load_cold: u64,
@@ -137,6 +144,7 @@ impl WarpRec {
         self.bbs += o.bbs;
         self.insts += o.insts;
         self.shfl += o.shfl;
+        self.cycles += o.cycles;
         self.g_load_cold += o.g_load_cold;
         self.g_load_warm += o.g_load_warm;
         self.g_store += o.g_store;
@@ -306,10 +314,8 @@ pub struct Gpu {
     /// The shared-memory carve-outs the driver chooses from, KiB (the smallest that holds the
     /// resident blocks' shared memory).
     pub carveouts_kib: &'static [u32],
-    /// Cycles per instruction of a lone warp on dependent code (the serial path's ALU term).
-    pub cpi: f64,
     /// Cycles of a dependent shuffle (`SHFL`, a variable-latency instruction of the MIO pipe:
-    /// charged this instead of `cpi`).
+    /// charged this instead of its stall count).
     pub shfl_latency: f64,
     /// Cycles of a global load that brings sectors the launch did not touch before from HBM
     /// (the first load of a 64-byte L2 line: the cost recorder's lines; a later first load of
@@ -347,7 +353,6 @@ impl Gpu {
             smem_unit: 128,
             l1_smem_bytes: 256 * 1024,
             carveouts_kib: &[0, 8, 16, 32, 64, 100, 132, 164, 196, 228],
-            cpi: 4.0,
             shfl_latency: SHFL_LATENCY,
             cold_latency: 698.0,
             warm_latency: 43.0,
@@ -379,8 +384,8 @@ impl Gpu {
         format!(
             "- {} SMs, 4 schedulers per SM, 64 warps / 32 blocks / 65536 registers (allocated per warp in units of 256, per scheduler) / 228 KiB shared memory per SM (1 KiB reserved per block, 128-byte units): NVIDIA's Hopper tuning guide and CUDA occupancy rules (datasheet); Nsight's block limits in ncu-kernels.txt agree (lz4 12 blocks by registers, assemble 5)\n\
              - clock {:.2} GHz: the H200's boost clock (datasheet); the ncu rows are predicted at the 1.50 GHz ncu locked (its `SM Frequency`)\n\
-             - cpi {:.1} cycles per instruction of a lone warp: the dependent-issue latency of sm_90's integer and logic pipes (published microbenchmarks of Hopper: 4 cycles for IADD3/LOP3/IMAD chains) — **not** fitted; a serial decoder issues mostly dependent instructions\n\
-             - shuffle {:.1} cycles (a dependent `SHFL`, charged instead of the cpi): measured — `benches/gpu/model_cal.py`'s dependent shuffle step (32.0 cycles: a `SHFL.IDX` and the add that makes its lane) less one dependent add (`lat_imad`, 4.4 cycles), run of a61ddac; it was a fit (18.8) before that run; not fitted\n\
+             - issue cycles of a lone warp: each SASS instruction's stall count, the 4-bit field at bits 105-108 of its 128-bit encoding (`nvdisasm -hex`; the control information Jia et al. decoded for Volta, \"Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking\", 2018, which sm_90's encoding keeps): ptxas' static schedule, the cycles before the warp's next issue (a dependent integer instruction 4-6, an independent one 1-2, a predicate read by a branch 13); read from the shipped compiler's cubins, not fitted (it replaced a flat 4.0 cycles per instruction); plus a consumer's wait on a scoreboard for an XU result (`POPC`, `FLO`, `BREV`, conversions, `MUFU`): ready 17.2 cycles after issue, `benches/gpu/model_cal.py`'s `POPC` step (23.19 cycles, runs a61ddac and fd22e7f) less its dependent add's stall count (6); measured for `POPC`, assumed for the pipe's other operations\n\
+             - shuffle {:.1} cycles (a dependent `SHFL`, charged instead of its stall count): measured — `benches/gpu/model_cal.py`'s dependent shuffle step (32.0 cycles: a `SHFL.IDX` and the add that makes its lane) less one dependent add (`lat_imad`, 4.4 cycles), run of a61ddac; it was a fit (18.8) before that run; not fitted\n\
              - cold load {:.0} cycles (first touch of a sector in the launch whose 64-byte L2 line no load fetched: HBM), warm load {:.0} cycles (an L1 hit: sectors the warp loaded and has not stored since), L2 load {:.0} cycles (a sector the launch stored: stores write through and leave no L1 line; or the first touch of a sector whose line partner a load fetched), shared load {:.0} cycles: the H200's dependent-load chains of `benches/gpu/model_cal.py` (1 GiB, 8 MiB and 16 KiB working sets, shared memory; run of d5a7030, `model_cal.json`), rounded; not fitted\n\
              - L2 lines of 64 bytes (the cost recorder's, `kernels/emu/cost.hpp`: a load that misses fetches both 32-byte sectors of its line from HBM, so a first load of the other sector is an L2 hit): the L2 line size Jia et al. measured on Volta (\"Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking\", 2018), assumed unchanged on Hopper — not measured on the H200 yet (`benches/gpu/model_cal.py`'s `lat_dram_pairs` measures it on the next run); not fitted\n\
              - L1: {} KiB of unified L1 and shared memory per SM, shared-memory carve-outs of 0, 8, 16, 32, 64, 100, 132, 164, 196 or 228 KiB (the smallest that holds the resident blocks' shared memory is the L1's complement): NVIDIA's Hopper tuning guide (datasheet); a warm load whose LRU reuse distance exceeds its block's share is charged the L2 latency\n\
@@ -388,7 +393,6 @@ impl Gpu {
              - launch {:.1} µs: an empty kernel between two events on the H200 (`benches/gpu/model_cal.py`, `launch_us`, run of d5a7030); the same line's intercept (9.0 µs at zero bytes) agrees\n",
             self.sms,
             self.clock_hz / 1e9,
-            self.cpi,
             self.shfl_latency,
             self.cold_latency,
             self.warm_latency,
@@ -447,8 +451,8 @@ impl Gpu {
             }
         }
         let evicted = evicted.min(w.g_load_warm);
-        w.insts * self.cpi
-            + w.shfl * (self.shfl_latency - self.cpi)
+        w.cycles
+            + w.shfl * self.shfl_latency
             + w.g_load_cold as f64 * self.cold_latency
             + (w.g_load_warm - evicted) as f64 * self.warm_latency
             + (w.g_load_l2 + evicted) as f64 * self.l2_latency
@@ -741,8 +745,11 @@ mod tests {
         assert_eq!((o.blocks_per_sm, o.warps_per_sm, o.limiter), (1, 8, Limiter::Registers));
     }
 
+    /// Issue cycles per instruction of the tests' warps (a dependent chain's).
+    const CYC: f64 = 4.0;
+
     fn warp(block: u64, insts: f64, cold: u64) -> WarpRec {
-        WarpRec { block, insts, g_load_cold: cold, ..WarpRec::default() }
+        WarpRec { block, insts, cycles: insts * CYC, g_load_cold: cold, ..WarpRec::default() }
     }
 
     fn launch(threads: u64, warps: Vec<WarpRec>) -> Launch {
@@ -761,7 +768,7 @@ mod tests {
         let res = KernelResources { registers: 32, smem_bytes: 0, sass_instructions: 0 };
         // 132 blocks of one warp, one with 10x the instructions: that warp's path
         let mut w: Vec<WarpRec> = (0..132).map(|b| warp(b, 1000.0, 0)).collect();
-        w[7].insts = 10_000.0;
+        w[7] = warp(7, 10_000.0, 0);
         let p = g.predict(&launch(32, w), Some(&res));
         assert!((p.latency_s * g.clock_hz - 40_000.0).abs() < 1.0, "{}", p.latency_s * g.clock_hz);
         assert_eq!(p.bound, Bound::SerialPath);
@@ -797,8 +804,8 @@ mod tests {
         // SM's end is the launch's (not issue-bound: 9500 cycles of issue), the others' warps
         // are active for 5000 cycles of it
         let mut w: Vec<WarpRec> = (0..132 * 10).flat_map(|b| two(b, 1000.0)).collect();
-        w[0].insts = 10_000.0;
-        w[1].insts = 10_000.0;
+        w[0] = warp(0, 10_000.0, 0);
+        w[1] = WarpRec { warp: 1, ..warp(0, 10_000.0, 0) };
         let p = g.predict(&launch(64, w), Some(&res));
         let want = (2.0 * 40_000.0 + 18.0 * 4000.0 + 131.0 * 20.0 * 5000.0) / (132.0 * 64.0 * 40_000.0);
         assert!((p.achieved_occupancy - want).abs() < 1e-9, "{} vs {want}", p.achieved_occupancy);
@@ -812,13 +819,20 @@ mod tests {
     fn a_block_with_barriers_waits_each_phase_out_for_its_slowest_warp() {
         let g = Gpu { launch_s: 0.0, ..Gpu::h200() };
         let res = KernelResources { registers: 32, smem_bytes: 0, sass_instructions: 0 };
-        let rec = |warp: u64, phase: u64, insts: f64| WarpRec { block: 0, warp, phase, insts, ..WarpRec::default() };
+        let rec = |warp: u64, phase: u64, insts: f64| WarpRec {
+            block: 0,
+            warp,
+            phase,
+            insts,
+            cycles: insts * CYC,
+            ..WarpRec::default()
+        };
         // two warps, two phases: warp 0 is slower in phase 0 (100 vs 10), warp 1 in phase 1
         // (100 vs 10); warp 0 then runs alone a third phase (50). Without barriers the block
         // would last 160 instructions (warp 0's own path); with them 100 + 100 + 50
         let w = vec![rec(0, 0, 100.0), rec(1, 0, 10.0), rec(0, 1, 10.0), rec(1, 1, 100.0), rec(0, 2, 50.0)];
         let p = g.predict(&launch(64, w.clone()), Some(&res));
-        assert!((p.latency_s * g.clock_hz - 250.0 * g.cpi).abs() < 1e-6, "{}", p.latency_s * g.clock_hz / g.cpi);
+        assert!((p.latency_s * g.clock_hz - 250.0 * CYC).abs() < 1e-6, "{}", p.latency_s * g.clock_hz / CYC);
         // the launch's warps are its two warps, their phases summed
         assert_eq!(p.warps, 2);
         assert!((p.max_warp_insts - 160.0).abs() < 1e-9);
@@ -833,7 +847,7 @@ mod tests {
             .map(|r| WarpRec { phase: 0, ..r })
             .collect();
         let p = g.predict(&launch(64, flat), Some(&res));
-        assert!((p.latency_s * g.clock_hz - 160.0 * g.cpi).abs() < 1e-6);
+        assert!((p.latency_s * g.clock_hz - 160.0 * CYC).abs() < 1e-6);
     }
 
     #[test]
@@ -842,14 +856,16 @@ mod tests {
         let w = WarpRec {
             insts: 100.0,
             shfl: 10.0,
+            cycles: 230.0,
             g_load_cold: 1,
             g_load_warm: 2,
             g_load_l2: 3,
             s_load: 4,
             ..WarpRec::default()
         };
-        // 90 instructions at the cpi, 10 shuffles at their latency, the loads where they hit
-        let want = 90.0 * g.cpi
+        // the 90 other instructions' issue cycles, 10 shuffles at their latency, the loads where
+        // they hit
+        let want = 230.0
             + 10.0 * g.shfl_latency
             + g.cold_latency
             + 2.0 * g.warm_latency
@@ -857,6 +873,10 @@ mod tests {
             + 4.0 * g.shared_latency;
         assert!((g.warp_cycles(&w, 1e9) - want).abs() < 1e-9);
         assert!(g.warm_latency < g.l2_latency && g.l2_latency < g.cold_latency);
+        // the path is the instructions' issue cycles, not their count: the same instructions
+        // issued side by side (half the cycles) take 115 fewer
+        let wide = WarpRec { cycles: 115.0, ..w };
+        assert!((g.warp_cycles(&w, 1e9) - g.warp_cycles(&wide, 1e9) - 115.0).abs() < 1e-9);
     }
 
     #[test]
