@@ -172,8 +172,13 @@ struct ThreadCost {
     std::unordered_map<uintptr_t, std::array<uint64_t, 3>> sites;
     std::vector<WarpRec> warp_recs;  // the launch's warps' phases, as their barriers complete
     uint64_t phase = 0;              // barriers the running block passed (blocks run one at a time)
-    // per basic block (DAMACY_EMU_COST_SITES set): warp runs and weighted instructions
-    std::unordered_map<uintptr_t, std::pair<uint64_t, double>> bb_sites;
+    // per basic block (DAMACY_EMU_COST_SITES set): warp runs, weighted instructions and issue
+    // cycles (with the exposed shuffles at SHFL_SITE_CYCLES)
+    struct BbSite {
+        uint64_t runs = 0;
+        double insts = 0, cycles = 0;
+    };
+    std::unordered_map<uintptr_t, BbSite> bb_sites;
 };
 
 struct Sink {
@@ -240,6 +245,9 @@ struct Weight {
 // A basic block's issue cycles without a weight table: one instruction at the dependent-issue
 // latency of sm_90's integer pipes (4 cycles; a table gives each block its SASS's own).
 constexpr float NO_TABLE_CYCLES = 4.0f;
+// An exposed shuffle's cycles in the per-site listing (DAMACY_EMU_COST_SITES): the model's shuffle
+// latency (src/model: SHFL_LATENCY), so that the sites rank as the model charges them.
+constexpr double SHFL_SITE_CYCLES = 27.6;
 struct Weights {
     uintptr_t base = 0;
     std::unordered_map<uintptr_t, Weight> w;  // by offset from `base`
@@ -535,8 +543,9 @@ DMC_EMU_INTERNAL inline void flush_warp(int w) {
         L.tot.cycles += m * (double)wt.cycles;
         if (sites_on()) {
             auto& e = c->bb_sites[pc];
-            e.first += m;
-            e.second += wi;
+            e.runs += m;
+            e.insts += wi;
+            e.cycles += m * ((double)wt.cycles + (double)wt.shfl * SHFL_SITE_CYCLES);
         }
     }
     L.runs.clear();
@@ -632,12 +641,14 @@ DMC_EMU_INTERNAL inline void launch_end(size_t smem_bytes) {
         c->sites.clear();
     }
     if (sites_on() && !c->bb_sites.empty()) {
-        std::vector<std::pair<uintptr_t, std::pair<uint64_t, double>>> v(c->bb_sites.begin(), c->bb_sites.end());
-        std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second.second > y.second.second; });
+        // the 40 blocks of the most issue cycles (all warps of the launch)
+        std::vector<std::pair<uintptr_t, ThreadCost::BbSite>> v(c->bb_sites.begin(), c->bb_sites.end());
+        std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.second.cycles > y.second.cycles; });
         Weights& ws = weights();
         for (size_t i = 0; i < v.size() && i < 40; i++)
-            std::fprintf(stderr, "model-site %s 0x%lx runs %lu insts %.0f\n", c->cur.kernel,
-                         (unsigned long)(v[i].first - ws.base), (unsigned long)v[i].second.first, v[i].second.second);
+            std::fprintf(stderr, "model-site %s 0x%lx runs %lu insts %.0f cycles %.0f\n", c->cur.kernel,
+                         (unsigned long)(v[i].first - ws.base), (unsigned long)v[i].second.runs, v[i].second.insts,
+                         v[i].second.cycles);
         c->bb_sites.clear();
     }
     {
