@@ -27,6 +27,8 @@
 #   9. compare  benches/gpu/compare.py: kernel_bench (its defaults, plus the demo volume's real
 #                chunks: `damacy demo --full` writes it on first use) + nvCOMP LZ4/Zstd/Deflate +
 #                copy bandwidth -> gpu-kernels-<date>.md, kernel_bench.json, nvcomp_decode.json
+#      waves    the demo volume's zstd chunks in waves of 75, 150 and 250 MiB, teams chosen by the
+#                decoder, forced on and forced off -> waves.md (named only: not in the default list)
 #  10. python   the damacy wheel and zarr from the bundle; benches/gpu/python_gpu.py: Pipeline
 #               batches into torch and cupy, zarr enable_gpu() reads through
 #               damacy.GpuCodecPipeline, random-crop timing -> python-gpu-<date>.md
@@ -180,16 +182,22 @@ EOF
   return "$rc"
 }
 
+# The demo volume's real chunks (kernel_bench --dataset: sharded zstd and blosc-lz4 as stored),
+# written on first use by `damacy demo --full` (the e2e step reads the same folder); prints the
+# dataset's path, or fails.
+demo_volume() {
+  local demo_dir="${DAMACY_DEMO_DIR:-$HOME/.cache/damacy/demo}"
+  [ -x "$bin/damacy" ] && timeout --kill-after=10 180 "$bin/damacy" demo --full --dir "$demo_dir" \
+    --batches 1 --warmup 0 --executor cpu >/dev/null && echo "$demo_dir/full/demo.zarr"
+}
+
 compare() {
   [ -x "$bin/kernel_bench" ] || { echo "no kernel_bench binary (bundle step failed?)"; return 1; }
-  # The demo volume's real chunks (kernel_bench --dataset: sharded zstd and blosc-lz4 as
-  # stored), written on first use by `damacy demo --full` (the e2e step reads the same folder).
   # DAMACY_COMPARE_BENCH_ARGS: more kernel_bench arguments (e.g. "--cases shuffle,assemble,demo
   # --sizes 64K,1M --batch-mib 32" for a short run).
-  local demo_dir="${DAMACY_DEMO_DIR:-$HOME/.cache/damacy/demo}" bench_args="${DAMACY_COMPARE_BENCH_ARGS:-}"
-  if [ -x "$bin/damacy" ] && timeout --kill-after=10 180 "$bin/damacy" demo --full --dir "$demo_dir" \
-    --batches 1 --warmup 0 --executor cpu >/dev/null; then
-    bench_args="$bench_args --dataset $demo_dir/full/demo.zarr"
+  local bench_args="${DAMACY_COMPARE_BENCH_ARGS:-}" demo
+  if demo="$(demo_volume)"; then
+    bench_args="$bench_args --dataset $demo"
   else
     echo "no demo volume (damacy demo --full failed or timed out): the demo rows are left out"
   fi
@@ -205,6 +213,35 @@ compare() {
     python3 crates/damacy-kernels/scripts/gpu_model_report.py --measured "$out/kernel_bench.json" "${models[@]}" \
       --out "$out/gpu-model.md" || echo "gpu-model report failed (the run's rows stand)"
   fi
+  return "$rc"
+}
+
+# The demo volume's zstd chunks decoded in waves of the engine's sizes (a lane's default wave
+# holds ~76 MiB: ~300 chunks, which fit the device's resident teams; 150 and 250 MiB do not),
+# each with the decoder's own choice of teams (`--teams auto`) and with teams and lone warps
+# forced: what the GPU model (benches/results/gpu-model.md) cannot settle, the launch shape of
+# large waves (its seventh and eighth calibrations disagree on the 250 MiB wave). -> waves.md and
+# waves-<MiB>-<teams>.json
+waves() {
+  [ -x "$bin/kernel_bench" ] || { echo "no kernel_bench binary (bundle step failed?)"; return 1; }
+  local demo mib teams rc=0
+  demo="$(demo_volume)" || { echo "no demo volume (damacy demo --full failed or timed out)"; return 1; }
+  for mib in 75 150 250; do
+    for teams in auto on off; do
+      timeout --kill-after=10 120 "$bin/kernel_bench" --device cuda --cases demo --dataset "$demo" --batch-mib "$mib" \
+        --teams "$teams" --json "$out/waves-$mib-$teams.json" >/dev/null || { echo "kernel_bench $mib MiB --teams $teams failed"; rc=1; }
+    done
+  done
+  python3 - "$out" <<'EOF' | tee "$out/waves.md"
+import glob, json, os, sys
+print("| wave MiB | teams | chunks | kernel µs (median) | kernel GB/s |")
+print("|---:|---|---:|---:|---:|")
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "waves-*.json")), key=lambda p: (int(p.split("-")[-2]), p)):
+    mib, teams = os.path.basename(f)[6:-5].split("-")
+    for r in json.load(open(f))["rows"]:
+        if r["name"].startswith("zstd-demo"):
+            print(f"| {mib} | {teams} | {r['n_chunks']} | {r['kernel_s'] * 1e6:.1f} | {r['kernel_gbps']:.2f} |")
+EOF
   return "$rc"
 }
 
@@ -415,9 +452,10 @@ main() {
       calibrate) step calibrate calibrate ;;
       profile) step profile profile ;;
       compare) step compare compare ;;
+      waves) step waves waves ;;
       python) step python python_gpu ;;
       cold) step cold cold_start ;;
-      *) echo "unknown step $name (cold, tests, inspect, sanitize, e2e, calibrate, profile, compare, python)"; failed+=("$name") ;;
+      *) echo "unknown step $name (cold, tests, inspect, sanitize, e2e, calibrate, profile, compare, waves, python)"; failed+=("$name") ;;
     esac
   done
   echo
