@@ -189,6 +189,23 @@ INSN = re.compile(r"\s*/\*[0-9a-f]{4,}\*/\s+(\S.*)")
 INSN_HI = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+\S[^\n]*\n\s*/\* (0x[0-9a-f]+) \*/", re.M)
 
 
+def split_insn(text: str) -> tuple[str, str, str]:
+    """An instruction's text (`[@P0 ]OP.MOD a, b, ... ;`) as its guard ("" when none), its
+    operation and its operands' text."""
+    text = text.split(";")[0].strip()
+    guard = ""
+    if text.startswith("@"):
+        guard, _, text = text.partition(" ")
+    op, _, rest = text.partition(" ")
+    return guard, op, rest
+
+
+def ends_stretch(guard: str, op: str) -> bool:
+    """Whether the instruction ends a straight-line stretch of SASS: an unguarded branch, exit or
+    return (what follows is reached by a jump, with unknown registers in flight)."""
+    return not guard and re.match(r"(BRA|EXIT|RET|BRX|JMP)(\.|$)", op) is not None
+
+
 class Control(typing.NamedTuple):
     """An instruction's control information: the fields that sm_70 and later GPUs carry in bits
     105-125 of each 128-bit instruction (41-61 of its upper 64 bits), as Jia et al. decoded them
@@ -245,12 +262,7 @@ class Scoreboard:
             if c.wait >> b & 1:
                 t = max(t, self.ready.pop(b, t))
         waited = t - self.t
-        op = text.split(";")[0].strip()
-        if op.startswith("@"):
-            guard, _, op = op.partition(" ")
-        else:
-            guard = ""
-        op = op.partition(" ")[0]
+        guard, op, _ = split_insn(text)
         if c.wbar != 7:
             # a scoreboard several results share is ready when the last of them is
             lat = XU_LATENCY if XU_OPS.match(op) else 0.0
@@ -258,7 +270,7 @@ class Scoreboard:
         if c.rbar != 7:
             self.ready[c.rbar] = max(self.ready.get(c.rbar, t), t)
         self.t = t + c.stall
-        if not guard and re.match(r"(BRA|EXIT|RET|BRX|JMP)(\.|$)", op):
+        if ends_stretch(guard, op):
             self.reset()
         return waited
 
@@ -371,11 +383,7 @@ class ShuffleChains:
     def step(self, text: str) -> bool:
         """Account the instruction TEXT (`[@P0 ]OP.MOD a, b, ... ;`); True when it is an
         exposed shuffle."""
-        text = text.split(";")[0].strip()
-        guard = ""
-        if text.startswith("@"):
-            guard, _, text = text.partition(" ")
-        op, _, rest = text.partition(" ")
+        guard, op, rest = split_insn(text)
         ops = [o.strip() for o in rest.split(",")] if rest.strip() else []
         wide = ".64" in op or ".WIDE" in op or ".128" in op
         if NO_DEST.match(op):
@@ -394,7 +402,7 @@ class ShuffleChains:
                     self.depth[r] = d
         exposed = shfl and d > self.longest
         self.longest = max(self.longest, d)
-        if not guard and re.match(r"(BRA|EXIT|RET|BRX|JMP)(\.|$)", op):
+        if ends_stretch(guard, op):
             self.reset()
         return exposed
 
